@@ -1,0 +1,59 @@
+"""The runtime layer: numba -> PTX compilation with a pointer ABI, the disk cache, module
+loading and lean launches through CuPy on the current stream, temporary storage, tuning
+tables, and the simulator switch (``FORGE_ARRAY_SIMULATE=1``).
+
+See ``docs/kernel-api.md`` for how kernels are written against it.
+"""
+
+from . import config  # noqa: F401  (first: sets up the simulator before numba.cuda loads)
+from .backend import cupy, device_info, is_cupy_array, kernels_available, kernels_status
+from .compiler import (
+    STATS,
+    Kernel,
+    compile_error,
+    compile_kernel,
+    compile_ptx_offline,
+    f32,
+    f64,
+    i32,
+    i64,
+    launch,
+    numba_type,
+    ptr_t,
+    result_type,
+    tuple_ptr_t,
+    u32,
+    u64,
+)
+from .config import SIMULATE
+from .memory import SimBuffer, buffer_of, data_address, element_strides, misalignment
+
+__all__ = [
+    "SIMULATE",
+    "STATS",
+    "Kernel",
+    "SimBuffer",
+    "buffer_of",
+    "compile_error",
+    "compile_kernel",
+    "compile_ptx_offline",
+    "cupy",
+    "data_address",
+    "device_info",
+    "element_strides",
+    "f32",
+    "f64",
+    "i32",
+    "i64",
+    "is_cupy_array",
+    "kernels_available",
+    "kernels_status",
+    "launch",
+    "misalignment",
+    "numba_type",
+    "ptr_t",
+    "result_type",
+    "tuple_ptr_t",
+    "u32",
+    "u64",
+]

@@ -1,0 +1,103 @@
+"""Access to CuPy (optional) and the current CUDA device, without importing CuPy eagerly.
+
+Example
+-------
+>>> from forge_array.runtime import backend
+>>> backend.cupy() is None or hasattr(backend.cupy(), "ndarray")
+True
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from . import config
+
+_CUPY = None
+_CUPY_TRIED = False
+
+
+def cupy():
+    """Return the ``cupy`` module, or None when it is missing or finds no GPU."""
+    global _CUPY, _CUPY_TRIED
+    if not _CUPY_TRIED:
+        _CUPY_TRIED = True
+        try:
+            import cupy as cp
+
+            if cp.cuda.runtime.getDeviceCount() > 0:
+                _CUPY = cp
+        except Exception:  # no CuPy, no driver, no device
+            _CUPY = None
+    return _CUPY
+
+
+def is_cupy_array(x) -> bool:
+    """True for a ``cupy.ndarray`` (never imports CuPy to find out)."""
+    return type(x).__module__.startswith("cupy") and hasattr(x, "data") and hasattr(x, "device")
+
+
+@functools.lru_cache(maxsize=None)
+def _device_info(device_id: int) -> dict:
+    cp = cupy()
+    props = cp.cuda.runtime.getDeviceProperties(device_id)
+    name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
+    return {
+        "name": name,
+        "cc": (int(props["major"]), int(props["minor"])),
+        "sm_count": int(props["multiProcessorCount"]),
+        "l2_bytes": int(props.get("l2CacheSize", 0)),
+        "max_threads_per_sm": int(props.get("maxThreadsPerMultiProcessor", 2048)),
+    }
+
+
+_SIM_INFO = {
+    "name": "numba CUDA simulator",
+    "cc": (9, 0),
+    "sm_count": 2,
+    "l2_bytes": 0,
+    "max_threads_per_sm": 2048,
+}
+
+
+def device_info(device_id: int | None = None) -> dict:
+    """Name, compute capability, SM count and L2 size of a CUDA device (the current one by
+    default), or of the simulator's pretend device when simulating.
+
+    >>> sorted(device_info())  # doctest: +SKIP
+    ['cc', 'l2_bytes', 'max_threads_per_sm', 'name', 'sm_count']
+    """
+    if config.SIMULATE:
+        return _SIM_INFO
+    if device_id is None:
+        device_id = cupy().cuda.runtime.getDevice()
+    return _device_info(device_id)
+
+
+def kernels_available(x) -> bool:
+    """Whether our kernels run on backend array ``x``: a CuPy array on a GPU, or a NumPy
+    array under the simulator.
+
+    >>> import numpy as np
+    >>> kernels_available(np.zeros(3)) == config.SIMULATE and config.KERNELS_ENABLED
+    True
+    """
+    if not config.KERNELS_ENABLED:
+        return False
+    if config.SIMULATE:
+        return isinstance(x, np.ndarray)
+    return is_cupy_array(x)
+
+
+def kernels_status() -> str:
+    """One line saying whether and where our kernels run in this process."""
+    if not config.KERNELS_ENABLED:
+        return "kernels: disabled (FORGE_ARRAY_KERNELS=0)"
+    if config.SIMULATE:
+        return "kernels: active in numba's CUDA simulator on NumPy buffers (FORGE_ARRAY_SIMULATE=1)"
+    if cupy() is not None:
+        info = device_info()
+        return f"kernels: active on {info['name']} (sm_{info['cc'][0]}{info['cc'][1]})"
+    return "kernels: inactive (no CUDA GPU; the CPU device uses NumPy)"

@@ -1,0 +1,386 @@
+"""Compile kernels for one specialisation and launch them lean.
+
+On the GPU a kernel factory's function is compiled by numba to PTX with pointer and integer
+arguments (no numba dispatcher on the launch path), cached on disk, loaded through
+``cupy.RawModule`` and launched on CuPy's current stream. In the simulator the same
+function runs through numba's CUDA simulator.
+
+Example
+-------
+>>> import numpy as np
+>>> from numba import cuda
+>>> from forge_array.runtime import compile_kernel, launch, ptr_t, i64, buffer_of
+>>> def make_scale(factor):
+...     def scale(src, dst, n):
+...         i = cuda.grid(1)
+...         if i < n:
+...             dst[i] = src[i] * factor
+...     return scale
+>>> k = compile_kernel(make_scale, (2.0,), (ptr_t("float64"), ptr_t("float64"), i64))
+>>> # launch(k, 1, 64, (buffer_of(x), buffer_of(y), x.size))   # x, y backend arrays
+"""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import os
+import re
+import threading
+import time
+
+import numba
+import numpy as np
+from numba import cuda
+from numba import types as nt
+
+from . import backend, config
+from .fingerprint import Unfingerprintable, digest
+
+try:
+    from importlib.metadata import version as _pkg_version
+
+    _NUMBA_CUDA_VERSION = _pkg_version("numba-cuda")
+except Exception:  # pragma: no cover
+    _NUMBA_CUDA_VERSION = "unknown"
+
+# --------------------------------------------------------------------------- types
+
+
+def numba_type(dtype):
+    """The numba scalar type of a NumPy dtype (``numba_type("float32") -> float32``)."""
+    return numba.from_dtype(np.dtype(dtype))
+
+
+def ptr_t(dtype):
+    """Kernel argument type of a buffer of ``dtype``: ``CPointer(dtype)``."""
+    return nt.CPointer(numba_type(dtype))
+
+
+def tuple_ptr_t(dtypes):
+    """Kernel argument type of a tuple of buffers (struct-of-arrays)."""
+    return nt.Tuple(tuple(ptr_t(d) for d in dtypes))
+
+
+i64, i32, u64, u32, f64, f32 = nt.int64, nt.int32, nt.uint64, nt.uint32, nt.float64, nt.float32
+
+
+def _converter(t):
+    """Host-side conversion of one kernel argument for CuPy's launcher (flattened)."""
+    if isinstance(t, nt.CPointer):
+        return lambda v: (np.uint64(v),)
+    if isinstance(t, nt.BaseTuple):
+        subs = [_converter(s) for s in t.types]
+
+        def conv(v, subs=subs):
+            out = ()
+            for c, x in zip(subs, v):
+                out += c(x)
+            return out
+
+        return conv
+    if isinstance(t, (nt.Integer, nt.Float)):
+        np_t = np.dtype(str(t)).type
+        return lambda v: (np_t(v),)
+    if isinstance(t, nt.Complex):
+        np_t = np.dtype(str(t)).type
+        return lambda v: (np_t(v),)
+    raise TypeError(f"unsupported kernel argument type {t} (use pointers, integers and floats)")
+
+
+# --------------------------------------------------------------------------- cache
+
+_SOURCE_HASH = None
+
+
+def source_hash() -> str:
+    """Hash of the kernel-side sources (runtime, intrinsics, kernels) of this install."""
+    global _SOURCE_HASH
+    if _SOURCE_HASH is None:
+        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        h = hashlib.sha256()
+        for sub in ("runtime", "intrinsics", "kernels"):
+            for path in sorted(glob.glob(os.path.join(root, sub, "*.py"))):
+                with open(path, "rb") as f:
+                    h.update(os.path.basename(path).encode() + b"\0" + f.read())
+        _SOURCE_HASH = h.hexdigest()
+    return _SOURCE_HASH
+
+
+def _cache_path(key: str) -> str:
+    return os.path.join(config.CACHE_DIR, key[:2], key + ".ptx")
+
+
+_HEADER = "// forge_array kernel "
+
+
+def _read_cached(path: str):
+    """The cached (entry, ptx) or None when missing, corrupt or stale."""
+    try:
+        with open(path, "r", encoding="utf-8") as f:
+            first = f.readline()
+            body = f.read()
+    except OSError:
+        return None
+    m = re.match(_HEADER + r"(\S+) (\S+)\n$", first)
+    if not m or hashlib.sha256(body.encode()).hexdigest() != m.group(2):
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+        return None
+    return m.group(1), body
+
+
+def _write_cached(path: str, entry: str, ptx: str) -> None:
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(f"{_HEADER}{entry} {hashlib.sha256(ptx.encode()).hexdigest()}\n")
+            f.write(ptx)
+        os.replace(tmp, path)
+    except OSError:  # a read-only or full cache directory only costs recompiles
+        pass
+
+
+# --------------------------------------------------------------------------- kernels
+
+#: Statistics of this process: compiles, disk hits, seconds spent.
+STATS = {"compiled": 0, "disk_hits": 0, "compile_seconds": 0.0, "load_seconds": 0.0}
+
+
+class Kernel:
+    """A compiled specialisation of a kernel factory; launch it with :func:`launch`."""
+
+    __slots__ = ("name", "argtypes", "key", "entry", "ptx", "_sim", "_fns", "_convs", "_flat")
+
+    def __init__(self, name, argtypes, key=None, entry=None, ptx=None, sim=None):
+        self.name = name
+        self.argtypes = tuple(argtypes)
+        self.key = key
+        self.entry = entry
+        self.ptx = ptx
+        self._sim = sim
+        self._fns = {}
+        self._convs = tuple(_converter(t) for t in self.argtypes) if sim is None else ()
+        self._flat = not any(isinstance(t, nt.BaseTuple) for t in self.argtypes)
+
+    def function(self):
+        """The ``cupy.RawModule`` function on the current device (loaded once per device)."""
+        cp = backend.cupy()
+        dev = cp.cuda.runtime.getDevice()
+        fn = self._fns.get(dev)
+        if fn is None:
+            t0 = time.perf_counter()
+            fn = None
+            path = _cache_path(self.key) if self.key else None
+            if path and os.path.exists(path):
+                try:
+                    fn = cp.RawModule(path=path).get_function(self.entry)
+                except Exception:
+                    fn = None
+            if fn is None:
+                import tempfile
+
+                with tempfile.NamedTemporaryFile("w", suffix=".ptx", delete=False) as f:
+                    f.write(self.ptx)
+                try:
+                    fn = cp.RawModule(path=f.name).get_function(self.entry)
+                finally:
+                    os.unlink(f.name)
+            self._fns[dev] = fn
+            STATS["load_seconds"] += time.perf_counter() - t0
+        return fn
+
+    def __repr__(self):
+        return f"Kernel({self.name}, {'simulated' if self._sim is not None else self.entry})"
+
+
+def launch(kernel: Kernel, grid: int, block: int, args: tuple, shared: int = 0) -> None:
+    """Launch ``kernel`` with ``grid`` blocks of ``block`` threads on CuPy's current stream
+    (or in the simulator). ``args`` are buffers (see :mod:`.memory`), ints and floats in the
+    order of the kernel's parameters."""
+    if grid <= 0:
+        return
+    sim = kernel._sim
+    if sim is not None:
+        sim[grid, block](*args)
+        return
+    fn = kernel._fns.get(backend.cupy().cuda.runtime.getDevice()) or kernel.function()
+    if kernel._flat:
+        cargs = tuple([c(a)[0] for c, a in zip(kernel._convs, args)])
+    else:
+        cargs = ()
+        for c, a in zip(kernel._convs, args):
+            cargs += c(a)
+    fn((grid,), (block,), cargs, shared_mem=shared)
+
+
+_MEMORY: dict = {}
+_BY_KEY: dict = {}
+_LOCK = threading.RLock()
+
+
+def _callables(obj):
+    if isinstance(obj, (tuple, list)):
+        for o in obj:
+            yield from _callables(o)
+    elif callable(obj) and not isinstance(obj, (type, np.dtype)):
+        yield obj
+
+
+def _describe_callables(factory_args) -> str:
+    names = [getattr(getattr(c, "fn", c), "__qualname__", repr(c)) for c in _callables(factory_args)]
+    return ", ".join(names)
+
+
+def compile_error(exc: Exception, what: str) -> TypeError:
+    """A TypeError naming ``what`` and carrying numba's message."""
+    msg = str(exc).strip()
+    return TypeError(f"cannot compile {what} with numba: {msg}")
+
+
+def compile_kernel(factory, factory_args: tuple, argtypes: tuple, *, launch_bounds=None) -> Kernel:
+    """Compile (or fetch from the caches) the kernel ``factory(*factory_args)`` for the numba
+    argument types ``argtypes``.
+
+    ``factory_args`` are the compile-time constants of the specialisation: dtypes, ints,
+    and callables (operators). Errors from numba become a TypeError naming the operators.
+    """
+    mkey = (factory, factory_args, tuple(argtypes), launch_bounds)
+    try:
+        k = _MEMORY.get(mkey)
+    except TypeError:  # unhashable factory argument
+        mkey = None
+        k = None
+    if k is not None:
+        return k
+    with _LOCK:
+        k = _compile(factory, factory_args, tuple(argtypes), launch_bounds)
+        if mkey is not None:
+            _MEMORY[mkey] = k
+    return k
+
+
+def _compile(factory, factory_args, argtypes, launch_bounds) -> Kernel:
+    name = getattr(factory, "__name__", "kernel")
+    if config.SIMULATE:
+        fn = factory(*factory_args)
+        return Kernel(name, argtypes, sim=cuda.jit(fn))
+    cc = backend.device_info()["cc"]
+    try:
+        key = digest(
+            "forge_array-kernel-v1",
+            source_hash(),
+            factory,
+            factory_args,
+            str(argtypes),
+            repr(launch_bounds),
+            numba.__version__,
+            _NUMBA_CUDA_VERSION,
+            cc,
+        )
+    except Unfingerprintable:
+        key = None
+    if key is not None:
+        k = _BY_KEY.get(key)
+        if k is not None:
+            return k
+        cached = _read_cached(_cache_path(key))
+        if cached is not None:
+            STATS["disk_hits"] += 1
+            entry, ptx = cached
+            k = Kernel(name, argtypes, key=key, entry=entry, ptx=ptx)
+            _BY_KEY[key] = k
+            return k
+    t0 = time.perf_counter()
+    try:
+        ptx, _ = cuda.compile_ptx(
+            factory(*factory_args), argtypes, cc=cc, opt=True, launch_bounds=launch_bounds
+        )
+    except (numba.core.errors.NumbaError, TypeError, ValueError, NotImplementedError) as exc:
+        what = _describe_callables(factory_args) or name
+        raise compile_error(exc, f"{name} for {what}") from exc
+    STATS["compiled"] += 1
+    STATS["compile_seconds"] += time.perf_counter() - t0
+    entry = _entry_name(ptx)
+    k = Kernel(name, argtypes, key=key, entry=entry, ptx=ptx)
+    if key is not None:
+        _write_cached(_cache_path(key), entry, ptx)
+        _BY_KEY[key] = k
+    return k
+
+
+def _entry_name(ptx: str) -> str:
+    m = re.search(r"\.entry\s+([A-Za-z0-9_$]+)\s*\(", ptx)
+    if not m:
+        raise RuntimeError("no kernel entry point in the compiled PTX")
+    return m.group(1)
+
+
+# --------------------------------------------------------------------------- offline
+
+
+class _FakeDevice:
+    def __init__(self, cc):
+        self.compute_capability = cc
+
+
+def compile_ptx_offline(factory, factory_args: tuple, argtypes: tuple, cc=(9, 0), launch_bounds=None) -> str:
+    """Compile a kernel specialisation to PTX without a GPU (for tests of the GPU code path).
+
+    Needs libNVVM and NVRTC (``CUDA_HOME``), and a process that does not simulate. numba asks
+    the driver for the current device's compute capability when it types a call to a device
+    function; this pretends a device of capability ``cc`` while compiling.
+    """
+    if config.SIMULATE:
+        raise RuntimeError("compile_ptx_offline needs a process without FORGE_ARRAY_SIMULATE=1")
+    import numba.cuda.compiler as ccomp
+    import numba.cuda.dispatcher as cdisp
+
+    saved = (cdisp.get_current_device, ccomp.get_current_device)
+    fake = _FakeDevice(cc)
+    cdisp.get_current_device = ccomp.get_current_device = lambda: fake
+    try:
+        ptx, _ = cuda.compile_ptx(factory(*factory_args), tuple(argtypes), cc=cc, opt=True,
+                                  launch_bounds=launch_bounds)
+    finally:
+        cdisp.get_current_device, ccomp.get_current_device = saved
+    return ptx
+
+
+# --------------------------------------------------------------------------- typing
+
+
+_RESULT_TYPES: dict = {}
+
+
+def result_type(fn, argtypes: tuple):
+    """The numba type that ``fn`` returns for arguments of numba types ``argtypes``, found by
+    compiling it for the CPU (same typing rules as on the GPU). Raises TypeError with numba's
+    message when ``fn`` cannot be compiled, or is not callable.
+
+    >>> from numba import types
+    >>> str(result_type(lambda a, b: a + b, (types.float32, types.float32)))
+    'float32'
+    """
+    if not callable(fn):
+        raise TypeError(f"operator must be callable, got {type(fn).__name__}")
+    key = (fn, tuple(argtypes))
+    try:
+        return _RESULT_TYPES[key]
+    except (KeyError, TypeError):
+        pass
+    try:
+        disp = numba.njit(getattr(fn, "py_func", fn))
+        cres = disp.compile(tuple(argtypes))
+        ret = cres.signature.return_type if hasattr(cres, "signature") else disp.nopython_signatures[-1].return_type
+    except Exception as exc:  # numba raises many kinds
+        what = getattr(fn, "__qualname__", repr(fn))
+        raise compile_error(exc, f"operator {what} for arguments {tuple(str(t) for t in argtypes)}") from exc
+    try:
+        _RESULT_TYPES[key] = ret
+    except TypeError:
+        pass
+    return ret

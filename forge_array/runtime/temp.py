@@ -1,0 +1,57 @@
+"""Temporary storage for kernels: partials, tile status words, counters.
+
+On the GPU it comes from CuPy's memory pool on the current stream; in the simulator it is
+NumPy. :func:`counters` hands out small zero-initialised integer buffers that kernels must
+leave zeroed when they finish (e.g. the last block resets its ticket), so that no extra
+launch is needed to clear them; one set per (device, stream, host thread), so several
+threads and streams can run forge_array at once.
+
+Example
+-------
+>>> import numpy as np
+>>> t = empty(4, np.float32, np.zeros(1))   # like= picks NumPy or CuPy
+>>> t.shape
+(4,)
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from . import backend, config
+
+_local = threading.local()
+
+
+def _xp(like):
+    return backend.cupy() if backend.is_cupy_array(like) else np
+
+
+def empty(n: int, dtype, like) -> "np.ndarray":
+    """Uninitialised 1-D temporary of ``n`` elements on ``like``'s device."""
+    return _xp(like).empty(int(n), dtype=dtype)
+
+
+def zeros(n: int, dtype, like):
+    """Zeroed 1-D temporary (costs a memset launch on the GPU; prefer :func:`counters`)."""
+    return _xp(like).zeros(int(n), dtype=dtype)
+
+
+def counters(n: int, like, dtype=np.uint32):
+    """A cached zeroed buffer of at least ``n`` integers for the current device, stream and
+    host thread. The kernel that uses it must leave every word it touched back at zero."""
+    cache = getattr(_local, "counters", None)
+    if cache is None:
+        cache = _local.counters = {}
+    if config.SIMULATE or not backend.is_cupy_array(like):
+        key = ("host", np.dtype(dtype).str)
+    else:
+        cp = backend.cupy()
+        key = (cp.cuda.runtime.getDevice(), cp.cuda.get_current_stream().ptr, np.dtype(dtype).str)
+    buf = cache.get(key)
+    if buf is None or buf.size < n:
+        buf = _xp(like).zeros(max(int(n), 64), dtype=dtype)
+        cache[key] = buf
+    return buf

@@ -1,0 +1,68 @@
+"""Launch parameters per GPU family, kept as data (like CUB's tuning policies).
+
+``params(kind)`` returns the entry for the current device: the first of its name's family
+("H200", "H100"), its architecture ("sm90"), then "default"; the simulator uses the tiny
+shapes of "simulator" so that multi-warp, multi-block and look-back paths run on small
+inputs. Kernel authors add their kinds to every family.
+
+Example
+-------
+>>> p = params("copy")
+>>> p["block"] % 32
+0
+"""
+
+from __future__ import annotations
+
+from . import backend, config
+
+TABLES: dict = {
+    "default": {
+        "copy": {"block": 256, "items": 4, "blocks_per_sm": 8},
+        "reduce": {"block": 256, "items": 4, "blocks_per_sm": 4},
+    },
+    "sm90": {
+        "copy": {"block": 256, "items": 4, "blocks_per_sm": 8},
+        "reduce": {"block": 512, "items": 4, "blocks_per_sm": 4},
+    },
+    "H100": {
+        "copy": {"block": 256, "items": 4, "blocks_per_sm": 8},
+        "reduce": {"block": 512, "items": 4, "blocks_per_sm": 4},
+    },
+    "H200": {
+        "copy": {"block": 256, "items": 4, "blocks_per_sm": 8},
+        "reduce": {"block": 512, "items": 4, "blocks_per_sm": 4},
+    },
+    "simulator": {
+        "copy": {"block": 64, "items": 2, "blocks_per_sm": 2},
+        "reduce": {"block": 64, "items": 2, "blocks_per_sm": 2},
+    },
+}
+
+_CACHE: dict = {}
+
+
+def family() -> tuple:
+    """Table names to consult for the current device, most specific first."""
+    if config.SIMULATE:
+        return ("simulator", "default")
+    info = backend.device_info()
+    names = [n for n in ("H200", "H100") if n in info["name"]]
+    names.append("sm%d%d" % info["cc"])
+    names.append("default")
+    return tuple(names)
+
+
+def params(kind: str) -> dict:
+    """Launch parameters of kernel ``kind`` for the current device (a dict; do not mutate)."""
+    fam = family()
+    key = (kind, fam)
+    p = _CACHE.get(key)
+    if p is None:
+        p = {}
+        for name in reversed(fam):  # least specific first, more specific entries override
+            p.update(TABLES.get(name, {}).get(kind, {}))
+        if not p:
+            raise KeyError(f"no tuning parameters for kernel kind {kind!r}")
+        _CACHE[key] = p
+    return p
