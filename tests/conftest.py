@@ -1,0 +1,110 @@
+"""Test set-up: kernels run on the GPU when CuPy finds one, else in numba's CUDA simulator.
+
+``FORGE_ARRAY_SIMULATE`` must be decided before anything imports numba.cuda, so this runs
+first. Fixtures: ``bk`` (the backend module whose arrays our kernels take: cupy or numpy),
+``sim`` (whether kernels are simulated) and ``offline_ptx`` (compile GPU code to PTX in a
+subprocess without a GPU; skips when libNVVM/NVRTC are missing).
+"""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+
+def _gpu_present() -> bool:
+    if os.environ.get("FORGE_ARRAY_SIMULATE", "") not in ("",):
+        return os.environ["FORGE_ARRAY_SIMULATE"] in ("0", "false", "no")
+    try:
+        import cupy
+
+        return cupy.cuda.runtime.getDeviceCount() > 0
+    except Exception:
+        return False
+
+
+GPU = _gpu_present()
+if not GPU:
+    os.environ["FORGE_ARRAY_SIMULATE"] = "1"
+    os.environ.setdefault("FORGE_ARRAY_DEVICE", "cpu")
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+import forge_array.runtime as runtime  # noqa: E402  (decides the mode)
+
+try:  # keep hypothesis quick in the simulator; the GPU run may raise the profile
+    from hypothesis import HealthCheck, settings
+
+    settings.register_profile(
+        "sim", max_examples=15, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True
+    )
+    settings.register_profile("gpu", max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+    settings.load_profile(os.environ.get("FORGE_ARRAY_HYPOTHESIS_PROFILE", "sim" if runtime.SIMULATE else "gpu"))
+except ImportError:  # pragma: no cover
+    pass
+
+
+@pytest.fixture(scope="session")
+def sim() -> bool:
+    return runtime.SIMULATE
+
+
+@pytest.fixture(scope="session")
+def bk():
+    """The backend array module our kernels run on in this session."""
+    if runtime.SIMULATE:
+        return np
+    cp = runtime.cupy()
+    if cp is None:
+        pytest.skip("no GPU and not simulating")
+    return cp
+
+
+def _cuda_home():
+    for cand in (os.environ.get("CUDA_HOME"), "/usr/local/cuda", "/usr/local/cuda-13.0", "/usr/local/cuda-12.9"):
+        if cand and os.path.exists(os.path.join(cand, "nvvm")) or (
+            cand and os.path.exists(os.path.join(cand, "lib64", "libnvvm.so"))
+        ):
+            return cand
+    return None
+
+
+def _nvrtc_present() -> bool:
+    try:
+        from cuda.pathfinder import load_nvidia_dynamic_lib
+
+        load_nvidia_dynamic_lib("nvrtc")
+        return True
+    except Exception:
+        return False
+
+
+@pytest.fixture(scope="session")
+def offline_ptx():
+    """Run Python source in a fresh process without the simulator, where
+    ``forge_array.runtime.compile_ptx_offline`` can compile GPU code to PTX; returns stdout.
+
+    The source should print what the test checks (e.g. the PTX). Skips when the CUDA compiler
+    libraries are not installed.
+    """
+    home = _cuda_home()
+    if home is None or not _nvrtc_present():
+        pytest.skip("libNVVM / NVRTC not available for offline PTX compilation")
+
+    def run(source: str, timeout: float = 300) -> str:
+        env = dict(os.environ)
+        env.pop("NUMBA_ENABLE_CUDASIM", None)
+        env["FORGE_ARRAY_SIMULATE"] = "0"
+        env["CUDA_HOME"] = home
+        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
+        proc = subprocess.run(
+            [sys.executable, "-c", textwrap.dedent(source)],
+            capture_output=True, text=True, env=env, timeout=timeout,
+        )
+        if proc.returncode != 0:
+            raise AssertionError(f"offline PTX compile failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}")
+        return proc.stdout
+
+    return run
