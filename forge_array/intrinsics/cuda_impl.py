@@ -1,0 +1,556 @@
+"""CUDA implementation of the intrinsics: numba ``@intrinsic`` functions emitting NVVM IR
+and inline PTX, for kernels compiled by numba-cuda to PTX.
+
+Every public name here has a plain-Python twin in :mod:`.sim_impl`; kernels import them from
+:mod:`forge_array.intrinsics`, which picks one of the two.
+
+Example (inside a kernel compiled for the GPU)
+-------
+>>> from forge_array import intrinsics as fi                      # doctest: +SKIP
+>>> def kernel(p, n):                                              # doctest: +SKIP
+...     v = fi.shfl_down(p[fi.lane_id()], 1)
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from llvmlite import ir
+from numba import cuda, types
+from numba.core.errors import TypingError
+from numba.cuda.extending import intrinsic
+from numba.np import numpy_support
+
+WARP = 32
+
+_i1 = ir.IntType(1)
+_i8 = ir.IntType(8)
+_i16 = ir.IntType(16)
+_i32 = ir.IntType(32)
+_i64 = ir.IntType(64)
+_FULL_MASK = 0xFFFFFFFF
+
+__all__ = [
+    "WARP", "VEC", "lane_id", "warp_id", "shfl_idx", "shfl_up", "shfl_down", "shfl_xor",
+    "fence_block", "fence_device", "fence_system", "load_acquire", "store_release",
+    "load_relaxed", "atomic_add", "atomic_exch", "atomic_cas", "load", "store", "vload",
+    "vstore", "nanosleep", "cast_like", "with_shared_scratch",
+]
+
+
+def VEC(dtype) -> int:
+    """Elements of ``dtype`` per 128-bit access (a plain Python function for factories).
+
+    >>> VEC("float32"), VEC("float64"), VEC("uint8"), VEC("complex128")
+    (4, 2, 16, 1)
+    """
+    if isinstance(dtype, types.Type):
+        dtype = numpy_support.as_dtype(dtype)
+    return 16 // np.dtype(dtype).itemsize
+
+
+# --------------------------------------------------------------------------- lane / warp
+
+
+def _sreg(builder, name):
+    fnty = ir.FunctionType(_i32, [])
+    fn = builder.module.globals.get(name)
+    if fn is None:
+        fn = ir.Function(builder.module, fnty, name)
+    return builder.call(fn, [])
+
+
+@intrinsic
+def lane_id(typingctx):
+    """Lane of the calling thread in its warp (``threadIdx.x & 31``), as int32."""
+    def codegen(context, builder, sig, args):
+        tid = _sreg(builder, "llvm.nvvm.read.ptx.sreg.tid.x")
+        return builder.and_(tid, ir.Constant(_i32, 31))
+
+    return types.int32(), codegen
+
+
+@intrinsic
+def warp_id(typingctx):
+    """Warp of the calling thread in its (1-D) block (``threadIdx.x >> 5``), as int32."""
+    def codegen(context, builder, sig, args):
+        tid = _sreg(builder, "llvm.nvvm.read.ptx.sreg.tid.x")
+        return builder.lshr(tid, ir.Constant(_i32, 5))
+
+    return types.int32(), codegen
+
+
+# --------------------------------------------------------------------------- shuffles
+
+# mode -> (NVVM intrinsic, c operand: clamp 31 for idx/down/bfly, 0 for up)
+_SHFL = {
+    "idx": ("llvm.nvvm.shfl.sync.idx.i32", 0x1F),
+    "up": ("llvm.nvvm.shfl.sync.up.i32", 0x0),
+    "down": ("llvm.nvvm.shfl.sync.down.i32", 0x1F),
+    "bfly": ("llvm.nvvm.shfl.sync.bfly.i32", 0x1F),
+}
+
+
+def _shufflable(ty) -> bool:
+    if isinstance(ty, types.BaseTuple):
+        return all(_shufflable(t) for t in ty.types)
+    return isinstance(ty, (types.Boolean, types.Integer, types.Float, types.Complex))
+
+
+def _shfl_i32(builder, mode, val, b):
+    name, c = _SHFL[mode]
+    fnty = ir.FunctionType(_i32, [_i32, _i32, _i32, _i32])
+    fn = builder.module.globals.get(name)
+    if fn is None:
+        fn = ir.Function(builder.module, fnty, name)
+    return builder.call(fn, [ir.Constant(_i32, _FULL_MASK), val, b, ir.Constant(_i32, c)])
+
+
+def _shfl_bits(builder, mode, bits, b):
+    """Shuffle an integer LLVM value of any width in 32-bit pieces."""
+    width = bits.type.width
+    if width < 32:
+        r = _shfl_i32(builder, mode, builder.zext(bits, _i32), b)
+        return builder.trunc(r, bits.type)
+    if width == 32:
+        return _shfl_i32(builder, mode, bits, b)
+    pieces = []
+    for k in range(width // 32):
+        part = builder.trunc(builder.lshr(bits, ir.Constant(bits.type, 32 * k)), _i32)
+        pieces.append(_shfl_i32(builder, mode, part, b))
+    out = ir.Constant(bits.type, 0)
+    for k, part in enumerate(pieces):
+        wide = builder.zext(part, bits.type)
+        if k:
+            wide = builder.shl(wide, ir.Constant(bits.type, 32 * k))
+        out = builder.or_(out, wide)
+    return out
+
+
+def _shfl_value(context, builder, ty, val, mode, b):
+    """Recursive codegen: tuples member by member, complex as two floats."""
+    if isinstance(ty, types.BaseTuple):
+        members = [
+            _shfl_value(context, builder, t, builder.extract_value(val, k), mode, b)
+            for k, t in enumerate(ty.types)
+        ]
+        return context.make_tuple(builder, ty, members)
+    if isinstance(ty, types.Complex):
+        cin = context.make_complex(builder, ty, value=val)
+        cout = context.make_complex(builder, ty)
+        cout.real = _shfl_value(context, builder, ty.underlying_float, cin.real, mode, b)
+        cout.imag = _shfl_value(context, builder, ty.underlying_float, cin.imag, mode, b)
+        return cout._getvalue()
+    if isinstance(ty, types.Float):
+        ity = ir.IntType(ty.bitwidth)
+        r = _shfl_bits(builder, mode, builder.bitcast(val, ity), b)
+        return builder.bitcast(r, val.type)
+    # integers and booleans (i1)
+    return _shfl_bits(builder, mode, val, b)
+
+
+def _make_shfl(mode, doc):
+    def shfl(typingctx, v, b):
+        if not _shufflable(v):
+            raise TypingError(f"cannot shuffle a value of type {v} (numeric scalars or tuples)")
+        if not isinstance(b, types.Integer):
+            raise TypingError(f"shuffle lane/offset must be an integer, got {b}")
+
+        def codegen(context, builder, sig, args):
+            val, bv = args
+            b32 = context.cast(builder, bv, sig.args[1], types.int32)
+            return _shfl_value(context, builder, sig.args[0], val, mode, b32)
+
+        return v(v, b), codegen
+
+    shfl.__name__ = shfl.__qualname__ = f"shfl_{mode}"
+    shfl.__doc__ = doc
+    return intrinsic(shfl)
+
+
+shfl_idx = _make_shfl("idx", "Value of ``v`` in lane ``src_lane & 31`` (all lanes call).")
+shfl_up = _make_shfl("up", "Value of lane ``lane - delta``; own value when out of range.")
+shfl_down = _make_shfl("down", "Value of lane ``lane + delta``; own value when out of range.")
+shfl_xor = _make_shfl("bfly", "Value of lane ``lane ^ mask``.")
+
+
+# --------------------------------------------------------------------------- casting
+
+
+@intrinsic
+def cast_like(typingctx, value, like):
+    """``value`` converted to the type of ``like`` (member-wise for tuples): keeps loop-carried
+    values of generic operators type-stable."""
+    def codegen(context, builder, sig, args):
+        return context.cast(builder, args[0], sig.args[0], sig.args[1])
+
+    if isinstance(like, types.BaseTuple):
+        if not isinstance(value, types.BaseTuple) or len(value) != len(like):
+            raise TypingError(f"cannot convert {value} to {like}")
+    return like(value, like), codegen
+
+
+# --------------------------------------------------------------------------- fences, sleep
+
+
+def _asm(builder, retty, argtys, text, constraints, args):
+    fnty = ir.FunctionType(retty, argtys)
+    return builder.call(ir.InlineAsm(fnty, text, constraints, side_effect=True), args)
+
+
+def _make_fence(scope):
+    def fence(typingctx):
+        def codegen(context, builder, sig, args):
+            _asm(builder, ir.VoidType(), [], f"fence.acq_rel.{scope};", "~{memory}", [])
+            return context.get_dummy_value()
+
+        return types.void(), codegen
+
+    fence.__name__ = fence.__qualname__ = f"fence_{scope}"
+    return intrinsic(fence)
+
+
+fence_block = _make_fence("cta")
+fence_device = _make_fence("gpu")
+fence_system = _make_fence("sys")
+
+
+@intrinsic
+def nanosleep(typingctx, ns):
+    """Suspend the thread for about ``ns`` nanoseconds (``nanosleep.u32``)."""
+    if not isinstance(ns, types.Integer):
+        raise TypingError("nanosleep takes an integer number of nanoseconds")
+
+    def codegen(context, builder, sig, args):
+        v = context.cast(builder, args[0], sig.args[0], types.uint32)
+        _asm(builder, ir.VoidType(), [_i32], "nanosleep.u32 $0;", "r,~{memory}", [v])
+        return context.get_dummy_value()
+
+    return types.void(ns), codegen
+
+
+# --------------------------------------------------------------------------- memory ordering
+
+_WORD_TYPES = (types.int32, types.uint32, types.int64, types.uint64)
+
+
+def _check_word_ptr(what, p, i, allow_float=True):
+    if not isinstance(p, types.CPointer):
+        raise TypingError(f"{what}: expected a buffer pointer, got {p}")
+    ok = p.dtype in _WORD_TYPES or (allow_float and p.dtype in (types.float32, types.float64))
+    if not ok:
+        raise TypingError(f"{what}: unsupported element type {p.dtype} "
+                          "(int32, uint32, int64, uint64)")
+    if not isinstance(i, types.Integer):
+        raise TypingError(f"{what}: index must be an integer, got {i}")
+
+
+def _elem_ptr(context, builder, pty, p, ity, i):
+    idx = context.cast(builder, i, ity, types.int64)
+    return builder.gep(p, [idx])
+
+
+def _bits_of(context, builder, ty, val):
+    if isinstance(ty, types.Float):
+        return builder.bitcast(val, ir.IntType(ty.bitwidth))
+    return val
+
+
+def _from_bits(ty, builder, bits):
+    if isinstance(ty, types.Float):
+        return builder.bitcast(bits, ir.FloatType() if ty.bitwidth == 32 else ir.DoubleType())
+    return bits
+
+
+def _make_load(sem):
+    def load_ord(typingctx, p, i):
+        _check_word_ptr(f"load_{sem}", p, i)
+
+        def codegen(context, builder, sig, args):
+            pty, ity = sig.args
+            ptr = _elem_ptr(context, builder, pty, args[0], ity, args[1])
+            bits = pty.dtype.bitwidth
+            ity_ll = ir.IntType(bits)
+            iptr = builder.bitcast(ptr, ity_ll.as_pointer())
+            reg = "r" if bits == 32 else "l"
+            r = _asm(builder, ity_ll, [iptr.type], f"ld.{sem}.gpu.global.b{bits} $0, [$1];",
+                     f"={reg},l,~{{memory}}", [iptr])
+            return _from_bits(pty.dtype, builder, r)
+
+        return p.dtype(p, i), codegen
+
+    load_ord.__name__ = load_ord.__qualname__ = f"load_{sem}"
+    return intrinsic(load_ord)
+
+
+load_acquire = _make_load("acquire")
+load_relaxed = _make_load("relaxed")
+
+
+@intrinsic
+def store_release(typingctx, p, i, v):
+    """``p[i] = v`` with release semantics at device scope (``st.release.gpu``)."""
+    _check_word_ptr("store_release", p, i)
+
+    def codegen(context, builder, sig, args):
+        pty, ity, vty = sig.args
+        ptr = _elem_ptr(context, builder, pty, args[0], ity, args[1])
+        val = context.cast(builder, args[2], vty, pty.dtype)
+        bits = pty.dtype.bitwidth
+        ity_ll = ir.IntType(bits)
+        iptr = builder.bitcast(ptr, ity_ll.as_pointer())
+        reg = "r" if bits == 32 else "l"
+        _asm(builder, ir.VoidType(), [iptr.type, ity_ll],
+             f"st.release.gpu.global.b{bits} [$0], $1;", f"l,{reg},~{{memory}}",
+             [iptr, _bits_of(context, builder, pty.dtype, val)])
+        return context.get_dummy_value()
+
+    return types.void(p, i, v), codegen
+
+
+def _make_atomic(op):
+    nargs = 2 if op == "cas" else 1
+
+    def atomic(typingctx, p, i, *vals):
+        _check_word_ptr(f"atomic_{op}", p, i, allow_float=False)
+        if len(vals) != nargs:
+            raise TypingError(f"atomic_{op} takes {2 + nargs} arguments")
+
+        def codegen(context, builder, sig, args):
+            pty, ity = sig.args[:2]
+            ptr = _elem_ptr(context, builder, pty, args[0], ity, args[1])
+            bits = pty.dtype.bitwidth
+            ity_ll = ir.IntType(bits)
+            ops = [context.cast(builder, a, t, pty.dtype) for a, t in zip(args[2:], sig.args[2:])]
+            reg = "r" if bits == 32 else "l"
+            kind = f"u{bits}" if op == "add" else f"b{bits}"
+            operands = ", ".join(f"${k + 2}" for k in range(nargs))
+            text = f"atom.relaxed.gpu.global.{op}.{kind} $0, [$1], {operands};"
+            cons = f"={reg},l," + ",".join([reg] * nargs) + ",~{memory}"
+            return _asm(builder, ity_ll, [ptr.type] + [ity_ll] * nargs, text, cons, [ptr] + ops)
+
+        return p.dtype(p, i, *vals), codegen
+
+    if nargs == 1:
+        def wrapper(typingctx, p, i, v):
+            return atomic(typingctx, p, i, v)
+    else:
+        def wrapper(typingctx, p, i, expected, new):
+            return atomic(typingctx, p, i, expected, new)
+    wrapper.__name__ = wrapper.__qualname__ = f"atomic_{op}"
+    return intrinsic(wrapper)
+
+
+atomic_add = _make_atomic("add")
+atomic_exch = _make_atomic("exch")
+atomic_cas = _make_atomic("cas")
+
+
+# --------------------------------------------------------------------------- load / store
+
+
+def _ptr_value_type(p):
+    """Value type of ``load`` from a pointer / 1-D C array / tuple of them; None if invalid."""
+    if isinstance(p, types.CPointer):
+        return p.dtype
+    if isinstance(p, types.Array) and p.ndim == 1 and p.layout == "C":
+        return p.dtype
+    if isinstance(p, types.BaseTuple) and len(p) > 0:
+        subs = [_ptr_value_type(t) for t in p.types]
+        if any(s is None for s in subs):
+            return None
+        return types.Tuple(tuple(subs)) if len(set(subs)) > 1 else types.UniTuple(subs[0], len(subs))
+    return None
+
+
+def _data_ptr(context, builder, pty, p):
+    if isinstance(pty, types.Array):
+        return context.make_array(pty)(context, builder, p).data
+    return p
+
+
+def _load_rec(context, builder, pty, p, idx):
+    if isinstance(pty, types.BaseTuple):
+        vals = [_load_rec(context, builder, t, builder.extract_value(p, k), idx)
+                for k, t in enumerate(pty.types)]
+        return context.make_tuple(builder, _ptr_value_type(pty), vals)
+    ptr = builder.gep(_data_ptr(context, builder, pty, p), [idx])
+    return context.unpack_value(builder, pty.dtype, ptr)
+
+
+def _store_rec(context, builder, pty, p, idx, vty, v):
+    if isinstance(pty, types.BaseTuple):
+        for k, t in enumerate(pty.types):
+            _store_rec(context, builder, t, builder.extract_value(p, k), idx,
+                       vty.types[k], builder.extract_value(v, k))
+        return
+    ptr = builder.gep(_data_ptr(context, builder, pty, p), [idx])
+    val = context.cast(builder, v, vty, pty.dtype)
+    context.pack_value(builder, pty.dtype, val, ptr)
+
+
+def _tuple_shape_ok(pty, vty) -> bool:
+    if isinstance(pty, types.BaseTuple):
+        return (isinstance(vty, types.BaseTuple) and len(vty) == len(pty)
+                and all(_tuple_shape_ok(a, b) for a, b in zip(pty.types, vty.types)))
+    return not isinstance(vty, types.BaseTuple)
+
+
+@intrinsic
+def load(typingctx, p, i):
+    """``p[i]`` for a buffer, or the tuple of ``q[i]`` for a tuple of buffers."""
+    vt = _ptr_value_type(p)
+    if vt is None:
+        raise TypingError(f"load: expected a buffer or a tuple of buffers, got {p}")
+    if not isinstance(i, types.Integer):
+        raise TypingError(f"load: index must be an integer, got {i}")
+
+    def codegen(context, builder, sig, args):
+        idx = context.cast(builder, args[1], sig.args[1], types.int64)
+        return _load_rec(context, builder, sig.args[0], args[0], idx)
+
+    return vt(p, i), codegen
+
+
+@intrinsic
+def store(typingctx, p, i, v):
+    """``p[i] = v`` for a buffer, or member-wise for a tuple of buffers and a tuple value."""
+    vt = _ptr_value_type(p)
+    if vt is None:
+        raise TypingError(f"store: expected a buffer or a tuple of buffers, got {p}")
+    if not isinstance(i, types.Integer):
+        raise TypingError(f"store: index must be an integer, got {i}")
+    if not _tuple_shape_ok(p, v):
+        raise TypingError(f"store: value of type {v} does not match the buffers {p}")
+
+    def codegen(context, builder, sig, args):
+        idx = context.cast(builder, args[1], sig.args[1], types.int64)
+        _store_rec(context, builder, sig.args[0], args[0], idx, sig.args[2], args[2])
+        return context.get_dummy_value()
+
+    return types.void(p, i, v), codegen
+
+
+# --------------------------------------------------------------------------- 128-bit access
+
+
+def _vec_layout(context, ty):
+    """(LLVM element type of the 16-byte vector, vector length, elements per value)."""
+    n = VEC(ty)
+    if isinstance(ty, types.Complex):
+        fl = ir.FloatType() if ty.bitwidth == 64 else ir.DoubleType()
+        return fl, 2 * n, n
+    return context.get_data_type(ty), n, n
+
+
+def _vec_ptr(context, builder, pty, p, ity, i):
+    """Element pointer, moved to the global address space, as a pointer to a 16-byte vector."""
+    ptr = _elem_ptr(context, builder, pty, p, ity, i)
+    el, count, _ = _vec_layout(context, pty.dtype)
+    vty = ir.VectorType(el, count)
+    gptr = builder.addrspacecast(ptr, ptr.type.pointee.as_pointer(1))
+    return builder.bitcast(gptr, vty.as_pointer(1))
+
+
+def _check_vec_ptr(what, p, i):
+    if not isinstance(p, types.CPointer) or not isinstance(
+        p.dtype, (types.Boolean, types.Integer, types.Float, types.Complex)
+    ):
+        raise TypingError(f"{what}: expected a pointer to a numeric buffer, got {p}")
+    if not isinstance(i, types.Integer):
+        raise TypingError(f"{what}: index must be an integer, got {i}")
+
+
+@intrinsic
+def vload(typingctx, p, i):
+    """128-bit load of ``VEC(dtype)`` elements ``p[i], ..., p[i + VEC - 1]`` (the address of
+    ``p[i]`` must be 16-byte aligned) -> UniTuple."""
+    _check_vec_ptr("vload", p, i)
+    n = VEC(p.dtype)
+    rty = types.UniTuple(p.dtype, n)
+
+    def codegen(context, builder, sig, args):
+        pty, ity = sig.args
+        ty = pty.dtype
+        vptr = _vec_ptr(context, builder, pty, args[0], ity, args[1])
+        vec = builder.load(vptr, align=16)
+        vals = []
+        for k in range(n):
+            if isinstance(ty, types.Complex):
+                c = context.make_complex(builder, ty)
+                c.real = builder.extract_element(vec, ir.Constant(_i32, 2 * k))
+                c.imag = builder.extract_element(vec, ir.Constant(_i32, 2 * k + 1))
+                vals.append(c._getvalue())
+            else:
+                x = builder.extract_element(vec, ir.Constant(_i32, k))
+                vals.append(context.data_model_manager[ty].from_data(builder, x))
+        return context.make_tuple(builder, sig.return_type, vals)
+
+    return rty(p, i), codegen
+
+
+@intrinsic
+def vstore(typingctx, p, i, values):
+    """128-bit store of the ``VEC(dtype)`` values of a tuple at ``p[i], ...`` (16-byte
+    aligned)."""
+    _check_vec_ptr("vstore", p, i)
+    n = VEC(p.dtype)
+    if not isinstance(values, types.BaseTuple) or len(values) != n:
+        raise TypingError(f"vstore: expected a tuple of {n} values for {p.dtype}, got {values}")
+
+    def codegen(context, builder, sig, args):
+        pty, ity, tty = sig.args
+        ty = pty.dtype
+        vptr = _vec_ptr(context, builder, pty, args[0], ity, args[1])
+        el, count, _ = _vec_layout(context, ty)
+        vec = ir.Constant(ir.VectorType(el, count), ir.Undefined)
+        for k in range(n):
+            x = context.cast(builder, builder.extract_value(args[2], k), tty.types[k], ty)
+            if isinstance(ty, types.Complex):
+                c = context.make_complex(builder, ty, value=x)
+                vec = builder.insert_element(vec, c.real, ir.Constant(_i32, 2 * k))
+                vec = builder.insert_element(vec, c.imag, ir.Constant(_i32, 2 * k + 1))
+            else:
+                d = context.data_model_manager[ty].as_data(builder, x)
+                vec = builder.insert_element(vec, d, ir.Constant(_i32, k))
+        builder.store(vec, vptr, align=16)
+        return context.get_dummy_value()
+
+    return types.void(p, i, values), codegen
+
+
+# --------------------------------------------------------------------------- shared scratch
+
+
+def _device(fn):
+    if type(fn).__name__ == "CUDADispatcher":
+        return fn
+    return cuda.jit(device=True)(getattr(fn, "py_func", fn))
+
+
+def _alloc_src(ttype, g):
+    if isinstance(ttype, (tuple, list)):
+        return "(" + "".join(_alloc_src(t, g) + ", " for t in ttype) + ")"
+    name = f"_T{len(g)}"
+    g[name] = numpy_support.from_dtype(np.dtype(ttype))
+    return f"cuda.shared.array(_N, {name})"
+
+
+def with_shared_scratch(n: int, ttype, body, nargs: int = 1):
+    """Device function ``(a_1, ..., a_nargs) -> body(s, a_1, ..., a_nargs)`` where ``s`` is
+    an array of ``n`` elements of block-shared memory of dtype ``ttype``, or a tuple of such
+    arrays (one per member) when ``ttype`` is a tuple of dtypes. Every call of this factory
+    gets its own shared memory. (numba cannot return a shared array from a device function,
+    hence the callback shape.)
+
+    >>> def body(s, v):                                  # doctest: +SKIP
+    ...     store(s, warp_id(), v)
+    >>> f = with_shared_scratch(4, ("float32", "int64"), body)   # doctest: +SKIP
+    """
+    g = {}
+    expr = _alloc_src(ttype, g)
+    g.update(cuda=cuda, _N=int(n), _body=_device(body))
+    args = ", ".join(f"a{k}" for k in range(nargs))
+    call = "s" + "".join(f", a{k}" for k in range(nargs))
+    src = f"def with_scratch({args}):\n    s = {expr}\n    return _body({call})\n"
+    exec(compile(src, "<forge_array.intrinsics shared scratch>", "exec"), g)
+    return cuda.jit(device=True)(g["with_scratch"])

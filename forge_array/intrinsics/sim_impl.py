@@ -1,0 +1,483 @@
+"""Simulator implementation of the intrinsics: plain Python for numba's CUDA simulator.
+
+numba's simulator runs every thread of a block as a Python thread
+(``threading.current_thread()`` is a ``BlockThread`` with ``thread_id``, ``threadIdx``,
+``blockIdx`` and ``_manager``, the ``BlockManager`` of the running block), one block after
+the other. Warp shuffles exchange values through per-warp slots kept on the block manager
+and a barrier of the 32 lanes; fences are no-ops; atomics take a lock; and
+``load_acquire`` / ``load_relaxed`` model weak visibility by sometimes returning an older
+value written at the same address by ``store_release`` or an atomic (seeded by
+``FORGE_ARRAY_SIM_SEED``; probability ``FORGE_ARRAY_SIM_STALE``, default 1/3), so look-back
+code meets predecessors that "have not published yet".
+
+Example
+-------
+>>> VEC("float32"), VEC("int8")
+(4, 16)
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import threading
+import time
+
+import numpy as np
+
+WARP = 32
+
+#: seconds a lane waits at a warp barrier before the run is declared deadlocked
+BARRIER_TIMEOUT = float(os.environ.get("FORGE_ARRAY_SIM_BARRIER_TIMEOUT", "30"))
+
+__all__ = [
+    "WARP", "VEC", "lane_id", "warp_id", "shfl_idx", "shfl_up", "shfl_down", "shfl_xor",
+    "fence_block", "fence_device", "fence_system", "load_acquire", "store_release",
+    "load_relaxed", "atomic_add", "atomic_exch", "atomic_cas", "load", "store", "vload",
+    "vstore", "nanosleep", "cast_like", "with_shared_scratch", "memory_model",
+]
+
+
+def VEC(dtype) -> int:
+    """Elements of ``dtype`` per 128-bit access.
+
+    >>> VEC("float64"), VEC("complex128")
+    (2, 1)
+    """
+    try:
+        return 16 // np.dtype(dtype).itemsize
+    except TypeError:
+        from numba.np import numpy_support
+
+        return 16 // numpy_support.as_dtype(dtype).itemsize
+
+
+def _thread():
+    t = threading.current_thread()
+    if not hasattr(t, "_manager"):
+        raise RuntimeError("forge_array intrinsics must be called from a simulated kernel")
+    return t
+
+
+def lane_id() -> int:
+    """Lane of the calling thread in its warp."""
+    return _thread().thread_id % WARP
+
+
+def warp_id() -> int:
+    """Warp of the calling thread in its block."""
+    return _thread().thread_id // WARP
+
+
+# --------------------------------------------------------------------------- warp barrier
+
+_STATE_LOCK = threading.Lock()
+
+
+class _WarpBarrier:
+    """Barrier of the 32 lanes of one warp that notices aborted runs and deadlocks."""
+
+    def __init__(self, parties=WARP):
+        self.parties = parties
+        self.count = 0
+        self.generation = 0
+        self.broken = None
+        self.cond = threading.Condition()
+
+    def wait(self, what):
+        t = threading.current_thread()
+        with self.cond:
+            if self.broken:
+                raise RuntimeError(self.broken)
+            gen = self.generation
+            self.count += 1
+            if self.count == self.parties:
+                self.count = 0
+                self.generation += 1
+                self.cond.notify_all()
+                return
+            deadline = time.monotonic() + BARRIER_TIMEOUT
+            while gen == self.generation:
+                if self.broken:
+                    raise RuntimeError(self.broken)
+                if getattr(t, "abort", False):
+                    self.broken = "simulated kernel aborted"
+                    self.cond.notify_all()
+                    raise RuntimeError(self.broken)
+                if time.monotonic() > deadline:
+                    self.broken = (
+                        f"{what}: deadlock in warp {t.thread_id // WARP} of block "
+                        f"{tuple(t.blockIdx)}: only {self.count} of {self.parties} lanes "
+                        f"arrived within {BARRIER_TIMEOUT:g} s (all 32 lanes of a warp must "
+                        "call warp intrinsics, and the block size must be a multiple of 32)"
+                    )
+                    self.cond.notify_all()
+                    raise RuntimeError(self.broken)
+                self.cond.wait(0.05)
+
+
+class _Warp:
+    __slots__ = ("slots", "barrier")
+
+    def __init__(self):
+        self.slots = [None] * WARP
+        self.barrier = _WarpBarrier()
+
+
+def _warp_state(t):
+    mgr = t._manager
+    warps = getattr(mgr, "_forge_warps", None)
+    if warps is None:
+        with _STATE_LOCK:
+            warps = getattr(mgr, "_forge_warps", None)
+            if warps is None:
+                warps = mgr._forge_warps = {}
+    w = t.thread_id // WARP
+    st = warps.get(w)
+    if st is None:
+        with _STATE_LOCK:
+            st = warps.get(w)
+            if st is None:
+                st = warps[w] = _Warp()
+    return st
+
+
+def _exchange(v, src_of, what):
+    t = _thread()
+    lane = t.thread_id % WARP
+    st = _warp_state(t)
+    st.slots[lane] = v
+    st.barrier.wait(what)
+    j = src_of(lane)
+    r = st.slots[j] if 0 <= j < WARP else v
+    st.barrier.wait(what)
+    return r
+
+
+# --------------------------------------------------------------------------- shuffles
+
+
+def shfl_idx(v, src_lane):
+    """Value of ``v`` in lane ``src_lane & 31`` (all 32 lanes must call)."""
+    b = int(src_lane) & 31
+    return _exchange(v, lambda lane: b, "shfl_idx")
+
+
+def shfl_up(v, delta):
+    """Value of lane ``lane - delta``; the caller's own value when out of range."""
+    d = int(delta)
+    return _exchange(v, lambda lane: lane - d, "shfl_up")
+
+
+def shfl_down(v, delta):
+    """Value of lane ``lane + delta``; the caller's own value when out of range."""
+    d = int(delta)
+    return _exchange(v, lambda lane: lane + d, "shfl_down")
+
+
+def shfl_xor(v, mask):
+    """Value of lane ``lane ^ mask``; the caller's own value when out of range."""
+    m = int(mask)
+    return _exchange(v, lambda lane: lane ^ m, "shfl_xor")
+
+
+# --------------------------------------------------------------------------- casting
+
+
+def cast_like(value, like):
+    """``value`` converted to the type of ``like`` (member-wise for tuples), wrapping
+    integers as the GPU does."""
+    if isinstance(like, tuple):
+        if not isinstance(value, tuple) or len(value) != len(like):
+            raise TypeError(f"cannot convert {value!r} to the structure of {like!r}")
+        return tuple(cast_like(v, w) for v, w in zip(value, like))
+    if isinstance(like, np.generic):
+        return _convert(value, like.dtype)
+    if isinstance(like, bool):
+        return bool(value)
+    if isinstance(like, int) and not isinstance(value, (complex, np.complexfloating)):
+        return int(value)
+    if isinstance(like, float) and not isinstance(value, (complex, np.complexfloating)):
+        return float(value)
+    return value
+
+
+def _convert(value, dtype):
+    dtype = np.dtype(dtype)
+    if dtype.kind in "iu" and not isinstance(value, (float, np.floating, complex)):
+        bits = dtype.itemsize * 8
+        u = np.array(int(value) & ((1 << bits) - 1), dtype=f"u{dtype.itemsize}")
+        return u.view(dtype)[()]
+    with np.errstate(all="ignore"):
+        return np.asarray(value).astype(dtype)[()]
+
+
+# --------------------------------------------------------------------------- fences, sleep
+
+
+def fence_block():
+    """Block-scope fence (a no-op in the simulator)."""
+
+
+def fence_device():
+    """Device-scope fence (a no-op in the simulator)."""
+
+
+def fence_system():
+    """System-scope fence (a no-op in the simulator)."""
+
+
+def nanosleep(ns):
+    """Sleep hint; yields the interpreter in the simulator."""
+    time.sleep(0)
+
+
+# --------------------------------------------------------------------------- memory model
+
+
+def _dtype_of(p):
+    dt = getattr(p, "dtype", None)
+    if dt is None:
+        raise TypeError(f"expected a buffer, got {type(p).__name__}")
+    return np.dtype(dt)
+
+
+def _address(p, i) -> int:
+    addr = getattr(p, "address", None)
+    if addr is not None:
+        return int(addr(int(i)))
+    a = np.asarray(p)
+    if a.ndim != 1:
+        raise TypeError("expected a 1-D buffer")
+    return int(a.__array_interface__["data"][0]) + int(i) * a.strides[0]
+
+
+class _MemoryModel:
+    """Per-address histories of values published by ``store_release`` and atomics."""
+
+    def __init__(self):
+        self.lock = threading.RLock()
+        self.seed = int(os.environ.get("FORGE_ARRAY_SIM_SEED", "12345"))
+        self.stale = float(os.environ.get("FORGE_ARRAY_SIM_STALE", str(1 / 3)))
+        self.max_stale_run = 16
+        self.rng = random.Random(self.seed)
+        self.history = {}
+        self.context = None
+
+    def reset(self, seed=None, stale=None):
+        """Forget all histories; optionally reseed and set the stale-read probability."""
+        with self.lock:
+            if seed is not None:
+                self.seed = int(seed)
+            if stale is not None:
+                self.stale = float(stale)
+            self.rng = random.Random(self.seed)
+            self.history = {}
+
+    def _check_launch(self):
+        from numba.cuda.simulator import kernel as simkernel
+
+        ctx = simkernel._get_kernel_context()
+        if ctx is not self.context:  # a new launch: kernel boundaries make all visible
+            self.context = ctx
+            self.history = {}
+
+    def _hist(self, p, i, create):
+        key = _address(p, i)
+        cur = p[i]
+        h = self.history.get(key)
+        if h is not None and not _same(h[-1], cur):
+            h = None  # memory was written by other means: the history is stale
+        if h is None:
+            if not create:
+                self.history.pop(key, None)
+                return key, None, cur
+            h = self.history[key] = [cur]
+        return key, h, cur
+
+    def publish(self, p, i, value):
+        with self.lock:
+            self._check_launch()
+            _, h, _ = self._hist(p, i, True)
+            p[i] = value
+            h.append(p[i])
+
+    def rmw(self, p, i, fn):
+        with self.lock:
+            self._check_launch()
+            _, h, cur = self._hist(p, i, True)
+            new = fn(cur)
+            if new is not None:
+                p[i] = new
+                h.append(p[i])
+            return cur
+
+    def read(self, p, i):
+        t = threading.current_thread()
+        with self.lock:
+            self._check_launch()
+            key, h, cur = self._hist(p, i, False)
+            if h is None or len(h) == 1:
+                return cur
+            seen = t.__dict__.setdefault("_forge_seen", {})
+            s = seen.get(key)
+            lo, run = (s[1], s[2]) if s is not None and s[0] is h else (0, 0)
+            last = len(h) - 1
+            if lo < last and run < self.max_stale_run and self.rng.random() < self.stale:
+                k = self.rng.randrange(lo, last)
+                run += 1
+            else:
+                k, run = last, 0
+            seen[key] = (h, k, run)  # coherence: never read older than already observed
+            return h[k]
+
+
+def _same(a, b) -> bool:
+    try:
+        return bool(a == b) or (a != a and b != b)
+    except Exception:
+        return a is b
+
+
+#: the simulator's memory model (``memory_model.reset(seed=..., stale=...)`` in tests)
+memory_model = _MemoryModel()
+
+_WORD_DTYPES = tuple(np.dtype(t) for t in ("int32", "uint32", "int64", "uint64"))
+
+
+def _check_word(what, p, allow_float=True):
+    dt = _dtype_of(p)
+    ok = dt in _WORD_DTYPES or (allow_float and dt in (np.dtype("float32"), np.dtype("float64")))
+    if not ok:
+        raise TypeError(f"{what}: unsupported element type {dt} (int32, uint32, int64, uint64)")
+    return dt
+
+
+def load_acquire(p, i):
+    """``p[i]`` with acquire semantics; may return an older published value (see module)."""
+    _check_word("load_acquire", p)
+    return memory_model.read(p, i)
+
+
+def load_relaxed(p, i):
+    """``p[i]`` with relaxed semantics; may return an older published value."""
+    _check_word("load_relaxed", p)
+    return memory_model.read(p, i)
+
+
+def store_release(p, i, v):
+    """``p[i] = v`` with release semantics (recorded in the address's history)."""
+    dt = _check_word("store_release", p)
+    memory_model.publish(p, i, _convert(v, dt))
+
+
+def atomic_add(p, i, v):
+    """Atomically ``p[i] += v`` (wrapping); returns the old value."""
+    dt = _check_word("atomic_add", p, allow_float=False)
+    return memory_model.rmw(p, i, lambda old: _convert(int(old) + int(v), dt))
+
+
+def atomic_exch(p, i, v):
+    """Atomically ``p[i] = v``; returns the old value."""
+    dt = _check_word("atomic_exch", p, allow_float=False)
+    return memory_model.rmw(p, i, lambda old: _convert(v, dt))
+
+
+def atomic_cas(p, i, expected, new):
+    """Atomically ``if p[i] == expected: p[i] = new``; returns the old value."""
+    dt = _check_word("atomic_cas", p, allow_float=False)
+    exp = _convert(expected, dt)
+    return memory_model.rmw(p, i, lambda old: _convert(new, dt) if old == exp else None)
+
+
+# --------------------------------------------------------------------------- load / store
+
+
+def load(p, i):
+    """``p[i]`` for a buffer, or the tuple of ``q[i]`` for a tuple of buffers."""
+    if isinstance(p, tuple):
+        return tuple(load(q, i) for q in p)
+    return p[i]
+
+
+def store(p, i, v):
+    """``p[i] = v`` for a buffer, or member-wise for a tuple of buffers."""
+    if isinstance(p, tuple):
+        if not isinstance(v, tuple) or len(v) != len(p):
+            raise TypeError(f"store: value {v!r} does not match a tuple of {len(p)} buffers")
+        for q, x in zip(p, v):
+            store(q, i, x)
+        return
+    p[i] = v
+
+
+# --------------------------------------------------------------------------- 128-bit access
+
+
+def _check_aligned(what, p, i):
+    addr = _address(p, i)
+    if addr % 16:
+        raise ValueError(
+            f"{what}: misaligned 128-bit access at element {int(i)} (address % 16 == "
+            f"{addr % 16}); the address must be 16-byte aligned"
+        )
+
+
+def vload(p, i):
+    """128-bit load: the tuple ``(p[i], ..., p[i + VEC - 1])``; ``p[i]`` must be 16-byte
+    aligned (checked)."""
+    _check_aligned("vload", p, i)
+    n = VEC(_dtype_of(p))
+    return tuple(p[i + k] for k in range(n))
+
+
+def vstore(p, i, values):
+    """128-bit store of the ``VEC`` values of a tuple at ``p[i], ...`` (16-byte aligned)."""
+    _check_aligned("vstore", p, i)
+    n = VEC(_dtype_of(p))
+    if len(values) != n:
+        raise TypeError(f"vstore: expected {n} values, got {len(values)}")
+    for k in range(n):
+        p[i + k] = values[k]
+
+
+# --------------------------------------------------------------------------- shared scratch
+
+_SCRATCH_IDS = iter(range(1 << 62))
+
+
+def with_shared_scratch(n: int, ttype, body, nargs: int = 1):
+    """Function ``(a_1, ..., a_nargs) -> body(s, a_1, ..., a_nargs)`` where ``s`` is an array
+    of ``n`` elements of block-shared memory (a tuple of arrays for a tuple of dtypes): one
+    allocation per block and per call of this factory.
+
+    >>> def body(s, v):
+    ...     return s
+    >>> f = with_shared_scratch(4, ("float32", "int64"), body)
+    >>> callable(f)
+    True
+    """
+    with _STATE_LOCK:
+        uid = next(_SCRATCH_IDS)
+    _alloc(0, ttype)  # validates the dtypes now
+
+    def with_scratch(*args):
+        if len(args) != nargs:
+            raise TypeError(f"expected {nargs} arguments, got {len(args)}")
+        mgr = _thread()._manager
+        with _STATE_LOCK:
+            allocs = getattr(mgr, "_forge_scratch", None)
+            if allocs is None:
+                allocs = mgr._forge_scratch = {}
+            s = allocs.get(uid)
+            if s is None:
+                s = allocs[uid] = _alloc(n, ttype)
+        return body(s, *args)
+
+    return with_scratch
+
+
+def _alloc(n, ttype):
+    if isinstance(ttype, (tuple, list)):
+        return tuple(_alloc(n, t) for t in ttype)
+    return np.zeros(n, np.dtype(ttype))
