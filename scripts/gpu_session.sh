@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# One call on the lent GPU machine: install, test on the GPU, benchmark, run the conformance
+# suite; results go to $OUT (a tarball + short summaries). Carry .whl (and .suite for the
+# conformance suite). Usage, as the device command:
+#   bash scripts/gpu_session.sh [steps...]     steps: main tests bench conformance (default: all)
+#   BENCH_ARGS="--suite copy,reduce" TEST_ARGS="tests/test_copy.py" bash scripts/gpu_session.sh tests bench
+set -uo pipefail
+OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT/r"
+steps=${*:-main tests bench conformance}
+source .whl/setup.sh || exit 1
+python3 -m pip install -q --no-deps --no-build-isolation -e . 2>&1 | tail -2
+export FORGE_ARRAY_CACHE_DIR=/tmp/forge-array-cache PYTHONUNBUFFERED=1
+nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.mem --format=csv | tee "$OUT/r/gpu.txt"
+for step in $steps; do
+  start=$(date +%s)
+  case $step in
+    main)
+      python3 -m forge_array 2>&1 | tee "$OUT/r/main.txt" ;;
+    tests)
+      timeout ${TEST_TIMEOUT:-300} python3 -m pytest -q -x -p no:cacheprovider -n ${TEST_WORKERS:-8} \
+        ${TEST_ARGS:-tests} 2>&1 | tee "$OUT/r/tests.txt" | tail -40 ;;
+    bench)
+      timeout ${BENCH_TIMEOUT:-360} python3 -m bench.run ${BENCH_ARGS:-} --out "$OUT/r/bench" 2>&1 \
+        | tee "$OUT/r/bench.txt" | tail -80 ;;
+    conformance)
+      timeout ${CONF_TIMEOUT:-300} python3 conformance/run.py --suite .suite/array-api-tests --device cuda:0 \
+        --max-examples ${CONF_EXAMPLES:-20} -n ${CONF_WORKERS:-12} --json "$OUT/r/conformance.json" 2>&1 \
+        | tee "$OUT/r/conformance.txt" | tail -30 ;;
+  esac
+  echo "== step $step took $(( $(date +%s) - start )) s" | tee -a "$OUT/r/steps.txt"
+done
+tar -czf "$OUT/results.tar.gz" -C "$OUT" r && rm -rf "$OUT/r"
+ls -la "$OUT"
