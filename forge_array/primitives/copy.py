@@ -78,7 +78,8 @@ def _launch_copy(x, out, shape, sx, so):
         if mx == mo and mx % itemsize == 0 and itemsize < 16:
             head = min(n, ((16 - mx) % 16) // itemsize)
             vec = 16 // itemsize
-            k = runtime.compile_kernel(kcopy.make_copy_contiguous, (itemsize, items), (pt, pt, runtime.i64, runtime.i64))
+            argtypes = (pt, pt, runtime.i64, runtime.i64)
+            k = runtime.compile_kernel(kcopy.make_copy_contiguous, (itemsize, items), argtypes)
             nvec = (n - head) // vec
             grid = _grid(max(-(-nvec // items), head, 1), block)
             runtime.launch(k, grid, block, (src, dst, n, head))

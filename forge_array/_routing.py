@@ -1,0 +1,179 @@
+"""The routing seam: one function per routed operation, on BACKEND arrays.
+
+The namespace layer (``_statistical.py``, ``_utility.py``, ``_searching.py``,
+``_linear_algebra.py``, ``_creation.py``) has already done all of the standard's
+semantics before calling here: argument validation, axes normalised to a sorted
+tuple of distinct non-negative ints, the result dtype resolved, empty-reduction
+errors raised, operands of matmul/vecdot/tensordot promoted to a common dtype
+and checked for matching shapes. ``x``, ``a`` and ``b`` are ``numpy.ndarray`` or
+``cupy.ndarray``; ``x`` is the ORIGINAL input (not converted to ``dtype``).
+
+Each function returns a backend array of exactly the right dtype and shape.
+Today they call NumPy / CuPy (through array-api-compat); our own kernels plug
+in here with a first line such as ``if kernels_apply(x): return primitives.sum(...)``.
+
+>>> import numpy as np
+
+>>> from forge_array import _routing
+>>> _routing.reduce_sum(np.arange(4, dtype=np.int32), (0,), np.dtype("int64"), False)
+array(6)
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import primitives
+from .runtime import kernels_available
+
+__all__ = [
+    "reduce_sum", "reduce_prod", "reduce_max", "reduce_min", "reduce_mean", "reduce_var",
+    "reduce_std", "reduce_any", "reduce_all", "argmax", "argmin", "cumulative_sum",
+    "cumulative_prod", "matmul", "vecdot", "tensordot", "copy",
+]
+
+
+def _ns(x):
+    """array-api-compat namespace (numpy or cupy flavour) for a backend array."""
+    if isinstance(x, np.ndarray):
+        import array_api_compat.numpy as ns  # noqa: PLC0415
+    else:
+        import array_api_compat.cupy as ns  # noqa: PLC0415
+    return ns
+
+
+def _out(x, res, dtype, shape=None):
+    """Backend array (not a NumPy scalar) of ``dtype``."""
+    if isinstance(res, np.generic) or not hasattr(res, "dtype"):
+        res = np.asarray(res)
+    if res.dtype != dtype:
+        res = res.astype(dtype)
+    return res
+
+
+def _keep(x, res, axis, keepdims):
+    """Reduced result with reduced axes kept as size-1 dims when keepdims."""
+    if keepdims and res.ndim != x.ndim:
+        shape = tuple(1 if i in axis else n for i, n in enumerate(x.shape))
+        res = res.reshape(shape)
+    return res
+
+
+def _cupy_inf_fix(x, res, axis, keepdims, target):
+    """CuPy's CUB min/max use +-max-finite as identity: an all-(+-inf) slice
+    comes back as +-max-finite (cupy/cupy#7424, #8180). Put the infinity back."""
+    if isinstance(x, np.ndarray) or x.dtype.kind != "f" or x.size == 0:
+        return res
+    ns = _ns(x)
+    allinf = ns.all(x == target, axis=axis, keepdims=keepdims)
+    return ns.where(allinf, x.dtype.type(target), res)
+
+
+def reduce_sum(x, axis, dtype, keepdims):
+    """Sum over ``axis`` (tuple), accumulated and returned in ``dtype``."""
+    return _out(x, _ns(x).sum(x, axis=axis, dtype=dtype, keepdims=keepdims), dtype)
+
+
+def reduce_prod(x, axis, dtype, keepdims):
+    """Product over ``axis`` (tuple), accumulated and returned in ``dtype``."""
+    return _out(x, _ns(x).prod(x, axis=axis, dtype=dtype, keepdims=keepdims), dtype)
+
+
+def reduce_max(x, axis, keepdims):
+    """Maximum over ``axis`` (tuple, no empty reductions); NaN propagates."""
+    res = _ns(x).max(x, axis=axis, keepdims=keepdims)
+    return _out(x, _cupy_inf_fix(x, res, axis, keepdims, -np.inf), x.dtype)
+
+
+def reduce_min(x, axis, keepdims):
+    """Minimum over ``axis`` (tuple, no empty reductions); NaN propagates."""
+    res = _ns(x).min(x, axis=axis, keepdims=keepdims)
+    return _out(x, _cupy_inf_fix(x, res, axis, keepdims, np.inf), x.dtype)
+
+
+def reduce_mean(x, axis, keepdims):
+    """Arithmetic mean over ``axis`` (tuple) of a floating-point array."""
+    return _out(x, _ns(x).mean(x, axis=axis, keepdims=keepdims), x.dtype)
+
+
+def reduce_var(x, axis, correction, keepdims):
+    """Variance over ``axis`` (tuple) with ``correction`` degrees of freedom removed."""
+    res = _ns(x).var(x, axis=axis, correction=correction, keepdims=keepdims)
+    return _out(x, res, x.dtype)
+
+
+def reduce_std(x, axis, correction, keepdims):
+    """Standard deviation over ``axis`` (tuple) with ``correction``."""
+    res = _ns(x).std(x, axis=axis, correction=correction, keepdims=keepdims)
+    return _out(x, res, x.dtype)
+
+
+def reduce_any(x, axis, keepdims):
+    """Logical OR over ``axis`` (tuple) -> bool."""
+    return _out(x, _ns(x).any(x, axis=axis, keepdims=keepdims), np.dtype(bool))
+
+
+def reduce_all(x, axis, keepdims):
+    """Logical AND over ``axis`` (tuple) -> bool."""
+    return _out(x, _ns(x).all(x, axis=axis, keepdims=keepdims), np.dtype(bool))
+
+
+def _arg_inf_fix(x, res, axis, keepdims, target):
+    # see _cupy_inf_fix: an all-(+-inf) slice must give index 0
+    if isinstance(x, np.ndarray) or x.dtype.kind != "f" or x.size == 0:
+        return res
+    ns = _ns(x)
+    allinf = ns.all(x == target, axis=axis, keepdims=keepdims)
+    return ns.where(allinf, 0, res)
+
+
+def argmax(x, axis, keepdims):
+    """Index of the first maximum along ``axis`` (int, or None for the flattened
+    array) -> int64; NaN counts as the maximum."""
+    res = _ns(x).argmax(x, axis=axis, keepdims=keepdims)
+    return _out(x, _arg_inf_fix(x, res, axis, keepdims, -np.inf), np.dtype(np.int64))
+
+
+def argmin(x, axis, keepdims):
+    """Index of the first minimum along ``axis`` (int or None) -> int64."""
+    res = _ns(x).argmin(x, axis=axis, keepdims=keepdims)
+    return _out(x, _arg_inf_fix(x, res, axis, keepdims, np.inf), np.dtype(np.int64))
+
+
+def cumulative_sum(x, axis, dtype, include_initial):
+    """Inclusive scan with + along ``axis`` (non-negative int) in ``dtype``; with
+    ``include_initial`` the output starts with a 0 and is one longer."""
+    res = _ns(x).cumulative_sum(x, axis=axis, dtype=dtype, include_initial=include_initial)
+    return _out(x, res, dtype)
+
+
+def cumulative_prod(x, axis, dtype, include_initial):
+    """Inclusive scan with * along ``axis`` in ``dtype`` (leading 1 with include_initial)."""
+    res = _ns(x).cumulative_prod(x, axis=axis, dtype=dtype, include_initial=include_initial)
+    return _out(x, res, dtype)
+
+
+def matmul(a, b):
+    """Matrix product; ``a`` and ``b`` share one dtype, shapes already checked."""
+    return _out(a, _ns(a).matmul(a, b), a.dtype)
+
+
+def vecdot(a, b, axis):
+    """sum(conj(a) * b) along ``axis`` (a NEGATIVE int, counted from the end of the
+    broadcast shape, so operands of different ndim need no broadcasting copy)."""
+    return _out(a, _ns(a).vecdot(a, b, axis=axis), a.dtype)
+
+
+def tensordot(a, b, axes):
+    """Tensor contraction over ``axes = (axes_of_a, axes_of_b)`` (tuples of
+    non-negative ints of equal length and matching sizes)."""
+    return _out(a, _ns(a).tensordot(a, b, axes=axes), a.dtype)
+
+
+def copy(x):
+    """A C-contiguous copy of ``x`` on its device."""
+    if kernels_available(x):
+        return primitives.copy(x)
+    if isinstance(x, np.ndarray):
+        return np.array(x, copy=True, order="C")
+    return _ns(x).asarray(x).copy(order="C")
