@@ -13,7 +13,6 @@ Today they call NumPy / CuPy (through array-api-compat); our own kernels plug
 in here with a first line such as ``if kernels_apply(x): return primitives.sum(...)``.
 
 >>> import numpy as np
-
 >>> from forge_array import _routing
 >>> _routing.reduce_sum(np.arange(4, dtype=np.int32), (0,), np.dtype("int64"), False)
 array(6)
