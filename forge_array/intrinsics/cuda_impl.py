@@ -445,10 +445,46 @@ def _vec_layout(context, ty):
 def _vec_ptr(context, builder, pty, p, ity, i):
     """Element pointer, moved to the global address space, as a pointer to a 16-byte vector."""
     ptr = _elem_ptr(context, builder, pty, p, ity, i)
-    el, count, _ = _vec_layout(context, pty.dtype)
-    vty = ir.VectorType(el, count)
     gptr = builder.addrspacecast(ptr, ptr.type.pointee.as_pointer(1))
-    return builder.bitcast(gptr, vty.as_pointer(1))
+    return builder.bitcast(gptr, _V4I32.as_pointer(1))
+
+
+# the memory access is always <4 x i32> (one ld/st.global.v4 for every element size; a
+# <16 x i8> access would be split into four 4-byte accesses), bitcast to the element vector
+_V4I32 = ir.VectorType(_i32, 4)
+
+
+def _elem_vec_type(context, ty):
+    el, count, _ = _vec_layout(context, ty)
+    return ir.VectorType(el, count)
+
+
+def _unpack_narrow(context, builder, ty, words, k):
+    size = 16 // VEC(ty)
+    bits = 8 * size
+    word = builder.extract_element(words, ir.Constant(_i32, k * size // 4))
+    part = builder.trunc(builder.lshr(word, ir.Constant(_i32, (k * size % 4) * 8)),
+                         ir.IntType(bits))
+    dt = context.get_data_type(ty)
+    if dt != part.type:
+        part = builder.bitcast(part, dt)
+    return context.data_model_manager[ty].from_data(builder, part)
+
+
+def _pack_narrow(context, builder, ty, xs):
+    size = 16 // VEC(ty)
+    bits = 8 * size
+    words = [ir.Constant(_i32, 0)] * 4
+    for k, x in enumerate(xs):
+        d = context.data_model_manager[ty].as_data(builder, x)
+        if d.type != ir.IntType(bits):
+            d = builder.bitcast(d, ir.IntType(bits))
+        w = builder.shl(builder.zext(d, _i32), ir.Constant(_i32, (k * size % 4) * 8))
+        words[k * size // 4] = builder.or_(words[k * size // 4], w)
+    vec = ir.Constant(_V4I32, ir.Undefined)
+    for j, w in enumerate(words):
+        vec = builder.insert_element(vec, w, ir.Constant(_i32, j))
+    return vec
 
 
 def _check_vec_ptr(what, p, i):
@@ -472,7 +508,12 @@ def vload(typingctx, p, i):
         pty, ity = sig.args
         ty = pty.dtype
         vptr = _vec_ptr(context, builder, pty, args[0], ity, args[1])
-        vec = builder.load(vptr, align=16)
+        words = builder.load(vptr, align=16)
+        if n > 4:  # 1- and 2-byte elements: unpack the words with shifts (a bitcast to
+            # <16 x i8> lets the optimizer split the load into 4-byte pieces)
+            vals = [_unpack_narrow(context, builder, ty, words, k) for k in range(n)]
+            return context.make_tuple(builder, sig.return_type, vals)
+        vec = builder.bitcast(words, _elem_vec_type(context, ty))
         vals = []
         for k in range(n):
             if isinstance(ty, types.Complex):
@@ -501,8 +542,13 @@ def vstore(typingctx, p, i, values):
         pty, ity, tty = sig.args
         ty = pty.dtype
         vptr = _vec_ptr(context, builder, pty, args[0], ity, args[1])
-        el, count, _ = _vec_layout(context, ty)
-        vec = ir.Constant(ir.VectorType(el, count), ir.Undefined)
+        if n > 4:  # 1- and 2-byte elements: pack them into the words with shifts
+            xs = [context.cast(builder, builder.extract_value(args[2], k), tty.types[k], ty)
+                  for k in range(n)]
+            words = _pack_narrow(context, builder, ty, xs)
+            builder.store(words, vptr, align=16)
+            return context.get_dummy_value()
+        vec = ir.Constant(_elem_vec_type(context, ty), ir.Undefined)
         for k in range(n):
             x = context.cast(builder, builder.extract_value(args[2], k), tty.types[k], ty)
             if isinstance(ty, types.Complex):
@@ -512,7 +558,7 @@ def vstore(typingctx, p, i, values):
             else:
                 d = context.data_model_manager[ty].as_data(builder, x)
                 vec = builder.insert_element(vec, d, ir.Constant(_i32, k))
-        builder.store(vec, vptr, align=16)
+        builder.store(builder.bitcast(vec, _V4I32), vptr, align=16)
         return context.get_dummy_value()
 
     return types.void(p, i, values), codegen
