@@ -1,0 +1,124 @@
+"""Runtime figures of issue 3: host time per launch, cold and warm-cache first-call times.
+
+Run on the GPU machine:  python -m bench.runtime_probe [--out DIR]
+Prints a table and writes runtime_probe.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+FIRST_CALL = r"""
+import time, sys
+t0 = time.perf_counter()
+import cupy as cp
+import numpy as np
+from forge_array import primitives
+x = cp.arange(1 << 20, dtype=cp.float32)
+cp.cuda.runtime.deviceSynchronize()
+t1 = time.perf_counter()
+y = primitives.copy(x)
+cp.cuda.runtime.deviceSynchronize()
+t2 = time.perf_counter()
+assert bool((y == x).all())
+print(f"{t1 - t0:.6f} {t2 - t1:.6f}")
+"""
+
+
+def first_call(cache_dir: str) -> tuple:
+    env = dict(os.environ, FORGE_ARRAY_CACHE_DIR=cache_dir)
+    out = subprocess.run([sys.executable, "-c", FIRST_CALL], env=env, capture_output=True, text=True, check=True)
+    setup, call = (float(v) for v in out.stdout.split())
+    return setup, call
+
+
+def host_times(fn, n: int = 3000) -> float:
+    for _ in range(50):
+        fn()
+    samples = []
+    for _ in range(n):
+        t = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - t)
+    return statistics.median(samples) * 1e6
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default=".")
+    args = ap.parse_args(argv)
+    import cupy as cp
+    from numba import cuda
+
+    from forge_array import primitives, runtime
+    from forge_array.kernels import copy as kcopy
+
+    res = {"device": runtime.device_info()["name"]}
+    with tempfile.TemporaryDirectory() as d:
+        res["cold_first_call_s"] = first_call(d)[1]
+        res["warm_cache_first_call_s"] = first_call(d)[1]
+        res["warm_cache_import_s"] = first_call(d)[0]
+
+    x = cp.random.random(1000).astype(cp.float32)
+    y = cp.empty_like(x)
+    primitives.copy(x, y)
+    pt = runtime.ptr_t("uint32")
+    k = runtime.compile_kernel(kcopy.make_copy_scalar, (4,), (pt, pt, runtime.i64))
+    px, py = x.data.ptr, y.data.ptr
+    res["host_us_runtime_launch"] = host_times(lambda: runtime.launch(k, 1, 256, (px, py, 1000)))
+    res["host_us_primitives_copy"] = host_times(lambda: primitives.copy(x, y))
+    res["host_us_cupy_copy"] = host_times(lambda: cp.copyto(y, x))
+
+    @cuda.jit
+    def numba_copy(a, b):
+        i = cuda.grid(1)
+        if i < a.size:
+            b[i] = a[i]
+
+    numba_copy[4, 256](x, y)
+    res["host_us_numba_dispatcher"] = host_times(lambda: numba_copy[4, 256](x, y), n=500)
+    cp.cuda.runtime.deviceSynchronize()
+
+    def gpu_time(fn, reps):
+        for _ in range(3):
+            fn()
+        ts = []
+        for _ in range(reps):
+            a, b = cp.cuda.Event(), cp.cuda.Event()
+            a.record()
+            fn()
+            b.record()
+            b.synchronize()
+            ts.append(cp.cuda.get_elapsed_time(a, b) * 1e3)
+        return statistics.median(ts)
+
+    for n in (10**6, 10**7, 10**8, 10**9):
+        x = cp.random.random(n + 1, dtype=cp.float32)
+        y = cp.empty(n + 1, dtype=cp.float32)
+        reps = 20 if n >= 10**8 else 100
+        for label, src, dst in (("aligned", x[:n], y[:n]), ("misaligned x[1:]", x[1:], y[:n])):
+            ours = gpu_time(lambda: primitives.copy(src, dst), reps)
+            theirs = gpu_time(lambda: cp.copyto(dst, src), reps)
+            assert bool((dst == src).all())
+            gbs = 8 * n / ours / 1e3
+            res[f"copy {n:.0e} {label}"] = {"forge_us": ours, "cupy_us": theirs, "ratio": theirs / ours, "GB/s": gbs}
+        del x, y
+        cp.get_default_memory_pool().free_all_blocks()
+    res["compile_stats"] = dict(runtime.STATS)
+    for k_, v in res.items():
+        print(f"{k_:32s} {v}")
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, "runtime_probe.json"), "w") as f:
+        json.dump(res, f, indent=2)
+    return res
+
+
+if __name__ == "__main__":
+    main()
