@@ -100,16 +100,16 @@ def main(argv=None):
         return statistics.median(ts)
 
     for n in (10**6, 10**7, 10**8, 10**9):
-        x = cp.random.random(n + 1, dtype=cp.float32)
-        y = cp.empty(n + 1, dtype=cp.float32)
+        xs = cp.random.random(n + 1, dtype=cp.float32)
+        ys = cp.empty(n + 1, dtype=cp.float32)
         reps = 20 if n >= 10**8 else 100
-        for label, src, dst in (("aligned", x[:n], y[:n]), ("misaligned x[1:]", x[1:], y[:n])):
+        for label, src, dst in (("aligned", xs[:n], ys[:n]), ("misaligned x[1:]", xs[1:], ys[:n])):
             ours = gpu_time(lambda: primitives.copy(src, dst), reps)
             theirs = gpu_time(lambda: cp.copyto(dst, src), reps)
             assert bool((dst == src).all())
             gbs = 8 * n / ours / 1e3
             res[f"copy {n:.0e} {label}"] = {"forge_us": ours, "cupy_us": theirs, "ratio": theirs / ours, "GB/s": gbs}
-        del x, y
+        del xs, ys
         cp.get_default_memory_pool().free_all_blocks()
     res["compile_stats"] = dict(runtime.STATS)
     for k_, v in res.items():
