@@ -5,3 +5,4 @@ Each module adds its exports here.
 """
 
 from .copy import copy  # noqa: F401
+from .reduce import mapreduce, reduce  # noqa: F401

@@ -1,0 +1,570 @@
+"""Full reduction in one launch: map, reduce every element, write one value.
+
+The algorithm (as CUB's single-pass reduce, KernelForge's mapreduce):
+
+1. A fixed grid of a few blocks per SM.  For a *commutative* operator every thread walks
+   the input grid-stride; contiguous inputs are read with 128-bit loads (``vload``) after a
+   host-computed peel of ``peel`` scalar elements that brings the address to 16 bytes,
+   several vectors per iteration (``items``), combined in a balanced tree (pairwise-like
+   accuracy for floats) before entering the thread's accumulator; a scalar tail follows.
+   Views of any strides go through a strided path (up to ``MAX_DIMS`` collapsed dims, the
+   flat index decomposed in the kernel): one launch, no copy.  For a *non-commutative*
+   operator each thread owns a contiguous chunk instead, so that every combination keeps
+   the operands in order.
+2. The map ``f`` is applied to each element (or to the tuple of elements of several
+   arrays: mapreduce), optionally with the element's flat index (argmax / argmin), and the
+   result is cast to the accumulator type.
+3. Warp-shuffle and block reduction through ``intrinsics.make_block_reduce``.
+4. Each block writes its partial to temporary storage, fences, and takes a ticket with
+   ``atomic_add``; the last block to arrive reduces the partials in block order (so results
+   are identical run to run: no float atomics), applies ``init`` and the finishing function
+   ``post`` (mean = sum / n, var = M2 / (n - correction), argmax = index, ...), writes the
+   result and resets the ticket to 0, so the counter is reused without a memset.
+
+Operators without an identity (generic user operators) carry a validity flag in their
+state: ``(valid, components...)``.
+
+The kernel source is generated per specialisation (number of arrays, tuple structure,
+mode, unroll) by :func:`make_reduce_kernel`, a factory compiled by
+:func:`forge_array.runtime.compile_kernel`.  :func:`full_reduce` is the host-side launcher.
+
+Example (simulator or GPU; the primitives in :mod:`forge_array.primitives.reduce` are the
+public way in):
+
+>>> import numpy as np
+>>> from forge_array import ops
+>>> from forge_array.kernels.reduce import ReduceSpec, full_reduce
+>>> spec = ReduceSpec(op=ops.add.fn, acc_dtypes=("float64",), identity=(0.0,))
+>>> full_reduce(spec, [np.arange(10.0)])   # doctest: +SKIP
+(array([45.]),)
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+from numba import cuda
+
+from .. import intrinsics as fi
+from ..runtime import buffer_of, compile_kernel, device_info, element_strides, i64, launch, ptr_t, temp, tuning
+from ..runtime import f64 as _f64
+from ..runtime.memory import misalignment
+
+__all__ = ["ReduceSpec", "make_reduce_kernel", "full_reduce", "collapse", "MAX_DIMS"]
+
+#: Largest number of (collapsed) dimensions of the strided path.
+MAX_DIMS = 4
+
+MODE_VEC = "vec"  # contiguous, 128-bit loads
+MODE_FLAT = "flat"  # contiguous, scalar loads (complex, mixed alignment)
+MODE_STRIDED = "strided"  # any view, up to MAX_DIMS collapsed dims
+
+
+class ReduceSpec(NamedTuple):
+    """The compile-time description of a full reduction (hashable; part of the cache key).
+
+    ``struct`` gives, per operand of ``f``, 0 for a scalar array or k for a tuple of k
+    arrays (struct-of-arrays); ``None`` means one scalar operand per array.  ``f`` is None
+    for the identity map (one operand) or the tuple of operands.  ``with_index`` passes the
+    element's flat C-order index to ``f`` as the last argument.  ``acc_dtypes`` are the
+    component dtypes of the accumulator (one for a scalar accumulator, ``acc_tuple`` False).
+    ``identity`` is a tuple of Python scalars (one per component) or None (a validity flag
+    is then carried).  ``post(total, param)`` finishes the result (``param`` is a float64
+    runtime argument); ``out_dtypes`` are its component dtypes (default: the accumulator's).
+    ``commutative`` False keeps operands in order (chunked layout).
+    """
+
+    op: object
+    acc_dtypes: tuple
+    identity: tuple | None = None
+    f: object = None
+    struct: tuple | None = None
+    with_index: bool = False
+    acc_tuple: bool = False
+    post: object = None
+    out_dtypes: tuple | None = None
+    out_tuple: bool = False
+    commutative: bool = True
+    has_init: bool = False
+
+
+# --------------------------------------------------------------------------- code generation
+
+
+def _tuple_src(items):
+    items = list(items)
+    return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
+
+
+def _cast_src(names, acc_is_tuple, expr):
+    """Source casting ``expr`` (the map's or operator's result) to the accumulator types."""
+    if not acc_is_tuple:
+        return f"{names[0]}({expr})"
+    return _tuple_src(f"{n}(_r[{k}])" for k, n in enumerate(names))
+
+
+def _build_source(spec, in_dtypes, mode, ndim, items, vec, block):
+    """Python source of the kernel and its device helpers for one specialisation."""
+    K = len(in_dtypes)
+    A = len(spec.acc_dtypes)
+    flags = spec.identity is None
+    struct = spec.struct if spec.struct is not None else (0,) * K
+    lines = []
+    emit = lines.append
+
+    # ---- element -> state: elem(a0, ..., a{K-1}, idx)
+    args = [f"a{k}" for k in range(K)]
+    operands = []
+    pos = 0
+    for s in struct:
+        if s == 0:
+            operands.append(args[pos])
+            pos += 1
+        else:
+            operands.append(_tuple_src(args[pos:pos + s]))
+            pos += s
+    if spec.f is None:
+        mapped = operands[0] if len(operands) == 1 else _tuple_src(operands)
+    else:
+        call_args = operands + (["idx"] if spec.with_index else [])
+        mapped = f"_f({', '.join(call_args)})"
+    emit(f"def _elem({', '.join(args + ['idx'])}):")
+    emit(f"    _r = {mapped}")
+    cast = _cast_src([f"_A{k}" for k in range(A)], spec.acc_tuple, "_r")
+    if flags:
+        if spec.acc_tuple:
+            emit(f"    _c = {cast}")
+            emit("    return " + _tuple_src(["True"] + [f"_c[{k}]" for k in range(A)]))
+        else:
+            emit(f"    return (True, {cast})")
+    else:
+        emit(f"    return {cast}")
+
+    # ---- state op
+    emit("def _sop(a, b):")
+    if not flags:
+        emit("    _r = _op(a, b)")
+        emit(f"    return {_cast_src([f'_A{k}' for k in range(A)], spec.acc_tuple, '_r')}")
+    else:
+        if spec.acc_tuple:
+            va = _tuple_src(f"a[{k + 1}]" for k in range(A))
+            vb = _tuple_src(f"b[{k + 1}]" for k in range(A))
+        else:
+            va, vb = "a[1]", "b[1]"
+        emit("    if not a[0]:")
+        emit("        return b")
+        emit("    if not b[0]:")
+        emit("        return a")
+        emit(f"    _r = _op({va}, {vb})")
+        if spec.acc_tuple:
+            emit(f"    _c = {_cast_src([f'_A{k}' for k in range(A)], True, '_r')}")
+            emit("    return " + _tuple_src(["True"] + [f"_c[{k}]" for k in range(A)]))
+        else:
+            emit("    return (True, _A0(_r))")
+
+    # ---- identity state
+    if flags:
+        ident = _tuple_src(["False"] + [f"_A{k}(0)" for k in range(A)])
+    elif spec.acc_tuple:
+        ident = _tuple_src(f"_A{k}(_ID[{k}])" for k in range(A))
+    else:
+        ident = "_A0(_ID[0])"
+
+    # ---- the kernel signature
+    params = [f"x{k}" for k in range(K)] + ["n", "peel"]
+    if mode == MODE_STRIDED:
+        params += [f"sh{d}" for d in range(ndim)]
+        params += [f"st{k}_{d}" for k in range(K) for d in range(ndim)]
+    params += [f"p{k}" for k in range(A)] + ["pf", "ticket"]
+    O = len(spec.out_dtypes) if spec.out_dtypes else A
+    params += [f"o{k}" for k in range(O)]
+    if spec.has_init:
+        params += [f"i{k}" for k in range(A)]
+    params += ["param"]
+
+    def offsets(idx, tag):
+        """Lines computing o_{k}{tag} (element offsets of each array) for flat index idx."""
+        out = []
+        if mode != MODE_STRIDED:
+            return out, [idx] * K
+        if ndim == 1:
+            return out, [f"({idx}) * st{k}_0" for k in range(K)]
+        out.append(f"_q{tag} = {idx}")
+        for d in range(ndim - 1, 0, -1):
+            out.append(f"_c{tag}_{d} = _q{tag} % sh{d}")
+            out.append(f"_q{tag} = _q{tag} // sh{d}")
+        coords = [f"_q{tag}"] + [f"_c{tag}_{d}" for d in range(1, ndim)]
+        offs = [" + ".join(f"{coords[d]} * st{k}_{d}" for d in range(ndim)) for k in range(K)]
+        return out, offs
+
+    def elem_at(idx, tag, ind):
+        pre, offs = offsets(idx, tag)
+        call = f"_elem({', '.join(f'x{k}[{offs[k]}]' for k in range(K))}, {idx})"
+        return [ind + s for s in pre], call
+
+    def tree(names):
+        """Balanced pairwise combination of state expressions; returns (lines, expr)."""
+        out = []
+        level = list(names)
+        t = 0
+        while len(level) > 1:
+            nxt = []
+            for a in range(0, len(level) - 1, 2):
+                out.append(f"_t{t} = _sop({level[a]}, {level[a + 1]})")
+                nxt.append(f"_t{t}")
+                t += 1
+            if len(level) % 2:
+                nxt.append(level[-1])
+            level = nxt
+        return out, level[0]
+
+    emit(f"def reduce_kernel({', '.join(params)}):")
+    I = "    "
+    emit(I + "tid = cuda.threadIdx.x")
+    emit(I + "bid = cuda.blockIdx.x")
+    emit(I + "nb = cuda.gridDim.x")
+    emit(I + f"g = bid * {block} + tid")
+    emit(I + f"gs = nb * {block}")
+    emit(I + f"acc = {ident}")
+
+    if not spec.commutative:
+        # chunked: thread g owns [g*c, (g+1)*c), in order
+        emit(I + "c = (n + gs - 1) // gs")
+        emit(I + "lo = g * c")
+        emit(I + "hi = min(lo + c, n)")
+        emit(I + "i = lo")
+        emit(I + "while i < hi:")
+        pre, call = elem_at("i", "a", I * 2)
+        lines.extend(pre)
+        emit(I * 2 + f"acc = _sop(acc, {call})")
+        emit(I * 2 + "i += 1")
+    elif mode == MODE_VEC:
+        # head: peel scalar elements to reach a 16-byte boundary
+        emit(I + "if g < peel and g < n:")
+        emit(I * 2 + f"acc = _sop(acc, _elem({', '.join(f'x{k}[g]' for k in range(K))}, g))")
+        emit(I + "m = n - peel")
+        emit(I + "if m < 0:")
+        emit(I * 2 + "m = 0")
+        emit(I + f"nvec = m // {vec}")
+        emit(I + "j = g")
+        # unrolled main loop: `items` vectors per array, tree-combined
+        emit(I + f"while j + {items - 1} * gs < nvec:")
+        names = []
+        for u in range(items):
+            emit(I * 2 + f"_b{u} = peel + (j + {u} * gs) * {vec}")
+            for k in range(K):
+                emit(I * 2 + f"_v{k}_{u} = fi.vload(x{k}, _b{u})")
+        for u in range(items):
+            for lane in range(vec):
+                emit(I * 2 + f"_e{u}_{lane} = _elem("
+                     + ", ".join(f"_v{k}_{u}[{lane}]" for k in range(K)) + f", _b{u} + {lane})")
+                names.append(f"_e{u}_{lane}")
+        tl, te = tree(names)
+        for s in tl:
+            emit(I * 2 + s)
+        emit(I * 2 + f"acc = _sop(acc, {te})")
+        emit(I * 2 + f"j += {items} * gs")
+        # remaining single vectors
+        emit(I + "while j < nvec:")
+        emit(I * 2 + f"_b = peel + j * {vec}")
+        for k in range(K):
+            emit(I * 2 + f"_w{k} = fi.vload(x{k}, _b)")
+        names = []
+        for lane in range(vec):
+            emit(I * 2 + f"_f{lane} = _elem("
+                 + ", ".join(f"_w{k}[{lane}]" for k in range(K)) + f", _b + {lane})")
+            names.append(f"_f{lane}")
+        tl, te = tree(names)
+        for s in tl:
+            emit(I * 2 + s)
+        emit(I * 2 + f"acc = _sop(acc, {te})")
+        emit(I * 2 + "j += gs")
+        # tail
+        emit(I + f"t = peel + nvec * {vec} + g")
+        emit(I + "if t < n:")
+        emit(I * 2 + f"acc = _sop(acc, _elem({', '.join(f'x{k}[t]' for k in range(K))}, t))")
+    else:
+        # flat or strided, grid-stride with `items` independent loads per iteration
+        emit(I + "j = g")
+        emit(I + f"while j + {items - 1} * gs < n:")
+        names = []
+        for u in range(items):
+            emit(I * 2 + f"_i{u} = j + {u} * gs")
+            pre, call = elem_at(f"_i{u}", f"u{u}", I * 2)
+            lines.extend(pre)
+            emit(I * 2 + f"_e{u} = {call}")
+            names.append(f"_e{u}")
+        tl, te = tree(names)
+        for s in tl:
+            emit(I * 2 + s)
+        emit(I * 2 + f"acc = _sop(acc, {te})")
+        emit(I * 2 + f"j += {items} * gs")
+        emit(I + "while j < n:")
+        pre, call = elem_at("j", "r", I * 2)
+        lines.extend(pre)
+        emit(I * 2 + f"acc = _sop(acc, {call})")
+        emit(I * 2 + "j += gs")
+
+    # ---- block reduce, partials, ticket
+    comps = ["_s"] if (A == 1 and not flags and not spec.acc_tuple) else None
+    emit(I + "_s = _block_reduce(acc)")
+    emit(I + "last = cuda.shared.array(1, _i32)")
+    emit(I + "if tid == 0:")
+    if flags:
+        emit(I * 2 + "pf[bid] = 1 if _s[0] else 0")
+        for k in range(A):
+            emit(I * 2 + f"p{k}[bid] = _s[{k + 1}]")
+    elif comps:
+        emit(I * 2 + "p0[bid] = _s")
+    else:
+        for k in range(A):
+            emit(I * 2 + f"p{k}[bid] = _s[{k}]")
+    emit(I * 2 + "fi.fence_device()")
+    emit(I * 2 + "_tk = fi.atomic_add(ticket, 0, _u32(1))")
+    emit(I * 2 + "last[0] = 1 if _tk == _u32(nb - 1) else 0")
+    emit(I + "cuda.syncthreads()")
+    emit(I + "if last[0] == 0:")
+    emit(I * 2 + "return")
+    emit(I + "fi.fence_device()")
+    emit(I + f"c2 = (nb + {block - 1}) // {block}")
+    emit(I + "b = tid * c2")
+    emit(I + "bh = min(b + c2, nb)")
+    emit(I + f"acc = {ident}")
+    emit(I + "while b < bh:")
+    if flags:
+        comp = ", ".join(f"p{k}[b]" for k in range(A))
+        emit(I * 2 + f"acc = _sop(acc, (pf[b] != 0, {comp}))")
+    elif comps:
+        emit(I * 2 + "acc = _sop(acc, p0[b])")
+    else:
+        emit(I * 2 + f"acc = _sop(acc, {_tuple_src(f'p{k}[b]' for k in range(A))})")
+    emit(I * 2 + "b += 1")
+    emit(I + "_s = _block_reduce(acc)")
+    emit(I + "if tid == 0:")
+    emit(I * 2 + "ticket[0] = _u32(0)")
+    if flags:
+        val = _tuple_src(f"_s[{k + 1}]" for k in range(A)) if spec.acc_tuple else "_s[1]"
+    else:
+        val = "_s"
+    emit(I * 2 + f"_v = {val}")
+    if spec.has_init:
+        init = _tuple_src(f"i{k}[0]" for k in range(A)) if spec.acc_tuple else "i0[0]"
+        emit(I * 2 + f"_r = _op({init}, _v)")
+        emit(I * 2 + f"_v = {_cast_src([f'_A{k}' for k in range(A)], spec.acc_tuple, '_r')}")
+    if spec.post is not None:
+        emit(I * 2 + "_v = _post(_v, param)")
+    if spec.out_tuple or (spec.post is None and spec.acc_tuple):
+        for k in range(O):
+            emit(I * 2 + f"o{k}[0] = _O{k}(_v[{k}])")
+    else:
+        emit(I * 2 + "o0[0] = _O0(_v)")
+    return "\n".join(lines) + "\n", params
+
+
+def make_reduce_kernel(spec, in_dtypes, mode, ndim, items, vec, block):
+    """Kernel factory: the full-reduction kernel for ``spec`` on arrays of ``in_dtypes``
+    (see the module docstring); ``mode`` is ``"vec"``, ``"flat"`` or ``"strided"``.
+
+    >>> from forge_array import ops
+    >>> spec = ReduceSpec(op=ops.add.fn, acc_dtypes=("float32",), identity=(0.0,))
+    >>> callable(make_reduce_kernel(spec, ("float32",), "vec", 1, 2, 4, 64))
+    True
+    """
+    src, _ = _build_source(spec, in_dtypes, mode, ndim, items, vec, block)
+    A = len(spec.acc_dtypes)
+    out_dtypes = spec.out_dtypes or spec.acc_dtypes
+    flags = spec.identity is None
+    g = {"cuda": cuda, "fi": fi, "min": min, "_i32": np.int32, "_u32": np.uint32}
+    for k, d in enumerate(spec.acc_dtypes):
+        g[f"_A{k}"] = np.dtype(d).type
+    for k, d in enumerate(out_dtypes):
+        g[f"_O{k}"] = np.dtype(d).type
+    if not flags:
+        g["_ID"] = tuple(spec.identity)
+    dev = cuda.jit(device=True)
+    g["_op"] = dev(spec.op)
+    if spec.f is not None:
+        g["_f"] = dev(spec.f)
+    if spec.post is not None:
+        g["_post"] = dev(spec.post)
+    loc: dict = {}
+    exec(compile(src, f"<forge_array reduce kernel {spec_name(spec)}>", "exec"), g, loc)
+    g["_elem"] = dev(loc["_elem"])
+    sop = dev(loc["_sop"])
+    g["_sop"] = sop
+    acc_np = [np.dtype(d) for d in spec.acc_dtypes]
+    if flags:
+        ttype = (np.dtype("bool"),) + tuple(acc_np)
+    elif spec.acc_tuple:
+        ttype = tuple(acc_np)
+    else:
+        ttype = acc_np[0]
+    g["_block_reduce"] = fi.make_block_reduce(sop, block, ttype)
+    del A
+    return loc["reduce_kernel"]
+
+
+def spec_name(spec) -> str:
+    """A short readable name of a spec for error messages."""
+    def nm(fn):
+        return getattr(fn, "__qualname__", None) or getattr(fn, "__name__", repr(fn))
+    s = nm(spec.op)
+    if spec.f is not None:
+        s = f"{nm(spec.f)} then {s}"
+    return s
+
+
+# --------------------------------------------------------------------------- host side
+
+
+def collapse(shape, strides_list):
+    """Merge adjacent dims that are contiguous with each other in every array; drop dims
+    of extent 1.  Returns (shape, [strides per array]).  Keeps the C order of elements.
+
+    >>> collapse((2, 3, 4), [(12, 4, 1)])
+    ((24,), [(1,)])
+    >>> collapse((2, 3), [(6, 2)])
+    ((6,), [(2,)])
+    >>> collapse((2, 3), [(1, 2)])
+    ((2, 3), [(1, 2)])
+    """
+    dims = [d for d in range(len(shape)) if shape[d] != 1]
+    if not dims:
+        return (1,), [(1,) for _ in strides_list]
+    sh = [shape[dims[0]]]
+    st = [[s[dims[0]]] for s in strides_list]
+    for d in dims[1:]:
+        if all(st[k][-1] == shape[d] * strides_list[k][d] for k in range(len(strides_list))):
+            sh[-1] *= shape[d]
+            for k in range(len(strides_list)):
+                st[k][-1] = strides_list[k][d]
+        else:
+            sh.append(shape[d])
+            for k in range(len(strides_list)):
+                st[k].append(strides_list[k][d])
+    return tuple(sh), [tuple(s) for s in st]
+
+
+def _normalise_commutative(arrays):
+    """For an order-free reduction of one array: reverse negative strides and put dims in
+    decreasing stride order (a view, no copy), so transposes and reversed views become
+    contiguous where they can."""
+    x = arrays[0]
+    if x.ndim <= 1 and (x.ndim == 0 or x.strides[0] >= 0):
+        return arrays
+    idx = tuple(slice(None, None, -1) if s < 0 else slice(None) for s in x.strides)
+    if any(s < 0 for s in x.strides):
+        x = x[idx]
+    order = sorted(range(x.ndim), key=lambda d: -abs(x.strides[d]))
+    if order != list(range(x.ndim)):
+        x = x.transpose(order)
+    return [x]
+
+
+_PLANS: dict = {}
+_GRID: dict = {}
+
+
+def _grid_max(block):
+    g = _GRID.get(block)
+    if g is None:
+        p = tuning.params("reduce")
+        g = _GRID[block] = max(1, device_info()["sm_count"] * p["blocks_per_sm"])
+    return g
+
+
+def full_reduce(spec, arrays, init=None, param=0.0):
+    """Reduce every element of the backend arrays ``arrays`` (same shape; flattened
+    struct-of-arrays, see :class:`ReduceSpec`) in one launch; returns a tuple of 1-element
+    backend arrays, one per output component (``spec.out_dtypes``).  ``init`` is a tuple of
+    1-element backend arrays of the accumulator dtypes when ``spec.has_init``.  The caller
+    handles empty inputs.
+    """
+    arrays = list(arrays)
+    if spec.f is None:
+        arrays = [a.view(np.uint8) if a.dtype.kind == "b" else a for a in arrays]
+    x0 = arrays[0]
+    n = x0.size
+    K = len(arrays)
+    try:
+        mode, ndim, strides, shape, peel = _layout(spec, arrays)
+    except ValueError:  # too many dims after collapsing, or strides not whole elements
+        arrays = [a.copy() for a in arrays]
+        mode, ndim, strides, shape, peel = _layout(spec, arrays)
+    in_dtypes = tuple(a.dtype.str for a in arrays)
+    key = (spec, in_dtypes, mode, ndim)
+    plan = _PLANS.get(key)
+    if plan is None:
+        p = tuning.params("reduce")
+        block = p["block"]
+        itemsize = arrays[0].dtype.itemsize
+        vec = 16 // itemsize if mode == MODE_VEC else 1
+        items = p["items"]
+        if mode == MODE_VEC:
+            items = max(1, min(items, 16 // vec))
+        argtypes = [ptr_t(a.dtype) for a in arrays] + [i64, i64]
+        if mode == MODE_STRIDED:
+            argtypes += [i64] * (ndim + K * ndim)
+        argtypes += [ptr_t(d) for d in spec.acc_dtypes] + [ptr_t("uint8"), ptr_t("uint32")]
+        argtypes += [ptr_t(d) for d in (spec.out_dtypes or spec.acc_dtypes)]
+        if spec.has_init:
+            argtypes += [ptr_t(d) for d in spec.acc_dtypes]
+        argtypes += [_f64]
+        kernel = compile_kernel(make_reduce_kernel,
+                                (spec, in_dtypes, mode, ndim, items, vec, block),
+                                tuple(argtypes))
+        per_block = block * items * vec
+        plan = _PLANS[key] = (kernel, block, per_block, _grid_max(block))
+    kernel, block, per_block, gmax = plan
+    if spec.commutative:
+        grid = max(1, min(gmax, (n + per_block - 1) // per_block))
+    else:
+        grid = max(1, min(gmax, (n + block - 1) // block))
+    like = x0
+    partials = [temp.empty(grid, d, like) for d in spec.acc_dtypes]
+    pf = temp.empty(grid, np.uint8, like)
+    ticket = temp.counters(1, like)
+    outs = [temp.empty(1, d, like) for d in (spec.out_dtypes or spec.acc_dtypes)]
+    args = [buffer_of(a) for a in arrays] + [n, peel]
+    if mode == MODE_STRIDED:
+        args += list(shape) + [s for st in strides for s in st]
+    args += [buffer_of(p) for p in partials] + [buffer_of(pf), buffer_of(ticket)]
+    args += [buffer_of(o) for o in outs]
+    if spec.has_init:
+        args += [buffer_of(i) for i in init]
+    args.append(float(param))
+    launch(kernel, grid, block, tuple(args))
+    return tuple(outs)
+
+
+def _layout(spec, arrays):
+    """(mode, ndim, strides per array, shape, peel) for the arrays."""
+    if all(a.flags.c_contiguous for a in arrays):
+        return _contig_layout(arrays)
+    if spec.commutative and not spec.with_index and len(arrays) == 1:
+        arrays[:] = _normalise_commutative(arrays)
+        if arrays[0].flags.c_contiguous:
+            return _contig_layout(arrays)
+    strides = [element_strides(a) for a in arrays]
+    shape, st = collapse(arrays[0].shape, strides)
+    if len(shape) == 1 and all(s[0] == 1 for s in st):
+        return _contig_layout(arrays)
+    if len(shape) > MAX_DIMS:
+        raise ValueError(f"{len(shape)} dims after collapsing (the strided path takes {MAX_DIMS})")
+    return MODE_STRIDED, len(shape), st, shape, 0
+
+
+def _contig_layout(arrays):
+    a0 = arrays[0]
+    if a0.dtype.kind == "c" or a0.dtype.itemsize > 8:
+        return MODE_FLAT, 1, None, None, 0
+    mis = misalignment(a0)
+    size = a0.dtype.itemsize
+    for a in arrays[1:]:
+        if a.dtype.itemsize != size or misalignment(a) != mis or a.dtype.kind == "c":
+            return MODE_FLAT, 1, None, None, 0
+    if mis % size:
+        return MODE_FLAT, 1, None, None, 0
+    peel = ((16 - mis) % 16) // size
+    return MODE_VEC, 1, None, None, peel
