@@ -1,0 +1,76 @@
+"""Run the official array-api-tests suite against forge_array.
+
+    python conformance/run.py --suite /path/to/array-api-tests --device cpu \
+        [--max-examples 100] [-n 2] [--json out.json] [-- extra pytest args]
+
+The suite is a git checkout of data-apis/array-api-tests with its array-api
+submodule (it is not on PyPI). This script sets ARRAY_API_TESTS_MODULE=forge_array,
+FORGE_ARRAY_DEVICE and ARRAY_API_TESTS_VERSION=2025.12, passes
+conformance/xfails-<cpu|cuda>.txt and prints pass/fail/xfail/skip counts.
+Exit status: 0 when nothing failed (xfails excepted), 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from collections import Counter
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[1])
+    p.add_argument("--suite", required=True, help="path to an array-api-tests checkout")
+    p.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
+    p.add_argument("--max-examples", type=int, default=100)
+    p.add_argument("-n", "--workers", default="2", help="pytest-xdist workers (0: none)")
+    p.add_argument("--json", help="write the per-test outcomes here")
+    p.add_argument("--xfails", help="override the xfails file")
+    p.add_argument("pytest_args", nargs="*", help="extra arguments for pytest (after --)")
+    args = p.parse_args(argv)
+
+    suite = Path(args.suite).resolve()
+    if not (suite / "array_api_tests").is_dir():
+        p.error(f"{suite} is not an array-api-tests checkout")
+    kind = "cpu" if args.device == "cpu" else "cuda"
+    xfails = Path(args.xfails) if args.xfails else HERE / f"xfails-{kind}.txt"
+
+    env = dict(os.environ)
+    env["ARRAY_API_TESTS_MODULE"] = "forge_array"
+    env["ARRAY_API_TESTS_VERSION"] = "2025.12"
+    env["FORGE_ARRAY_DEVICE"] = args.device if args.device != "cuda" else "cuda:0"
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+
+    report = Path(args.json) if args.json else Path(tempfile.mkstemp(suffix=".json")[1])
+    cmd = [sys.executable, "-m", "pytest", "array_api_tests", "-q", "-rN",
+           f"--max-examples={args.max_examples}", "--json-report",
+           f"--json-report-file={report}", "-p", "no:cacheprovider"]
+    if xfails.exists():
+        cmd.append(f"--xfails-file={xfails}")
+    if args.workers not in ("0", "1"):
+        cmd += ["-n", str(args.workers)]
+    cmd += args.pytest_args
+    print("+", " ".join(cmd), flush=True)
+    subprocess.call(cmd, cwd=suite, env=env)
+
+    data = json.loads(report.read_text())
+    counts = Counter(t["outcome"] for t in data.get("tests", []))
+    failed = sorted(t["nodeid"] for t in data.get("tests", []) if t["outcome"] == "failed")
+    print()
+    for nodeid in failed:
+        print("FAILED", nodeid)
+    print(f"device={args.device} passed={counts['passed']} failed={counts['failed']} "
+          f"xfailed={counts['xfailed']} xpassed={counts['xpassed']} "
+          f"skipped={counts['skipped']} errors={counts['error']}")
+    return 1 if counts["failed"] or counts["error"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,660 @@
+"""The array object of the standard, wrapping a NumPy (cpu) or CuPy (cuda:N) ndarray.
+
+Arrays are made by the creation functions, never by calling ``Array`` directly:
+
+>>> import forge_array as xp
+>>> x = xp.asarray([1.0, 2.0, 3.0], device="cpu")
+>>> (x * 2 + 1).shape
+(3,)
+"""
+
+from __future__ import annotations
+
+import builtins
+import operator
+
+import numpy as np
+
+from . import _devices as _dev
+from . import _dtypes as _dt
+
+_SUPPORTED_API_VERSIONS = ("2021.12", "2022.12", "2023.12", "2024.12", "2025.12")
+
+# Python scalar types accepted as the other operand of an operator.
+_SCALARS = (builtins.bool, int, float, complex)
+
+
+def _is_scalar(v) -> builtins.bool:
+    return isinstance(v, _SCALARS) or isinstance(v, np.generic)
+
+
+def py_scalar(v):
+    """Python scalar for ``v`` (NumPy scalars become Python ones)."""
+    if isinstance(v, np.generic):
+        return v.item()
+    return v
+
+
+def scalar_dtype(value, dtype, what: str = "operand"):
+    """The dtype a Python scalar takes next to an array of ``dtype`` (the standard's
+    "mixing arrays with Python scalars" rules); TypeError/OverflowError otherwise."""
+    value = py_scalar(value)
+    if isinstance(value, builtins.bool):
+        if dtype == _dt.bool:
+            return dtype
+    elif isinstance(value, int):
+        if dtype in _dt.integer_dtypes:
+            info = np.iinfo(dtype)
+            if not (info.min <= value <= info.max):
+                raise OverflowError(f"Python int {value} is out of bounds for {dtype}")
+            return dtype
+        if dtype in _dt.floating_dtypes:
+            return dtype
+    elif isinstance(value, float):
+        if dtype in _dt.floating_dtypes:
+            return dtype
+    elif isinstance(value, complex):
+        if dtype in _dt.complex_floating_dtypes:
+            return dtype
+        if dtype in _dt.real_floating_dtypes:
+            return _dt.complex_of(dtype)
+    else:
+        raise TypeError(f"{what} must be an array or a Python scalar, got "
+                        f"{type(value).__name__}")
+    raise TypeError(
+        f"Python {type(value).__name__} {what} {value!r} cannot be combined with an array "
+        f"of dtype {dtype} under the array API standard"
+    )
+
+
+def scalar_to_backend(value, dtype, device):
+    """A 0-d backend array holding ``value`` (signed zeros kept on CuPy too)."""
+    host = np.asarray(py_scalar(value), dtype=dtype)
+    if device.is_cuda:
+        cp = _dev.backend(device)
+        with _dev.on(device):
+            return cp.asarray(host)
+    return host
+
+
+class Array:
+    """An n-dimensional array of the array API standard.
+
+    Wraps a ``numpy.ndarray`` (device ``cpu``) or a ``cupy.ndarray``
+    (device ``cuda:N``); create one with :func:`forge_array.asarray` and friends.
+
+    >>> import forge_array as xp
+    >>> a = xp.ones((2, 3), device="cpu")
+    >>> a.T.shape
+    (3, 2)
+    """
+
+    __slots__ = ("_array", "_device", "__weakref__")
+    __array_ufunc__ = None  # NumPy must not take over mixed operations
+    __array_priority__ = 1000
+
+    def __new__(cls, *args, **kwargs):
+        raise TypeError(
+            "forge_array.Array cannot be constructed directly; use forge_array.asarray()"
+        )
+
+    @classmethod
+    def _new(cls, x, device=None):
+        """Wrap a backend array (NumPy or CuPy) without copying."""
+        if isinstance(x, np.generic):
+            x = np.asarray(x)
+        if device is None:
+            device = _dev.device_of(x)
+        if x.dtype not in _dt.all_dtypes:
+            raise TypeError(f"forge_array does not support the dtype {x.dtype}")
+        obj = object.__new__(cls)
+        obj._array = x
+        obj._device = device
+        return obj
+
+    # ------------------------------------------------------------------ attributes
+    @property
+    def dtype(self):
+        """Data type of the array elements."""
+        return _dt._by_name[self._array.dtype.name]
+
+    @property
+    def device(self):
+        """The device holding the array (``cpu`` or ``cuda:N``)."""
+        return self._device
+
+    @property
+    def shape(self) -> tuple:
+        """Array dimensions."""
+        return tuple(self._array.shape)
+
+    @property
+    def ndim(self) -> int:
+        """Number of dimensions."""
+        return self._array.ndim
+
+    @property
+    def size(self) -> int:
+        """Number of elements."""
+        return int(self._array.size)
+
+    @property
+    def T(self):
+        """Transpose of a two-dimensional array (ValueError otherwise)."""
+        if self.ndim != 2:
+            raise ValueError(f"x.T requires a 2-D array, got {self.ndim}-D; use "
+                             "permute_dims() or x.mT for stacks of matrices")
+        return Array._new(self._array.T, self._device)
+
+    @property
+    def mT(self):
+        """Transpose of the last two axes (needs ndim >= 2)."""
+        if self.ndim < 2:
+            raise ValueError(f"x.mT requires at least 2 dimensions, got {self.ndim}")
+        return Array._new(self._array.swapaxes(-1, -2), self._device)
+
+    # ------------------------------------------------------------------ protocols
+    def __array_namespace__(self, /, *, api_version=None):
+        """The forge_array module (the namespace of this array).
+
+        >>> import forge_array as xp
+        >>> xp.asarray(1).__array_namespace__() is xp
+        True
+        """
+        if api_version is not None and api_version not in _SUPPORTED_API_VERSIONS:
+            raise ValueError(f"unsupported api_version {api_version!r}; supported: "
+                             f"{_SUPPORTED_API_VERSIONS}")
+        import forge_array  # noqa: PLC0415
+
+        return forge_array
+
+    def __repr__(self) -> str:
+        host = self._host()
+        body = np.array2string(host, separator=", ", prefix="Array(")
+        return f"Array({body}, dtype={self.dtype}, device={self._device})"
+
+    __str__ = __repr__
+
+    def _host(self):
+        if self._device.is_cuda:
+            return self._array.get()
+        return self._array
+
+    def __array__(self, dtype=None, copy=None):
+        if self._device.is_cuda:
+            raise TypeError(
+                "implicit conversion of a GPU array to NumPy is not allowed; use "
+                "x.to_device('cpu') or numpy.from_dlpack(x.to_device('cpu'))"
+            )
+        if copy is True:
+            return np.array(self._array, dtype=dtype, copy=True)
+        if copy is False and dtype is not None and np.dtype(dtype) != self._array.dtype:
+            raise ValueError("copy=False but a dtype conversion is required")
+        return np.asarray(self._array, dtype=dtype)
+
+    @property
+    def __cuda_array_interface__(self):
+        """CUDA array interface of the underlying CuPy buffer (GPU arrays only)."""
+        if not self._device.is_cuda:
+            raise AttributeError("__cuda_array_interface__ is only defined for GPU arrays")
+        return self._array.__cuda_array_interface__
+
+    def __dlpack_device__(self):
+        """``(device_type, device_id)`` as DLPack enums (1 = CPU, 2 = CUDA).
+
+        >>> import forge_array as xp
+        >>> xp.asarray([1], device="cpu").__dlpack_device__()
+        (1, 0)
+        """
+        if self._device.is_cuda:
+            t, i = self._array.__dlpack_device__()
+            return (int(t), int(i))
+        return (1, 0)
+
+    def __dlpack__(self, /, *, stream=None, max_version=None, dl_device=None, copy=None):
+        """Export the array as a DLPack capsule (see the standard for arguments).
+
+        >>> import numpy as np, forge_array as xp
+        >>> np.from_dlpack(xp.asarray([1, 2], device="cpu")).tolist()
+        [1, 2]
+        """
+        arr = self._array
+        if copy is True:
+            arr = arr.copy()
+        kwargs = {}
+        if max_version is not None:
+            kwargs["max_version"] = tuple(max_version)
+        if dl_device is not None:
+            dl_device = (int(dl_device[0]), int(dl_device[1]))
+            if dl_device != self.__dlpack_device__():
+                if dl_device[0] != 1:
+                    raise BufferError(f"cannot export an array on {self._device} to "
+                                      f"DLPack device {dl_device}")
+                if copy is False:
+                    raise BufferError(
+                        f"copy=False but exporting an array on {self._device} to the "
+                        "CPU needs a copy")
+                arr = arr.get(stream=_cupy_stream(self._device, stream))
+                return arr.__dlpack__(**kwargs, copy=False) if kwargs else _np_dlpack(arr)
+        if self._device.is_cuda:
+            if stream is not None:
+                kwargs["stream"] = stream
+            if copy is not None:
+                kwargs["copy"] = builtins.bool(copy) and False  # copied above already
+            try:
+                return arr.__dlpack__(**kwargs)
+            except TypeError:
+                kwargs.pop("copy", None)
+                kwargs.pop("max_version", None)
+                return arr.__dlpack__(**kwargs)
+        if stream is not None:
+            raise ValueError("stream must be None for arrays on the CPU")
+        if copy is not None:
+            kwargs["copy"] = False
+        return arr.__dlpack__(**kwargs)
+
+    def to_device(self, device, /, *, stream=None):
+        """Copy the array to ``device`` (returns ``self`` when already there).
+
+        >>> import forge_array as xp
+        >>> xp.asarray([1, 2], device="cpu").to_device("cpu").device
+        cpu
+        """
+        target = _dev.as_device(device)
+        if target == self._device:
+            return self
+        return Array._new(transfer(self._array, self._device, target, stream), target)
+
+    # ------------------------------------------------------------------ conversions
+    def _scalar_value(self, what):
+        if self.ndim != 0:
+            raise TypeError(f"{what}() only works on 0-dimensional arrays, got shape "
+                            f"{self.shape}")
+        return self._array.item()
+
+    def __bool__(self):
+        """``bool(x)`` for a 0-d array."""
+        return builtins.bool(self._scalar_value("bool"))
+
+    def __int__(self):
+        """``int(x)`` for a 0-d real array."""
+        if self.dtype in _dt.complex_floating_dtypes:
+            raise TypeError("int() is not defined for complex arrays")
+        return int(self._scalar_value("int"))
+
+    def __float__(self):
+        """``float(x)`` for a 0-d real array."""
+        if self.dtype in _dt.complex_floating_dtypes:
+            raise TypeError("float() is not defined for complex arrays")
+        return float(self._scalar_value("float"))
+
+    def __complex__(self):
+        """``complex(x)`` for a 0-d array."""
+        return complex(self._scalar_value("complex"))
+
+    def __index__(self):
+        """``operator.index(x)`` for a 0-d integer array."""
+        if self.dtype not in _dt.integer_dtypes:
+            raise TypeError(f"__index__ requires an integer dtype, got {self.dtype}")
+        return int(self._scalar_value("__index__"))
+
+    def __len__(self):
+        if self.ndim == 0:
+            raise TypeError("len() of a 0-d array")
+        return self.shape[0]
+
+    def __iter__(self):
+        if self.ndim == 0:
+            raise TypeError("iteration over a 0-d array")
+        for i in range(self.shape[0]):
+            yield self[i]
+
+    # ------------------------------------------------------------------ indexing
+    def _key(self, key, setting=False):
+        """Validate an index per the standard and convert it for the backend."""
+        items = key if isinstance(key, tuple) else (key,)
+        out = []
+        consumed = 0
+        ellipses = 0
+        int_arrays = []
+        for k in items:
+            if k is None:
+                out.append(None)
+            elif k is Ellipsis:
+                ellipses += 1
+                out.append(k)
+            elif isinstance(k, builtins.bool) or isinstance(k, np.bool_):
+                out.append(builtins.bool(k))
+            elif isinstance(k, slice):
+                for part in (k.start, k.stop, k.step):
+                    if part is not None:
+                        try:
+                            operator.index(part)
+                        except TypeError:
+                            raise IndexError(f"slice bounds must be integers or None, got "
+                                             f"{part!r}") from None
+                if k.step is not None and operator.index(k.step) == 0:
+                    raise ValueError("slice step cannot be zero")
+                consumed += 1
+                out.append(k)
+            elif isinstance(k, Array):
+                _dev.check_same_device(self._device, k._device)
+                if k.dtype == _dt.bool:
+                    consumed += k.ndim
+                elif k.dtype in _dt.integer_dtypes:
+                    if k.ndim == 0:
+                        # a 0-d integer array behaves like a Python int
+                        idx = int(k._array.item())
+                        out.append(idx)
+                        consumed += 1
+                        continue
+                    int_arrays.append((consumed, k._array))
+                    consumed += 1
+                else:
+                    raise IndexError(f"array indices must have an integer or boolean dtype, "
+                                     f"got {k.dtype}")
+                out.append(k._array)
+            elif _dev.is_cupy_array(k) or isinstance(k, np.ndarray):
+                raise IndexError("index with forge_array arrays, not NumPy/CuPy arrays")
+            else:
+                try:
+                    out.append(operator.index(k))
+                except TypeError:
+                    raise IndexError(f"unsupported index {k!r} of type {type(k).__name__}; "
+                                     "use ints, slices, ..., None or arrays") from None
+                consumed += 1
+        if ellipses > 1:
+            raise IndexError("an index can only have a single ellipsis ('...')")
+        if consumed > self.ndim:
+            raise IndexError(f"too many indices for array: array is {self.ndim}-dimensional, "
+                             f"but {consumed} were indexed")
+        # explicit bounds checks (CuPy wraps silently)
+        pos = 0
+        ell_span = self.ndim - consumed
+        for k in out:
+            if k is Ellipsis:
+                pos += ell_span
+            elif k is None or isinstance(k, builtins.bool):
+                continue
+            elif isinstance(k, int):
+                n = self.shape[pos]
+                if not (-n <= k < n):
+                    raise IndexError(f"index {k} is out of bounds for axis {pos} with size {n}")
+                pos += 1
+            elif isinstance(k, slice):
+                pos += 1
+            elif k.dtype == np.bool_:
+                if k.shape != self.shape[pos:pos + k.ndim] and k.ndim > 0:
+                    raise IndexError(f"boolean index of shape {tuple(k.shape)} does not match "
+                                     f"the indexed axes {self.shape[pos:pos + k.ndim]}")
+                pos += k.ndim
+            else:
+                n = self.shape[pos]
+                if k.size and self._device.is_cuda:
+                    bad = builtins.bool(((k < -n) | (k >= n)).any())
+                    if bad:
+                        raise IndexError(f"integer array index out of bounds for axis {pos} "
+                                         f"with size {n}")
+                pos += 1
+        return tuple(out)
+
+    def __getitem__(self, key, /):
+        """``x[key]`` with the standard's indexing (ints, slices, ``...``, ``None``,
+        integer arrays, boolean masks).
+
+        >>> import forge_array as xp
+        >>> x = xp.reshape(xp.arange(6, device="cpu"), (2, 3))
+        >>> x[1, ::2]
+        Array([3, 5], dtype=int64, device=cpu)
+        """
+        k = self._key(key)
+        res = self._array[k]
+        return Array._new(res, self._device)
+
+    def __setitem__(self, key, value, /):
+        """``x[key] = value``; ``value`` must promote to ``x.dtype``.
+
+        >>> import forge_array as xp
+        >>> x = xp.zeros(3, device="cpu")
+        >>> x[1] = 5.0
+        >>> x
+        Array([0., 5., 0.], dtype=float64, device=cpu)
+        """
+        k = self._key(key, setting=True)
+        if isinstance(value, Array):
+            _dev.check_same_device(self._device, value._device)
+            if _dt.promote(value.dtype, self.dtype) != self.dtype:
+                raise TypeError(f"cannot assign values of dtype {value.dtype} into an array "
+                                f"of dtype {self.dtype} (it would change the dtype)")
+            v = value._array
+        elif _is_scalar(value):
+            dt = scalar_dtype(value, self.dtype, "value")
+            if dt != self.dtype:
+                raise TypeError(f"cannot assign {value!r} into an array of dtype {self.dtype}")
+            v = scalar_to_backend(value, dt, self._device)
+        else:
+            raise TypeError(f"value must be an array or a Python scalar, got "
+                            f"{type(value).__name__}")
+        self._array[k] = v
+
+    # ------------------------------------------------------------------ operators
+    def _binop(self, other, name, reflected=False):
+        if not isinstance(other, Array) and not _is_scalar(other):
+            return NotImplemented
+        fn = getattr(_ew, name)
+        return fn(other, self) if reflected else fn(self, other)
+
+    def _iop(self, other, name):
+        if not isinstance(other, Array) and not _is_scalar(other):
+            return NotImplemented
+        res = getattr(_ew, name)(self, other)
+        if res.dtype != self.dtype:
+            raise TypeError(f"in-place operation would change the dtype of the left operand "
+                            f"from {self.dtype} to {res.dtype}")
+        if res.shape != self.shape:
+            raise ValueError(f"in-place operation would change the shape of the left operand "
+                             f"from {self.shape} to {res.shape}")
+        self._array[...] = res._array
+        return self
+
+    def __abs__(self):
+        return _ew.abs(self)
+
+    def __neg__(self):
+        return _ew.negative(self)
+
+    def __pos__(self):
+        return _ew.positive(self)
+
+    def __invert__(self):
+        return _ew.bitwise_invert(self)
+
+    def __add__(self, other, /):
+        return self._binop(other, "add")
+
+    def __radd__(self, other, /):
+        return self._binop(other, "add", True)
+
+    def __iadd__(self, other, /):
+        return self._iop(other, "add")
+
+    def __sub__(self, other, /):
+        return self._binop(other, "subtract")
+
+    def __rsub__(self, other, /):
+        return self._binop(other, "subtract", True)
+
+    def __isub__(self, other, /):
+        return self._iop(other, "subtract")
+
+    def __mul__(self, other, /):
+        return self._binop(other, "multiply")
+
+    def __rmul__(self, other, /):
+        return self._binop(other, "multiply", True)
+
+    def __imul__(self, other, /):
+        return self._iop(other, "multiply")
+
+    def __truediv__(self, other, /):
+        return self._binop(other, "divide")
+
+    def __rtruediv__(self, other, /):
+        return self._binop(other, "divide", True)
+
+    def __itruediv__(self, other, /):
+        return self._iop(other, "divide")
+
+    def __floordiv__(self, other, /):
+        return self._binop(other, "floor_divide")
+
+    def __rfloordiv__(self, other, /):
+        return self._binop(other, "floor_divide", True)
+
+    def __ifloordiv__(self, other, /):
+        return self._iop(other, "floor_divide")
+
+    def __mod__(self, other, /):
+        return self._binop(other, "remainder")
+
+    def __rmod__(self, other, /):
+        return self._binop(other, "remainder", True)
+
+    def __imod__(self, other, /):
+        return self._iop(other, "remainder")
+
+    def __pow__(self, other, /):
+        return self._binop(other, "pow")
+
+    def __rpow__(self, other, /):
+        return self._binop(other, "pow", True)
+
+    def __ipow__(self, other, /):
+        return self._iop(other, "pow")
+
+    def __and__(self, other, /):
+        return self._binop(other, "bitwise_and")
+
+    def __rand__(self, other, /):
+        return self._binop(other, "bitwise_and", True)
+
+    def __iand__(self, other, /):
+        return self._iop(other, "bitwise_and")
+
+    def __or__(self, other, /):
+        return self._binop(other, "bitwise_or")
+
+    def __ror__(self, other, /):
+        return self._binop(other, "bitwise_or", True)
+
+    def __ior__(self, other, /):
+        return self._iop(other, "bitwise_or")
+
+    def __xor__(self, other, /):
+        return self._binop(other, "bitwise_xor")
+
+    def __rxor__(self, other, /):
+        return self._binop(other, "bitwise_xor", True)
+
+    def __ixor__(self, other, /):
+        return self._iop(other, "bitwise_xor")
+
+    def __lshift__(self, other, /):
+        return self._binop(other, "bitwise_left_shift")
+
+    def __rlshift__(self, other, /):
+        return self._binop(other, "bitwise_left_shift", True)
+
+    def __ilshift__(self, other, /):
+        return self._iop(other, "bitwise_left_shift")
+
+    def __rshift__(self, other, /):
+        return self._binop(other, "bitwise_right_shift")
+
+    def __rrshift__(self, other, /):
+        return self._binop(other, "bitwise_right_shift", True)
+
+    def __irshift__(self, other, /):
+        return self._iop(other, "bitwise_right_shift")
+
+    def __eq__(self, other, /):
+        return self._binop(other, "equal")
+
+    def __ne__(self, other, /):
+        return self._binop(other, "not_equal")
+
+    def __lt__(self, other, /):
+        return self._binop(other, "less")
+
+    def __le__(self, other, /):
+        return self._binop(other, "less_equal")
+
+    def __gt__(self, other, /):
+        return self._binop(other, "greater")
+
+    def __ge__(self, other, /):
+        return self._binop(other, "greater_equal")
+
+    __hash__ = None
+
+    def __matmul__(self, other, /):
+        if not isinstance(other, Array):
+            return NotImplemented
+        return _la.matmul(self, other)
+
+    def __rmatmul__(self, other, /):
+        if not isinstance(other, Array):
+            return NotImplemented
+        return _la.matmul(other, self)
+
+    def __imatmul__(self, other, /):
+        if not isinstance(other, Array):
+            return NotImplemented
+        res = _la.matmul(self, other)
+        if res.dtype != self.dtype or res.shape != self.shape:
+            raise ValueError("in-place matmul would change the shape or dtype of the left "
+                             "operand")
+        self._array[...] = res._array
+        return self
+
+
+def _cupy_stream(device, stream):
+    if stream is None:
+        return None
+    cp = _dev.backend(device)
+    if isinstance(stream, int):
+        return cp.cuda.ExternalStream(stream)
+    return stream
+
+
+def _np_dlpack(arr):
+    return arr.__dlpack__()
+
+
+def transfer(arr, src, dst, stream=None):
+    """Copy a backend array from device ``src`` to device ``dst``."""
+    if src == dst:
+        return arr
+    if not src.is_cuda:  # cpu -> cuda
+        cp = _dev.backend(dst)
+        with _dev.on(dst):
+            s = _cupy_stream(dst, stream)
+            if s is not None:
+                with s:
+                    return cp.asarray(arr)
+            return cp.asarray(arr)
+    if not dst.is_cuda:  # cuda -> cpu
+        with _dev.on(src):
+            return arr.get(stream=_cupy_stream(src, stream))
+    cp = _dev.backend(dst)  # cuda:i -> cuda:j
+    with _dev.on(src):
+        srcc = cp.ascontiguousarray(arr)
+    with _dev.on(dst):
+        out = cp.empty(srcc.shape, srcc.dtype)
+        if srcc.nbytes:
+            out.data.copy_from_device(srcc.data, srcc.nbytes)
+    return out
+
+
+from . import _elementwise as _ew  # noqa: E402
+from . import _linear_algebra as _la  # noqa: E402

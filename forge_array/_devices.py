@@ -1,0 +1,234 @@
+"""Devices: ``cpu`` (NumPy buffers) and ``cuda:N`` (CuPy buffers).
+
+CuPy is imported lazily and only once; without CuPy, or without a visible GPU,
+forge_array works on the CPU alone.
+
+>>> from forge_array._devices import cpu, Device
+>>> cpu
+cpu
+>>> Device("cuda", 1)
+cuda:1
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+
+import numpy as np
+
+__all__ = ["Device", "cpu", "devices", "default_device", "as_device"]
+
+_ENV = "FORGE_ARRAY_DEVICE"
+
+
+class Device:
+    """A device: ``Device("cpu")`` or ``Device("cuda", index)``.
+
+    >>> Device("cuda", 0) == Device("cuda", 0)
+    True
+    >>> str(Device("cpu"))
+    'cpu'
+    """
+
+    __slots__ = ("_kind", "_index")
+
+    def __init__(self, kind: str, index: int = 0):
+        if kind not in ("cpu", "cuda"):
+            raise ValueError(f"unknown device kind {kind!r}: expected 'cpu' or 'cuda'")
+        if kind == "cpu":
+            index = 0
+        self._kind = kind
+        self._index = int(index)
+
+    @property
+    def kind(self) -> str:
+        """``'cpu'`` or ``'cuda'``."""
+        return self._kind
+
+    @property
+    def index(self) -> int:
+        """The GPU ordinal (0 for the CPU)."""
+        return self._index
+
+    @property
+    def is_cuda(self) -> bool:
+        return self._kind == "cuda"
+
+    def __repr__(self) -> str:
+        return "cpu" if self._kind == "cpu" else f"cuda:{self._index}"
+
+    __str__ = __repr__
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, Device):
+            return self._kind == other._kind and self._index == other._index
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self._kind, self._index))
+
+    def __reduce__(self):
+        return (Device, (self._kind, self._index))
+
+
+cpu = Device("cpu")
+
+_cupy_state: dict = {}
+
+
+def cupy_module():
+    """The ``cupy`` module when it imports and sees at least one GPU, else None."""
+    if "mod" not in _cupy_state:
+        mod = None
+        try:
+            import cupy  # noqa: PLC0415
+
+            if cupy.cuda.runtime.getDeviceCount() > 0:
+                mod = cupy
+        except Exception:  # ImportError, CUDARuntimeError, driver problems
+            mod = None
+        _cupy_state["mod"] = mod
+    return _cupy_state["mod"]
+
+
+def cuda_device_count() -> int:
+    cp = cupy_module()
+    if cp is None:
+        return 0
+    try:
+        return int(cp.cuda.runtime.getDeviceCount())
+    except Exception:
+        return 0
+
+
+def devices() -> tuple:
+    """All devices available now: the GPUs first, then ``cpu``.
+
+    >>> cpu in devices()
+    True
+    """
+    return tuple(Device("cuda", i) for i in range(cuda_device_count())) + (cpu,)
+
+
+def _parse(spec: str) -> Device:
+    s = spec.strip().lower()
+    if s == "cpu":
+        return cpu
+    if s in ("cuda", "gpu"):
+        return Device("cuda", 0)
+    for prefix in ("cuda:", "gpu:"):
+        if s.startswith(prefix):
+            try:
+                return Device("cuda", int(s[len(prefix):]))
+            except ValueError:
+                break
+    raise ValueError(f"cannot parse device {spec!r}: expected 'cpu', 'cuda' or 'cuda:N'")
+
+
+def _check_available(dev: Device) -> Device:
+    if dev.is_cuda:
+        n = cuda_device_count()
+        if dev.index >= n or dev.index < 0:
+            why = "CuPy is not importable or sees no GPU" if n == 0 else f"{n} GPU(s) visible"
+            raise ValueError(f"device {dev} is not available ({why})")
+    return dev
+
+
+_default_state: dict = {}
+
+
+def default_device() -> Device:
+    """The default device: ``$FORGE_ARRAY_DEVICE`` if set, else ``cuda:0`` when
+    CuPy finds a GPU, else ``cpu``.
+
+    >>> default_device() in devices()
+    True
+    """
+    env = os.environ.get(_ENV)
+    key = env or ""
+    dev = _default_state.get(key)
+    if dev is None:
+        if env:
+            dev = _check_available(_parse(env))
+        else:
+            dev = Device("cuda", 0) if cuda_device_count() > 0 else cpu
+        _default_state[key] = dev
+    return dev
+
+
+def as_device(device) -> Device:
+    """Normalise a ``device=`` argument (None means the default device).
+
+    Accepts a :class:`Device`, a string (``"cpu"``, ``"cuda:1"``) or a
+    ``cupy.cuda.Device``.
+
+    >>> as_device("cpu")
+    cpu
+    """
+    if device is None:
+        return default_device()
+    if isinstance(device, Device):
+        return _check_available(device)
+    if isinstance(device, str):
+        return _check_available(_parse(device))
+    cp = cupy_module()
+    if cp is not None and isinstance(device, cp.cuda.Device):
+        return _check_available(Device("cuda", device.id))
+    raise ValueError(f"unsupported device {device!r}: expected a forge_array device, "
+                     "'cpu' or 'cuda:N'")
+
+
+def device_of(arr) -> Device:
+    """The device holding a backend array (NumPy -> cpu, CuPy -> cuda:N)."""
+    if isinstance(arr, (np.ndarray, np.generic)):
+        return cpu
+    cp = cupy_module()
+    if cp is not None and isinstance(arr, cp.ndarray):
+        return Device("cuda", arr.device.id)
+    raise TypeError(f"not a NumPy or CuPy array: {type(arr).__name__}")
+
+
+def is_cupy_array(arr) -> bool:
+    cp = _cupy_state.get("mod")
+    return cp is not None and isinstance(arr, cp.ndarray)
+
+
+def backend(device: Device):
+    """The array library (``numpy`` or ``cupy``) for a device."""
+    if device.is_cuda:
+        cp = cupy_module()
+        if cp is None:
+            raise ValueError(f"device {device} needs CuPy, which is not available")
+        return cp
+    return np
+
+
+def compat(device: Device):
+    """The array-api-compat namespace (numpy or cupy flavour) for a device."""
+    if device.is_cuda:
+        import array_api_compat.cupy as ns  # noqa: PLC0415
+
+        return ns
+    import array_api_compat.numpy as ns  # noqa: PLC0415
+
+    return ns
+
+
+def on(device: Device):
+    """Context manager making ``device`` current for CuPy allocations."""
+    if device.is_cuda:
+        return backend(device).cuda.Device(device.index)
+    return contextlib.nullcontext()
+
+
+def check_same_device(*devs) -> Device:
+    """Raise ValueError naming both devices when they differ; return the common one."""
+    first = devs[0]
+    for d in devs[1:]:
+        if d != first:
+            raise ValueError(
+                f"arrays are on different devices: {first} and {d}; "
+                "move one with to_device() first"
+            )
+    return first

@@ -1,0 +1,209 @@
+"""Data types of the standard (NumPy dtype objects), the promotion table and
+dtype categories.
+
+>>> from forge_array._dtypes import int8, uint8, promote
+>>> promote(int8, uint8)
+dtype('int16')
+"""
+
+from __future__ import annotations
+
+import builtins
+
+import numpy as np
+
+bool = np.dtype("bool")  # noqa: A001
+int8 = np.dtype("int8")
+int16 = np.dtype("int16")
+int32 = np.dtype("int32")
+int64 = np.dtype("int64")
+uint8 = np.dtype("uint8")
+uint16 = np.dtype("uint16")
+uint32 = np.dtype("uint32")
+uint64 = np.dtype("uint64")
+float32 = np.dtype("float32")
+float64 = np.dtype("float64")
+complex64 = np.dtype("complex64")
+complex128 = np.dtype("complex128")
+
+signed_integer_dtypes = (int8, int16, int32, int64)
+unsigned_integer_dtypes = (uint8, uint16, uint32, uint64)
+integer_dtypes = signed_integer_dtypes + unsigned_integer_dtypes
+real_floating_dtypes = (float32, float64)
+complex_floating_dtypes = (complex64, complex128)
+floating_dtypes = real_floating_dtypes + complex_floating_dtypes
+real_numeric_dtypes = integer_dtypes + real_floating_dtypes
+numeric_dtypes = real_numeric_dtypes + complex_floating_dtypes
+all_dtypes = (bool,) + numeric_dtypes
+
+default_int = int64
+default_uint = uint64
+default_float = float64
+default_complex = complex128
+default_index = int64
+
+_by_name = {str(d): d for d in all_dtypes}
+
+# The categories used to validate arguments, by the phrase the standard uses.
+categories = {
+    "any": all_dtypes,
+    "all": all_dtypes,
+    "boolean": (bool,),
+    "integer": integer_dtypes,
+    "integer or boolean": integer_dtypes + (bool,),
+    "real numeric": real_numeric_dtypes,
+    "numeric": numeric_dtypes,
+    "floating-point": floating_dtypes,
+    "real floating-point": real_floating_dtypes,
+    "complex floating-point": complex_floating_dtypes,
+    "real-valued": (bool,) + real_numeric_dtypes,
+}
+
+
+def _build_table():
+    t = {}
+    signed = [int8, int16, int32, int64]
+    unsigned = [uint8, uint16, uint32, uint64]
+    for i, a in enumerate(signed):
+        for j, b in enumerate(signed):
+            t[a, b] = signed[max(i, j)]
+    for i, a in enumerate(unsigned):
+        for j, b in enumerate(unsigned):
+            t[a, b] = unsigned[max(i, j)]
+    # mixed signed/unsigned: the smallest signed type holding both
+    for i, u in enumerate(unsigned[:3]):
+        for j, s in enumerate(signed):
+            r = signed[max(i + 1, j)]
+            t[u, s] = t[s, u] = r
+    floats = [float32, float64]
+    complexes = [complex64, complex128]
+    for i, a in enumerate(floats + complexes):
+        for j, b in enumerate(floats + complexes):
+            prec = max(i % 2, j % 2)
+            is_complex = i >= 2 or j >= 2
+            t[a, b] = (complexes if is_complex else floats)[prec]
+    t[bool, bool] = bool
+    return t
+
+
+promotion_table = _build_table()
+
+
+def to_dtype(dtype, what: str = "dtype"):
+    """Validate a dtype argument and return the canonical NumPy dtype object.
+
+    Accepts the namespace's dtype objects (NumPy dtypes) and NumPy scalar types;
+    anything else raises TypeError.
+    """
+    if isinstance(dtype, np.dtype):
+        d = _by_name.get(str(dtype))
+        if d is not None and dtype.isnative:
+            return d
+    elif isinstance(dtype, type) and issubclass(dtype, np.generic):
+        d = _by_name.get(str(np.dtype(dtype)))
+        if d is not None:
+            return d
+    raise TypeError(f"{what}={dtype!r} is not a data type of the array API standard")
+
+
+def is_dtype(obj) -> builtins.bool:
+    return isinstance(obj, np.dtype) and obj in all_dtypes
+
+
+def promote(t1, t2):
+    """Promote two dtypes per the standard's table; TypeError when it has no entry."""
+    try:
+        return promotion_table[t1, t2]
+    except KeyError:
+        raise TypeError(
+            f"{t1} and {t2} cannot be type-promoted together under the array API "
+            "standard (mixed-kind promotion is not defined); cast one explicitly "
+            "with astype()"
+        ) from None
+
+
+def kind_of(dtype) -> str:
+    if dtype == bool:
+        return "bool"
+    if dtype in integer_dtypes:
+        return "int"
+    if dtype in real_floating_dtypes:
+        return "float"
+    return "complex"
+
+
+def complex_of(dtype):
+    """The complex dtype of the same precision as a real floating dtype."""
+    return complex64 if dtype == float32 else complex128
+
+
+def real_of(dtype):
+    """The real dtype of the same precision as a complex dtype."""
+    if dtype == complex64:
+        return float32
+    if dtype == complex128:
+        return float64
+    return dtype
+
+
+_kind_names = {
+    "bool": (bool,),
+    "signed integer": signed_integer_dtypes,
+    "unsigned integer": unsigned_integer_dtypes,
+    "integral": integer_dtypes,
+    "real floating": real_floating_dtypes,
+    "complex floating": complex_floating_dtypes,
+    "numeric": numeric_dtypes,
+}
+
+
+def isdtype(dtype, kind) -> builtins.bool:
+    """Whether ``dtype`` is of the kind(s) given (a dtype, a kind name or a tuple).
+
+    >>> import forge_array as xp
+    >>> xp.isdtype(xp.float32, "real floating")
+    True
+    >>> xp.isdtype(xp.int8, ("bool", "unsigned integer"))
+    False
+    """
+    dtype = to_dtype(dtype)
+    if isinstance(kind, tuple):
+        return builtins.any(isdtype(dtype, k) for k in kind)
+    if isinstance(kind, str):
+        try:
+            return dtype in _kind_names[kind]
+        except KeyError:
+            raise ValueError(f"unknown dtype kind {kind!r}; expected one of "
+                             f"{sorted(_kind_names)}") from None
+    return dtype == to_dtype(kind, "kind")
+
+
+class finfo_object:
+    """Machine limits of a floating-point dtype (Python floats, per the standard)."""
+
+    def __init__(self, dtype):
+        fi = np.finfo(dtype)
+        self.bits = int(fi.bits)
+        self.eps = float(fi.eps)
+        self.max = float(fi.max)
+        self.min = float(fi.min)
+        self.smallest_normal = float(fi.smallest_normal)
+        self.dtype = real_of(dtype)
+
+    def __repr__(self):
+        return (f"finfo(bits={self.bits}, eps={self.eps}, max={self.max}, min={self.min}, "
+                f"smallest_normal={self.smallest_normal}, dtype={self.dtype})")
+
+
+class iinfo_object:
+    """Machine limits of an integer dtype (Python ints)."""
+
+    def __init__(self, dtype):
+        ii = np.iinfo(dtype)
+        self.bits = int(ii.bits)
+        self.max = int(ii.max)
+        self.min = int(ii.min)
+        self.dtype = dtype
+
+    def __repr__(self):
+        return f"iinfo(bits={self.bits}, max={self.max}, min={self.min}, dtype={self.dtype})"

@@ -1,0 +1,447 @@
+"""Element-wise functions of the standard.
+
+Each checks the dtype category the standard names, applies the type promotion
+rules (Python scalars take the array's dtype), checks devices, calls NumPy or
+CuPy and repairs the special cases (signed zeros, infinities, NaNs) where
+they differ from the standard.
+
+>>> import forge_array as xp
+>>> x = xp.asarray([1.0, -2.0], device="cpu")
+>>> xp.add(x, 1)
+Array([ 2., -1.], dtype=float64, device=cpu)
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import _devices as _dev
+from . import _dtypes as _dt
+from ._array import Array, _is_scalar, py_scalar, scalar_dtype
+
+__all__ = [
+    "abs", "acos", "acosh", "add", "asin", "asinh", "atan", "atan2", "atanh",
+    "bitwise_and", "bitwise_left_shift", "bitwise_invert", "bitwise_or",
+    "bitwise_right_shift", "bitwise_xor", "ceil", "clip", "conj", "copysign", "cos",
+    "cosh", "divide", "equal", "exp", "expm1", "floor", "floor_divide", "greater",
+    "greater_equal", "hypot", "imag", "isfinite", "isinf", "isnan", "less", "less_equal",
+    "log", "log1p", "log2", "log10", "logaddexp", "logical_and", "logical_not",
+    "logical_or", "logical_xor", "maximum", "minimum", "multiply", "negative",
+    "nextafter", "not_equal", "positive", "pow", "real", "reciprocal", "remainder",
+    "round", "sign", "signbit", "sin", "sinh", "square", "sqrt", "subtract", "tan",
+    "tanh", "trunc",
+]
+
+_fn_cache: dict = {}
+
+
+def _backend_fn(device, name):
+    key = (device.kind, name)
+    fn = _fn_cache.get(key)
+    if fn is None:
+        fn = getattr(_dev.compat(device), name)
+        _fn_cache[key] = fn
+    return fn
+
+
+def _check_kind(name, dtype, kinds, arg="x"):
+    if dtype not in _dt.categories[kinds]:
+        raise TypeError(f"{name}() requires {arg} of a {kinds} dtype, got {dtype}")
+
+
+def _scalar_operand(value, dtype, device):
+    """A typed scalar operand for the backend: a 0-d NumPy array on the CPU, a
+    NumPy scalar (a kernel parameter, exact bits) for CuPy."""
+    value = py_scalar(value)
+    if device.is_cuda:
+        return dtype.type(value)
+    return np.asarray(value, dtype=dtype)
+
+
+def _binary_operands(name, x1, x2, kinds):
+    """Validate and promote two operands; return (a, b, dtype, device)."""
+    if isinstance(x1, Array):
+        _check_kind(name, x1.dtype, kinds, "x1")
+        if isinstance(x2, Array):
+            _check_kind(name, x2.dtype, kinds, "x2")
+            dev = _dev.check_same_device(x1._device, x2._device)
+            dt = _dt.promote(x1.dtype, x2.dtype)
+            a, b = x1._array, x2._array
+        elif _is_scalar(x2):
+            dev = x1._device
+            sdt = scalar_dtype(x2, x1.dtype, "x2")
+            dt = _dt.promote(x1.dtype, sdt)
+            a, b = x1._array, _scalar_operand(x2, sdt, dev)
+        else:
+            raise TypeError(f"{name}(): x2 must be an array or a Python scalar, got "
+                            f"{type(x2).__name__}")
+    elif isinstance(x2, Array):
+        _check_kind(name, x2.dtype, kinds, "x2")
+        if not _is_scalar(x1):
+            raise TypeError(f"{name}(): x1 must be an array or a Python scalar, got "
+                            f"{type(x1).__name__}")
+        dev = x2._device
+        sdt = scalar_dtype(x1, x2.dtype, "x1")
+        dt = _dt.promote(sdt, x2.dtype)
+        a, b = _scalar_operand(x1, sdt, dev), x2._array
+    else:
+        raise TypeError(f"{name}(): at least one of x1, x2 must be an array")
+    if a.dtype != dt:
+        a = a.astype(dt)
+    if b.dtype != dt:
+        b = b.astype(dt)
+    return a, b, dt, dev
+
+
+def _binary(name, x1, x2, kinds, fix=None):
+    a, b, dt, dev = _binary_operands(name, x1, x2, kinds)
+    with _dev.on(dev):
+        res = _backend_fn(dev, name)(a, b)
+        if fix is not None:
+            res = fix(_dev.backend(dev), a, b, res, dt)
+    return Array._new(res, dev)
+
+
+def _unary(name, x, kinds, fix=None, backend_name=None):
+    if not isinstance(x, Array):
+        raise TypeError(f"{name}() requires an array, got {type(x).__name__}")
+    _check_kind(name, x.dtype, kinds)
+    dev = x._device
+    with _dev.on(dev):
+        res = _backend_fn(dev, backend_name or name)(x._array)
+        if fix is not None:
+            res = fix(_dev.backend(dev), x._array, res, x.dtype)
+    return Array._new(res, dev)
+
+
+# --------------------------------------------------------------------------- fixes
+def _fix_floor_divide(m, a, b, res, dt):
+    """NumPy/CuPy give NaN (or -1) where one operand is infinite and the other finite;
+    the standard wants the sign-correct infinity or zero, i.e. the true quotient."""
+    if dt not in _dt.real_floating_dtypes:
+        return res
+    one_inf = m.isinf(a) != m.isinf(b)
+    mask = one_inf & ~m.isnan(a) & ~m.isnan(b)
+    if res.ndim == 0 and not isinstance(res, m.ndarray):
+        res = m.asarray(res)
+    return m.where(mask, m.true_divide(a, b), res)
+
+
+def _c(m, re, im, dt):
+    """Assemble a complex array from real and imaginary parts."""
+    out = m.empty(re.shape, dtype=dt)
+    out.real = re
+    out.imag = im
+    return out
+
+
+def _fix_complex_unary(special):
+    """Wrap a complex special-case fix applied only to complex inputs."""
+    def fix(m, x, res, dt):
+        if dt not in _dt.complex_floating_dtypes:
+            return res
+        res = m.asarray(res)
+        re, im = x.real, x.imag
+        return special(m, re, im, res, dt)
+    return fix
+
+
+def _expm1_special(m, re, im, res, dt):
+    rdt = _dt.real_of(dt)
+    inf, nan = rdt.type(np.inf), rdt.type(np.nan)
+    out_re, out_im = res.real.copy(), res.imag.copy()
+    zero = rdt.type(0)
+    # +inf + 0j -> +inf + 0j
+    c = m.isposinf(re) & (im == 0) & ~m.signbit(im)
+    out_re = m.where(c, inf, out_re)
+    out_im = m.where(c, zero, out_im)
+    # -inf + (inf|nan)j -> -1 + 0j
+    c = m.isneginf(re) & (m.isinf(im) | m.isnan(im))
+    out_re = m.where(c, rdt.type(-1), out_re)
+    out_im = m.where(c, zero, out_im)
+    # +inf + (inf|nan)j -> inf + nan j
+    c = m.isposinf(re) & (m.isinf(im) | m.isnan(im))
+    out_re = m.where(c, inf, out_re)
+    out_im = m.where(c, nan, out_im)
+    # nan + 0j -> nan + 0j
+    c = m.isnan(re) & (im == 0)
+    out_re = m.where(c, nan, out_re)
+    out_im = m.where(c, im, out_im)
+    # (+-0) + 0j -> 0 + 0j (with the sign of the imaginary zero)
+    c = (re == 0) & (im == 0)
+    out_re = m.where(c, zero, out_re)
+    out_im = m.where(c, im, out_im)
+    return _c(m, out_re, out_im, dt)
+
+
+def _tanh_special(m, re, im, res, dt):
+    rdt = _dt.real_of(dt)
+    # +inf + finite y j -> 1 + (0 * sin(2y)) j
+    c = m.isposinf(re) & m.isfinite(im)
+    out_re = m.where(c, rdt.type(1), res.real)
+    out_im = m.where(c, m.copysign(rdt.type(0), m.sin(2 * im)), res.imag)
+    # +0 + (inf|nan) j -> +0 + NaN j
+    c = (re == 0) & ~m.signbit(re) & (m.isinf(im) | m.isnan(im))
+    out_re = m.where(c, rdt.type(0), out_re)
+    out_im = m.where(c, rdt.type(np.nan), out_im)
+    return _c(m, out_re, out_im, dt)
+
+
+# --------------------------------------------------------------------------- unary
+def abs(x, /):
+    """Absolute value (magnitude for complex input, returned as real).
+
+    >>> import forge_array as xp
+    >>> xp.abs(xp.asarray([-1, 2], device="cpu"))
+    Array([1, 2], dtype=int64, device=cpu)
+    """
+    return _unary("abs", x, "numeric")
+
+
+def _make_unary(name, kinds, doc, fix=None, backend_name=None):
+    def f(x, /):
+        return _unary(name, x, kinds, fix, backend_name)
+    f.__name__ = f.__qualname__ = name
+    f.__doc__ = (f"{doc}\n\n    >>> import forge_array as xp\n"
+                 f"    >>> xp.{name}(xp.asarray([0.5], device='cpu')).shape\n    (1,)\n")
+    return f
+
+
+acos = _make_unary("acos", "floating-point", "Inverse cosine, element-wise.")
+acosh = _make_unary("acosh", "floating-point", "Inverse hyperbolic cosine, element-wise.")
+asin = _make_unary("asin", "floating-point", "Inverse sine, element-wise.")
+asinh = _make_unary("asinh", "floating-point", "Inverse hyperbolic sine, element-wise.")
+atan = _make_unary("atan", "floating-point", "Inverse tangent, element-wise.")
+atanh = _make_unary("atanh", "floating-point", "Inverse hyperbolic tangent, element-wise.")
+cos = _make_unary("cos", "floating-point", "Cosine, element-wise.")
+cosh = _make_unary("cosh", "floating-point", "Hyperbolic cosine, element-wise.")
+exp = _make_unary("exp", "floating-point", "Exponential, element-wise.")
+expm1 = _make_unary("expm1", "floating-point", "exp(x) - 1, accurate near zero.",
+                    _fix_complex_unary(_expm1_special))
+log = _make_unary("log", "floating-point", "Natural logarithm, element-wise.")
+log1p = _make_unary("log1p", "floating-point", "log(1 + x), accurate near zero.")
+log2 = _make_unary("log2", "floating-point", "Base-2 logarithm, element-wise.")
+log10 = _make_unary("log10", "floating-point", "Base-10 logarithm, element-wise.")
+sin = _make_unary("sin", "floating-point", "Sine, element-wise.")
+sinh = _make_unary("sinh", "floating-point", "Hyperbolic sine, element-wise.")
+sqrt = _make_unary("sqrt", "floating-point", "Square root, element-wise.")
+tan = _make_unary("tan", "floating-point", "Tangent, element-wise.")
+tanh = _make_unary("tanh", "floating-point", "Hyperbolic tangent, element-wise.",
+                   _fix_complex_unary(_tanh_special))
+reciprocal = _make_unary("reciprocal", "floating-point", "1 / x, element-wise.")
+signbit = _make_unary("signbit", "real floating-point", "Whether the sign bit is set.")
+sign = _make_unary("sign", "numeric", "Sign of each element (x/|x| for complex).")
+square = _make_unary("square", "numeric", "x * x, element-wise.")
+negative = _make_unary("negative", "numeric", "-x, element-wise.")
+isfinite = _make_unary("isfinite", "numeric", "Whether each element is finite.")
+isinf = _make_unary("isinf", "numeric", "Whether each element is infinite.")
+isnan = _make_unary("isnan", "numeric", "Whether each element is NaN.")
+logical_not = _make_unary("logical_not", "boolean", "Logical NOT, element-wise.")
+bitwise_invert = _make_unary("bitwise_invert", "integer or boolean",
+                             "Bitwise NOT (~x), element-wise.")
+conj = _make_unary("conj", "numeric", "Complex conjugate, element-wise.")
+
+
+def positive(x, /):
+    """+x, element-wise (a copy).
+
+    >>> import forge_array as xp
+    >>> xp.positive(xp.asarray([-1], device="cpu"))
+    Array([-1], dtype=int64, device=cpu)
+    """
+    if not isinstance(x, Array):
+        raise TypeError(f"positive() requires an array, got {type(x).__name__}")
+    _check_kind("positive", x.dtype, "numeric")
+    with _dev.on(x._device):
+        return Array._new(x._array.copy(), x._device)
+
+
+def _rounding(name):
+    def f(x, /):
+        kinds = "numeric" if name == "round" else "real numeric"
+        if not isinstance(x, Array):
+            raise TypeError(f"{name}() requires an array, got {type(x).__name__}")
+        _check_kind(name, x.dtype, kinds)
+        if x.dtype in _dt.integer_dtypes:
+            with _dev.on(x._device):
+                return Array._new(x._array.copy(), x._device)
+        return _unary(name, x, kinds)
+    f.__name__ = f.__qualname__ = name
+    f.__doc__ = (f"{name.capitalize()} each element (integers are returned unchanged).\n\n"
+                 f"    >>> import forge_array as xp\n"
+                 f"    >>> xp.{name}(xp.asarray([1.5], device='cpu')).dtype\n"
+                 f"    dtype('float64')\n")
+    return f
+
+
+ceil = _rounding("ceil")
+floor = _rounding("floor")
+trunc = _rounding("trunc")
+round = _rounding("round")  # noqa: A001
+
+
+def real(x, /):
+    """Real part (real input is returned as a copy).
+
+    >>> import forge_array as xp
+    >>> xp.real(xp.asarray([1 + 2j], device="cpu"))
+    Array([1.], dtype=float64, device=cpu)
+    """
+    if not isinstance(x, Array):
+        raise TypeError(f"real() requires an array, got {type(x).__name__}")
+    _check_kind("real", x.dtype, "numeric")
+    with _dev.on(x._device):
+        if x.dtype in _dt.complex_floating_dtypes:
+            return Array._new(x._array.real.copy(), x._device)
+        return Array._new(x._array.copy(), x._device)
+
+
+def imag(x, /):
+    """Imaginary part (zeros for real input).
+
+    >>> import forge_array as xp
+    >>> xp.imag(xp.asarray([1 + 2j], device="cpu"))
+    Array([2.], dtype=float64, device=cpu)
+    """
+    if not isinstance(x, Array):
+        raise TypeError(f"imag() requires an array, got {type(x).__name__}")
+    _check_kind("imag", x.dtype, "numeric")
+    with _dev.on(x._device):
+        if x.dtype in _dt.complex_floating_dtypes:
+            return Array._new(x._array.imag.copy(), x._device)
+        return Array._new(_dev.backend(x._device).zeros_like(x._array), x._device)
+
+
+# --------------------------------------------------------------------------- binary
+def _make_binary(name, kinds, doc, fix=None, example="x, 2.0"):
+    def f(x1, x2, /):
+        return _binary(name, x1, x2, kinds, fix)
+    f.__name__ = f.__qualname__ = name
+    f.__doc__ = (f"{doc}\n\n    Python scalars are accepted for either argument.\n\n"
+                 f"    >>> import forge_array as xp\n"
+                 f"    >>> x = xp.asarray([1.0, 4.0], device='cpu')\n"
+                 f"    >>> xp.{name}({example}).shape\n    (2,)\n")
+    return f
+
+
+add = _make_binary("add", "numeric", "x1 + x2, element-wise.")
+subtract = _make_binary("subtract", "numeric", "x1 - x2, element-wise.")
+multiply = _make_binary("multiply", "numeric", "x1 * x2, element-wise.")
+divide = _make_binary("divide", "floating-point", "x1 / x2 (floating-point), element-wise.")
+floor_divide = _make_binary("floor_divide", "real numeric", "floor(x1 / x2), element-wise.",
+                            _fix_floor_divide)
+remainder = _make_binary("remainder", "real numeric",
+                         "x1 mod x2 with the sign of x2 (Python %), element-wise.")
+pow = _make_binary("pow", "numeric", "x1 ** x2, element-wise.")  # noqa: A001
+atan2 = _make_binary("atan2", "real floating-point", "Quadrant-aware arctan(x1 / x2).")
+copysign = _make_binary("copysign", "real floating-point",
+                        "Magnitude of x1 with the sign of x2.")
+hypot = _make_binary("hypot", "real floating-point", "sqrt(x1**2 + x2**2) without overflow.")
+logaddexp = _make_binary("logaddexp", "real floating-point", "log(exp(x1) + exp(x2)).")
+nextafter = _make_binary("nextafter", "real floating-point",
+                         "Next representable value after x1 towards x2.")
+maximum = _make_binary("maximum", "real numeric", "Element-wise maximum (NaN propagates).")
+minimum = _make_binary("minimum", "real numeric", "Element-wise minimum (NaN propagates).")
+bitwise_and = _make_binary("bitwise_and", "integer or boolean", "x1 & x2, element-wise.",
+                           example="xp.astype(x, xp.int64), 3")
+bitwise_or = _make_binary("bitwise_or", "integer or boolean", "x1 | x2, element-wise.",
+                          example="xp.astype(x, xp.int64), 3")
+bitwise_xor = _make_binary("bitwise_xor", "integer or boolean", "x1 ^ x2, element-wise.",
+                           example="xp.astype(x, xp.int64), 3")
+logical_and = _make_binary("logical_and", "boolean", "Logical AND, element-wise.",
+                           example="x > 2, True")
+logical_or = _make_binary("logical_or", "boolean", "Logical OR, element-wise.",
+                          example="x > 2, True")
+logical_xor = _make_binary("logical_xor", "boolean", "Logical XOR, element-wise.",
+                           example="x > 2, True")
+equal = _make_binary("equal", "any", "x1 == x2, element-wise.")
+not_equal = _make_binary("not_equal", "any", "x1 != x2, element-wise.")
+less = _make_binary("less", "real numeric", "x1 < x2, element-wise.")
+less_equal = _make_binary("less_equal", "real numeric", "x1 <= x2, element-wise.")
+greater = _make_binary("greater", "real numeric", "x1 > x2, element-wise.")
+greater_equal = _make_binary("greater_equal", "real numeric", "x1 >= x2, element-wise.")
+
+
+def _shift(name):
+    def f(x1, x2, /):
+        a, b, dt, dev = _binary_operands(name, x1, x2, "integer")
+        m = _dev.backend(dev)
+        with _dev.on(dev):
+            if m.any(b < 0) if not dev.is_cuda else bool((b < 0).any()):
+                raise ValueError(f"{name}(): shift amounts must be non-negative")
+            res = _backend_fn(dev, name)(a, b)
+        return Array._new(res, dev)
+    f.__name__ = f.__qualname__ = name
+    f.__doc__ = (f"Bitwise {'left' if 'left' in name else 'right'} shift of x1 by x2 bits.\n\n"
+                 f"    >>> import forge_array as xp\n"
+                 f"    >>> xp.{name}(xp.asarray([4], device='cpu'), 1).dtype\n"
+                 f"    dtype('int64')\n")
+    return f
+
+
+bitwise_left_shift = _shift("bitwise_left_shift")
+bitwise_right_shift = _shift("bitwise_right_shift")
+
+
+def clip(x, /, min=None, max=None):  # noqa: A002
+    """Clamp each element to ``[min, max]`` (scalars or arrays; NaN propagates).
+
+    >>> import forge_array as xp
+    >>> xp.clip(xp.asarray([1, 5, 9], device="cpu"), 2, 6)
+    Array([2, 5, 6], dtype=int64, device=cpu)
+    """
+    if not isinstance(x, Array):
+        raise TypeError(f"clip() requires an array, got {type(x).__name__}")
+    _check_kind("clip", x.dtype, "real numeric")
+    dev = x._device
+    m = _dev.backend(dev)
+    res = x._array
+    bounds = []
+    for bound, what in ((min, "min"), (max, "max")):
+        if bound is None:
+            bounds.append(None)
+            continue
+        if isinstance(bound, Array):
+            _dev.check_same_device(dev, bound._device)
+            _check_kind("clip", bound.dtype, "real numeric", what)
+            if _dt.kind_of(bound.dtype) != _dt.kind_of(x.dtype):
+                raise TypeError(f"clip(): {what} of dtype {bound.dtype} does not match x of "
+                                f"dtype {x.dtype}")
+            b = bound._array
+        elif _is_scalar(bound):
+            v = py_scalar(bound)
+            if isinstance(v, (bool, complex)) or (isinstance(v, float) and
+                                                  x.dtype in _dt.integer_dtypes):
+                raise TypeError(f"clip(): {what}={v!r} does not match x of dtype {x.dtype}")
+            if x.dtype in _dt.integer_dtypes:
+                info = np.iinfo(x.dtype)
+                v = int(np.clip(v, info.min, info.max))
+            b = _scalar_operand(v, x.dtype, dev)
+        else:
+            raise TypeError(f"clip(): {what} must be an array, a Python scalar or None")
+        bounds.append(b)
+    lo, hi = bounds
+    with _dev.on(dev):
+        shape = x.shape
+        if lo is not None:
+            shape = np.broadcast_shapes(shape, lo.shape)
+        if hi is not None:
+            shape = np.broadcast_shapes(shape, hi.shape)
+        if shape != x.shape:
+            raise ValueError(f"clip(): min/max of shapes broadcasting x {x.shape} to {shape} "
+                             "would change the output shape")
+        if lo is not None:
+            res = m.where(res < lo, lo.astype(x.dtype), res)
+        if hi is not None:
+            res = m.where(res > hi, hi.astype(x.dtype), res)
+        if x.dtype in _dt.real_floating_dtypes:
+            nan = m.isnan(x._array)
+            if lo is not None:
+                nan = nan | m.isnan(lo)
+            if hi is not None:
+                nan = nan | m.isnan(hi)
+            res = m.where(nan, x.dtype.type(np.nan), res)
+        res = m.asarray(res, dtype=x.dtype)
+        if res is x._array:
+            res = res.copy()
+    return Array._new(res, dev)

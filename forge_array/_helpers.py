@@ -1,0 +1,59 @@
+"""Argument checks shared by the namespace modules (axes, array arguments)."""
+
+from __future__ import annotations
+
+import builtins
+import operator
+
+from ._array import Array
+
+
+def check_array(x, name: str, arg: str = "x") -> Array:
+    """TypeError unless ``x`` is a forge_array Array."""
+    if not isinstance(x, Array):
+        raise TypeError(f"{name}() requires {arg} to be a forge_array array, got "
+                        f"{type(x).__name__}; convert it with forge_array.asarray()")
+    return x
+
+
+def as_int(value, name: str, what: str) -> int:
+    if isinstance(value, builtins.bool):
+        raise TypeError(f"{name}(): {what} must be an integer, got a bool")
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise TypeError(f"{name}(): {what} must be an integer, got "
+                        f"{type(value).__name__}") from None
+
+
+def normalize_axis(axis, ndim: int, name: str) -> int:
+    """One axis in ``[-ndim, ndim)`` -> a non-negative int (IndexError otherwise)."""
+    a = as_int(axis, name, "axis")
+    if not -ndim <= a < ndim:
+        raise IndexError(f"{name}(): axis {a} is out of bounds for an array of "
+                         f"dimension {ndim}")
+    return a % ndim if ndim else a
+
+
+def normalize_axes(axis, ndim: int, name: str) -> tuple:
+    """``None``, an int or a sequence of ints -> a sorted tuple of distinct non-negative
+    axes (IndexError when out of range, ValueError when repeated)."""
+    if axis is None:
+        return tuple(range(ndim))
+    if isinstance(axis, (tuple, list)):
+        axes = [normalize_axis(a, ndim, name) for a in axis]
+        if len(set(axes)) != len(axes):
+            raise ValueError(f"{name}(): repeated axis in {tuple(axis)}")
+        return tuple(sorted(axes))
+    return (normalize_axis(axis, ndim, name),)
+
+
+def normalize_shape(shape, name: str) -> tuple:
+    """An int or a sequence of non-negative ints -> a tuple (ValueError when negative)."""
+    if isinstance(shape, (tuple, list)):
+        out = tuple(as_int(s, name, "shape entries") for s in shape)
+    else:
+        out = (as_int(shape, name, "shape"),)
+    if builtins.any(s < 0 for s in out):
+        raise ValueError(f"{name}(): negative dimensions are not allowed in shape {out}")
+    return out

@@ -1,0 +1,124 @@
+"""Set functions: unique_all, unique_counts, unique_inverse, unique_values, isin.
+
+NaNs are all distinct; ``inverse_indices`` has the shape of ``x``.
+
+>>> import forge_array as xp
+>>> xp.unique_values(xp.asarray([2, 1, 2], device="cpu"))
+Array([1, 2], dtype=int64, device=cpu)
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from . import _devices as _dev
+from . import _dtypes as _dt
+from ._array import Array, _is_scalar, py_scalar
+from ._helpers import check_array
+
+__all__ = ["isin", "unique_all", "unique_counts", "unique_inverse", "unique_values"]
+
+
+class UniqueAllResult(NamedTuple):
+    values: Array
+    indices: Array
+    inverse_indices: Array
+    counts: Array
+
+
+class UniqueCountsResult(NamedTuple):
+    values: Array
+    counts: Array
+
+
+class UniqueInverseResult(NamedTuple):
+    values: Array
+    inverse_indices: Array
+
+
+def _call(name, x):
+    check_array(x, name)
+    ns = _dev.compat(x.device)
+    with _dev.on(x.device):
+        return getattr(ns, name)(x._array)
+
+
+def _w(a, x, index=False):
+    if index:
+        a = a.astype(_dt.default_index, copy=False)
+    return Array._new(a, x.device)
+
+
+def unique_all(x, /):
+    """Unique values with first indices, inverse indices and counts.
+
+    >>> import forge_array as xp
+    >>> r = xp.unique_all(xp.asarray([2, 1, 2], device="cpu"))
+    >>> r.counts
+    Array([1, 2], dtype=int64, device=cpu)
+    """
+    r = _call("unique_all", x)
+    return UniqueAllResult(_w(r[0], x), _w(r[1], x, True),
+                           _w(r[2].reshape(x.shape), x, True), _w(r[3], x, True))
+
+
+def unique_counts(x, /):
+    """Unique values and their counts.
+
+    >>> import forge_array as xp
+    >>> xp.unique_counts(xp.asarray([2, 1, 2], device="cpu")).values
+    Array([1, 2], dtype=int64, device=cpu)
+    """
+    r = _call("unique_counts", x)
+    return UniqueCountsResult(_w(r[0], x), _w(r[1], x, True))
+
+
+def unique_inverse(x, /):
+    """Unique values and the indices reconstructing ``x`` from them.
+
+    >>> import forge_array as xp
+    >>> xp.unique_inverse(xp.asarray([2, 1, 2], device="cpu")).inverse_indices
+    Array([1, 0, 1], dtype=int64, device=cpu)
+    """
+    r = _call("unique_inverse", x)
+    return UniqueInverseResult(_w(r[0], x), _w(r[1].reshape(x.shape), x, True))
+
+
+def unique_values(x, /):
+    """Unique values of ``x`` (flattened, sorted).
+
+    >>> import forge_array as xp
+    >>> xp.unique_values(xp.asarray([3, 3, 1], device="cpu"))
+    Array([1, 3], dtype=int64, device=cpu)
+    """
+    return _w(_call("unique_values", x), x)
+
+
+def isin(x1, x2, /, *, invert=False):
+    """Whether each element of ``x1`` is in ``x2`` (either may be a Python int).
+
+    >>> import forge_array as xp
+    >>> xp.isin(xp.asarray([1, 2, 3], device="cpu"), xp.asarray([2], device="cpu"))
+    Array([False,  True, False], dtype=bool, device=cpu)
+    """
+    if not isinstance(x1, Array) and not isinstance(x2, Array):
+        raise TypeError("isin(): at least one of x1, x2 must be an array")
+    dev = (x1 if isinstance(x1, Array) else x2).device
+    m = _dev.backend(dev)
+
+    def arg(v, what):
+        if isinstance(v, Array):
+            return v._array
+        if _is_scalar(v):
+            return py_scalar(v)
+        raise TypeError(f"isin(): {what} must be an array or a Python scalar")
+
+    if isinstance(x1, Array) and isinstance(x2, Array):
+        _dev.check_same_device(x1.device, x2.device)
+    a, b = arg(x1, "x1"), arg(x2, "x2")
+    with _dev.on(dev):
+        if not isinstance(a, (int, float, complex, bool)):
+            res = m.isin(a, m.asarray(b) if not hasattr(b, "shape") else b, invert=invert)
+        else:
+            res = m.isin(m.asarray(a), b, invert=invert)
+        return Array._new(m.asarray(res), dev)

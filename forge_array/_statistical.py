@@ -1,0 +1,217 @@
+"""Statistical functions. All of the standard's semantics live here (validation,
+axes, dtypes, empty-input rules); the computation goes through ``_routing``.
+
+>>> import forge_array as xp
+>>> xp.sum(xp.asarray([1, 2, 3], dtype=xp.int32, device="cpu")).dtype
+dtype('int64')
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+from . import _devices as _dev
+from . import _dtypes as _dt
+from . import _routing
+from ._array import Array
+from ._helpers import check_array, normalize_axes, normalize_axis
+
+__all__ = ["cumulative_prod", "cumulative_sum", "max", "mean", "min", "prod", "std", "sum",
+           "var"]
+
+
+def _check(x, name, kinds):
+    check_array(x, name)
+    if x.dtype not in _dt.categories[kinds]:
+        raise TypeError(f"{name}() requires an array of a {kinds} dtype, got {x.dtype}")
+
+
+def _keepdims(keepdims, name):
+    if not isinstance(keepdims, bool):
+        raise TypeError(f"{name}(): keepdims must be a bool, got {type(keepdims).__name__}")
+    return keepdims
+
+
+def accumulation_dtype(x_dtype, dtype, name):
+    """The result dtype of sum/prod/cumulative_*: ``dtype`` when given; otherwise the
+    default integer for bool and signed integers, uint64 for unsigned integers,
+    the input dtype for floating point."""
+    if dtype is not None:
+        dtype = _dt.to_dtype(dtype)
+        if x_dtype in _dt.complex_floating_dtypes and dtype not in _dt.complex_floating_dtypes:
+            raise TypeError(f"{name}(): dtype {dtype} would discard the imaginary part")
+        return dtype
+    if x_dtype == _dt.bool or x_dtype in _dt.signed_integer_dtypes:
+        return _dt.default_int
+    if x_dtype in _dt.unsigned_integer_dtypes:
+        return _dt.default_uint
+    return x_dtype
+
+
+def _reduced_count(x, axes):
+    return math.prod(x.shape[a] for a in axes)
+
+
+def _wrap(res, x):
+    return Array._new(res, x.device)
+
+
+def sum(x, /, *, axis=None, dtype=None, keepdims=False):  # noqa: A001
+    """Sum of elements over ``axis`` (all by default).
+
+    Integer inputs accumulate in the default integer dtype (uint64 for unsigned).
+
+    >>> import forge_array as xp
+    >>> xp.sum(xp.asarray([[1, 2], [3, 4]], device="cpu"), axis=0)
+    Array([4, 6], dtype=int64, device=cpu)
+    """
+    _check(x, "sum", "any")
+    axes = normalize_axes(axis, x.ndim, "sum")
+    dt = accumulation_dtype(x.dtype, dtype, "sum")
+    with _dev.on(x.device):
+        return _wrap(_routing.reduce_sum(x._array, axes, dt, _keepdims(keepdims, "sum")), x)
+
+
+def prod(x, /, *, axis=None, dtype=None, keepdims=False):
+    """Product of elements over ``axis`` (all by default).
+
+    >>> import forge_array as xp
+    >>> xp.prod(xp.asarray([1.0, 2.0, 3.0], device="cpu"))
+    Array(6., dtype=float64, device=cpu)
+    """
+    _check(x, "prod", "any")
+    axes = normalize_axes(axis, x.ndim, "prod")
+    dt = accumulation_dtype(x.dtype, dtype, "prod")
+    with _dev.on(x.device):
+        return _wrap(_routing.reduce_prod(x._array, axes, dt, _keepdims(keepdims, "prod")), x)
+
+
+def _extremum(name, x, axis, keepdims):
+    _check(x, name, "real numeric")
+    axes = normalize_axes(axis, x.ndim, name)
+    if _reduced_count(x, axes) == 0:
+        raise ValueError(f"{name}() of an empty reduction (shape {x.shape}, axis {axes}) "
+                         "has no value")
+    fn = _routing.reduce_max if name == "max" else _routing.reduce_min
+    with _dev.on(x.device):
+        return _wrap(fn(x._array, axes, _keepdims(keepdims, name)), x)
+
+
+def max(x, /, *, axis=None, keepdims=False):  # noqa: A001
+    """Maximum over ``axis``; NaN propagates; ValueError for an empty reduction.
+
+    >>> import forge_array as xp
+    >>> xp.max(xp.asarray([1.0, 3.0, 2.0], device="cpu"))
+    Array(3., dtype=float64, device=cpu)
+    """
+    return _extremum("max", x, axis, keepdims)
+
+
+def min(x, /, *, axis=None, keepdims=False):  # noqa: A001
+    """Minimum over ``axis``; NaN propagates; ValueError for an empty reduction.
+
+    >>> import forge_array as xp
+    >>> xp.min(xp.asarray([1.0, 3.0, 2.0], device="cpu"))
+    Array(1., dtype=float64, device=cpu)
+    """
+    return _extremum("min", x, axis, keepdims)
+
+
+def _quiet(fn, *args):
+    """Call a routed reduction; silence NumPy's empty-slice warnings (NaN is the
+    standard's answer for the mean of nothing)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return fn(*args)
+
+
+def mean(x, /, *, axis=None, keepdims=False):
+    """Arithmetic mean over ``axis`` of a floating-point array (NaN when empty).
+
+    >>> import forge_array as xp
+    >>> xp.mean(xp.asarray([1.0, 2.0], device="cpu"))
+    Array(1.5, dtype=float64, device=cpu)
+    """
+    _check(x, "mean", "floating-point")
+    axes = normalize_axes(axis, x.ndim, "mean")
+    kd = _keepdims(keepdims, "mean")
+    with _dev.on(x.device):
+        if _reduced_count(x, axes) == 0:
+            return _wrap(_quiet(_routing.reduce_mean, x._array, axes, kd), x)
+        return _wrap(_routing.reduce_mean(x._array, axes, kd), x)
+
+
+def _spread(name, x, axis, correction, keepdims):
+    _check(x, name, "real floating-point")
+    axes = normalize_axes(axis, x.ndim, name)
+    if isinstance(correction, bool) or not isinstance(correction, (int, float)):
+        raise TypeError(f"{name}(): correction must be an int or a float")
+    if correction < 0:
+        raise ValueError(f"{name}(): correction must be non-negative, got {correction}")
+    fn = _routing.reduce_var if name == "var" else _routing.reduce_std
+    kd = _keepdims(keepdims, name)
+    with _dev.on(x.device):
+        if _reduced_count(x, axes) - correction <= 0:
+            return _wrap(_quiet(fn, x._array, axes, correction, kd), x)
+        return _wrap(fn(x._array, axes, correction, kd), x)
+
+
+def var(x, /, *, axis=None, correction=0.0, keepdims=False):
+    """Variance over ``axis``; ``correction=1`` gives the unbiased estimate.
+
+    >>> import forge_array as xp
+    >>> xp.var(xp.asarray([1.0, 3.0], device="cpu"))
+    Array(1., dtype=float64, device=cpu)
+    """
+    return _spread("var", x, axis, correction, keepdims)
+
+
+def std(x, /, *, axis=None, correction=0.0, keepdims=False):
+    """Standard deviation over ``axis`` (see :func:`var`).
+
+    >>> import forge_array as xp
+    >>> xp.std(xp.asarray([1.0, 3.0], device="cpu"))
+    Array(1., dtype=float64, device=cpu)
+    """
+    return _spread("std", x, axis, correction, keepdims)
+
+
+def _cumulative(name, x, axis, dtype, include_initial):
+    _check(x, name, "any")
+    if x.ndim == 0:
+        raise ValueError(f"{name}() requires an array with at least one dimension")
+    if axis is None:
+        if x.ndim > 1:
+            raise ValueError(f"{name}(): axis must be given for a {x.ndim}-D array")
+        ax = 0
+    else:
+        ax = normalize_axis(axis, x.ndim, name)
+    if not isinstance(include_initial, bool):
+        raise TypeError(f"{name}(): include_initial must be a bool")
+    dt = accumulation_dtype(x.dtype, dtype, name)
+    fn = _routing.cumulative_sum if name == "cumulative_sum" else _routing.cumulative_prod
+    with _dev.on(x.device):
+        return _wrap(fn(x._array, ax, dt, include_initial), x)
+
+
+def cumulative_sum(x, /, *, axis=None, dtype=None, include_initial=False):
+    """Inclusive cumulative sum along ``axis`` (optional for 1-D input).
+
+    ``include_initial=True`` prepends the 0 of the sum.
+
+    >>> import forge_array as xp
+    >>> xp.cumulative_sum(xp.asarray([1, 2, 3], device="cpu"), include_initial=True)
+    Array([0, 1, 3, 6], dtype=int64, device=cpu)
+    """
+    return _cumulative("cumulative_sum", x, axis, dtype, include_initial)
+
+
+def cumulative_prod(x, /, *, axis=None, dtype=None, include_initial=False):
+    """Inclusive cumulative product along ``axis`` (optional for 1-D input).
+
+    >>> import forge_array as xp
+    >>> xp.cumulative_prod(xp.asarray([1, 2, 3], device="cpu"))
+    Array([1, 2, 6], dtype=int64, device=cpu)
+    """
+    return _cumulative("cumulative_prod", x, axis, dtype, include_initial)

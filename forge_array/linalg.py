@@ -1,0 +1,398 @@
+"""The ``linalg`` extension of the standard (NumPy / CuPy linalg underneath).
+
+>>> import forge_array as xp
+>>> a = xp.asarray([[2.0, 0.0], [0.0, 4.0]], device="cpu")
+>>> xp.linalg.det(a)
+Array(8., dtype=float64, device=cpu)
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from . import _devices as _dev
+from . import _dtypes as _dt
+from ._array import Array
+from ._helpers import as_int, check_array, normalize_axes, normalize_axis
+from ._linear_algebra import matmul, matrix_transpose, tensordot, vecdot
+
+__all__ = [
+    "cholesky", "cross", "det", "diagonal", "eig", "eigh", "eigvals", "eigvalsh", "inv",
+    "matmul", "matrix_norm", "matrix_power", "matrix_rank", "matrix_transpose", "outer",
+    "pinv", "qr", "slogdet", "solve", "svd", "svdvals", "tensordot", "trace", "vecdot",
+    "vector_norm",
+]
+
+
+class EighResult(NamedTuple):
+    eigenvalues: Array
+    eigenvectors: Array
+
+
+class EigResult(NamedTuple):
+    eigenvalues: Array
+    eigenvectors: Array
+
+
+class QRResult(NamedTuple):
+    Q: Array
+    R: Array
+
+
+class SlogdetResult(NamedTuple):
+    sign: Array
+    logabsdet: Array
+
+
+class SVDResult(NamedTuple):
+    U: Array
+    S: Array
+    Vh: Array
+
+
+def _la(x):
+    return _dev.compat(x.device).linalg
+
+
+def _check(name, x, kinds="floating-point", min_ndim=2, square=False):
+    check_array(x, f"linalg.{name}")
+    if x.dtype not in _dt.categories[kinds]:
+        raise TypeError(f"linalg.{name}() requires a {kinds} array, got {x.dtype}")
+    if x.ndim < min_ndim:
+        raise ValueError(f"linalg.{name}() requires at least {min_ndim} dimensions, got "
+                         f"shape {x.shape}")
+    if square and x.shape[-1] != x.shape[-2]:
+        raise ValueError(f"linalg.{name}() requires square matrices, got shape {x.shape}")
+
+
+def _w(a, x, dtype=None):
+    if dtype is not None and a.dtype != dtype:
+        a = a.astype(dtype)
+    return Array._new(a, x.device)
+
+
+def cholesky(x, /, *, upper=False):
+    """Cholesky factor of symmetric/Hermitian positive-definite matrices.
+
+    >>> import forge_array as xp
+    >>> xp.linalg.cholesky(xp.asarray([[4.0]], device="cpu"))
+    Array([[2.]], dtype=float64, device=cpu)
+    """
+    _check("cholesky", x, square=True)
+    with _dev.on(x.device):
+        return _w(_la(x).cholesky(x._array, upper=upper), x, x.dtype)
+
+
+def cross(x1, x2, /, *, axis=-1):
+    """Cross product of 3-element vectors along ``axis``.
+
+    >>> import forge_array as xp
+    >>> e = xp.eye(3, device="cpu")
+    >>> xp.linalg.cross(e[0], e[1])
+    Array([0., 0., 1.], dtype=float64, device=cpu)
+    """
+    _check("cross", x1, "numeric", 1)
+    _check("cross", x2, "numeric", 1)
+    dev = _dev.check_same_device(x1.device, x2.device)
+    dt = _dt.promote(x1.dtype, x2.dtype)
+    if x1.ndim != x2.ndim:
+        raise ValueError("linalg.cross(): x1 and x2 must have the same number of dimensions")
+    ax = normalize_axis(axis, x1.ndim, "linalg.cross")
+    if x1.shape[ax] != 3 or x2.shape[ax] != 3:
+        raise ValueError("linalg.cross(): the axis must have size 3")
+    from ._manipulation import broadcast_shapes  # noqa: PLC0415
+
+    broadcast_shapes(x1.shape, x2.shape)
+    m = _dev.backend(dev)
+    with _dev.on(dev):
+        res = m.cross(x1._array.astype(dt, copy=False), x2._array.astype(dt, copy=False),
+                      axis=ax)
+    return Array._new(res, dev)
+
+
+def det(x, /):
+    """Determinant of (a stack of) square matrices.
+
+    >>> import forge_array as xp
+    >>> xp.linalg.det(xp.eye(2, device="cpu"))
+    Array(1., dtype=float64, device=cpu)
+    """
+    _check("det", x, square=True)
+    with _dev.on(x.device):
+        return _w(_la(x).det(x._array), x, x.dtype)
+
+
+def diagonal(x, /, *, offset=0):
+    """The ``offset`` diagonal of the last two axes.
+
+    >>> import forge_array as xp
+    >>> xp.linalg.diagonal(xp.eye(2, device="cpu"))
+    Array([1., 1.], dtype=float64, device=cpu)
+    """
+    _check("diagonal", x, "any")
+    offset = as_int(offset, "linalg.diagonal", "offset")
+    with _dev.on(x.device):
+        return _w(_dev.backend(x.device).diagonal(x._array, offset, -2, -1).copy(), x)
+
+
+def eigh(x, /):
+    """Eigenvalues (ascending) and eigenvectors of symmetric/Hermitian matrices.
+
+    >>> import forge_array as xp
+    >>> xp.linalg.eigh(xp.eye(2, device="cpu")).eigenvalues
+    Array([1., 1.], dtype=float64, device=cpu)
+    """
+    _check("eigh", x, square=True)
+    with _dev.on(x.device):
+        w, v = _la(x).eigh(x._array)
+    return EighResult(_w(w, x, _dt.real_of(x.dtype)), _w(v, x, x.dtype))
+
+
+def eigvalsh(x, /):
+    """Eigenvalues (ascending) of symmetric/Hermitian matrices.
+
+    >>> import forge_array as xp
+    >>> xp.linalg.eigvalsh(xp.eye(2, device="cpu"))
+    Array([1., 1.], dtype=float64, device=cpu)
+    """
+    _check("eigvalsh", x, square=True)
+    with _dev.on(x.device):
+        return _w(_la(x).eigvalsh(x._array), x, _dt.real_of(x.dtype))
+
+
+def _complex(dtype):
+    return dtype if dtype in _dt.complex_floating_dtypes else _dt.complex_of(dtype)
+
+
+def eig(x, /):
+    """Eigenvalues and eigenvectors of general square matrices (complex results).
+
+    >>> import forge_array as xp
+    >>> xp.linalg.eig(xp.eye(2, device="cpu")).eigenvalues.dtype
+    dtype('complex128')
+    """
+    _check("eig", x, square=True)
+    with _dev.on(x.device):
+        w, v = _dev.backend(x.device).linalg.eig(x._array)
+    c = _complex(x.dtype)
+    return EigResult(_w(w, x, c), _w(v, x, c))
+
+
+def eigvals(x, /):
+    """Eigenvalues of general square matrices (complex).
+
+    >>> import forge_array as xp
+    >>> xp.linalg.eigvals(xp.eye(2, device="cpu")).shape
+    (2,)
+    """
+    _check("eigvals", x, square=True)
+    with _dev.on(x.device):
+        w = _dev.backend(x.device).linalg.eigvals(x._array)
+    return _w(w, x, _complex(x.dtype))
+
+
+def inv(x, /):
+    """Inverse of (a stack of) square matrices.
+
+    >>> import forge_array as xp
+    >>> xp.linalg.inv(xp.asarray([[2.0]], device="cpu"))
+    Array([[0.5]], dtype=float64, device=cpu)
+    """
+    _check("inv", x, square=True)
+    with _dev.on(x.device):
+        return _w(_la(x).inv(x._array), x, x.dtype)
+
+
+def matrix_norm(x, /, *, keepdims=False, ord="fro"):  # noqa: A002
+    """Matrix norm over the last two axes ('fro', 'nuc', 1, 2, inf and negatives).
+
+    >>> import forge_array as xp
+    >>> float(xp.linalg.matrix_norm(xp.eye(2, device="cpu")))  # doctest: +ELLIPSIS
+    1.414...
+    """
+    _check("matrix_norm", x)
+    if ord not in ("fro", "nuc", 1, 2, -1, -2, float("inf"), float("-inf")):
+        raise ValueError(f"linalg.matrix_norm(): unsupported ord {ord!r}")
+    with _dev.on(x.device):
+        res = _la(x).matrix_norm(x._array, keepdims=keepdims, ord=ord)
+    return _w(res, x, _dt.real_of(x.dtype))
+
+
+def matrix_power(x, n, /):
+    """``x`` raised to the integer power ``n`` (negative n inverts).
+
+    >>> import forge_array as xp
+    >>> xp.linalg.matrix_power(xp.eye(2, device="cpu"), 3).shape
+    (2, 2)
+    """
+    _check("matrix_power", x, "numeric", square=True)
+    n = as_int(n, "linalg.matrix_power", "n")
+    if n < 0 and x.dtype not in _dt.floating_dtypes:
+        raise TypeError("linalg.matrix_power(): negative powers need a floating-point array")
+    with _dev.on(x.device):
+        return _w(_dev.backend(x.device).linalg.matrix_power(x._array, n), x, x.dtype)
+
+
+def matrix_rank(x, /, *, rtol=None):
+    """Numerical rank of (a stack of) matrices.
+
+    >>> import forge_array as xp
+    >>> int(xp.linalg.matrix_rank(xp.eye(3, device="cpu")))
+    3
+    """
+    _check("matrix_rank", x)
+    if isinstance(rtol, Array):
+        rtol = rtol._array
+    with _dev.on(x.device):
+        res = _la(x).matrix_rank(x._array, rtol=rtol)
+    return _w(_dev.backend(x.device).asarray(res), x, _dt.default_int)
+
+
+def outer(x1, x2, /):
+    """Outer product of two 1-D arrays.
+
+    >>> import forge_array as xp
+    >>> xp.linalg.outer(xp.ones(2, device="cpu"), xp.ones(3, device="cpu")).shape
+    (2, 3)
+    """
+    _check("outer", x1, "numeric", 1)
+    _check("outer", x2, "numeric", 1)
+    if x1.ndim != 1 or x2.ndim != 1:
+        raise ValueError("linalg.outer() requires 1-D arrays")
+    dev = _dev.check_same_device(x1.device, x2.device)
+    dt = _dt.promote(x1.dtype, x2.dtype)
+    with _dev.on(dev):
+        res = _dev.backend(dev).outer(x1._array.astype(dt, copy=False),
+                                      x2._array.astype(dt, copy=False))
+    return Array._new(res, dev)
+
+
+def pinv(x, /, *, rtol=None):
+    """Moore-Penrose pseudo-inverse.
+
+    >>> import forge_array as xp
+    >>> xp.linalg.pinv(xp.ones((2, 3), device="cpu")).shape
+    (3, 2)
+    """
+    _check("pinv", x)
+    if isinstance(rtol, Array):
+        rtol = rtol._array
+    with _dev.on(x.device):
+        return _w(_la(x).pinv(x._array, rtol=rtol), x, x.dtype)
+
+
+def qr(x, /, *, mode="reduced"):
+    """QR factorisation (``mode`` 'reduced' or 'complete').
+
+    >>> import forge_array as xp
+    >>> xp.linalg.qr(xp.eye(2, device="cpu")).R.shape
+    (2, 2)
+    """
+    _check("qr", x)
+    if mode not in ("reduced", "complete"):
+        raise ValueError(f"linalg.qr(): mode must be 'reduced' or 'complete', got {mode!r}")
+    with _dev.on(x.device):
+        q, r = _la(x).qr(x._array, mode=mode)
+    return QRResult(_w(q, x, x.dtype), _w(r, x, x.dtype))
+
+
+def slogdet(x, /):
+    """Sign and log of the absolute determinant.
+
+    >>> import forge_array as xp
+    >>> xp.linalg.slogdet(xp.eye(2, device="cpu")).sign
+    Array(1., dtype=float64, device=cpu)
+    """
+    _check("slogdet", x, square=True)
+    with _dev.on(x.device):
+        s, ld = _la(x).slogdet(x._array)
+    return SlogdetResult(_w(s, x, x.dtype), _w(ld, x, _dt.real_of(x.dtype)))
+
+
+def solve(x1, x2, /):
+    """Solve ``x1 @ x = x2`` (x2 a vector when 1-D).
+
+    >>> import forge_array as xp
+    >>> xp.linalg.solve(xp.eye(2, device="cpu"), xp.ones(2, device="cpu"))
+    Array([1., 1.], dtype=float64, device=cpu)
+    """
+    _check("solve", x1, square=True)
+    _check("solve", x2, min_ndim=1)
+    dev = _dev.check_same_device(x1.device, x2.device)
+    dt = _dt.promote(x1.dtype, x2.dtype)
+    a, b = x1._array.astype(dt, copy=False), x2._array.astype(dt, copy=False)
+    m = _dev.backend(dev)
+    with _dev.on(dev):
+        if b.ndim == 1:
+            if b.shape[0] != a.shape[-1]:
+                raise ValueError("linalg.solve(): incompatible shapes")
+            res = m.linalg.solve(a, b[..., None])[..., 0] if a.ndim == 2 else \
+                m.linalg.solve(a, m.broadcast_to(b, a.shape[:-1])[..., None])[..., 0]
+        else:
+            if b.shape[-2] != a.shape[-1]:
+                raise ValueError("linalg.solve(): incompatible shapes")
+            from ._manipulation import broadcast_shapes  # noqa: PLC0415
+
+            batch = broadcast_shapes(tuple(a.shape[:-2]), tuple(b.shape[:-2]))
+            a = m.broadcast_to(a, batch + tuple(a.shape[-2:]))
+            b = m.broadcast_to(b, batch + tuple(b.shape[-2:]))
+            res = m.linalg.solve(a, b)
+    return Array._new(res.astype(dt, copy=False), dev)
+
+
+def svd(x, /, *, full_matrices=True):
+    """Singular value decomposition ``x = U @ diag(S) @ Vh``.
+
+    >>> import forge_array as xp
+    >>> xp.linalg.svd(xp.eye(2, device="cpu")).S
+    Array([1., 1.], dtype=float64, device=cpu)
+    """
+    _check("svd", x)
+    with _dev.on(x.device):
+        u, s, vh = _la(x).svd(x._array, full_matrices=full_matrices)
+    return SVDResult(_w(u, x, x.dtype), _w(s, x, _dt.real_of(x.dtype)), _w(vh, x, x.dtype))
+
+
+def svdvals(x, /):
+    """Singular values, descending.
+
+    >>> import forge_array as xp
+    >>> xp.linalg.svdvals(xp.eye(2, device="cpu"))
+    Array([1., 1.], dtype=float64, device=cpu)
+    """
+    _check("svdvals", x)
+    with _dev.on(x.device):
+        return _w(_la(x).svdvals(x._array), x, _dt.real_of(x.dtype))
+
+
+def trace(x, /, *, offset=0, dtype=None):
+    """Sum along the ``offset`` diagonal of the last two axes.
+
+    >>> import forge_array as xp
+    >>> xp.linalg.trace(xp.eye(3, device="cpu"))
+    Array(3., dtype=float64, device=cpu)
+    """
+    _check("trace", x, "numeric")
+    offset = as_int(offset, "linalg.trace", "offset")
+    from ._statistical import accumulation_dtype  # noqa: PLC0415
+
+    dt = accumulation_dtype(x.dtype, dtype, "linalg.trace")
+    with _dev.on(x.device):
+        res = _dev.backend(x.device).trace(x._array, offset=offset, axis1=-2, axis2=-1,
+                                           dtype=dt)
+    return _w(_dev.backend(x.device).asarray(res), x, dt)
+
+
+def vector_norm(x, /, *, axis=None, keepdims=False, ord=2):  # noqa: A002
+    """Vector p-norm over ``axis`` (all axes by default).
+
+    >>> import forge_array as xp
+    >>> xp.linalg.vector_norm(xp.asarray([3.0, 4.0], device="cpu"))
+    Array(5., dtype=float64, device=cpu)
+    """
+    _check("vector_norm", x, min_ndim=0)
+    axes = normalize_axes(axis, x.ndim, "linalg.vector_norm")
+    with _dev.on(x.device):
+        res = _la(x).vector_norm(x._array, axis=axes if axis is not None else None,
+                                 keepdims=keepdims, ord=ord)
+    return _w(_dev.backend(x.device).asarray(res), x, _dt.real_of(x.dtype))
