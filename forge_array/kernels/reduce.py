@@ -51,7 +51,8 @@ from ..runtime import buffer_of, compile_kernel, device_info, element_strides, i
 from ..runtime import f64 as _f64
 from ..runtime.memory import misalignment
 
-__all__ = ["ReduceSpec", "make_reduce_kernel", "full_reduce", "collapse", "MAX_DIMS"]
+__all__ = ["ReduceSpec", "make_reduce_kernel", "kernel_argtypes", "full_reduce", "collapse",
+           "MAX_DIMS"]
 
 #: Largest number of (collapsed) dimensions of the strided path.
 MAX_DIMS = 4
@@ -102,6 +103,24 @@ def _cast_src(names, acc_is_tuple, expr):
     if not acc_is_tuple:
         return f"{names[0]}({expr})"
     return _tuple_src(f"{n}(_r[{k}])" for k, n in enumerate(names))
+
+
+def _is_bool(dt):
+    return np.dtype(dt).kind == "b"
+
+
+def buffer_dtype(dt):
+    """dtype of the memory holding values of ``dt`` (bool is stored as uint8: numba
+    cannot store an i1 through a bool pointer)."""
+    return np.dtype(np.uint8) if _is_bool(dt) else np.dtype(dt)
+
+
+def _store_src(dt, expr):
+    return f"(_u8(1) if {expr} else _u8(0))" if _is_bool(dt) else expr
+
+
+def _load_src(dt, expr):
+    return f"({expr} != 0)" if _is_bool(dt) else expr
 
 
 def _build_source(spec, in_dtypes, mode, ndim, items, vec, block):
@@ -177,7 +196,8 @@ def _build_source(spec, in_dtypes, mode, ndim, items, vec, block):
         params += [f"sh{d}" for d in range(ndim)]
         params += [f"st{k}_{d}" for k in range(K) for d in range(ndim)]
     params += [f"p{k}" for k in range(A)] + ["pf", "ticket"]
-    O = len(spec.out_dtypes) if spec.out_dtypes else A
+    out_dtypes = spec.out_dtypes or spec.acc_dtypes
+    O = len(out_dtypes)
     params += [f"o{k}" for k in range(O)]
     if spec.has_init:
         params += [f"i{k}" for k in range(A)]
@@ -314,12 +334,12 @@ def _build_source(spec, in_dtypes, mode, ndim, items, vec, block):
     if flags:
         emit(I * 2 + "pf[bid] = 1 if _s[0] else 0")
         for k in range(A):
-            emit(I * 2 + f"p{k}[bid] = _s[{k + 1}]")
+            emit(I * 2 + f"p{k}[bid] = {_store_src(spec.acc_dtypes[k], f'_s[{k + 1}]')}")
     elif comps:
-        emit(I * 2 + "p0[bid] = _s")
+        emit(I * 2 + f"p0[bid] = {_store_src(spec.acc_dtypes[0], '_s')}")
     else:
         for k in range(A):
-            emit(I * 2 + f"p{k}[bid] = _s[{k}]")
+            emit(I * 2 + f"p{k}[bid] = {_store_src(spec.acc_dtypes[k], f'_s[{k}]')}")
     emit(I * 2 + "fi.fence_device()")
     emit(I * 2 + "_tk = fi.atomic_add(ticket, 0, _u32(1))")
     emit(I * 2 + "last[0] = 1 if _tk == _u32(nb - 1) else 0")
@@ -332,13 +352,13 @@ def _build_source(spec, in_dtypes, mode, ndim, items, vec, block):
     emit(I + "bh = min(b + c2, nb)")
     emit(I + f"acc = {ident}")
     emit(I + "while b < bh:")
+    pl = [_load_src(spec.acc_dtypes[k], f"p{k}[b]") for k in range(A)]
     if flags:
-        comp = ", ".join(f"p{k}[b]" for k in range(A))
-        emit(I * 2 + f"acc = _sop(acc, (pf[b] != 0, {comp}))")
+        emit(I * 2 + f"acc = _sop(acc, (pf[b] != 0, {', '.join(pl)}))")
     elif comps:
-        emit(I * 2 + "acc = _sop(acc, p0[b])")
+        emit(I * 2 + f"acc = _sop(acc, {pl[0]})")
     else:
-        emit(I * 2 + f"acc = _sop(acc, {_tuple_src(f'p{k}[b]' for k in range(A))})")
+        emit(I * 2 + f"acc = _sop(acc, {_tuple_src(pl)})")
     emit(I * 2 + "b += 1")
     emit(I + "_s = _block_reduce(acc)")
     emit(I + "if tid == 0:")
@@ -349,16 +369,17 @@ def _build_source(spec, in_dtypes, mode, ndim, items, vec, block):
         val = "_s"
     emit(I * 2 + f"_v = {val}")
     if spec.has_init:
-        init = _tuple_src(f"i{k}[0]" for k in range(A)) if spec.acc_tuple else "i0[0]"
+        il = [_load_src(spec.acc_dtypes[k], f"i{k}[0]") for k in range(A)]
+        init = _tuple_src(il) if spec.acc_tuple else il[0]
         emit(I * 2 + f"_r = _op({init}, _v)")
         emit(I * 2 + f"_v = {_cast_src([f'_A{k}' for k in range(A)], spec.acc_tuple, '_r')}")
     if spec.post is not None:
         emit(I * 2 + "_v = _post(_v, param)")
     if spec.out_tuple or (spec.post is None and spec.acc_tuple):
         for k in range(O):
-            emit(I * 2 + f"o{k}[0] = _O{k}(_v[{k}])")
+            emit(I * 2 + f"o{k}[0] = {_store_src(out_dtypes[k], f'_O{k}(_v[{k}])')}")
     else:
-        emit(I * 2 + "o0[0] = _O0(_v)")
+        emit(I * 2 + f"o0[0] = {_store_src(out_dtypes[0], '_O0(_v)')}")
     return "\n".join(lines) + "\n", params
 
 
@@ -375,7 +396,8 @@ def make_reduce_kernel(spec, in_dtypes, mode, ndim, items, vec, block):
     A = len(spec.acc_dtypes)
     out_dtypes = spec.out_dtypes or spec.acc_dtypes
     flags = spec.identity is None
-    g = {"cuda": cuda, "fi": fi, "min": min, "_i32": np.int32, "_u32": np.uint32}
+    g = {"cuda": cuda, "fi": fi, "min": min, "_i32": np.int32, "_u32": np.uint32,
+         "_u8": np.uint8}
     for k, d in enumerate(spec.acc_dtypes):
         g[f"_A{k}"] = np.dtype(d).type
     for k, d in enumerate(out_dtypes):
@@ -474,19 +496,38 @@ def _grid_max(block):
     return g
 
 
-def full_reduce(spec, arrays, init=None, param=0.0):
+def kernel_argtypes(spec, in_dtypes, mode, ndim):
+    """numba types of the kernel's arguments for one specialisation.
+
+    >>> from forge_array import ops
+    >>> spec = ReduceSpec(op=ops.add.fn, acc_dtypes=("float32",), identity=(0.0,))
+    >>> len(kernel_argtypes(spec, ("float32",), "vec", 1))
+    8
+    """
+    K = len(in_dtypes)
+    a = [ptr_t(d) for d in in_dtypes] + [i64, i64]
+    if mode == MODE_STRIDED:
+        a += [i64] * (ndim + K * ndim)
+    a += [ptr_t(buffer_dtype(d)) for d in spec.acc_dtypes]
+    a += [ptr_t("uint8"), ptr_t("uint32")]
+    a += [ptr_t(buffer_dtype(d)) for d in (spec.out_dtypes or spec.acc_dtypes)]
+    if spec.has_init:
+        a += [ptr_t(buffer_dtype(d)) for d in spec.acc_dtypes]
+    return tuple(a + [_f64])
+
+
+def full_reduce(spec, arrays, init=None, param=0.0, out_shape=(1,)):
     """Reduce every element of the backend arrays ``arrays`` (same shape; flattened
     struct-of-arrays, see :class:`ReduceSpec`) in one launch; returns a tuple of 1-element
     backend arrays, one per output component (``spec.out_dtypes``).  ``init`` is a tuple of
     1-element backend arrays of the accumulator dtypes when ``spec.has_init``.  The caller
-    handles empty inputs.
+    handles empty inputs.  The outputs have shape ``out_shape`` (one element).
     """
     arrays = list(arrays)
     if spec.f is None:
         arrays = [a.view(np.uint8) if a.dtype.kind == "b" else a for a in arrays]
     x0 = arrays[0]
     n = x0.size
-    K = len(arrays)
     try:
         mode, ndim, strides, shape, peel = _layout(spec, arrays)
     except ValueError:  # too many dims after collapsing, or strides not whole elements
@@ -503,14 +544,7 @@ def full_reduce(spec, arrays, init=None, param=0.0):
         items = p["items"]
         if mode == MODE_VEC:
             items = max(1, min(items, 16 // vec))
-        argtypes = [ptr_t(a.dtype) for a in arrays] + [i64, i64]
-        if mode == MODE_STRIDED:
-            argtypes += [i64] * (ndim + K * ndim)
-        argtypes += [ptr_t(d) for d in spec.acc_dtypes] + [ptr_t("uint8"), ptr_t("uint32")]
-        argtypes += [ptr_t(d) for d in (spec.out_dtypes or spec.acc_dtypes)]
-        if spec.has_init:
-            argtypes += [ptr_t(d) for d in spec.acc_dtypes]
-        argtypes += [_f64]
+        argtypes = kernel_argtypes(spec, in_dtypes, mode, ndim)
         kernel = compile_kernel(make_reduce_kernel,
                                 (spec, in_dtypes, mode, ndim, items, vec, block),
                                 tuple(argtypes))
@@ -522,20 +556,44 @@ def full_reduce(spec, arrays, init=None, param=0.0):
     else:
         grid = max(1, min(gmax, (n + block - 1) // block))
     like = x0
-    partials = [temp.empty(grid, d, like) for d in spec.acc_dtypes]
-    pf = temp.empty(grid, np.uint8, like)
-    ticket = temp.counters(1, like)
-    outs = [temp.empty(1, d, like) for d in (spec.out_dtypes or spec.acc_dtypes)]
+    partials, pf, ticket = _scratch(spec.acc_dtypes, gmax, like)
+    out_dtypes = [np.dtype(d) for d in (spec.out_dtypes or spec.acc_dtypes)]
+    xp = np if isinstance(x0, np.ndarray) else _cupy()
+    outs = [xp.empty(out_shape, buffer_dtype(d)) for d in out_dtypes]
     args = [buffer_of(a) for a in arrays] + [n, peel]
     if mode == MODE_STRIDED:
         args += list(shape) + [s for st in strides for s in st]
     args += [buffer_of(p) for p in partials] + [buffer_of(pf), buffer_of(ticket)]
     args += [buffer_of(o) for o in outs]
     if spec.has_init:
-        args += [buffer_of(i) for i in init]
+        args += [buffer_of(i.view(np.uint8) if i.dtype.kind == "b" else i) for i in init]
     args.append(float(param))
     launch(kernel, grid, block, tuple(args))
-    return tuple(outs)
+    return tuple(o.view(d) if o.dtype != d else o for o, d in zip(outs, out_dtypes))
+
+
+_SCRATCH: dict = {}
+
+
+def _cupy():
+    from ..runtime import cupy
+
+    return cupy()
+
+
+def _scratch(acc_dtypes, gmax, like):
+    """Partials, validity flags and the ticket for one launch: cached per (stream, acc
+    dtypes) on the GPU, where launches on one stream are ordered, so reuse is safe."""
+    if isinstance(like, np.ndarray):
+        parts = [np.empty(gmax, buffer_dtype(d)) for d in acc_dtypes]
+        return parts, np.empty(gmax, np.uint8), temp.counters(1, like)
+    cp = _cupy()
+    key = (cp.cuda.runtime.getDevice(), cp.cuda.get_current_stream().ptr, acc_dtypes, gmax)
+    r = _SCRATCH.get(key)
+    if r is None:
+        parts = [temp.empty(gmax, buffer_dtype(d), like) for d in acc_dtypes]
+        r = _SCRATCH[key] = (parts, temp.empty(gmax, np.uint8, like), temp.counters(1, like))
+    return r
 
 
 def _layout(spec, arrays):

@@ -447,13 +447,13 @@ def _kernel_full(f, op, flat, struct, acc, is_tuple, init_v, keepdims, x0):
     init_bufs = None
     if init_v is not None:
         init_bufs = tuple(xp.asarray([v], dtype=d) for v, d in zip(init_v, acc))
-    outs = _launch(spec, flat, init_bufs, 0.0, op.name)
-    return _reshape_out(outs, is_tuple, shape)
+    outs = _launch(spec, flat, init_bufs, 0.0, op.name, shape)
+    return outs if is_tuple else outs[0]
 
 
-def _launch(spec, flat, init_bufs=None, param=0.0, what=""):
+def _launch(spec, flat, init_bufs=None, param=0.0, what="", shape=(1,)):
     try:
-        return _k.full_reduce(spec, flat, init_bufs, param)
+        return _k.full_reduce(spec, flat, init_bufs, param, shape)
     except TypeError as exc:
         msg = str(exc)
         if what and what not in msg:
@@ -518,7 +518,7 @@ def sum(x, axis=None, dtype=None, keepdims=False):
     dtype = np.dtype(dtype) if dtype is not None else _default_sum_dtype(x.dtype)
     if _use_kernel(x, axis):
         spec = _named_spec("sum", _ops.add, (dtype,), (_py(dtype.type(0)),))
-        return _launch(spec, [x])[0].reshape(_shape(x, axis, keepdims))
+        return _launch(spec, [x], shape=_shape(x, axis, keepdims))[0]
     r = _axis_named(x, axis, None, _ops.add, dtype, keepdims)
     if r is not None:
         return r
@@ -545,7 +545,7 @@ def prod(x, axis=None, dtype=None, keepdims=False):
     dtype = np.dtype(dtype) if dtype is not None else _default_sum_dtype(x.dtype)
     if _use_kernel(x, axis):
         spec = _named_spec("prod", _ops.multiply, (dtype,), (_py(dtype.type(1)),))
-        return _launch(spec, [x])[0].reshape(_shape(x, axis, keepdims))
+        return _launch(spec, [x], shape=_shape(x, axis, keepdims))[0]
     r = _axis_named(x, axis, None, _ops.multiply, dtype, keepdims)
     if r is not None:
         return r
@@ -558,7 +558,7 @@ def _extremum(x, axis, keepdims, op, name):
     if _use_kernel(x, axis):
         ident = op.identity(x.dtype)
         spec = _named_spec(name, op, (x.dtype,), (_py(ident),))
-        return _launch(spec, [x])[0].reshape(_shape(x, axis, keepdims))
+        return _launch(spec, [x], shape=_shape(x, axis, keepdims))[0]
     r = _axis_named(x, axis, None, op, x.dtype, keepdims)
     if r is not None:
         return r
@@ -588,7 +588,7 @@ def min(x, axis=None, keepdims=False):
 def _logical(x, axis, keepdims, op, name):
     if _use_kernel(x, axis):
         spec = _named_spec(name, op, (np.bool_,), (_py(op.identity(np.dtype(np.bool_))),))
-        return _launch(spec, [x])[0].reshape(_shape(x, axis, keepdims))
+        return _launch(spec, [x], shape=_shape(x, axis, keepdims))[0]
     r = _axis_named(x, axis, _TRUTH, op, np.bool_, keepdims)
     if r is not None:
         return r
@@ -671,7 +671,7 @@ def mean(x, axis=None, keepdims=False):
     if _use_kernel(x, axis):
         spec = _named_spec("mean", _ops.add, (dt,), (_py(dt.type(0)),), post=_mean_post,
                            out_dtypes=(dt,))
-        return _launch(spec, [x], None, float(x.size))[0].reshape(_shape(x, axis, keepdims))
+        return _launch(spec, [x], None, float(x.size), shape=_shape(x, axis, keepdims))[0]
     if x.size == 0 or (axis is not None and len(axis) and kernels_available(x)):
         pass
     xp = _xp(x)
@@ -690,7 +690,7 @@ def _moments(x, axis, correction, keepdims, post, name):
         p = float(x.size) - float(correction)
         if p < 0:
             p = 0.0
-        return _launch(spec, [x], None, p)[0].reshape(_shape(x, axis, keepdims))
+        return _launch(spec, [x], None, p, shape=_shape(x, axis, keepdims))[0]
     xp = _xp(x)
     fn = xp.var if name == "var" else xp.std
     return fn(x, axis=_np_axis(axis), ddof=correction, keepdims=keepdims,
@@ -740,9 +740,7 @@ def _arg(x, axis, keepdims, op, name):
         spec = _named_spec(name, op, (vdt, _ops.INDEX_DTYPE), tuple(_py(v) for v in ident),
                            f=_pair, with_index=True, acc_tuple=True, post=_index_post,
                            out_dtypes=(_ops.INDEX_DTYPE,))
-        r = _launch(spec, [xv])[0]
-        shape = (1,) * x.ndim if keepdims else ()
-        return r.reshape(shape)
+        return _launch(spec, [xv], shape=(1,) * x.ndim if keepdims else ())[0]
     if (_axis is not None and hasattr(_axis, "axis_mapreduce") and kernels_available(x)
             and hasattr(_axis, name)):
         return getattr(_axis, name)(x, axis, keepdims)
