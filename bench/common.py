@@ -1,0 +1,257 @@
+"""Builders shared by the suites: forge_array, CuPy, torch and cuda.compute.
+
+A builder takes the case's inputs (CuPy arrays; NumPy arrays in a dry run), does the
+setup (zero-copy wrapping, temporary storage), and returns the zero-argument callable
+that the harness times. Libraries and attributes are looked up lazily so that a
+missing one becomes a skipped or failed implementation with its message.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any, Callable
+
+import numpy as np
+
+from .harness import Skip, import_optional
+
+# ------------------------------------------------------------------------- sizes
+
+
+class Sizes:
+    """Size choices for a run: full GPU sizes, --quick, --sizes, or dry-run sizes.
+
+    Suites write sizes as powers of ten at GPU scale; a dry run divides them by 10^4
+    (at least 10) so the same code runs on NumPy in seconds.
+    """
+
+    def __init__(self, dry_run: bool, quick: bool, override: list[int] | None = None):
+        self.dry_run = dry_run
+        self.quick = quick
+        self.override = override
+        self.shift = 4 if dry_run else 0
+        self.max_exp = 8 if quick else 9
+
+    def n(self, exp: int) -> int | None:
+        """10^exp at this run's scale, or None when the run leaves it out."""
+        if exp > self.max_exp:
+            return None
+        return 10 ** max(exp - self.shift, 1)
+
+    def sweep(self, lo: int = 3, hi: int = 9) -> list[int]:
+        """Sizes of a size sweep: --sizes when given, else 10^lo .. 10^hi."""
+        if self.override:
+            return [n for n in self.override if n <= 10**self.max_exp]
+        out = []
+        for e in range(lo, hi + 1):
+            n = self.n(e)
+            if n is not None and n not in out:
+                out.append(n)
+        return out
+
+    def shapes(self, total_exp: int) -> list[tuple[int, int]]:
+        """(10^k, 10^(T-k)), k = 1..T-1, with T = total_exp at this run's scale."""
+        if total_exp > self.max_exp:
+            return []
+        t = max(total_exp - self.shift, 2)
+        return [(10**k, 10 ** (t - k)) for k in range(1, t)]
+
+    def shape(self, rows_exp: int, cols_exp: int) -> tuple[int, int] | None:
+        if rows_exp + cols_exp > self.max_exp:
+            return None
+        if self.shift:  # keep the aspect at 10^shift fewer elements
+            t = max(rows_exp + cols_exp - self.shift, 2)
+            r = min(max(round(rows_exp * t / (rows_exp + cols_exp)), 1), t - 1)
+            return (10**r, 10 ** (t - r))
+        return (10**rows_exp, 10**cols_exp)
+
+
+# ---------------------------------------------------------------------- forge_array
+
+
+def forge():
+    """The forge_array namespace (raises ImportError, recorded as 'skipped')."""
+    return importlib.import_module("forge_array")
+
+
+def fa(call: Callable[..., Any]):
+    """Builder: wrap every input with ``xp.asarray`` (zero copy), time ``call(xp, *args)``."""
+
+    def builder(*inputs):
+        xp = forge()
+        args = [xp.asarray(a) for a in inputs]
+        return lambda: call(xp, *args)
+
+    return builder
+
+
+def fa_raw(call: Callable[..., Any]):
+    """Builder: time ``call(forge_array, *inputs)`` on the raw CuPy inputs."""
+
+    def builder(*inputs):
+        mod = forge()
+        return lambda: call(mod, *inputs)
+
+    return builder
+
+
+# ----------------------------------------------------------------------------- cupy
+
+
+def native(call: Callable[..., Any]):
+    """Builder for the reference library (CuPy, or NumPy in a dry run)."""
+
+    def builder(*inputs):
+        return lambda: call(*inputs)
+
+    return builder
+
+
+# ---------------------------------------------------------------------------- torch
+
+
+def torch_builder(ctx, call: Callable[..., Any]):
+    """Builder: ``torch.as_tensor`` each input (zero copy), time ``call(torch, *tensors)``.
+
+    All work runs on CuPy's current stream: the legacy default stream, which is torch's
+    default stream too; otherwise inside ``torch.cuda.ExternalStream`` on CuPy's stream.
+    """
+
+    def builder(*inputs):
+        torch = import_optional("torch")
+        if ctx.dry_run:
+            device = "cpu"
+        else:
+            if not torch.cuda.is_available():
+                raise Skip("torch has no CUDA")
+            device = "cuda"
+        ts = [torch.as_tensor(a, device=device) for a in inputs]
+        stream_ptr = 0 if ctx.dry_run else ctx.stream.ptr
+        if stream_ptr:
+            ext = torch.cuda.ExternalStream(stream_ptr)
+
+            def fn():
+                with torch.cuda.stream(ext):
+                    return call(torch, *ts)
+
+            return fn
+        return lambda: call(torch, *ts)
+
+    return builder
+
+
+def torch_dtype(torch, dtype) -> Any:
+    return getattr(torch, np.dtype(dtype).name)
+
+
+# --------------------------------------------------------------------- cuda.compute
+
+
+def _cuda_compute(ctx):
+    if ctx.dry_run:
+        raise Skip("cuda.compute needs a GPU")
+    cc = import_optional("cuda.compute")
+    if not getattr(cc, "_BINDINGS_AVAILABLE", True):
+        raise Skip("cuda.compute: CUDA bindings not available")
+    return cc
+
+
+def _stream_arg(ctx):
+    return None if ctx.stream.ptr == 0 else ctx.stream
+
+
+def _op(cc, name: str):
+    op_kind = getattr(cc, "OpKind", None)
+    if op_kind is None:
+        op_kind = importlib.import_module("cuda.compute.op").OpKind
+    return getattr(op_kind, name)
+
+
+def cc_reduce(ctx, op_name: str, out_dtype, init):
+    """Builder: cuda.compute reduce_into over the whole (contiguous) input.
+
+    The reducer object is built and its temporary storage allocated outside the timed
+    region; the timed call is ``reducer(temp, d_in, d_out, n, h_init)``. Falls back to
+    the one-shot ``reduce_into`` (which allocates per call) if the object API differs.
+    """
+
+    def builder(x):
+        cc = _cuda_compute(ctx)
+        cp = ctx.xp
+        d_in = x.ravel()
+        if not d_in.flags.c_contiguous:
+            raise Skip("cuda.compute takes contiguous arrays only")
+        d_out = cp.empty(1, dtype=out_dtype)
+        h_init = np.array([init], dtype=out_dtype)
+        op = _op(cc, op_name)
+        n = int(d_in.size)
+        stream = _stream_arg(ctx)
+        make = getattr(cc, "make_reduce_into", None)
+        if make is not None:
+            reducer = make(d_in, d_out, op, h_init)
+            nbytes = reducer(None, d_in, d_out, n, h_init, stream)
+            tmp = cp.empty(max(int(nbytes), 1), dtype=np.uint8)
+
+            def fn():
+                reducer(tmp, d_in, d_out, n, h_init, stream)
+                return d_out
+
+            return fn
+
+        def fn_once():
+            cc.reduce_into(d_in, d_out, op, n, h_init, stream)
+            return d_out
+
+        return fn_once
+
+    return builder
+
+
+def cc_inclusive_scan(ctx, op_name: str = "PLUS"):
+    """Builder: cuda.compute inclusive scan (sum) of a contiguous 1-D input."""
+
+    def builder(x):
+        cc = _cuda_compute(ctx)
+        cp = ctx.xp
+        d_in = x.ravel()
+        if not d_in.flags.c_contiguous:
+            raise Skip("cuda.compute takes contiguous arrays only")
+        d_out = cp.empty_like(d_in)
+        op = _op(cc, op_name)
+        n = int(d_in.size)
+        stream = _stream_arg(ctx)
+        make = getattr(cc, "make_inclusive_scan", None)
+        if make is None:
+            h0 = np.zeros(1, dtype=d_in.dtype)
+
+            def fn_once():
+                cc.inclusive_scan(d_in, d_out, op, h0, n, stream)
+                return d_out
+
+            return fn_once
+        last: Exception | None = None
+        for h_init in (np.zeros(1, dtype=d_in.dtype), None):  # with init value, then none
+            try:
+                scanner = make(d_in, d_out, op, h_init)
+                nbytes = scanner(None, d_in, d_out, n, h_init, stream)
+                break
+            except (TypeError, ValueError) as exc:
+                last = exc
+        else:
+            raise last  # type: ignore[misc]
+        tmp = cp.empty(max(int(nbytes), 1), dtype=np.uint8)
+
+        def fn():
+            scanner(tmp, d_in, d_out, n, h_init, stream)
+            return d_out
+
+        return fn
+
+    return builder
+
+
+def nbytes(shape, dtype) -> int:
+    n = 1
+    for s in shape if isinstance(shape, tuple) else (shape,):
+        n *= int(s)
+    return n * np.dtype(dtype).itemsize
