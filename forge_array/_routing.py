@@ -20,10 +20,15 @@ array(6)
 
 from __future__ import annotations
 
+import importlib
+
 import numpy as np
 
 from . import primitives
 from .runtime import kernels_available
+
+# the module (``primitives.reduce`` is the generic function of the same name)
+_red = importlib.import_module("forge_array.primitives.reduce")
 
 __all__ = [
     "reduce_sum", "reduce_prod", "reduce_max", "reduce_min", "reduce_mean", "reduce_var",
@@ -70,50 +75,68 @@ def _cupy_inf_fix(x, res, axis, keepdims, target):
 
 def reduce_sum(x, axis, dtype, keepdims):
     """Sum over ``axis`` (tuple), accumulated and returned in ``dtype``."""
+    if _red.routes(x, axis):
+        return _red.sum(x, axis, dtype, keepdims)
     return _out(x, _ns(x).sum(x, axis=axis, dtype=dtype, keepdims=keepdims), dtype)
 
 
 def reduce_prod(x, axis, dtype, keepdims):
     """Product over ``axis`` (tuple), accumulated and returned in ``dtype``."""
+    if _red.routes(x, axis):
+        return _red.prod(x, axis, dtype, keepdims)
     return _out(x, _ns(x).prod(x, axis=axis, dtype=dtype, keepdims=keepdims), dtype)
 
 
 def reduce_max(x, axis, keepdims):
     """Maximum over ``axis`` (tuple, no empty reductions); NaN propagates."""
+    if _red.routes(x, axis):
+        return _red.max(x, axis, keepdims)
     res = _ns(x).max(x, axis=axis, keepdims=keepdims)
     return _out(x, _cupy_inf_fix(x, res, axis, keepdims, -np.inf), x.dtype)
 
 
 def reduce_min(x, axis, keepdims):
     """Minimum over ``axis`` (tuple, no empty reductions); NaN propagates."""
+    if _red.routes(x, axis):
+        return _red.min(x, axis, keepdims)
     res = _ns(x).min(x, axis=axis, keepdims=keepdims)
     return _out(x, _cupy_inf_fix(x, res, axis, keepdims, np.inf), x.dtype)
 
 
 def reduce_mean(x, axis, keepdims):
     """Arithmetic mean over ``axis`` (tuple) of a floating-point array."""
+    if _red.routes(x, axis):
+        return _red.mean(x, axis, keepdims)
     return _out(x, _ns(x).mean(x, axis=axis, keepdims=keepdims), x.dtype)
 
 
 def reduce_var(x, axis, correction, keepdims):
     """Variance over ``axis`` (tuple) with ``correction`` degrees of freedom removed."""
+    if _red.routes(x, axis, moments=True):
+        return _red.var(x, axis, correction, keepdims)
     res = _ns(x).var(x, axis=axis, correction=correction, keepdims=keepdims)
     return _out(x, res, x.dtype)
 
 
 def reduce_std(x, axis, correction, keepdims):
     """Standard deviation over ``axis`` (tuple) with ``correction``."""
+    if _red.routes(x, axis, moments=True):
+        return _red.std(x, axis, correction, keepdims)
     res = _ns(x).std(x, axis=axis, correction=correction, keepdims=keepdims)
     return _out(x, res, x.dtype)
 
 
 def reduce_any(x, axis, keepdims):
     """Logical OR over ``axis`` (tuple) -> bool."""
+    if _red.routes(x, axis):
+        return _red.any(x, axis, keepdims)
     return _out(x, _ns(x).any(x, axis=axis, keepdims=keepdims), np.dtype(bool))
 
 
 def reduce_all(x, axis, keepdims):
     """Logical AND over ``axis`` (tuple) -> bool."""
+    if _red.routes(x, axis):
+        return _red.all(x, axis, keepdims)
     return _out(x, _ns(x).all(x, axis=axis, keepdims=keepdims), np.dtype(bool))
 
 
@@ -129,12 +152,16 @@ def _arg_inf_fix(x, res, axis, keepdims, target):
 def argmax(x, axis, keepdims):
     """Index of the first maximum along ``axis`` (int, or None for the flattened
     array) -> int64; NaN counts as the maximum."""
+    if _red.routes_arg(x, axis):
+        return _red.argmax(x, axis, keepdims)
     res = _ns(x).argmax(x, axis=axis, keepdims=keepdims)
     return _out(x, _arg_inf_fix(x, res, axis, keepdims, -np.inf), np.dtype(np.int64))
 
 
 def argmin(x, axis, keepdims):
     """Index of the first minimum along ``axis`` (int or None) -> int64."""
+    if _red.routes_arg(x, axis):
+        return _red.argmin(x, axis, keepdims)
     res = _ns(x).argmin(x, axis=axis, keepdims=keepdims)
     return _out(x, _arg_inf_fix(x, res, axis, keepdims, np.inf), np.dtype(np.int64))
 

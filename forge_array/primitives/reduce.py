@@ -43,6 +43,14 @@ try:  # the axis engineer's module (row / column kernels)
 except ImportError:  # pragma: no cover - until it lands
     _axis = None
 
+try:
+    from numpy.exceptions import AxisError
+except ImportError:  # pragma: no cover
+    from numpy import AxisError
+
+#: most arrays the axis kernels take in one mapreduce
+_AXIS_MAX_INPUTS = 3
+
 __all__ = [
     "reduce",
     "mapreduce",
@@ -87,7 +95,7 @@ def normalize_axis(axis, ndim):
     >>> normalize_axis(3, 2)
     Traceback (most recent call last):
     ...
-    IndexError: axis 3 is out of bounds for array of dimension 2
+    numpy.exceptions.AxisError: axis 3 is out of bounds for array of dimension 2
     """
     if axis is None:
         return tuple(range(ndim))
@@ -102,7 +110,7 @@ def normalize_axis(axis, ndim):
         except TypeError:
             raise TypeError(f"axis must be an int or a tuple of ints, got {a!r}") from None
         if not -ndim <= a < ndim:
-            raise IndexError(f"axis {a} is out of bounds for array of dimension {ndim}")
+            raise AxisError(f"axis {a} is out of bounds for array of dimension {ndim}")
         out.append(a % ndim if ndim else a)
     if len(set(out)) != len(out):
         raise ValueError(f"repeated axis in {axis!r}")
@@ -409,10 +417,11 @@ def mapreduce(f, op, *arrays, axis=None, init=None, keepdims=False):
     if kernels_available(x0):
         if full:
             return _kernel_full(f, op, flat, struct, acc, is_tuple, init_v, keepdims, x0)
-        if _axis is not None and hasattr(_axis, "axis_mapreduce"):
+        if _axis_kernels() and op.commutative and len(arrays) <= _AXIS_MAX_INPUTS:
             return _axis.axis_mapreduce(f, op, arrays, axes, init, keepdims,
                                         acc if is_tuple else acc[0])
-        # no axis kernels yet: compute on the host copy of the data
+        # a non-commutative operator along some axes (the axis kernels combine lanes out
+        # of order): compute on the host
         xp = _xp(x0)
         host = [np.asarray(a.get() if hasattr(a, "get") else a) for a in flat]
         r = _cpu_mapreduce(f, op, host, struct, axes, acc, is_tuple, init_v, keepdims)
@@ -500,6 +509,37 @@ def _axis_named(x, axis, f, op, out_dtype, keepdims):
     if axis is None or len(axis) == x.ndim or x.size == 0:
         return None
     return _axis.axis_mapreduce(f, op, (x,), axis, None, keepdims, np.dtype(out_dtype))
+
+
+def _axis_kernels():
+    return _axis is not None and hasattr(_axis, "axis_mapreduce")
+
+
+def routes(x, axis, moments=False):
+    """Whether the namespace should route a reduction of ``x`` over ``axis`` (a tuple) here:
+    our kernels run on ``x`` and cover it (all axes, or the axis kernels exist).
+
+    >>> import numpy as np
+    >>> routes(np.zeros(3), (0,)) == kernels_available(np.zeros(3))
+    True
+    """
+    if not kernels_available(x):
+        return False
+    if moments and x.dtype.kind == "c":
+        return False
+    return axis is None or len(axis) == x.ndim or _axis_kernels()
+
+
+def routes_arg(x, axis):
+    """Whether argmax / argmin of ``x`` along ``axis`` (int or None) runs here.
+
+    >>> import numpy as np
+    >>> routes_arg(np.zeros(3), None) == kernels_available(np.zeros(3))
+    True
+    """
+    if not kernels_available(x):
+        return False
+    return axis is None or x.ndim <= 1 or (_axis_kernels() and hasattr(_axis, "argmax"))
 
 
 def _np_axis(axis):
