@@ -20,22 +20,42 @@ TABLES: dict = {
     "default": {
         "copy": {"block": 256, "items": 4, "blocks_per_sm": 8},
         "reduce": {"block": 256, "items": 4, "blocks_per_sm": 4},
+        "rowcol": {"block": 256, "blocks_per_sm": 8, "max_blocks_per_sm": 8, "unroll": 4, "row_items": 2,
+                   "warp_rows": 32, "min_items": 16},
+        "scan": {"block": 256, "item_bytes": 64, "items_max": 32},
+        "scan_columns": {"block": 256, "items": 16},
     },
     "sm90": {
         "copy": {"block": 256, "items": 4, "blocks_per_sm": 8},
         "reduce": {"block": 512, "items": 4, "blocks_per_sm": 4},
+        "rowcol": {"block": 256, "blocks_per_sm": 8, "max_blocks_per_sm": 8, "unroll": 4, "row_items": 2,
+                   "warp_rows": 32, "min_items": 16},
+        "scan": {"block": 256, "item_bytes": 64, "items_max": 32},
+        "scan_columns": {"block": 256, "items": 16},
     },
     "H100": {
         "copy": {"block": 256, "items": 4, "blocks_per_sm": 8},
         "reduce": {"block": 512, "items": 4, "blocks_per_sm": 4},
+        "rowcol": {"block": 256, "blocks_per_sm": 8, "max_blocks_per_sm": 8, "unroll": 4, "row_items": 2,
+                   "warp_rows": 32, "min_items": 16},
+        "scan": {"block": 256, "item_bytes": 64, "items_max": 32},
+        "scan_columns": {"block": 256, "items": 16},
     },
     "H200": {
         "copy": {"block": 256, "items": 4, "blocks_per_sm": 8},
         "reduce": {"block": 512, "items": 4, "blocks_per_sm": 4},
+        "rowcol": {"block": 256, "blocks_per_sm": 8, "max_blocks_per_sm": 8, "unroll": 4, "row_items": 2,
+                   "warp_rows": 32, "min_items": 16},
+        "scan": {"block": 256, "item_bytes": 64, "items_max": 32},
+        "scan_columns": {"block": 256, "items": 16},
     },
     "simulator": {
         "copy": {"block": 64, "items": 2, "blocks_per_sm": 2},
         "reduce": {"block": 64, "items": 2, "blocks_per_sm": 2},
+        "rowcol": {"block": 64, "blocks_per_sm": 2, "max_blocks_per_sm": 1, "unroll": 2, "row_items": 1,
+                   "warp_rows": 4, "min_items": 2},
+        "scan": {"block": 64, "item_bytes": 16, "items_max": 4},
+        "scan_columns": {"block": 64, "items": 2},
     },
 }
 

@@ -1,0 +1,559 @@
+"""Single-pass scans with decoupled look-back (Merrill & Garland, NVR-2016-002).
+
+Two kernels, both generic over the operator (any associative ``op``, commutative or not,
+on scalars or tuples) and the value type, specialised at compile time by their factories:
+
+``make_tile_scan``  (rows: the scan axis is walked in tiles of ``block * items`` elements)
+    1. A tile id from an atomic counter (``atomic_add``), so that every predecessor of a
+       tile is already running: correctness never depends on block scheduling. Tile ``t``
+       is tile ``t % tiles_per_row`` of row ``t // tiles_per_row``; look-back stops at the
+       row's first tile, so a batch of rows (any strides) is scanned in ONE launch.
+    2. Coalesced loads into shared memory (128-bit ``vload`` when the row is contiguous and
+       its start is aligned; tiles are shifted by ``lead`` elements so that they are),
+       then each thread owns ``items`` consecutive elements (the warp-striped to blocked
+       exchange of CUB's BLOCK_LOAD_TRANSPOSE; padded against bank conflicts).
+    3. Thread-sequential reduce, warp scan through shuffles, block combine.
+    4. Warp 0 looks back over a window of 32 predecessor tiles; a status word per tile
+       says INVALID (0), AGGREGATE (1, the tile's own total) or PREFIX (2, inclusive of
+       every tile before it). For values of <= 4 bytes, status and value share ONE 64-bit
+       word (``store_release`` / ``load_acquire``); otherwise a flag word plus separate
+       aggregate and prefix slots (values written before the flag's release; the flag
+       acquired before the values are read). The window is folded by a warp scan of a
+       *segmented* operator that restarts at the last PREFIX lane.
+    5. Second thread-sequential pass with the prefix; results go back to shared memory
+       and out with coalesced stores. Every input element is read once, every output
+       element written once.
+
+``make_column_scan``  (columns: threads own columns, walk down the scan axis)
+    For scans whose batch axis is the contiguous one (axis 0 of a C-contiguous matrix):
+    a block covers ``cb`` columns x ``block // cb`` groups of ``items`` rows; loads are
+    coalesced across columns; groups combine through shared memory and each column looks
+    back (serially) over the chunks above it.
+
+Status words carry an *epoch* (launch generation, kept on the host per status buffer):
+a word from an older launch reads as INVALID, so no launch ever zeroes the status array.
+Tile ids come from a monotone 64-bit counter minus a host-kept ``base``: no reset either.
+
+Exclusive results and ``include_initial`` are an output shift (``shift = 1``): element
+``k``'s inclusive result is written at ``k + 1`` and the initial value at 0 (the last one
+is dropped for exclusive scans, ``m = n``). ``reverse`` is a negative-stride view.
+
+``det`` (deterministic): the exclusive prefix of tile ``t`` is always
+``PREFIX(t - 32) . AGG(t - 31) . ... . AGG(t - 1)``, combined in a fixed tree, whatever
+the timing; the chain of waits is 32 tiles long per hop, so the cost is a longer
+critical path (see docs/scans.md).
+
+Values are tuples inside the kernels (a scalar is a 1-tuple); statuses travel as *tagged*
+tuples ``(kind, *value)`` with kind EMPTY (0, no value: operators need no identity),
+AGG (1) or PREFIX (2).
+
+Example (the public way in is :func:`forge_array.primitives.accumulate`):
+
+>>> import numpy as np
+>>> from forge_array.kernels.scan import tagged_combine
+>>> comb = tagged_combine(lambda a, b: (a[0] + b[0],), device=False)
+>>> comb((1, 2.0), (1, 3.0)), comb((2, 2.0), (0, 9.0)), comb((1, 2.0), (2, 5.0))
+((1, 5.0), (2, 2.0), (2, 5.0))
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import cuda
+
+from .. import intrinsics as fi
+
+__all__ = [
+    "EMPTY", "AGG", "PREFIX", "packable", "value_op", "tagged_combine",
+    "make_tile_scan", "make_column_scan", "STAT_SPINS", "STAT_AGG_WINDOWS", "STAT_WORDS",
+]
+
+EMPTY, AGG, PREFIX = 0, 1, 2
+
+#: Counter buffer layout: [0] tile ticket, [1] spins on a not-yet-published predecessor,
+#: [2] look-back steps that combined an AGGREGATE (went further back).
+STAT_SPINS, STAT_AGG_WINDOWS, STAT_WORDS = 1, 2, 4
+
+_ZERO, _ONE, _TWO = np.int32(0), np.int32(1), np.int32(2)
+_U32, _U2, _U3 = np.uint64(32), np.uint64(2), np.uint64(3)
+
+
+def packable(acc_dtypes) -> bool:
+    """Whether status and value share one 64-bit word (one value of <= 4 bytes).
+
+    >>> packable(("float32",)), packable(("float64",)), packable(("float32", "float32"))
+    (True, False, False)
+    """
+    return len(acc_dtypes) == 1 and np.dtype(acc_dtypes[0]).itemsize <= 4
+
+
+def _jit(device):
+    return cuda.jit(device=True) if device else (lambda f: f)
+
+
+def value_op(fn, tuple_op: bool, device: bool = True):
+    """``op`` on value tuples: ``fn`` itself for tuple operators, ``(fn(a[0], b[0]),)`` for
+    scalar ones; results are cast back to the left operand's types (``cast_like``).
+
+    >>> value_op(lambda a, b: a * b, False, device=False)((2.0,), (4.0,))
+    (8.0,)
+    """
+    f = fi.as_device(fn) if device else fn
+    cast = fi.cast_like if device else (lambda v, like: v)
+    if tuple_op:
+
+        @_jit(device)
+        def op_v(a, b):
+            return cast(f(a, b), a)
+
+    else:
+
+        @_jit(device)
+        def op_v(a, b):
+            return cast((f(a[0], b[0]),), a)
+
+    return op_v
+
+
+def tagged_combine(op_v, device: bool = True):
+    """The look-back operator on tagged values ``(kind, *value)``: EMPTY is an identity,
+    a PREFIX on the right restarts the fold (segmented scan), else ``op`` with the larger
+    kind. Associative whenever ``op`` is.
+    """
+
+    @_jit(device)
+    def comb(a, b):
+        ka = a[0]
+        kb = b[0]
+        if kb == 0:
+            return a
+        if ka == 0 or kb == 2:
+            return b
+        k = ka if ka > kb else kb
+        return (k,) + op_v(a[1:], b[1:])
+
+    return comb
+
+
+@cuda.jit(device=True)
+def _st_tag(sk, ki, sv, vi, t):
+    """Store tagged value ``t``: its kind at ``sk[ki]``, its value at ``sv[vi]``."""
+    sk[ki] = t[0]
+    fi.store(sv, vi, t[1:])
+
+
+@cuda.jit(device=True)
+def _ld_tag(sk, ki, sv, vi):
+    return (np.int32(sk[ki]),) + fi.load(sv, vi)
+
+
+def _make_converter(in_dtypes, acc_dtypes):
+    """``(v) -> v`` in the accumulation types (scalars only convert; tuples must match)."""
+    if tuple(np.dtype(d) for d in in_dtypes) == tuple(np.dtype(d) for d in acc_dtypes):
+
+        @cuda.jit(device=True)
+        def conv(v):
+            return v
+
+        return conv
+    if len(acc_dtypes) != 1:
+        raise TypeError("tuple scans convert no types: input and accumulator dtypes must match")
+    T = np.dtype(acc_dtypes[0]).type
+
+    @cuda.jit(device=True)
+    def conv(v):
+        return (T(v[0]),)
+
+    return conv
+
+
+def _make_status(acc_dtypes, packed: bool, det: bool):
+    """``publish(status, vals, s, kind, value, epoch)`` and ``read(status, vals, s, want,
+    epoch, counter) -> (kind, *value)``. ``want``: 0 the latest status, 1 the aggregate
+    slot, 2 the prefix slot (deterministic look-back). Reads spin while the word is
+    INVALID or from an older epoch, counting spins in ``counter[STAT_SPINS]``."""
+    if packed:
+        DT = np.dtype(acc_dtypes[0]).type
+
+        @cuda.jit(device=True)
+        def pack(v, hi):
+            w = cuda.local.array(1, np.uint64)
+            w[0] = np.uint64(hi) << _U32
+            w.view(DT)[0] = v[0]
+            return w[0]
+
+        @cuda.jit(device=True)
+        def unpack(word):
+            w = cuda.local.array(1, np.uint64)
+            w[0] = word
+            return (w.view(DT)[0],)
+
+        @cuda.jit(device=True)
+        def publish(status, vals, s, kind, v, epoch):
+            idx = s
+            if det:
+                idx = 2 * s + (1 if kind == 2 else 0)
+            fi.store_release(status, idx, pack(v, np.uint64(epoch) * np.uint64(4) + np.uint64(kind)))
+
+        @cuda.jit(device=True)
+        def read(status, vals, s, want, epoch, counter):
+            idx = s
+            if det:
+                idx = 2 * s + (1 if want == 2 else 0)
+            ep = np.uint64(epoch)
+            while True:
+                w = fi.load_acquire(status, idx)
+                hi = w >> _U32
+                st = hi & _U3
+                if (hi >> _U2) == ep and st >= np.uint64(want if want > 0 else 1):
+                    break
+                fi.atomic_add(counter, STAT_SPINS, np.uint64(1))
+            return (np.int32(st),) + unpack(w)
+
+        return publish, read
+
+    @cuda.jit(device=True)
+    def publish(status, vals, s, kind, v, epoch):
+        fi.store(vals, 2 * s + (1 if kind == 2 else 0), v)
+        fi.store_release(status, s, np.uint32(epoch * 4 + kind))
+
+    @cuda.jit(device=True)
+    def read(status, vals, s, want, epoch, counter):
+        ep = np.uint32(epoch)
+        while True:
+            f = fi.load_acquire(status, s)
+            st = f & np.uint32(3)
+            if (f >> np.uint32(2)) == ep and st >= np.uint32(want if want > 0 else 1):
+                break
+            fi.atomic_add(counter, STAT_SPINS, np.uint64(1))
+        kind = np.int32(st)
+        if want == 1:
+            kind = np.int32(1)
+        return (kind,) + fi.load(vals, 2 * s + (1 if kind == 2 else 0))
+
+    return publish, read
+
+
+def _vec_ok(in_dtypes, acc_dtypes, block, items):
+    return len(in_dtypes) == 1 and np.dtype(in_dtypes[0]).itemsize < 16 and (
+        items % fi.VEC(in_dtypes[0]) == 0)
+
+
+def make_tile_scan(fn, tuple_op, in_dtypes, acc_dtypes, block, items, shift, has_init,
+                   det, vec):
+    """Kernel factory of the row (tile) scan; see the module docstring.
+
+    Kernel arguments: ``src, dst, init`` (tuples of buffers; ``init`` holds one value),
+    ``n`` (scan length), ``m`` (output length along the axis), ``nb1`` (inner batch size),
+    ``s_in, b0_in, b1_in, s_out, b0_out, b1_out`` (element strides: scan axis, outer and
+    inner batch axes), ``lead`` (elements before the first tile's start, for 128-bit
+    alignment; 0 without ``vec``), ``tpr`` (tiles per row), ``status, vals`` (tile states),
+    ``counter`` (uint64: ticket and statistics), ``base`` (ticket of this launch's tile 0),
+    ``epoch``.
+    """
+    in_dtypes = tuple(np.dtype(d) for d in in_dtypes)
+    acc_dtypes = tuple(np.dtype(d) for d in acc_dtypes)
+    K = len(acc_dtypes)
+    TILE = block * items
+    NW = block // fi.WARP
+    packed = packable(acc_dtypes)
+    op_v = value_op(fn, tuple_op)
+    comb = tagged_combine(op_v)
+    warp_scan = fi.make_warp_scan(comb)
+    conv = _make_converter(in_dtypes, acc_dtypes)
+    publish, read = _make_status(acc_dtypes, packed, det)
+    TS = TILE + TILE // 32  # padded tile, then NW warp totals, then the tile prefix
+    NVALS = TS + NW + 1
+    NKINDS = NW + 2  # kinds of the warp totals and the prefix, then the tile id
+    VEC = fi.VEC(in_dtypes[0]) if vec else 1
+    NV = items // VEC
+    OUT_T = acc_dtypes[0].type
+    assert K >= 1 and (not vec or _vec_ok(in_dtypes, acc_dtypes, block, items))
+
+    @cuda.jit(device=True)
+    def lookback(status, vals, sbase, ti, epoch, counter, init_t, empty):
+        lane = fi.lane_id()
+        acc = empty
+        hi = ti
+        while True:
+            p = hi - 32 + lane
+            if p >= 0:
+                want = 0
+                if det:
+                    want = 2 if lane == 0 else 1
+                x = read(status, vals, sbase + p, want, epoch, counter)
+            elif p == -1:
+                x = init_t
+            else:
+                x = empty
+            s = warp_scan(x)
+            last = fi.shfl_idx(s, 31)
+            acc = comb(last, acc)
+            if det or last[0] == 2 or hi <= 32:
+                break
+            if lane == 0:
+                fi.atomic_add(counter, STAT_AGG_WINDOWS, np.uint64(1))
+            hi -= 32
+        return acc
+
+    def body(sk, sh, src, dst, init, n, m, nb1, s_in, b0_in, b1_in, s_out, b0_out, b1_out,
+             lead, tpr, status, vals, counter, base, epoch):
+        tid = cuda.threadIdx.x
+        lane = tid & 31
+        warp = tid >> 5
+        if tid == 0:
+            sk[NW + 1] = np.int64(fi.atomic_add(counter, 0, np.uint64(1))) - base
+        cuda.syncthreads()
+        t = sk[NW + 1]
+        row = t // tpr
+        ti = t - row * tpr
+        r0 = row // nb1
+        r1 = row - r0 * nb1
+        ib = r0 * b0_in + r1 * b1_in
+        ob = r0 * b0_out + r1 * b1_out
+        start = ti * TILE - lead
+        full = start >= 0 and start + TILE <= n
+        # ---- coalesced load into shared memory (striped), converted to the acc type
+        if vec:
+            for j in range(NV):
+                k = (j * block + tid) * VEC
+                L = start + k
+                if L >= 0 and L + VEC <= n:
+                    vv = fi.vload(src[0], ib + L)
+                    for e in range(VEC):
+                        q = k + e
+                        fi.store(sh, q + (q >> 5), (OUT_T(vv[e]),))
+                else:
+                    for e in range(VEC):
+                        q = k + e
+                        Lq = min(max(L + e, 0), n - 1)
+                        fi.store(sh, q + (q >> 5), conv(fi.load(src, ib + Lq)))
+        else:
+            for j in range(items):
+                k = j * block + tid
+                L = min(max(start + k, 0), n - 1)
+                fi.store(sh, k + (k >> 5), conv(fi.load(src, ib + L * s_in)))
+        cuda.syncthreads()
+        # ---- thread reduce over its `items` consecutive elements (blocked)
+        kb = tid * items
+        x0 = fi.load(sh, kb + (kb >> 5))
+        empty = (_ZERO,) + x0
+        if full:
+            a = x0
+            for j in range(1, items):
+                k = kb + j
+                a = op_v(a, fi.load(sh, k + (k >> 5)))
+            agg = (_ONE,) + a
+        else:
+            agg = empty
+            for j in range(items):
+                k = kb + j
+                L = start + k
+                if L >= 0 and L < n:
+                    agg = comb(agg, (_ONE,) + fi.load(sh, k + (k >> 5)))
+        # ---- block scan of the thread aggregates (exclusive per thread + block total)
+        inc = warp_scan(agg)
+        up = fi.shfl_up(inc, 1)
+        if lane == 31:
+            _st_tag(sk, warp, sh, TS + warp, inc)
+        cuda.syncthreads()
+        wp = empty
+        tot = empty
+        for w in range(NW):
+            v = _ld_tag(sk, w, sh, TS + w)
+            if w < warp:
+                wp = comb(wp, v)
+            tot = comb(tot, v)
+        texcl = wp
+        if lane > 0:
+            texcl = comb(wp, up)
+        # ---- tile prefix: decoupled look-back
+        if has_init:
+            init_t = (_TWO,) + fi.load(init, 0)
+        else:
+            init_t = empty
+        last_tile = ti + 1 >= tpr
+        if ti == 0:
+            pre = init_t
+            if tid == 0 and not last_tile:
+                if det:
+                    publish(status, vals, t, 1, tot[1:], epoch)
+                publish(status, vals, t, 2, comb(pre, tot)[1:], epoch)
+        else:
+            if tid == 0 and (det or not last_tile):
+                publish(status, vals, t, 1, tot[1:], epoch)
+            if warp == 0:
+                lb = lookback(status, vals, t - ti, ti, epoch, counter, init_t, empty)
+                if lane == 0:
+                    _st_tag(sk, NW, sh, TS + NW, lb)
+                    if not last_tile:
+                        publish(status, vals, t, 2, comb(lb, tot)[1:], epoch)
+            cuda.syncthreads()
+            pre = _ld_tag(sk, NW, sh, TS + NW)
+        # ---- second pass: running values back into shared memory
+        run = comb(pre, texcl)
+        if full:
+            r = x0
+            if run[0] != 0:
+                r = op_v(run[1:], x0)
+            fi.store(sh, kb + (kb >> 5), r)
+            for j in range(1, items):
+                k = kb + j
+                r = op_v(r, fi.load(sh, k + (k >> 5)))
+                fi.store(sh, k + (k >> 5), r)
+        else:
+            for j in range(items):
+                k = kb + j
+                L = start + k
+                if L >= 0 and L < n:
+                    run = comb(run, (_ONE,) + fi.load(sh, k + (k >> 5)))
+                    fi.store(sh, k + (k >> 5), run[1:])
+        cuda.syncthreads()
+        # ---- coalesced stores (shifted by one for include_initial / exclusive)
+        for j in range(items):
+            k = j * block + tid
+            L = start + k
+            P = L + shift
+            if L >= 0 and L < n and P < m:
+                fi.store(dst, ob + P * s_out, fi.load(sh, k + (k >> 5)))
+        if shift and ti == 0 and tid == 0:
+            fi.store(dst, ob, fi.load(init, 0))
+
+    inner = fi.with_shared_scratch(NKINDS, np.int64, cuda.jit(device=True)(body), nargs=20)
+    outer = fi.with_shared_scratch(NVALS, acc_dtypes, inner, nargs=19)
+
+    def tile_scan(src, dst, init, n, m, nb1, s_in, b0_in, b1_in, s_out, b0_out, b1_out,
+                  lead, tpr, status, vals, counter, base, epoch):
+        outer(src, dst, init, n, m, nb1, s_in, b0_in, b1_in, s_out, b0_out, b1_out,
+              lead, tpr, status, vals, counter, base, epoch)
+
+    return tile_scan
+
+
+def make_column_scan(fn, tuple_op, in_dtypes, acc_dtypes, block, items, shift, has_init,
+                     det):
+    """Kernel factory of the column scan; see the module docstring.
+
+    Kernel arguments: ``src, dst, init, n, m, nbatch, nb1, s_in, b0_in, b1_in, s_out,
+    b0_out, b1_out`` (as :func:`make_tile_scan`, plus the number of columns ``nbatch``),
+    ``cb`` (columns per block), ``nstrips`` (blocks across the columns), ``nchunks``
+    (chunks of ``(block // cb) * items`` rows down the scan axis), ``status, vals,
+    counter, base, epoch``. Tile ``t`` is chunk ``t // nstrips`` of strip
+    ``t % nstrips``; column ``c`` of tile ``t`` keeps its state in slot ``t * cb + c``.
+    """
+    in_dtypes = tuple(np.dtype(d) for d in in_dtypes)
+    acc_dtypes = tuple(np.dtype(d) for d in acc_dtypes)
+    R = items
+    packed = packable(acc_dtypes)
+    op_v = value_op(fn, tuple_op)
+    comb = tagged_combine(op_v)
+    conv = _make_converter(in_dtypes, acc_dtypes)
+    publish, read = _make_status(acc_dtypes, packed, det)
+    GV = block * R  # staged items, then group aggregates, then column prefixes
+    CV = GV + block
+
+    @cuda.jit(device=True)
+    def lookback(status, vals, chunk, strip, nstrips, cb, c, epoch, counter, init_t, empty):
+        acc = empty
+        if det:
+            lo = chunk - 32
+            q = chunk - 1
+            while q > lo and q >= 0:
+                acc = comb(read(status, vals, (q * nstrips + strip) * cb + c, 1, epoch, counter), acc)
+                q -= 1
+            if lo >= 0:
+                acc = comb(read(status, vals, (lo * nstrips + strip) * cb + c, 2, epoch, counter), acc)
+            else:
+                acc = comb(init_t, acc)
+            return acc
+        q = chunk - 1
+        while q >= 0:
+            x = read(status, vals, (q * nstrips + strip) * cb + c, 0, epoch, counter)
+            acc = comb(x, acc)
+            if x[0] == 2:
+                return acc
+            fi.atomic_add(counter, STAT_AGG_WINDOWS, np.uint64(1))
+            q -= 1
+        return comb(init_t, acc)
+
+    def body(sk, sh, src, dst, init, n, m, nbatch, nb1, s_in, b0_in, b1_in, s_out, b0_out,
+             b1_out, cb, nstrips, nchunks, status, vals, counter, base, epoch):
+        tid = cuda.threadIdx.x
+        if tid == 0:
+            sk[2 * block] = np.int64(fi.atomic_add(counter, 0, np.uint64(1))) - base
+        cuda.syncthreads()
+        t = sk[2 * block]
+        chunk = t // nstrips
+        strip = t - chunk * nstrips
+        G = block // cb
+        g = tid // cb
+        c = tid - g * cb
+        col = strip * cb + c
+        active = g < G and col < nbatch
+        ib = 0
+        ob = 0
+        if active:
+            r0 = col // nb1
+            r1 = col - r0 * nb1
+            ib = r0 * b0_in + r1 * b1_in
+            ob = r0 * b0_out + r1 * b1_out
+        rows0 = (chunk * G + g) * R
+        x0 = conv(fi.load(src, ib))
+        empty = (_ZERO,) + x0
+        agg = empty
+        for j in range(R):
+            r = rows0 + j
+            if active and r < n:
+                x = conv(fi.load(src, ib + r * s_in))
+                fi.store(sh, j * block + tid, x)
+                agg = comb(agg, (_ONE,) + x)
+        _st_tag(sk, tid, sh, GV + tid, agg)
+        cuda.syncthreads()
+        gex = empty
+        for h in range(G):
+            if h < g:
+                gex = comb(gex, _ld_tag(sk, h * cb + c, sh, GV + h * cb + c))
+        if has_init:
+            init_t = (_TWO,) + fi.load(init, 0)
+        else:
+            init_t = empty
+        if g == G - 1 and active:
+            tot = comb(gex, agg)
+            s = t * cb + c
+            last = chunk + 1 >= nchunks
+            if chunk == 0:
+                pre = init_t
+                if not last:
+                    if det:
+                        publish(status, vals, s, 1, tot[1:], epoch)
+                    publish(status, vals, s, 2, comb(pre, tot)[1:], epoch)
+            else:
+                if det or not last:
+                    publish(status, vals, s, 1, tot[1:], epoch)
+                pre = lookback(status, vals, chunk, strip, nstrips, cb, c, epoch, counter,
+                               init_t, empty)
+                if not last:
+                    publish(status, vals, s, 2, comb(pre, tot)[1:], epoch)
+            _st_tag(sk, block + c, sh, CV + c, pre)
+        cuda.syncthreads()
+        if active:
+            run = comb(_ld_tag(sk, block + c, sh, CV + c), gex)
+            for j in range(R):
+                r = rows0 + j
+                if r < n:
+                    run = comb(run, (_ONE,) + fi.load(sh, j * block + tid))
+                    P = r + shift
+                    if P < m:
+                        fi.store(dst, ob + P * s_out, run[1:])
+            if shift and chunk == 0 and g == 0:
+                fi.store(dst, ob, fi.load(init, 0))
+
+    inner = fi.with_shared_scratch(2 * block + 1, np.int64, cuda.jit(device=True)(body), nargs=22)
+    outer = fi.with_shared_scratch(CV + block, acc_dtypes, inner, nargs=21)
+
+    def column_scan(src, dst, init, n, m, nbatch, nb1, s_in, b0_in, b1_in, s_out, b0_out,
+                    b1_out, cb, nstrips, nchunks, status, vals, counter, base, epoch):
+        outer(src, dst, init, n, m, nbatch, nb1, s_in, b0_in, b1_in, s_out, b0_out,
+              b1_out, cb, nstrips, nchunks, status, vals, counter, base, epoch)
+
+    return column_scan

@@ -1,0 +1,607 @@
+"""Scans on backend arrays: generic ``accumulate`` and ``cumulative_sum`` / ``cumulative_prod``.
+
+On our kernels (:mod:`forge_array.kernels.scan`, single pass with decoupled look-back) when
+``runtime.kernels_available(x)``; otherwise NumPy (``cumsum`` / ufunc ``accumulate``) or a
+numba loop on the CPU for generic operators.
+
+Example
+-------
+>>> import numpy as np
+>>> from forge_array import ops
+>>> from forge_array.primitives import accumulate, cumulative_sum
+>>> cumulative_sum(np.array([1, 2, 3], dtype=np.int32), include_initial=True).tolist()
+[0, 1, 3, 6]
+>>> a, b = np.array([0.5, 0.5, 0.5]), np.array([1.0, 1.0, 1.0])
+>>> accumulate(ops.affine, (a, b))[1].tolist()      # h_t = 0.5 h_(t-1) + 1, h_(-1) = 0
+[1.0, 1.5, 1.75]
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+
+import numba
+import numpy as np
+
+from .. import runtime
+from ..kernels import scan as kscan
+from ..runtime import tuning
+from ._layout import collapse
+
+__all__ = ["accumulate", "cumulative_sum", "cumulative_prod", "scan_statistics"]
+
+try:
+    from numpy.exceptions import AxisError
+except ImportError:  # pragma: no cover - numpy < 1.25
+    from numpy import AxisError
+
+_EPOCH_LIMIT = (1 << 30) - 1
+
+
+# --------------------------------------------------------------------------- operators
+
+
+def _resolve(op):
+    """(fn, identity(dtypes) or None, name) of an Operator or a plain function."""
+    fn = getattr(op, "fn", op)
+    if not callable(fn):
+        raise TypeError(f"accumulate: operator must be callable, got {type(op).__name__}")
+    ident = getattr(op, "identity", None)
+    if ident is not None and not callable(ident):
+        ident = None
+    name = getattr(op, "name", None) or getattr(fn, "__qualname__", repr(fn))
+    return fn, ident, name
+
+
+_CHECKED: dict = {}
+
+
+def _check_op(fn, tuple_op, acc_dtypes, name):
+    """TypeError unless ``fn`` compiles for elements of ``acc_dtypes`` and returns values that
+    convert to them (same structure; same kind or narrower, as NumPy's same_kind casting)."""
+    key = (fn, tuple_op, acc_dtypes)
+    try:
+        if key in _CHECKED:
+            return
+    except TypeError:
+        key = None
+    types = tuple(runtime.numba_type(d) for d in acc_dtypes)
+    if tuple_op:
+        argt = numba.types.Tuple(types) if len(set(types)) > 1 else numba.types.UniTuple(types[0], len(types))
+        ret = runtime.result_type(fn, (argt, argt))
+        rets = list(getattr(ret, "types", ()))
+        if not isinstance(ret, numba.types.BaseTuple) or len(rets) != len(types):
+            raise TypeError(f"accumulate: operator {name} returns {ret} for elements of "
+                            f"{argt}; expected a tuple of {len(types)} values")
+    else:
+        ret = runtime.result_type(fn, (types[0], types[0]))
+        rets = [ret]
+    for r, d in zip(rets, acc_dtypes):
+        try:
+            rd = numba.np.numpy_support.as_dtype(r)
+        except Exception as exc:
+            raise TypeError(f"accumulate: operator {name} returns {r}, not a number, for "
+                            f"elements of {d}") from exc
+        if not (np.can_cast(rd, d, "same_kind") or (d.kind == "b" and rd.kind in "iub")):
+            raise TypeError(f"accumulate: operator {name} returns {rd} for elements of {d}; "
+                            "the result must keep the element type")
+    if key is not None:
+        _CHECKED[key] = True
+
+
+# --------------------------------------------------------------------------- arguments
+
+
+def _xp(a):
+    return runtime.cupy() if runtime.is_cupy_array(a) else np
+
+
+def _inputs(x):
+    if isinstance(x, (tuple, list)):
+        xs = list(x)
+        if not xs:
+            raise ValueError("accumulate: empty tuple of arrays")
+        is_tuple = True
+    else:
+        xs = [x]
+        is_tuple = False
+    for a in xs:
+        if not hasattr(a, "shape") or not hasattr(a, "dtype"):
+            raise TypeError(f"accumulate: expected NumPy or CuPy arrays, got {type(a).__name__}")
+    shape = xs[0].shape
+    kind = runtime.is_cupy_array(xs[0])
+    for a in xs[1:]:
+        if a.shape != shape:
+            raise ValueError(f"accumulate: arrays of a tuple must have one shape, got {shape} "
+                             f"and {a.shape}")
+        if runtime.is_cupy_array(a) != kind:
+            raise ValueError("accumulate: arrays of a tuple must be on one device")
+        if kind and a.device != xs[0].device:
+            raise ValueError("accumulate: arrays of a tuple must be on one device")
+    return xs, is_tuple
+
+
+def _normalize_axis(axis, ndim):
+    if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)):
+        raise TypeError(f"accumulate: axis must be an int or None, got {type(axis).__name__}")
+    axis = int(axis)
+    if not -ndim <= axis < ndim:
+        raise AxisError(axis, ndim)
+    return axis % ndim
+
+
+def _value(v, dtypes, what):
+    """Tuple of NumPy scalars of ``dtypes`` from a scalar or tuple ``v``."""
+    vals = tuple(v) if isinstance(v, (tuple, list)) else (v,)
+    if len(vals) != len(dtypes):
+        raise ValueError(f"accumulate: {what} has {len(vals)} components, expected {len(dtypes)}")
+    out = []
+    for a, d in zip(vals, dtypes):
+        a = a.item() if hasattr(a, "item") and getattr(a, "size", 1) == 1 else a
+        with np.errstate(all="ignore"):
+            out.append(np.asarray(a).astype(d)[()])
+    return tuple(out)
+
+
+# --------------------------------------------------------------------------- public API
+
+
+def accumulate(op, x, /, *, axis=None, init=None, include_initial=False, exclusive=False,
+               reverse=False, out=None, deterministic=False):
+    """Inclusive scan of ``x`` with the associative operator ``op`` along ``axis``.
+
+    ``op`` is a :class:`forge_array.ops.Operator` or any plain Python function of two
+    elements that numba compiles (commutative or not); elements are scalars, or tuples when
+    ``x`` is a tuple of arrays (struct-of-arrays: the result is then a tuple of arrays).
+    ``axis=None`` scans the C-order flattening (as ``numpy.cumsum``). The result at ``k`` is
+    ``op(...op(op(init, x_0), x_1)..., x_k)`` (``init`` left out when None).
+
+    ``include_initial``: the output is one longer along ``axis`` and starts with ``init``
+    (the operator's identity when ``init`` is None). ``exclusive``: element ``k`` gets the
+    combination of the elements before it (``init`` / identity first). ``reverse``: scan
+    from the end (the result is ``flip(accumulate(op, flip(x)))``). ``out``: backend
+    array(s) of the result's shape and dtype(s), possibly views. ``deterministic``:
+    bitwise-identical results run to run for floating-point operators (the look-back then
+    combines in a fixed order; see docs/scans.md for the cost).
+
+    >>> import numpy as np
+    >>> accumulate(lambda a, b: max(a, b), np.array([3, 1, 4, 1, 5])).tolist()
+    [3, 3, 4, 4, 5]
+    >>> matmul2 = lambda p, q: (p[0] * q[0] + p[1] * q[2], p[0] * q[1] + p[1] * q[3],
+    ...                         p[2] * q[0] + p[3] * q[2], p[2] * q[1] + p[3] * q[3])
+    >>> m = tuple(np.array([v, v]) for v in (1.0, 1.0, 0.0, 1.0))   # [[1,1],[0,1]] twice
+    >>> [c.tolist() for c in accumulate(matmul2, m)]
+    [[1.0, 1.0], [1.0, 2.0], [0.0, 0.0], [1.0, 1.0]]
+    """
+    fn, ident, name = _resolve(op)
+    xs, is_tuple = _inputs(x)
+    dtypes = tuple(np.dtype(a.dtype) for a in xs)
+    return _accumulate(fn, is_tuple, xs, dtypes, dtypes, ident, name, axis=axis, init=init,
+                       include_initial=include_initial, exclusive=exclusive, reverse=reverse,
+                       out=out, deterministic=deterministic, flatten=True)
+
+
+def _accumulate(fn, tuple_op, xs, in_dtypes, acc_dtypes, ident, name, *, axis, init,
+                include_initial, exclusive, reverse, out, deterministic, flatten):
+    if include_initial and exclusive:
+        raise ValueError("accumulate: include_initial and exclusive exclude each other")
+    _check_op(fn, tuple_op, acc_dtypes, name)
+    if axis is None:
+        if xs[0].ndim != 1:
+            if not flatten:
+                raise ValueError(f"{name}: axis must be given for a {xs[0].ndim}-D array")
+            xs = [a.reshape(-1) for a in xs]
+        axis = 0
+    elif xs[0].ndim == 0:
+        raise AxisError(axis, 0)
+    else:
+        axis = _normalize_axis(axis, xs[0].ndim)
+    if init is not None:
+        init = _value(init, acc_dtypes, "init")
+    elif include_initial or exclusive:
+        iv = ident(acc_dtypes if tuple_op else acc_dtypes[0]) if ident is not None else None
+        if iv is None:
+            raise ValueError(f"accumulate: operator {name} has no identity; pass init= for "
+                             "include_initial / exclusive scans")
+        init = _value(iv, acc_dtypes, "identity")
+    shift = 1 if (include_initial or exclusive) else 0
+    shape = list(xs[0].shape)
+    n = shape[axis]
+    m = n + 1 if include_initial else n
+    shape[axis] = m
+    shape = tuple(shape)
+    xp = _xp(xs[0])
+    if out is None:
+        outs = [xp.empty(shape, dtype=d) for d in acc_dtypes]
+    else:
+        outs = list(out) if isinstance(out, (tuple, list)) else [out]
+        if len(outs) != len(acc_dtypes) or (isinstance(out, (tuple, list)) != tuple_op):
+            want = f"a tuple of {len(acc_dtypes)} arrays" if tuple_op else "one array"
+            raise ValueError(f"accumulate: out must be {want}")
+        for o, d in zip(outs, acc_dtypes):
+            if tuple(o.shape) != shape or np.dtype(o.dtype) != d:
+                raise ValueError(f"accumulate: out has shape {tuple(o.shape)} and dtype {o.dtype}, "
+                                 f"expected {shape} and {d}")
+            if runtime.is_cupy_array(o) != runtime.is_cupy_array(xs[0]):
+                raise ValueError("accumulate: out must be on the device of x")
+    if n == 0 or math.prod(shape) == 0:
+        if shift and math.prod(shape) > 0:
+            for o, v in zip(outs, init):
+                idx = [slice(None)] * len(shape)
+                idx[axis] = -1 if reverse else 0
+                o[tuple(idx)] = v
+        return tuple(outs) if tuple_op else outs[0]
+    if runtime.kernels_available(xs[0]) and all(d.itemsize <= 16 for d in acc_dtypes):
+        _scan_kernel(fn, tuple_op, xs, outs, in_dtypes, acc_dtypes, axis, init, shift, m,
+                     reverse, deterministic)
+    else:
+        _scan_cpu(fn, tuple_op, xs, outs, acc_dtypes, axis, init, shift, m, reverse)
+    return tuple(outs) if tuple_op else outs[0]
+
+
+def _sum_dtype(dt, dtype, name):
+    if dtype is not None:
+        dtype = np.dtype(dtype)
+        if np.dtype(dt).kind == "c" and dtype.kind != "c":
+            raise TypeError(f"{name}: cannot accumulate {dt} in {dtype}")
+        return dtype
+    dt = np.dtype(dt)
+    if dt.kind == "b" or (dt.kind == "i" and dt.itemsize < 8):
+        return np.dtype(np.int64)
+    if dt.kind == "u" and dt.itemsize < 8:
+        return np.dtype(np.uint64)
+    return dt
+
+
+def _cumulative(opname, x, axis, dtype, include_initial, out):
+    from .. import ops
+
+    if x.ndim == 0:
+        raise ValueError(f"{opname}: x must have at least one dimension")
+    if axis is None and x.ndim > 1:
+        raise ValueError(f"{opname}: axis must be given for a {x.ndim}-D array")
+    op = ops.add if opname == "cumulative_sum" else ops.multiply
+    acc = _sum_dtype(x.dtype, dtype, opname)
+    return _accumulate(op.fn, False, [x], (np.dtype(x.dtype),), (acc,), op.identity, opname,
+                       axis=axis, init=None, include_initial=include_initial, exclusive=False,
+                       reverse=False, out=out, deterministic=False, flatten=False)
+
+
+def cumulative_sum(x, /, *, axis=None, dtype=None, include_initial=False, out=None):
+    """Cumulative sum of backend array ``x`` along ``axis`` (optional for 1-D), accumulated in
+    ``dtype`` (default: the standard's rule, int64 / uint64 for smaller integers and bool),
+    without converting a copy of ``x`` first. ``include_initial`` prepends a 0.
+
+    >>> import numpy as np
+    >>> cumulative_sum(np.array([[1, 2], [3, 4]], dtype=np.int8), axis=0).tolist()
+    [[1, 2], [4, 6]]
+    """
+    return _cumulative("cumulative_sum", x, axis, dtype, include_initial, out)
+
+
+def cumulative_prod(x, /, *, axis=None, dtype=None, include_initial=False, out=None):
+    """Cumulative product of backend array ``x`` along ``axis`` (optional for 1-D); dtype
+    rules as :func:`cumulative_sum`; ``include_initial`` prepends a 1.
+
+    >>> import numpy as np
+    >>> cumulative_prod(np.array([1.0, 2.0, 3.0]), include_initial=True).tolist()
+    [1.0, 1.0, 2.0, 6.0]
+    """
+    return _cumulative("cumulative_prod", x, axis, dtype, include_initial, out)
+
+
+# --------------------------------------------------------------------------- CPU path
+
+
+_CPU_FNS: dict = {}
+
+
+def _cpu_scanner(fn, tuple_op, dtypes):
+    key = (fn, tuple_op, dtypes)
+    try:
+        f = _CPU_FNS.get(key)
+    except TypeError:
+        key, f = None, None
+    if f is not None:
+        return f
+    K = len(dtypes)
+    g = {"njit": numba.njit, "f": numba.njit(getattr(fn, "py_func", fn))}
+    for k, d in enumerate(dtypes):
+        g[f"T{k}"] = d.type
+    ld = ", ".join(f"xs[{k}][b, i]" for k in range(K))
+    st = "\n".join(f"    outs[{k}][b, i] = v[{k}]" for k in range(K))
+    cast = ", ".join(f"T{k}(r[{k}])" for k in range(K))
+    call = "f(a, x)" if tuple_op else "(f(a[0], x[0]),)"
+    src = f"""
+@njit
+def ld(xs, b, i):
+    return ({ld},)
+
+@njit
+def st(outs, b, i, v):
+{st}
+
+@njit
+def op(a, x):
+    r = {call}
+    return ({cast},)
+
+@njit
+def scan(xs, outs, init, has_init, shift):
+    nb, n = xs[0].shape
+    m = outs[0].shape[1]
+    for b in range(nb):
+        acc = init
+        if has_init and shift:
+            st(outs, b, 0, acc)
+        for i in range(n):
+            x = ld(xs, b, i)
+            if i == 0 and not has_init:
+                acc = x
+            else:
+                acc = op(acc, x)
+            if i + shift < m:
+                st(outs, b, i + shift, acc)
+"""
+    exec(compile(src, "<forge_array.primitives.scan cpu>", "exec"), g)
+    f = g["scan"]
+    if key is not None:
+        _CPU_FNS[key] = f
+    return f
+
+
+def _scan_cpu(fn, tuple_op, xs, outs, acc_dtypes, axis, init, shift, m, reverse):
+    """CPU scan (NumPy arrays; CuPy arrays go through the host)."""
+    on_gpu = runtime.is_cupy_array(xs[0])
+    hx = [a.get() if on_gpu else a for a in xs]
+    hx = [np.moveaxis(a, axis, -1) for a in hx]
+    if reverse:
+        hx = [a[..., ::-1] for a in hx]
+    bshape = hx[0].shape[:-1]
+    n = hx[0].shape[-1]
+    nb = math.prod(bshape)
+    xs2 = tuple(np.ascontiguousarray(a, dtype=a.dtype).reshape(nb, n) for a in hx)
+    res = tuple(np.empty((nb, m), dtype=d) for d in acc_dtypes)
+    has_init = init is not None
+    iv = init if has_init else tuple(d.type(0) for d in acc_dtypes)
+    from .. import ops
+
+    ufn = {ops.add.fn: np.add, ops.multiply.fn: np.multiply}.get(fn) if not tuple_op else None
+    if ufn is not None:
+        r = ufn.accumulate(xs2[0], axis=1, dtype=acc_dtypes[0])
+        if has_init:
+            r = ufn(iv[0], r, dtype=acc_dtypes[0])
+            if shift:
+                res[0][:, 0] = iv[0]
+        res[0][:, shift:] = r[:, : m - shift]
+    else:
+        xs2 = tuple(a.astype(d, copy=False) for a, d in zip(xs2, acc_dtypes))
+        with np.errstate(all="ignore"):
+            _cpu_scanner(fn, tuple_op, acc_dtypes)(xs2, res, iv, has_init, shift)
+    for o, r in zip(outs, res):
+        r = r.reshape(bshape + (m,))
+        if reverse:
+            r = r[..., ::-1]
+        r = np.moveaxis(r, -1, axis)
+        if on_gpu:
+            o[...] = runtime.cupy().asarray(r)
+        else:
+            o[...] = r
+
+
+# --------------------------------------------------------------------------- kernel path
+
+
+class _State:
+    """Tile-status storage of one (device, stream, value type): reused by every launch; the
+    epoch makes old words read as INVALID, the base turns the monotone ticket counter into
+    tile ids, so nothing is ever cleared between launches."""
+
+    __slots__ = ("status", "vals", "counter", "base", "epoch", "slots")
+
+    def __init__(self, like, packed, acc_dtypes, slots):
+        xp = _xp(like)
+        self.slots = slots
+        if packed:
+            self.status = xp.zeros(2 * slots, dtype=np.uint64)
+            self.vals = tuple(xp.zeros(1, dtype=d) for d in acc_dtypes)
+        else:
+            self.status = xp.zeros(slots, dtype=np.uint32)
+            self.vals = tuple(xp.zeros(2 * slots, dtype=d) for d in acc_dtypes)
+        self.counter = xp.zeros(kscan.STAT_WORDS, dtype=np.uint64)
+        self.base = 0
+        self.epoch = 1
+
+
+_local = threading.local()
+
+
+def _state_key(like):
+    if runtime.is_cupy_array(like):
+        cp = runtime.cupy()
+        return (cp.cuda.runtime.getDevice(), cp.cuda.get_current_stream().ptr)
+    return ("host",)
+
+
+def _state(like, acc_dtypes, slots):
+    cache = getattr(_local, "states", None)
+    if cache is None:
+        cache = _local.states = {}
+    packed = kscan.packable(acc_dtypes)
+    key = _state_key(like) + (packed, acc_dtypes)
+    st = cache.get(key)
+    if st is None or st.slots < slots:
+        new = _State(like, packed, acc_dtypes, max(slots, 2 * st.slots if st else 1024))
+        if st is not None:  # keep the ticket counter and its base
+            new.counter, new.base = st.counter, st.base
+        cache[key] = st = new
+    return st
+
+
+def _after_launch(st, ntiles):
+    st.base += ntiles
+    st.epoch += 1
+    if st.epoch >= _EPOCH_LIMIT:
+        st.status[...] = 0
+        st.epoch = 1
+
+
+def scan_statistics():
+    """Look-back statistics of this thread's scans so far (simulator and GPU): ``spins``
+    (reads of a predecessor that had not published yet) and ``agg_steps`` (look-back steps
+    that found only aggregates and went further back). Reads device memory (syncs).
+
+    >>> sorted(scan_statistics())
+    ['agg_steps', 'spins']
+    """
+    spins = agg = 0
+    for st in getattr(_local, "states", {}).values():
+        c = st.counter.get() if runtime.is_cupy_array(st.counter) else st.counter
+        spins += int(c[kscan.STAT_SPINS])
+        agg += int(c[kscan.STAT_AGG_WINDOWS])
+    return {"spins": spins, "agg_steps": agg}
+
+
+_INIT_CACHE: dict = {}
+
+
+def _init_buffers(like, acc_dtypes, init):
+    key = (_state_key(like), acc_dtypes, None if init is None else tuple(v.tobytes() for v in init))
+    b = _INIT_CACHE.get(key)
+    if b is None:
+        xp = _xp(like)
+        vals = init if init is not None else tuple(d.type(0) for d in acc_dtypes)
+        b = tuple(xp.asarray(np.array([v], dtype=d)) for v, d in zip(vals, acc_dtypes))
+        if len(_INIT_CACHE) > 256:
+            _INIT_CACHE.clear()
+        _INIT_CACHE[key] = b
+    return b
+
+
+def _items_for(p, acc_dtypes):
+    nbytes = sum(d.itemsize for d in acc_dtypes)
+    items = max(1, min(p.get("items_max", 32), p["item_bytes"] // nbytes))
+    return 1 << (items.bit_length() - 1)  # a power of two
+
+
+def _common_layout(arrs):
+    """Element strides shared by all arrays, or None."""
+    try:
+        ss = [runtime.element_strides(a) for a in arrs]
+    except ValueError:
+        return None
+    return ss[0] if all(s == ss[0] for s in ss) else None
+
+
+def _scan_kernel(fn, tuple_op, xs, outs, in_dtypes, acc_dtypes, axis, init, shift, m,
+                 reverse, det):
+    xp = _xp(xs[0])
+    xv = [xp.moveaxis(a, axis, -1) for a in xs]
+    ov = [xp.moveaxis(o, axis, -1) for o in outs]
+    if reverse:
+        xv = [a[..., ::-1] for a in xv]
+        ov = [o[..., ::-1] for o in ov]
+    sx = _common_layout(xv)
+    if sx is None:
+        xv = [xp.ascontiguousarray(a) for a in xv]
+        sx = runtime.element_strides(xv[0])
+    so = _common_layout(ov)
+    tmp = None
+    if so is None:
+        tmp, ov = ov, [xp.empty(o.shape, dtype=o.dtype) for o in ov]
+        so = runtime.element_strides(ov[0])
+    n = xv[0].shape[-1]
+    bshape, (bx, bo) = collapse(xv[0].shape[:-1], [sx[:-1], so[:-1]])
+    if len(bshape) > 2:  # rare: make the batch dimensions collapsible
+        xv = [xp.ascontiguousarray(a) for a in xv]
+        sx = runtime.element_strides(xv[0])
+        if tmp is None:
+            tmp, ov = ov, [xp.empty(o.shape, dtype=o.dtype) for o in ov]
+            so = runtime.element_strides(ov[0])
+        bshape, (bx, bo) = collapse(xv[0].shape[:-1], [sx[:-1], so[:-1]])
+    pad = 2 - len(bshape)
+    bshape = (1,) * pad + tuple(bshape)
+    bx = (0,) * pad + tuple(bx)
+    bo = (0,) * pad + tuple(bo)
+    nbatch = bshape[0] * bshape[1]
+    s_in, s_out = sx[-1], so[-1]
+    launch_scan(fn, tuple_op, xv, ov, in_dtypes, acc_dtypes, init, shift, n, m, nbatch,
+                bshape[1], s_in, bx, s_out, bo, det)
+    if tmp is not None:
+        for t, o in zip(tmp, ov):
+            t[...] = o
+
+
+_PLANS: dict = {}
+
+
+def launch_scan(fn, tuple_op, xv, ov, in_dtypes, acc_dtypes, init, shift, n, m, nbatch, nb1,
+                s_in, bx, s_out, bo, det):
+    """Choose the kernel and launch shape for a batched scan of ``nbatch`` rows of ``n``
+    elements (strides in elements) and launch it (host side of :mod:`..kernels.scan`)."""
+    like = xv[0]
+    pt = tuning.params("scan")
+    pc = tuning.params("scan_columns")
+    tile = pt["block"] * _items_for(pt, acc_dtypes)
+    columns = nb1 > 1 and abs(bx[1]) == 1 and abs(s_in) != 1 and n > 1
+    short_rows = nbatch >= 64 and n * 4 < tile
+    has_init = init is not None
+    src = tuple(runtime.buffer_of(a) for a in xv)
+    dst = tuple(runtime.buffer_of(o) for o in ov)
+    ib = _init_buffers(like, acc_dtypes, init)
+    initb = tuple(runtime.buffer_of(b) for b in ib)
+    I64 = runtime.i64
+    if columns or short_rows:
+        block = pc["block"]
+        items = pc["items"]
+        cb = min(block, nbatch)
+        G = block // cb
+        nstrips = -(-nbatch // cb)
+        nchunks = -(-n // (G * items))
+        ntiles = nstrips * nchunks
+        st = _state(like, acc_dtypes, ntiles * cb)
+        argtypes = (runtime.tuple_ptr_t(in_dtypes), runtime.tuple_ptr_t(acc_dtypes),
+                    runtime.tuple_ptr_t(acc_dtypes)) + (I64,) * 13 + (
+            runtime.ptr_t(st.status.dtype), runtime.tuple_ptr_t(acc_dtypes),
+            runtime.ptr_t(np.uint64), I64, I64)
+        k = runtime.compile_kernel(
+            kscan.make_column_scan,
+            (fn, tuple_op, in_dtypes, acc_dtypes, block, items, shift, has_init, bool(det)),
+            argtypes)
+        args = (src, dst, initb, n, m, nbatch, nb1, s_in, bx[0], bx[1], s_out, bo[0], bo[1],
+                cb, nstrips, nchunks, runtime.buffer_of(st.status),
+                tuple(runtime.buffer_of(v) for v in st.vals), runtime.buffer_of(st.counter),
+                st.base, st.epoch)
+        runtime.launch(k, ntiles, block, args)
+        _after_launch(st, ntiles)
+        return
+    block = pt["block"]
+    items = _items_for(pt, acc_dtypes)
+    tile = block * items
+    lead = 0
+    vec = False
+    if (not tuple_op and s_in == 1 and kscan._vec_ok(in_dtypes, acc_dtypes, block, items)
+            and pt.get("vector", True)):
+        isz = in_dtypes[0].itemsize
+        V = 16 // isz
+        mis = runtime.misalignment(xv[0])
+        if mis % isz == 0 and all(b % V == 0 for b, sz in zip(bx, (nbatch // nb1, nb1)) if sz > 1):
+            vec = True
+            lead = mis // isz
+    tpr = -(-(n + lead) // tile)
+    ntiles = tpr * nbatch
+    st = _state(like, acc_dtypes, ntiles)
+    argtypes = (runtime.tuple_ptr_t(in_dtypes), runtime.tuple_ptr_t(acc_dtypes),
+                runtime.tuple_ptr_t(acc_dtypes)) + (I64,) * 11 + (
+        runtime.ptr_t(st.status.dtype), runtime.tuple_ptr_t(acc_dtypes),
+        runtime.ptr_t(np.uint64), I64, I64)
+    k = runtime.compile_kernel(
+        kscan.make_tile_scan,
+        (fn, tuple_op, in_dtypes, acc_dtypes, block, items, shift, has_init, bool(det), vec),
+        argtypes)
+    args = (src, dst, initb, n, m, nb1, s_in, bx[0], bx[1], s_out, bo[0], bo[1], lead, tpr,
+            runtime.buffer_of(st.status), tuple(runtime.buffer_of(v) for v in st.vals),
+            runtime.buffer_of(st.counter), st.base, st.epoch)
+    runtime.launch(k, ntiles, block, args)
+    _after_launch(st, ntiles)
