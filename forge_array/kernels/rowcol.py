@@ -1,0 +1,556 @@
+"""Row and column kernels: ``out[r] = op-reduce_j f(A0[r, j], A1[r, j], ...)``.
+
+One implementation serves the axis reductions (``x = None``: one input) and the
+matrix-vector products (``y = A @ x`` is the row reduction of ``f = multiply`` over the
+inputs ``(A, x)`` where ``x`` has row stride 0). KernelForge's layout (its Figure 2):
+
+- :func:`make_row_kernel` reduces along the *contiguous* axis (each output reads one
+  row of consecutive elements).
+
+  * ``G <= 32`` (short rows): lanes split into groups of ``G`` lanes; a group owns one
+    row (``G = 32``: one warp per row; ``G = 8``: four rows per warp, e.g. ``p = 10``).
+    Group totals by ``shfl_down`` inside the warp. Grid-stride over rows.
+  * ``G == BLOCK`` (long rows): ``SPLIT`` blocks per row; each reduces its chunk with a
+    block reduction; for ``SPLIT > 1`` each writes a partial, takes an atomic ticket,
+    and the last block of the row combines the partials and resets the ticket. No float
+    atomics: results are the same run to run.
+  * 128-bit loads (``VEC > 1``) when the rows are contiguous: scalar head up to the
+    16-byte boundary, vector body, scalar tail.
+
+- :func:`make_col_kernel` reduces *across* the contiguous axis: a block owns a tile of
+  ``C`` consecutive outputs; thread ``t`` owns output ``t % C`` and rows ``t // C`` +
+  ``k * (BLOCK // C)``, so a warp reads consecutive elements (coalesced) even when
+  there are few outputs (``C = 10``: a warp covers 3.2 rows; the "warp-cooperative"
+  layout of tall, narrow matrices). Per-output partials are combined through shared
+  memory; ``SPLIT`` blocks share a tile's rows (partials + last-block ticket as above).
+
+Layout of every kernel's arguments (the host flattens any view into this, see
+:mod:`forge_array.primitives.axis_reduce`):
+
+``(ins, out, part, tick, nb, nr, m0, m1, SB, SR, S0, S1, ob, orr, kb, L0, L1, chunk, aux)``
+
+- ``ins``: tuple of the ``K`` input buffers (each a buffer or a tuple of buffers).
+- ``out``: result buffer(s) of the accumulator type; element ``(b, i)`` at
+  ``b * ob + i * orr``. ``part``: partials (``SPLIT > 1``; else any buffer of that
+  type); ``tick``: zeroed uint32 tickets, left zeroed.
+- output rows ``(b, i)`` in ``nb x nr``; reduction index ``j`` in ``m0 * m1`` =
+  ``(j0, j1)``. Input ``k``'s element is at
+  ``b * SB[k] + i * SR[k] + j0 * S0[k] + j1 * S1[k]``.
+- with ``INDEX``, ``f`` also receives ``kb + j0 * L0 + j1 * L1`` (the position of the
+  element in the reduced axes, for argmax / argmin).
+- ``chunk``: reduction elements per split block. ``aux``: the 16-byte misalignment of
+  input 0's origin in elements (row kernel with ``VEC > 1``), or ``C`` (column kernel).
+
+Values are scalars or tuples (struct-of-arrays in memory, tuples in registers): ``ID``
+(the identity of ``op``, a NumPy scalar or tuple of them) fixes the accumulator type, and
+every ``f`` / ``op`` result is converted to it. ``op`` must be associative; the kernels
+combine in index order inside a lane/group/block but lanes take strided elements, so a
+non-commutative ``op`` is only correct where the primitive says so (it is the caller's
+contract that ``op`` is commutative).
+
+Example
+-------
+>>> import numpy as np
+>>> k = make_row_kernel(lambda a, b: a * b, lambda a, b: a + b, 2, np.dtype("float32"),
+...                     np.float32(0), False, None, 32, 64, 1, False, False, 1, 1)
+>>> callable(k)
+True
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import cuda
+
+from .. import intrinsics as fi
+
+#: largest number of input arrays a kernel takes
+MAX_INPUTS = 3
+
+_TRUE = np.bool_(True)
+_FALSE = np.bool_(False)
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _make_call(f, K, INDEX, ID, FLAG=False):
+    """``(v_0, ..., v_{K-1}, kidx) -> f(v_0, ..., [kidx])`` converted to the type of ``ID``
+    (with ``FLAG``: ``(True, value)``, ``ID`` being the flagged identity)."""
+    if FLAG:
+        inner = _make_call(f, K, INDEX, ID[1])
+        if K == 1:
+            def call(a, kidx):
+                return (_TRUE, inner(a, kidx))
+        elif K == 2:
+            def call(a, x, kidx):
+                return (_TRUE, inner(a, x, kidx))
+        else:
+            def call(a, x, y, kidx):
+                return (_TRUE, inner(a, x, y, kidx))
+        return cuda.jit(device=True)(call)
+    if K == 1:
+        if INDEX:
+            def call(a, kidx):
+                return fi.cast_like(f(a, kidx), ID)
+        else:
+            def call(a, kidx):
+                return fi.cast_like(f(a), ID)
+    elif K == 2:
+        if INDEX:
+            def call(a, x, kidx):
+                return fi.cast_like(f(a, x, kidx), ID)
+        else:
+            def call(a, x, kidx):
+                return fi.cast_like(f(a, x), ID)
+    elif K == 3:
+        if INDEX:
+            def call(a, x, y, kidx):
+                return fi.cast_like(f(a, x, y, kidx), ID)
+        else:
+            def call(a, x, y, kidx):
+                return fi.cast_like(f(a, x, y), ID)
+    else:
+        raise ValueError(f"at most {MAX_INPUTS} input arrays, got {K}")
+    return cuda.jit(device=True)(call)
+
+
+def _make_apply(call, K):
+    """``(ins, o, kidx) -> call(ins[0][o[0]], ..., kidx)``."""
+    if K == 1:
+        def apply(ins, o, kidx):
+            return call(fi.load(ins[0], o[0]), kidx)
+    elif K == 2:
+        def apply(ins, o, kidx):
+            return call(fi.load(ins[0], o[0]), fi.load(ins[1], o[1]), kidx)
+    else:
+        def apply(ins, o, kidx):
+            return call(fi.load(ins[0], o[0]), fi.load(ins[1], o[1]), fi.load(ins[2], o[2]), kidx)
+    return cuda.jit(device=True)(apply)
+
+
+def _make_offsets(K):
+    """``(base, S, j) -> tuple(base[k] + j * S[k])`` and ``(b, i, SB, SR)`` row bases."""
+    if K == 1:
+        def offs(base, S, j):
+            return (base[0] + j * S[0],)
+
+        def bases(b, i, SB, SR):
+            return (b * SB[0] + i * SR[0],)
+
+        def add2(o, j0, S0):
+            return (o[0] + j0 * S0[0],)
+    elif K == 2:
+        def offs(base, S, j):
+            return (base[0] + j * S[0], base[1] + j * S[1])
+
+        def bases(b, i, SB, SR):
+            return (b * SB[0] + i * SR[0], b * SB[1] + i * SR[1])
+
+        def add2(o, j0, S0):
+            return (o[0] + j0 * S0[0], o[1] + j0 * S0[1])
+    elif K == 3:
+        def offs(base, S, j):
+            return (base[0] + j * S[0], base[1] + j * S[1], base[2] + j * S[2])
+
+        def bases(b, i, SB, SR):
+            return (b * SB[0] + i * SR[0], b * SB[1] + i * SR[1], b * SB[2] + i * SR[2])
+
+        def add2(o, j0, S0):
+            return (o[0] + j0 * S0[0], o[1] + j0 * S0[1], o[2] + j0 * S0[2])
+    else:
+        raise ValueError(f"at most {MAX_INPUTS} input arrays, got {K}")
+    dev = cuda.jit(device=True)
+    return dev(offs), dev(bases), dev(add2)
+
+
+def _make_vapply(call, opd, K, ID, VEC):
+    """``(ins, o, kidx, L1, acc) -> acc`` folding ``VEC`` consecutive elements read with
+    128-bit loads at offsets ``o`` (16-byte aligned)."""
+    if K == 1:
+        def vapply(ins, o, kidx, L1, acc):
+            a = fi.vload(ins[0], o[0])
+            for e in range(VEC):
+                acc = fi.cast_like(opd(acc, call(a[e], kidx + e * L1)), ID)
+            return acc
+    elif K == 2:
+        def vapply(ins, o, kidx, L1, acc):
+            a = fi.vload(ins[0], o[0])
+            x = fi.vload(ins[1], o[1])
+            for e in range(VEC):
+                acc = fi.cast_like(opd(acc, call(a[e], x[e], kidx + e * L1)), ID)
+            return acc
+    else:
+        def vapply(ins, o, kidx, L1, acc):
+            a = fi.vload(ins[0], o[0])
+            x = fi.vload(ins[1], o[1])
+            y = fi.vload(ins[2], o[2])
+            for e in range(VEC):
+                acc = fi.cast_like(opd(acc, call(a[e], x[e], y[e], kidx + e * L1)), ID)
+            return acc
+    return cuda.jit(device=True)(vapply)
+
+
+def _make_range_reduce(fd, opd, K, ID, FLAG, RED2, INDEX, VEC, UNROLL):
+    """Device function ``(ins, base, S0, S1, m1, kb, L0, L1, lo, hi, t, T, mis, acc) ->
+    acc`` folding the elements ``j = lo + t, lo + t + T, ...`` below ``hi`` of one output.
+
+    With ``VEC > 1`` (requires ``S1[k] == 1`` for every input, no ``RED2`` and the same
+    16-byte phase for every input) thread ``t`` of the ``T`` folds whole 128-bit vectors.
+    """
+    call = _make_call(fd, K, INDEX, ID, FLAG)
+    apply = _make_apply(call, K)
+    offs, _, add2 = _make_offsets(K)
+    vapply = _make_vapply(call, opd, K, ID, VEC) if VEC > 1 else None
+
+    @cuda.jit(device=True)
+    def elem(ins, base, S0, S1, m1, kb, L0, L1, j):
+        if RED2:
+            j0 = j // m1
+            j1 = j - j0 * m1
+            o = add2(offs(base, S1, j1), j0, S0)
+            return apply(ins, o, kb + j0 * L0 + j1 * L1)
+        return apply(ins, offs(base, S1, j), kb + j * L1)
+
+    @cuda.jit(device=True)
+    def scalar_range(ins, base, S0, S1, m1, kb, L0, L1, j, hi, T, acc):
+        if UNROLL >= 4:
+            while j + 3 * T < hi:
+                v0 = elem(ins, base, S0, S1, m1, kb, L0, L1, j)
+                v1 = elem(ins, base, S0, S1, m1, kb, L0, L1, j + T)
+                v2 = elem(ins, base, S0, S1, m1, kb, L0, L1, j + 2 * T)
+                v3 = elem(ins, base, S0, S1, m1, kb, L0, L1, j + 3 * T)
+                acc = fi.cast_like(opd(acc, v0), ID)
+                acc = fi.cast_like(opd(acc, v1), ID)
+                acc = fi.cast_like(opd(acc, v2), ID)
+                acc = fi.cast_like(opd(acc, v3), ID)
+                j += 4 * T
+        elif UNROLL >= 2:
+            while j + T < hi:
+                v0 = elem(ins, base, S0, S1, m1, kb, L0, L1, j)
+                v1 = elem(ins, base, S0, S1, m1, kb, L0, L1, j + T)
+                acc = fi.cast_like(opd(acc, v0), ID)
+                acc = fi.cast_like(opd(acc, v1), ID)
+                j += 2 * T
+        while j < hi:
+            acc = fi.cast_like(opd(acc, elem(ins, base, S0, S1, m1, kb, L0, L1, j)), ID)
+            j += T
+        return acc
+
+    if VEC <= 1:
+        @cuda.jit(device=True)
+        def range_reduce(ins, base, S0, S1, m1, kb, L0, L1, lo, hi, t, T, mis, acc):
+            return scalar_range(ins, base, S0, S1, m1, kb, L0, L1, lo + t, hi, T, acc)
+
+        return range_reduce
+
+    @cuda.jit(device=True)
+    def range_reduce_vec(ins, base, S0, S1, m1, kb, L0, L1, lo, hi, t, T, mis, acc):
+        # first element index >= lo whose address is 16-byte aligned
+        ph = (mis + base[0] + lo) % VEC
+        hv = lo + (VEC - ph) % VEC
+        if hv > hi:
+            hv = hi
+        nv = (hi - hv) // VEC
+        tail = hv + nv * VEC
+        j = lo + t
+        if j < hv:
+            acc = fi.cast_like(opd(acc, elem(ins, base, S0, S1, m1, kb, L0, L1, j)), ID)
+        q = t
+        if UNROLL >= 2:
+            while q + T < nv:
+                e0 = hv + q * VEC
+                e1 = e0 + T * VEC
+                acc = vapply(ins, offs(base, S1, e0), kb + e0 * L1, L1, acc)
+                acc = vapply(ins, offs(base, S1, e1), kb + e1 * L1, L1, acc)
+                q += 2 * T
+        while q < nv:
+            e0 = hv + q * VEC
+            acc = vapply(ins, offs(base, S1, e0), kb + e0 * L1, L1, acc)
+            q += T
+        j = tail + t
+        if j < hi:
+            acc = fi.cast_like(opd(acc, elem(ins, base, S0, S1, m1, kb, L0, L1, j)), ID)
+        return acc
+
+    return range_reduce_vec
+
+
+def _make_group_reduce(opd, G, ID):
+    """``(v) -> total`` over groups of ``G`` consecutive lanes (``G`` a power of two
+    <= 32), in lane order; the group's first lane gets the total. All 32 lanes call."""
+
+    @cuda.jit(device=True)
+    def group_reduce(v):
+        l = fi.lane_id() % G
+        d = 1
+        while d < G:
+            u = fi.shfl_down(v, d)
+            if l + d < G:
+                v = fi.cast_like(opd(v, u), ID)
+            d *= 2
+        return v
+
+    return group_reduce
+
+
+def _make_flagged(fd, opd, ID):
+    """Wrap ``f`` / ``op`` for operators without identity: values become ``(has, v)``
+    pairs whose identity is ``(False, ID)``."""
+    FID = (_FALSE, ID)
+
+    @cuda.jit(device=True)
+    def op2(p, q):
+        if p[0] and q[0]:
+            return (_TRUE, fi.cast_like(opd(p[1], q[1]), ID))
+        if p[0]:
+            return p
+        return q
+
+    return op2, FID
+
+
+def _make_finish(opd, ID, FLAG, INIT):
+    """``(acc) -> value stored``: ``op(INIT, acc)`` when an initial value is given."""
+    if INIT is None:
+        @cuda.jit(device=True)
+        def finish(acc):
+            return acc
+    elif FLAG:
+        @cuda.jit(device=True)
+        def finish(acc):
+            if acc[0]:
+                return (_TRUE, fi.cast_like(opd(INIT, acc[1]), ID))
+            return (_TRUE, fi.cast_like(INIT, ID))
+    else:
+        @cuda.jit(device=True)
+        def finish(acc):
+            return fi.cast_like(opd(INIT, acc), ID)
+    return finish
+
+
+def _bcast_body(s, v):
+    if cuda.threadIdx.x == 0:
+        s[0] = v
+    cuda.syncthreads()
+    r = s[0]
+    cuda.syncthreads()
+    return r
+
+
+def _make_bcast():
+    """``(v) -> thread 0's v`` on every thread of the block (all threads call)."""
+    return fi.with_shared_scratch(1, "int32", _bcast_body, 1)
+
+
+def _dtypes_of(ID):
+    """NumPy dtype (or nested tuple of dtypes) of the identity value ``ID``."""
+    if isinstance(ID, tuple):
+        return tuple(_dtypes_of(v) for v in ID)
+    return ID.dtype
+
+
+def _prepare(f, op, ID, FLAG, INIT):
+    """Device functions and the accumulator identity of a kernel specialisation."""
+    fd = fi.as_device(f)
+    opd0 = fi.as_device(op)
+    if FLAG:
+        opd, IDF = _make_flagged(fd, opd0, ID)
+    else:
+        opd, IDF = opd0, ID
+    return fd, opd, IDF, _make_finish(opd0, ID, FLAG, INIT)
+
+
+# --------------------------------------------------------------------------- row kernel
+
+
+def make_row_kernel(f, op, K, ACC, ID, FLAG, INIT, G, BLOCK, SPLIT, RED2, INDEX, VEC, UNROLL):
+    """Kernel factory: reduction along the contiguous axis (see the module docstring for
+    the arguments).
+
+    ``f``: map of ``K`` elements (+ the index with ``INDEX``); ``op``: associative
+    operator; ``ACC``: accumulator dtype(s) (part of the cache key); ``ID``: identity of
+    ``op`` (NumPy scalar or tuple of the ``ACC`` types); ``FLAG``: ``op`` has no identity
+    (``ID`` is then any value of the type; values carry a "has a value" flag and ``out``
+    / ``part`` are ``(bool buffer, value buffer(s))``); ``INIT``: None or a value combined
+    once into every result (``op(INIT, total)``); ``G``: lanes per row (power of two
+    <= 32) or ``BLOCK`` (blocks per row);
+    ``SPLIT``: blocks per row (``G == BLOCK`` only); ``RED2``: two reduction dims;
+    ``VEC``: elements per 128-bit load (1: scalar loads); ``UNROLL``: loads in flight.
+    """
+    fd, opd, ID, finish = _prepare(f, op, ID, FLAG, INIT)
+    _, bases, _ = _make_offsets(K)
+    rr = _make_range_reduce(fd, opd, K, ID, FLAG, RED2, INDEX, VEC, UNROLL)
+
+    if G <= 32:
+        if SPLIT != 1 or 32 % G:
+            raise ValueError("sub-warp row kernel: G must divide 32 and SPLIT be 1")
+        group_reduce = _make_group_reduce(opd, G, ID)
+        RPB = BLOCK // G      # rows per block
+        RPW = 32 // G         # rows per warp
+
+        def row_warp_kernel(ins, out, part, tick, nb, nr, m0, m1, SB, SR, S0, S1, ob, orr,
+                            kb, L0, L1, chunk, aux):
+            tid = cuda.threadIdx.x
+            R = nb * nr
+            J = m0 * m1
+            lane = tid % 32
+            l = lane % G
+            wrow = cuda.blockIdx.x * RPB + (tid // 32) * RPW   # first row of this warp
+            r = wrow + lane // G
+            step = cuda.gridDim.x * RPB
+            while wrow < R:            # warp-uniform
+                acc = ID
+                b = r // nr
+                i = r - b * nr
+                if r < R:
+                    base = bases(b, i, SB, SR)
+                    acc = rr(ins, base, S0, S1, m1, kb, L0, L1, 0, J, l, G, aux, acc)
+                acc = group_reduce(acc)
+                if l == 0 and r < R:
+                    fi.store(out, b * ob + i * orr, finish(acc))
+                wrow += step
+                r += step
+
+        return row_warp_kernel
+
+    if G != BLOCK:
+        raise ValueError("row kernel: G must be <= 32 or equal to BLOCK")
+    block_reduce = fi.make_block_reduce(opd, BLOCK, _dtypes_of(ID))
+    bcast = _make_bcast()
+
+    def row_block_kernel(ins, out, part, tick, nb, nr, m0, m1, SB, SR, S0, S1, ob, orr,
+                         kb, L0, L1, chunk, aux):
+        tid = cuda.threadIdx.x
+        R = nb * nr
+        J = m0 * m1
+        t = cuda.blockIdx.x
+        nwork = R * SPLIT
+        while t < nwork:               # block-uniform
+            r = t // SPLIT
+            s = t - r * SPLIT
+            b = r // nr
+            i = r - b * nr
+            base = bases(b, i, SB, SR)
+            lo = s * chunk
+            hi = lo + chunk
+            if hi > J:
+                hi = J
+            acc = rr(ins, base, S0, S1, m1, kb, L0, L1, lo, hi, tid, BLOCK, aux, ID)
+            acc = block_reduce(acc)
+            if SPLIT == 1:
+                if tid == 0:
+                    fi.store(out, b * ob + i * orr, finish(acc))
+            else:
+                last = 0
+                if tid == 0:
+                    fi.store(part, r * SPLIT + s, acc)
+                    fi.fence_device()
+                    old = fi.atomic_add(tick, r, 1)
+                    if old == SPLIT - 1:
+                        last = 1
+                last = bcast(last)
+                if last == 1:          # the last block of row r combines the partials
+                    fi.fence_device()
+                    acc = ID
+                    q = tid
+                    while q < SPLIT:
+                        acc = fi.cast_like(opd(acc, fi.load(part, r * SPLIT + q)), ID)
+                        q += BLOCK
+                    acc = block_reduce(acc)
+                    if tid == 0:
+                        fi.store(out, b * ob + i * orr, finish(acc))
+                        fi.atomic_exch(tick, r, 0)
+            t += cuda.gridDim.x
+
+    return row_block_kernel
+
+
+# --------------------------------------------------------------------------- column kernel
+
+
+def make_col_kernel(f, op, K, ACC, ID, FLAG, INIT, BLOCK, SPLIT, RED2, INDEX, UNROLL):
+    """Kernel factory: reduction across the contiguous axis (see the module docstring).
+
+    Parameters as for :func:`make_row_kernel`. The runtime argument ``aux`` is ``C``, the
+    outputs per block tile (1 <= C <= BLOCK);
+    ``BLOCK // C`` threads share an output. ``SPLIT`` blocks share a tile's rows.
+    """
+    fd, opd, ID, finish = _prepare(f, op, ID, FLAG, INIT)
+    _, bases, _ = _make_offsets(K)
+    rr = _make_range_reduce(fd, opd, K, ID, FLAG, RED2, INDEX, 1, UNROLL)
+    bcast = _make_bcast()
+
+    def combine_body(sh, acc, tid, rho, C, RB):
+        """Total over the ``RB`` threads sharing an output; valid where ``rho == 0``."""
+        fi.store(sh, tid, acc)
+        cuda.syncthreads()
+        d = 1
+        while d < RB:                  # block-uniform
+            if rho % (2 * d) == 0 and rho + d < RB:
+                fi.store(sh, tid, fi.cast_like(opd(fi.load(sh, tid), fi.load(sh, tid + d * C)), ID))
+            d *= 2
+            cuda.syncthreads()
+        v = fi.load(sh, tid)
+        cuda.syncthreads()
+        return v
+
+    combine = fi.with_shared_scratch(BLOCK, _dtypes_of(ID), combine_body, 5)
+
+    def col_kernel(ins, out, part, tick, nb, nr, m0, m1, SB, SR, S0, S1, ob, orr,
+                   kb, L0, L1, chunk, aux):
+        tid = cuda.threadIdx.x
+        C = aux
+        RB = BLOCK // C
+        c = tid % C
+        rho = tid // C
+        tiles = (nr + C - 1) // C
+        J = m0 * m1
+        ntot = nb * nr
+        nwork = nb * tiles * SPLIT
+        t = cuda.blockIdx.x
+        while t < nwork:               # block-uniform
+            bt = t // SPLIT
+            s = t - bt * SPLIT
+            b = bt // tiles
+            col = (bt - b * tiles) * C + c
+            active = rho < RB and col < nr
+            acc = ID
+            if active:
+                base = bases(b, col, SB, SR)
+                lo = s * chunk
+                hi = lo + chunk
+                if hi > J:
+                    hi = J
+                acc = rr(ins, base, S0, S1, m1, kb, L0, L1, lo, hi, rho, RB, 0, acc)
+            acc = combine(acc, tid, rho, C, RB)
+            if SPLIT == 1:
+                if rho == 0 and col < nr:
+                    fi.store(out, b * ob + col * orr, finish(acc))
+            else:
+                if rho == 0 and col < nr:
+                    fi.store(part, s * ntot + b * nr + col, acc)
+                fi.fence_device()
+                cuda.syncthreads()
+                last = 0
+                if tid == 0:
+                    old = fi.atomic_add(tick, bt, 1)
+                    if old == SPLIT - 1:
+                        last = 1
+                last = bcast(last)
+                if last == 1:          # the last block of this tile combines
+                    fi.fence_device()
+                    acc = ID
+                    if active:
+                        q = rho
+                        while q < SPLIT:
+                            acc = fi.cast_like(opd(acc, fi.load(part, q * ntot + b * nr + col)), ID)
+                            q += RB
+                    acc = combine(acc, tid, rho, C, RB)
+                    if rho == 0 and col < nr:
+                        fi.store(out, b * ob + col * orr, finish(acc))
+                    if tid == 0:
+                        fi.atomic_exch(tick, bt, 0)
+            t += cuda.gridDim.x
+
+    return col_kernel

@@ -1,0 +1,715 @@
+"""Reductions along any axes of any strided view, on the row / column kernels.
+
+Signature (used by :mod:`forge_array.primitives.reduce` and :mod:`.matvec`)::
+
+    axis_mapreduce(f, op, arrays, axis, init, keepdims, out_dtype, *, index=False)
+
+- ``f``: ``f(e_0, ..., e_{K-1})`` of one element of each array (an element of a tuple of
+  arrays is a tuple), or None (identity for one array, the tuple of the elements for
+  several); with ``index=True`` ``f`` also receives the position of the element in the
+  reduced axes (C order over them, as ``numpy.argmax`` along one axis).
+- ``op``: an :class:`forge_array.ops.Operator` or a Python function, associative and
+  commutative (the kernels combine lanes' strided partial results).
+- ``arrays``: tuple of ``K <= 3`` backend arrays (NumPy or CuPy; one device), or tuples of
+  them (struct-of-arrays); all of one shape (broadcast views with zero strides are fine).
+- ``axis``: None, an int or a tuple of ints (negative allowed).
+- ``init``: None, or a value combined once into every result (``op(init, total)``); it is
+  also the result of an empty reduction. Without ``init`` the identity of ``op`` is used
+  (``ops`` operators have one); an operator without identity needs ``init`` for empty
+  reductions, and otherwise costs a flag per value.
+- ``out_dtype``: accumulator and result dtype, or a tuple of dtypes for tuple values
+  (the result is then a tuple of arrays).
+
+Kept axes become the kernels' output rows (collapsed where the strides of every operand
+allow, at most two dims, more are looped on the host), reduced axes the reduction index
+(collapsed, at most two dims in the kernel, more are made contiguous). Negative strides
+are flipped (views, not copies). The row kernel runs when the smallest stride of the
+first array is along a reduced axis, the column kernel otherwise.
+
+Example
+-------
+>>> import numpy as np
+>>> from forge_array import ops
+>>> x = np.arange(12.0).reshape(3, 4)
+>>> axis_mapreduce(None, ops.add, (x,), 0, None, False, np.dtype("float64")).tolist()
+[12.0, 15.0, 18.0, 21.0]
+>>> axis_mapreduce(lambda v: v * v, ops.add, (x,), (1,), None, True, np.dtype("float64")).tolist()
+[[14.0], [126.0], [366.0]]
+"""
+
+from __future__ import annotations
+
+import math
+
+import numba
+import numpy as np
+from numba import types as nt
+
+from .. import ops as _ops
+from .. import runtime
+from ..kernels import rowcol as _k
+from ..runtime import temp, tuning
+
+__all__ = ["axis_mapreduce", "argmax", "argmin", "normalize_axes"]
+
+try:
+    from numpy.exceptions import AxisError
+except ImportError:  # pragma: no cover
+    from numpy import AxisError
+
+
+# --------------------------------------------------------------------------- arguments
+
+
+def normalize_axes(axis, ndim):
+    """Tuple of sorted non-negative axes; AxisError (a ValueError and an IndexError) when out
+    of range, ValueError on duplicates.
+
+    >>> normalize_axes(-1, 3), normalize_axes(None, 2), normalize_axes((2, 0), 3)
+    ((2,), (0, 1), (0, 2))
+    """
+    if axis is None:
+        return tuple(range(ndim))
+    if isinstance(axis, (int, np.integer)) and not isinstance(axis, bool):
+        axis = (axis,)
+    out = []
+    for a in axis:
+        if isinstance(a, bool) or not isinstance(a, (int, np.integer)):
+            raise TypeError(f"axis must be an int or a tuple of ints, got {a!r}")
+        a = int(a)
+        if not -ndim <= a < ndim:
+            raise AxisError(a, ndim)
+        out.append(a % ndim if ndim else a)
+    if len(set(out)) != len(out):
+        raise ValueError(f"repeated axis in {tuple(axis)}")
+    return tuple(sorted(out))
+
+
+def _xp(x):
+    return runtime.cupy() if runtime.is_cupy_array(x) else np
+
+
+def _comps(entry):
+    return entry if isinstance(entry, tuple) else (entry,)
+
+
+def _first(entry):
+    return entry[0] if isinstance(entry, tuple) else entry
+
+
+def _dt_tuple(dt):
+    return tuple(np.dtype(d) for d in dt) if isinstance(dt, (tuple, list)) else np.dtype(dt)
+
+
+def _value_of(v, dt):
+    """``v`` as NumPy scalar(s) of ``dt`` (a dtype or a tuple of dtypes)."""
+    if isinstance(dt, tuple):
+        if not isinstance(v, (tuple, list)) or len(v) != len(dt):
+            raise TypeError(f"init must be a tuple of {len(dt)} values, got {v!r}")
+        return tuple(_value_of(a, d) for a, d in zip(v, dt))
+    with np.errstate(all="ignore"):
+        return np.asarray(v).astype(dt)[()]
+
+
+def _zero_of(dt):
+    if isinstance(dt, tuple):
+        return tuple(d.type(0) for d in dt)
+    return dt.type(0)
+
+
+def _f_identity(a):
+    return a
+
+
+def _f_tuple2(a, b):
+    return (a, b)
+
+
+def _f_tuple3(a, b, c):
+    return (a, b, c)
+
+
+def _f_pair_index(v, k):
+    return (v, k)
+
+
+_DEFAULT_F = {1: _f_identity, 2: _f_tuple2, 3: _f_tuple3}
+
+
+def _hashable(v):
+    """A key for a value that tells float32(0) from float64(0) and equals itself for NaN."""
+    if isinstance(v, tuple):
+        return tuple(_hashable(x) for x in v)
+    if v is None:
+        return None
+    return (v.dtype.str, v.tobytes())
+
+
+# --------------------------------------------------------------------------- public
+
+
+def axis_mapreduce(f, op, arrays, axis, init, keepdims, out_dtype, *, index=False):
+    """Map ``f`` over the elements of ``arrays`` and reduce with ``op`` along ``axis``; see
+    the module docstring for the arguments. Returns a backend array (a tuple of them for a
+    tuple ``out_dtype``) of the kept axes (kept as size 1 with ``keepdims``).
+
+    >>> import numpy as np
+    >>> from forge_array import ops
+    >>> a = np.arange(6).reshape(2, 3)
+    >>> axis_mapreduce(lambda u, v: u * v, ops.add, (a, a), -1, None, False, np.dtype("int64")).tolist()
+    [5, 50]
+    >>> axis_mapreduce(_f_pair_index, ops.argmax, (np.array([[1., 5., 5.], [7., 0., 1.]]),),
+    ...                1, None, False, (np.dtype("float64"), np.dtype("int64")), index=True)[1].tolist()
+    [1, 0]
+    """
+    op = _ops.as_operator(op)
+    if not isinstance(arrays, (tuple, list)) or not arrays:
+        raise TypeError("arrays must be a non-empty tuple of arrays")
+    arrays = tuple(arrays)
+    K = len(arrays)
+    if K > _k.MAX_INPUTS:
+        raise ValueError(f"at most {_k.MAX_INPUTS} arrays, got {K}")
+    if f is None:
+        if index:
+            raise TypeError("index=True needs a map function f(element, index)")
+        f = _DEFAULT_F[K]
+    elif not callable(f):
+        raise TypeError(f"map function must be callable, got {type(f).__name__}")
+    x0 = _first(arrays[0])
+    xp = _xp(x0)
+    shape = tuple(x0.shape)
+    for e in arrays:
+        for c in _comps(e):
+            if _xp(c) is not xp:
+                raise ValueError("arrays are on different devices (NumPy and CuPy arrays mixed)")
+            if xp is not np and c.device != x0.device:
+                raise ValueError(f"arrays are on different devices: {c.device} and {x0.device}")
+            if tuple(c.shape) != shape:
+                raise ValueError(f"arrays of different shapes: {tuple(c.shape)} and {shape}")
+    ndim = len(shape)
+    axes = normalize_axes(axis, ndim)
+    acc = _dt_tuple(out_dtype)
+    is_tuple = isinstance(acc, tuple)
+    kept = [d for d in range(ndim) if d not in axes]
+    out_shape = tuple(shape[d] for d in kept)
+    J = math.prod(shape[d] for d in axes)
+    ident = op.identity(acc)
+    init_v = None if init is None else _value_of(init, acc)
+    outs = tuple(xp.empty(out_shape, dtype=d) for d in (acc if is_tuple else (acc,)))
+    if math.prod(out_shape) > 0:
+        if J == 0:
+            fill = init_v if init_v is not None else ident
+            if fill is None:
+                raise ValueError(f"reduction over an empty axis with operator {op.name}, which "
+                                 "has no identity: pass init")
+            for o, v in zip(outs, fill if is_tuple else (fill,)):
+                o[...] = v
+        elif runtime.kernels_available(x0):
+            _run_kernels(f, op, arrays, outs if is_tuple else outs[0], axes, acc, ident,
+                         init_v, index)
+        else:
+            _run_cpu(f, op, arrays, outs if is_tuple else outs[0], axes, acc, ident, init_v,
+                     index)
+    if keepdims:
+        ks = tuple(1 if d in axes else n for d, n in enumerate(shape))
+        outs = tuple(o.reshape(ks) for o in outs)
+    return outs if is_tuple else outs[0]
+
+
+def _arg(x, axis, keepdims, op):
+    xv = x.view(np.uint8) if x.dtype.kind == "b" else x
+    if axis is None:
+        xv = xv.reshape(-1)
+        axis = 0
+    acc = (xv.dtype, _ops.INDEX_DTYPE)
+    r = axis_mapreduce(_f_pair_index, op, (xv,), axis, None, False, acc, index=True)[1]
+    if keepdims:
+        shape = list(x.shape)
+        if len(shape):
+            shape[normalize_axes(axis, x.ndim)[0]] = 1
+        r = r.reshape(tuple(shape) if x.ndim else ())
+    return r
+
+
+def argmax(x, axis, keepdims=False):
+    """Index of the largest element along ``axis`` (an int; the first one, the first NaN
+    wins), on the axis kernels.
+
+    >>> import numpy as np
+    >>> argmax(np.array([[1, 9, 9], [4, 2, 4]]), 1).tolist()
+    [1, 0]
+    """
+    if x.shape and axis is not None and x.shape[normalize_axes(axis, x.ndim)[0]] == 0:
+        raise ValueError("argmax of an empty sequence")
+    return _arg(x, axis, keepdims, _ops.argmax)
+
+
+def argmin(x, axis, keepdims=False):
+    """Index of the smallest element along ``axis`` (an int; the first one, the first NaN
+    wins), on the axis kernels.
+
+    >>> import numpy as np
+    >>> argmin(np.array([[1, 9, 0], [4, 2, 2]]), 1).tolist()
+    [2, 1]
+    """
+    if x.shape and axis is not None and x.shape[normalize_axes(axis, x.ndim)[0]] == 0:
+        raise ValueError("argmin of an empty sequence")
+    return _arg(x, axis, keepdims, _ops.argmin)
+
+
+# --------------------------------------------------------------------------- layout
+
+
+def _flip(entry, d):
+    idx = (slice(None),) * d + (slice(None, None, -1),)
+    if isinstance(entry, tuple):
+        return tuple(c[idx] for c in entry)
+    return entry[idx]
+
+
+def _strides_of(entry):
+    """Element strides of an operand (a tuple of arrays must share them) or None."""
+    try:
+        st = [runtime.element_strides(c) for c in _comps(entry)]
+    except ValueError:
+        return None
+    if any(s != st[0] for s in st[1:]):
+        return None
+    return st[0]
+
+
+def _contig(entry):
+    xp = _xp(_first(entry))
+    if isinstance(entry, tuple):
+        return tuple(xp.ascontiguousarray(c) for c in entry)
+    return xp.ascontiguousarray(entry)
+
+
+def _collapse(dims):
+    """Merge neighbours (sorted by decreasing |stride| of operand 0) that are contiguous with
+    respect to each other in every operand. ``dims``: list of ``[n, strides]``."""
+    dims = sorted(dims, key=lambda t: -abs(t[1][0]))
+    out = []
+    for n, st in dims:
+        if out and all(so == si * n for so, si in zip(out[-1][1], st)):
+            out[-1] = [out[-1][0] * n, st]
+        else:
+            out.append([n, st])
+    return out
+
+
+def _run_kernels(f, op, arrays, out, axes, acc, ident, init_v, index):
+    ins = list(arrays)
+    for k, e in enumerate(ins):
+        if _strides_of(e) is None:
+            ins[k] = _contig(e)
+    shape = tuple(_first(ins[0]).shape)
+    ndim = len(shape)
+    kept = [d for d in range(ndim) if d not in axes]
+    # logical (C-order) positions over the reduced axes, for index=True
+    L = {}
+    m = 1
+    for d in reversed(axes):
+        L[d] = m
+        m *= shape[d]
+    kb = 0
+    # flip the axes along which operand 0 runs backwards
+    s0 = _strides_of(ins[0])
+    for d in range(ndim):
+        if shape[d] > 1 and s0[d] < 0:
+            ins = [_flip(e, d) for e in ins]
+            if d in L:
+                kb += (shape[d] - 1) * L[d]
+                L[d] = -L[d]
+            else:
+                out = _flip(out, kept.index(d))
+    in_st = [_strides_of(e) for e in ins]
+    out_st = _strides_of(out)
+    kdims = _collapse([[shape[d], tuple(s[d] for s in in_st) + (out_st[i],)]
+                       for i, d in enumerate(kept) if shape[d] > 1])
+    rdims = _collapse([[shape[d], tuple(s[d] for s in in_st) + (L[d] if index else 0,)]
+                       for d in axes if shape[d] > 1])
+    if len(rdims) > 2:
+        # rare (non-adjacent reduced axes of a >= 5-d view): make the reduced axes
+        # contiguous at the end, where they collapse into one
+        xp = _xp(_first(ins[0]))
+        perm = tuple(kept) + tuple(axes)
+        moved = []
+        for e in arrays:
+            comps = tuple(xp.ascontiguousarray(xp.transpose(c, perm)) for c in _comps(e))
+            moved.append(comps if isinstance(e, tuple) else comps[0])
+        nk = len(kept)
+        return _run_kernels(f, op, tuple(moved), out, tuple(range(nk, ndim)), acc, ident,
+                            init_v, index)
+    if len(kdims) > 2:
+        # rare: loop over the outermost kept axis (by stride of operand 0) on the host
+        d = max((d for d in kept if shape[d] > 1), key=lambda d: abs(s0[d]))
+        i = kept.index(d)
+        for t in range(shape[d]):
+            sub_in = tuple(_take(e, d, t) for e in arrays)
+            sub_axes = tuple(a - (a > d) for a in axes)
+            _run_kernels(f, op, sub_in, _take(out, i, t), sub_axes, acc, ident, init_v, index)
+        return None
+    _launch(f, op, ins, out, kdims, rdims, kb, acc, ident, init_v, index)
+    return None
+
+
+def _take(entry, d, t):
+    idx = (slice(None),) * d + (t,)
+    if isinstance(entry, tuple):
+        return tuple(c[idx] for c in entry)
+    return entry[idx]
+
+
+# --------------------------------------------------------------------------- launch
+
+
+def _buf_t(dt):
+    if isinstance(dt, tuple):
+        return nt.Tuple(tuple(_buf_t(d) for d in dt))
+    return runtime.ptr_t(dt)
+
+
+def _entry_dtype(entry):
+    if isinstance(entry, tuple):
+        return tuple(c.dtype for c in entry)
+    return entry.dtype
+
+
+def _buffer(entry):
+    if isinstance(entry, tuple):
+        return tuple(_buffer(c) for c in entry)
+    return runtime.buffer_of(entry)
+
+
+def _next_pow2(n):
+    return 1 << max(0, int(n) - 1).bit_length()
+
+
+def _vec_phase(ins, K, nb, nr, SB, SR, S1, J):
+    """(VEC, misalignment of operand 0 in elements) for the row kernel, VEC 1 when 128-bit
+    loads do not apply."""
+    if any(isinstance(e, tuple) for e in ins):
+        return 1, 0
+    dts = [e.dtype for e in ins]
+    if any(d.kind not in "iuf" for d in dts) or len({d.itemsize for d in dts}) != 1:
+        return 1, 0
+    size = dts[0].itemsize
+    vec = 16 // size
+    if vec < 2 or J < 2 * vec or any(S1[k] != 1 for k in range(K)):
+        return 1, 0
+    mis = []
+    for e in ins:
+        m = runtime.misalignment(e)
+        if m % size:
+            return 1, 0
+        mis.append(m // size)
+    for k in range(1, K):
+        if (mis[k] - mis[0]) % vec:
+            return 1, 0
+        if nb > 1 and (SB[k] - SB[0]) % vec:
+            return 1, 0
+        if nr > 1 and (SR[k] - SR[0]) % vec:
+            return 1, 0
+    return vec, mis[0]
+
+
+def _launch(f, op, ins, out, kdims, rdims, kb, acc, ident, init_v, index):
+    K = len(ins)
+    p = tuning.params("rowcol")
+    block = p["block"]
+    sm = runtime.device_info()["sm_count"]
+    target = sm * p["blocks_per_sm"]
+    unroll = p["unroll"]
+    # output rows (b, i) and reduction (j0, j1); strides per operand, then out / index
+    if len(kdims) == 2:
+        (nb, sb), (nr, sr) = kdims
+    elif len(kdims) == 1:
+        nb, sb = 1, (0,) * (K + 1)
+        nr, sr = kdims[0]
+    else:
+        nb, sb, nr, sr = 1, (0,) * (K + 1), 1, (0,) * (K + 1)
+    red2 = len(rdims) == 2
+    if red2:
+        (m0, s0), (m1, s1) = rdims
+    else:
+        m0, s0 = 1, (0,) * (K + 1)
+        m1, s1 = rdims[0]
+    SB, SR, S0, S1 = (tuple(int(v) for v in s[:K]) for s in (sb, sr, s0, s1))
+    ob, orr, L0, L1 = int(sb[K]), int(sr[K]), int(s0[K]), int(s1[K])
+    R = nb * nr
+    J = m0 * m1
+    # row kernel when operand 0 is contiguous along the reduction
+    min_red = abs(S1[0])
+    min_kept = min([abs(v[0]) for v in (sb, sr)] if kdims else [np.inf])
+    if len(kdims) == 1:
+        min_kept = abs(sr[0])
+    row = min_red < min_kept or not kdims or (min_red == min_kept and J >= R)
+    ident_missing = ident is None
+    ID = _zero_of(acc) if ident_missing else ident
+    if row:
+        vec, mis = (1, 0) if red2 else _vec_phase(ins, K, nb, nr, SB, SR, S1, J)
+        per_lane = p["row_items"] * vec
+        if J <= 32 * per_lane or R >= sm * p["warp_rows"]:
+            G = min(32, _next_pow2(-(-J // per_lane)))
+            split = 1
+            chunk = J
+            grid = max(1, min(-(-R // (block // G)), sm * p["max_blocks_per_sm"] * 4))
+        else:
+            G = block
+            split = max(1, min(-(-target // R), J // (block * p["min_items"] * vec)))
+            chunk = -(-J // split)
+            chunk = -(-chunk // vec) * vec
+            split = -(-J // chunk)
+            grid = R * split
+        factory = _k.make_row_kernel
+        fargs = (f, op.fn, K, acc, ID, ident_missing, init_v, G, block, split, red2, index,
+                 vec, unroll)
+        aux = mis
+        nticks = R
+    else:
+        # column kernel: the output index i must be the contiguous kept dim
+        C = nr if nr <= block // 4 else min(block, -(-nr // 32) * 32)
+        RB = block // C
+        tiles = -(-nr // C)
+        split = max(1, min(-(-target // (nb * tiles)), J // (RB * p["min_items"])))
+        chunk = -(-J // split)
+        split = -(-J // chunk)
+        grid = nb * tiles * split
+        factory = _k.make_col_kernel
+        fargs = (f, op.fn, K, acc, ID, ident_missing, init_v, block, split, red2, index, unroll)
+        aux = C
+        nticks = nb * tiles
+    grid = min(grid, 2**31 - 1)
+    acc_full = (np.dtype(bool), acc) if ident_missing else acc
+    ins_t = nt.Tuple(tuple(_buf_t(_entry_dtype(e)) for e in ins))
+    out_t = _buf_t(acc_full)
+    argtypes = (ins_t, out_t, out_t, runtime.ptr_t(np.uint32), runtime.i64, runtime.i64,
+                runtime.i64, runtime.i64) + (nt.UniTuple(runtime.i64, K),) * 4 + (runtime.i64,) * 7
+    fkey = fargs[:4] + (_hashable(ID),) + (fargs[5], _hashable(init_v)) + fargs[7:]
+    kernel = _compile(factory, fargs, fkey, argtypes, op)
+    like = _first(ins[0])
+    xp = _xp(like)
+    if ident_missing:
+        flags = xp.empty(out.shape if not isinstance(out, tuple) else out[0].shape, dtype=bool)
+        out_e = (flags, out)
+    else:
+        out_e = out
+    if split > 1:
+        n = R * split
+        part = tuple(temp.empty(n, d, like) for d in _flat_dtypes(acc_full))
+        part_b = _unflatten([runtime.buffer_of(t) for t in part], acc_full)
+    else:
+        part_b = None
+    tick = temp.counters(nticks, like)
+    out_b = _buffer(out_e)
+    args = (tuple(_buffer(e) for e in ins), out_b, part_b if part_b is not None else out_b,
+            runtime.buffer_of(tick), nb, nr, m0, m1, SB, SR, S0, S1, ob, orr, int(kb), L0, L1,
+            chunk, aux)
+    runtime.launch(kernel, grid, block, args)
+
+
+def _flat_dtypes(dt):
+    if isinstance(dt, tuple):
+        out = []
+        for d in dt:
+            out.extend(_flat_dtypes(d))
+        return out
+    return [dt]
+
+
+def _unflatten(items, dt):
+    it = iter(items)
+
+    def rec(d):
+        if isinstance(d, tuple):
+            return tuple(rec(x) for x in d)
+        return next(it)
+
+    return rec(dt)
+
+
+_KERNELS: dict = {}
+
+
+def _compile(factory, fargs, fkey, argtypes, op):
+    key = (factory, fkey, argtypes)
+    k = _KERNELS.get(key)
+    if k is None:
+        try:
+            k = runtime.compile_kernel(factory, fargs, argtypes)
+        except TypeError as exc:
+            msg = str(exc)
+            if op.name not in msg:
+                raise TypeError(f"axis reduction with operator {op.name}: {msg}") from exc
+            raise
+        _KERNELS[key] = k
+    return k
+
+
+# --------------------------------------------------------------------------- CPU (numba)
+
+
+def _run_cpu(f, op, arrays, out, axes, acc, ident, init_v, index):
+    """NumPy moves the reduced axes last; a numba loop (on the CPU) reduces each row."""
+    shape = tuple(_first(arrays[0]).shape)
+    ndim = len(shape)
+    kept = [d for d in range(ndim) if d not in axes]
+    perm = tuple(kept) + tuple(axes)
+    R = math.prod(shape[d] for d in kept)
+    J = math.prod(shape[d] for d in axes)
+
+    def prep(c):
+        return np.ascontiguousarray(np.transpose(np.asarray(c), perm)).reshape(R, J)
+
+    ins = tuple(tuple(prep(c) for c in e) if isinstance(e, tuple) else prep(e) for e in arrays)
+    outs = out if isinstance(out, tuple) else (out,)
+    res = tuple(np.empty(R, dtype=o.dtype) for o in outs)
+    ident_missing = ident is None
+    ID = _zero_of(acc) if ident_missing else ident
+    fn = _cpu_kernel(f, op, len(ins), index, _hashable(ID), ID, ident_missing,
+                     _hashable(init_v), init_v, _entry_dtype_key(ins))
+    try:
+        fn(ins, res if isinstance(out, tuple) else res[0])
+    except (numba.core.errors.TypingError, numba.core.errors.UnsupportedError) as exc:
+        raise runtime.compile_error(exc, f"axis reduction with operator {op.name}") from exc
+    for o, r in zip(outs, res):
+        o[...] = r.reshape(o.shape)
+
+
+def _entry_dtype_key(ins):
+    return tuple(str(_entry_dtype(e)) for e in ins)
+
+
+_CPU: dict = {}
+
+
+def _cpu_kernel(f, op, K, index, id_key, ID, flag, init_key, INIT, dkey):
+    key = (f, op, K, index, id_key, flag, init_key, dkey)
+    fn = _CPU.get(key)
+    if fn is not None:
+        return fn
+    fj = numba.njit(getattr(f, "py_func", f))
+    opj = numba.njit(getattr(op.fn, "py_func", op.fn))
+    cast = _cpu_cast(ID)
+    has_init = INIT is not None
+    INITV = INIT if has_init else ID
+
+    if K == 1:
+        @numba.njit
+        def elem(ins, r, j):
+            return (_ld(ins[0], r, j),)
+    elif K == 2:
+        @numba.njit
+        def elem(ins, r, j):
+            return (_ld(ins[0], r, j), _ld(ins[1], r, j))
+    else:
+        @numba.njit
+        def elem(ins, r, j):
+            return (_ld(ins[0], r, j), _ld(ins[1], r, j), _ld(ins[2], r, j))
+
+    if index:
+        @numba.njit
+        def call(e, j):
+            return cast(fj(*e, j))
+    else:
+        @numba.njit
+        def call(e, j):
+            return cast(fj(*e))
+
+    @numba.njit
+    def run(ins, out):
+        a0 = ins[0]
+        R = _rows(a0)
+        J = _cols(a0)
+        for r in range(R):
+            acc = ID
+            have = False
+            for j in range(J):
+                v = call(elem(ins, r, j), j)
+                if flag and not have:
+                    acc = v
+                    have = True
+                else:
+                    acc = cast(opj(acc, v))
+            if has_init:
+                acc = cast(opj(INITV, acc))
+            _st(out, r, acc)
+
+    _CPU[key] = run
+    return run
+
+
+def _cpu_cast(ID):
+    if isinstance(ID, tuple):
+        tys = tuple(numba.from_dtype(v.dtype) for v in ID)
+        n = len(tys)
+        g = {f"t{k}": t for k, t in enumerate(tys)}
+        src = "def cast(v):\n    return (" + "".join(f"t{k}(v[{k}]), " for k in range(n)) + ")\n"
+        exec(src, g)
+        return numba.njit(g["cast"])
+    ty = numba.from_dtype(ID.dtype)
+
+    @numba.njit
+    def cast(v):
+        return ty(v)
+
+    return cast
+
+
+def _ld(p, r, j):  # pragma: no cover - replaced by the overload in jitted code
+    raise NotImplementedError
+
+
+def _st(p, r, v):  # pragma: no cover
+    raise NotImplementedError
+
+
+def _rows(p):  # pragma: no cover
+    raise NotImplementedError
+
+
+def _cols(p):  # pragma: no cover
+    raise NotImplementedError
+
+
+def _gen(src, name, g=None):
+    g = dict(g or {})
+    exec(src, g)
+    return g[name]
+
+
+@numba.extending.overload(_ld)
+def _ld_ov(p, r, j):
+    if isinstance(p, nt.BaseTuple):
+        n = len(p)
+        return _gen("def impl(p, r, j):\n    return (" + "".join(f"p[{k}][r, j], " for k in range(n))
+                    + ")\n", "impl")
+    return lambda p, r, j: p[r, j]
+
+
+@numba.extending.overload(_st)
+def _st_ov(p, r, v):
+    if isinstance(p, nt.BaseTuple):
+        n = len(p)
+        return _gen("def impl(p, r, v):\n" + "".join(f"    p[{k}][r] = v[{k}]\n" for k in range(n)),
+                    "impl")
+
+    def impl(p, r, v):
+        p[r] = v
+
+    return impl
+
+
+@numba.extending.overload(_rows)
+def _rows_ov(p):
+    if isinstance(p, nt.BaseTuple):
+        return lambda p: p[0].shape[0]
+    return lambda p: p.shape[0]
+
+
+@numba.extending.overload(_cols)
+def _cols_ov(p):
+    if isinstance(p, nt.BaseTuple):
+        return lambda p: p[0].shape[1]
+    return lambda p: p.shape[1]
