@@ -70,7 +70,7 @@ def main(argv=None):
     y = cp.empty_like(x)
     primitives.copy(x, y)
     pt = runtime.ptr_t("uint32")
-    k = runtime.compile_kernel(kcopy.make_copy_scalar, (4,), (pt, pt, runtime.i64))
+    k = runtime.compile_kernel(kcopy.make_copy_scalar, (cp.dtype("uint32"), 4), (pt, pt, runtime.i64))
     px, py = x.data.ptr, y.data.ptr
     res["host_us_runtime_launch"] = host_times(lambda: runtime.launch(k, 1, 256, (px, py, 1000)))
     res["host_us_primitives_copy"] = host_times(lambda: primitives.copy(x, y))

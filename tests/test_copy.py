@@ -59,15 +59,16 @@ def test_gpu_code_path_compiles_to_ptx(offline_ptx):
         """
         from forge_array import runtime
         from forge_array.kernels import copy as k
+        import numpy as np
         pt = lambda d: runtime.ptr_t(d)
         for size, raw in ((1, "uint8"), (4, "uint32"), (8, "uint64")):
-            ptx = runtime.compile_ptx_offline(k.make_copy_contiguous, (size, 4),
+            ptx = runtime.compile_ptx_offline(k.make_copy_contiguous, (size,),
                                               (pt(raw), pt(raw), runtime.i64, runtime.i64))
             assert "ld.global.v4" in ptx or "ld.global.v2" in ptx, ptx[-2000:]
             assert "st.global.v4" in ptx or "st.global.v2" in ptx
-        ptx = runtime.compile_ptx_offline(k.make_copy_contiguous, (16, 4),
+        ptx = runtime.compile_ptx_offline(k.make_copy_contiguous, (16,),
                                           (pt("complex128"),) * 2 + (runtime.i64,) * 2)
-        runtime.compile_ptx_offline(k.make_copy_scalar, (4,), (pt("uint16"),) * 2 + (runtime.i64,))
+        runtime.compile_ptx_offline(k.make_copy_scalar, (np.dtype("uint16"), 4), (pt("uint16"),) * 2 + (runtime.i64,))
         runtime.compile_ptx_offline(k.make_copy_strided, (3,), (pt("uint32"),) * 2 + (runtime.i64,) * 13)
         print("OK")
         """

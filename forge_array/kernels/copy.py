@@ -15,6 +15,8 @@ of that width.
 
 from __future__ import annotations
 
+import numba
+import numpy as np
 from numba import cuda
 
 from .. import intrinsics as fi
@@ -23,46 +25,68 @@ from .. import intrinsics as fi
 MAX_DIMS = 4
 
 
-def make_copy_contiguous(itemsize: int, items: int):
+def make_copy_contiguous(itemsize: int):
     """Kernel ``(src, dst, n, head)``: copy ``n`` contiguous elements; the first ``head``
-    elements are peeled so that ``src + head`` and ``dst + head`` are 16-byte aligned."""
+    elements are peeled so that ``src + head`` and ``dst + head`` are 16-byte aligned.
+
+    Each thread moves four 128-bit vectors per step of a grid-stride loop, with the four
+    loads issued before the four stores so that several loads are in flight per thread."""
     vec = max(1, 16 // itemsize)
 
     def copy_contiguous(src, dst, n, head):
         tid = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
-        nthreads = cuda.gridDim.x * cuda.blockDim.x
+        bd = cuda.blockDim.x
         if tid < head and tid < n:
             dst[tid] = src[tid]
         nvec = (n - head) // vec if n > head else 0
         t = head + nvec * vec + tid
         if t < n:
             dst[t] = src[t]
-        j = tid
-        stride = nthreads * items
-        while j < nvec:
-            for k in range(items):
-                jj = j + k * nthreads
-                if jj < nvec:
-                    e = head + jj * vec
-                    fi.vstore(dst, e, fi.vload(src, e))
-            j += stride
+        j = cuda.blockIdx.x * bd * 4 + cuda.threadIdx.x
+        step = cuda.gridDim.x * bd * 4
+        while j + 3 * bd < nvec:
+            e0 = head + j * vec
+            e1 = e0 + bd * vec
+            e2 = e1 + bd * vec
+            e3 = e2 + bd * vec
+            v0 = fi.vload(src, e0)
+            v1 = fi.vload(src, e1)
+            v2 = fi.vload(src, e2)
+            v3 = fi.vload(src, e3)
+            fi.vstore(dst, e0, v0)
+            fi.vstore(dst, e1, v1)
+            fi.vstore(dst, e2, v2)
+            fi.vstore(dst, e3, v3)
+            j += step
+        for k in range(4):
+            jj = j + k * bd
+            if jj < nvec:
+                e = head + jj * vec
+                fi.vstore(dst, e, fi.vload(src, e))
 
     return copy_contiguous
 
 
-def make_copy_scalar(items: int):
-    """Kernel ``(src, dst, n)``: contiguous element-by-element copy, ``items`` per thread."""
+def make_copy_scalar(dtype, items: int):
+    """Kernel ``(src, dst, n)``: contiguous element-by-element copy for operands whose
+    misalignments differ; each thread loads ``items`` coalesced elements before storing them."""
+    nb_type = numba.from_dtype(np.dtype(dtype))
 
     def copy_scalar(src, dst, n):
-        tid = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
-        nthreads = cuda.gridDim.x * cuda.blockDim.x
-        j = tid
+        bd = cuda.blockDim.x
+        j = cuda.blockIdx.x * bd * items + cuda.threadIdx.x
+        step = cuda.gridDim.x * bd * items
+        buf = cuda.local.array(items, nb_type)
         while j < n:
             for k in range(items):
-                jj = j + k * nthreads
+                jj = j + k * bd
                 if jj < n:
-                    dst[jj] = src[jj]
-            j += nthreads * items
+                    buf[k] = src[jj]
+            for k in range(items):
+                jj = j + k * bd
+                if jj < n:
+                    dst[jj] = buf[k]
+            j += step
 
     return copy_scalar
 

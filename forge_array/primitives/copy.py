@@ -31,6 +31,9 @@ def _grid(work_items: int, block: int) -> int:
     return max(1, min(-(-work_items // block), cap))
 
 
+_PLANS: dict = {}
+
+
 def copy(x, out=None):
     """Copy backend array ``x`` (NumPy or CuPy, any view) into ``out`` (a new C-contiguous
     array when None; else an array of the same shape and dtype, possibly a view) and return
@@ -51,46 +54,60 @@ def copy(x, out=None):
     if not runtime.kernels_available(x) or x.dtype.itemsize not in _RAW:
         out[...] = x
         return out
-    try:
-        sx, so = runtime.element_strides(x), runtime.element_strides(out)
-    except ValueError:
-        out[...] = x
-        return out
-    shape, (sx, so) = collapse(x.shape, [sx, so])
-    if len(shape) > kcopy.MAX_DIMS:  # rare: loop over the leading dimension
+    ax, ao = runtime.data_address(x), runtime.data_address(out)
+    key = (x.dtype, x.shape, x.strides, out.strides, ax % 16, ao % 16)
+    plan = _PLANS.get(key)
+    if plan is None:
+        try:
+            plan = _plan(x, out)
+        except ValueError:  # strides that are not whole elements
+            out[...] = x
+            return out
+        if len(_PLANS) > 4096:
+            _PLANS.clear()
+        _PLANS[key] = plan
+    if plan is _LOOP:  # rare: more dimensions than the strided kernel takes
         for i in range(x.shape[0]):
             copy(x[i], out[i])
         return out
-    _launch_copy(x, out, shape, sx, so)
+    kernel, grid, block, extra = plan
+    if runtime.SIMULATE:
+        raw = _RAW[x.dtype.itemsize]  # the kernels move raw bits, as on the GPU
+        runtime.launch(kernel, grid, block, (runtime.buffer_of(x.view(raw)), runtime.buffer_of(out.view(raw))) + extra)
+    else:
+        runtime.launch(kernel, grid, block, (ax, ao) + extra)
     return out
 
 
-def _launch_copy(x, out, shape, sx, so):
+_LOOP = object()
+
+
+def _plan(x, out):
+    """(kernel, grid, block, trailing args) for copying ``x`` into ``out``."""
+    sx, so = runtime.element_strides(x), runtime.element_strides(out)
+    shape, (sx, so) = collapse(x.shape, [sx, so])
+    if len(shape) > kcopy.MAX_DIMS:
+        return _LOOP
     itemsize = x.dtype.itemsize
     raw = _RAW[itemsize]
     p = tuning.params("copy")
     block, items = p["block"], p["items"]
     n = x.size
-    src, dst = runtime.buffer_of(x), runtime.buffer_of(out)
     pt = runtime.ptr_t(raw)
+    i64 = runtime.i64
     if len(shape) <= 1 and (not shape or (sx[0] == 1 and so[0] == 1)):
         mx, mo = runtime.misalignment(x), runtime.misalignment(out)
         if mx == mo and mx % itemsize == 0 and itemsize < 16:
             head = min(n, ((16 - mx) % 16) // itemsize)
-            vec = 16 // itemsize
-            argtypes = (pt, pt, runtime.i64, runtime.i64)
-            k = runtime.compile_kernel(kcopy.make_copy_contiguous, (itemsize, items), argtypes)
-            nvec = (n - head) // vec
-            grid = _grid(max(-(-nvec // items), head, 1), block)
-            runtime.launch(k, grid, block, (src, dst, n, head))
-        else:
-            k = runtime.compile_kernel(kcopy.make_copy_scalar, (items,), (pt, pt, runtime.i64))
-            runtime.launch(k, _grid(-(-n // items), block), block, (src, dst, n))
-        return
+            nvec = (n - head) // (16 // itemsize)
+            k = runtime.compile_kernel(kcopy.make_copy_contiguous, (itemsize,), (pt, pt, i64, i64))
+            return k, _grid(max(-(-nvec // 4), head, 1), block), block, (n, head)
+        k = runtime.compile_kernel(kcopy.make_copy_scalar, (np.dtype(raw), items), (pt, pt, i64))
+        return k, _grid(-(-n // items), block), block, (n,)
     nd = len(shape)
     pad = kcopy.MAX_DIMS - nd
     d = (1,) * pad + tuple(shape)
     s = (0,) * pad + tuple(sx)
     t = (0,) * pad + tuple(so)
-    k = runtime.compile_kernel(kcopy.make_copy_strided, (nd,), (pt, pt) + (runtime.i64,) * 13)
-    runtime.launch(k, _grid(n, block), block, (src, dst, n) + d + s + t)
+    k = runtime.compile_kernel(kcopy.make_copy_strided, (nd,), (pt, pt) + (i64,) * 13)
+    return k, _grid(n, block), block, (n,) + d + s + t
