@@ -11,7 +11,7 @@ from ._version import __version__
 
 __array_api_version__ = "2025.12"
 
-from . import fft, linalg
+from . import fft, linalg, ops
 from ._array import Array
 from ._constants import e, inf, nan, newaxis, pi
 from ._creation import (
@@ -118,6 +118,7 @@ from ._elementwise import (
     tanh,
     trunc,
 )
+from ._generic import mapreduce, reduce
 from ._indexing import take, take_along_axis
 from ._info import __array_namespace_info__
 from ._linear_algebra import matmul, matrix_transpose, tensordot, vecdot

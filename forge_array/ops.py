@@ -249,10 +249,9 @@ def _minimum(a, b):
 def _logaddexp(a, b):
     # log(exp(a) + exp(b)) without overflow; typed like the operands
     if a == b:
-        d = a - a  # 0 for finite a, nan for +-inf
-        if d != d:
+        if math.isinf(a):
             return a
-        return a + math.log1p(math.exp(d))
+        return a + math.log1p(math.exp(a - a))  # a + log(2), typed like a
     d = a - b
     if d > 0:
         return a + math.log1p(math.exp(-d))
