@@ -88,6 +88,13 @@ def _converter(t):
     raise TypeError(f"unsupported kernel argument type {t} (use pointers, integers and floats)")
 
 
+def _scalar_converter(t):
+    """Like :func:`_converter` for a non-tuple argument, returning the value itself."""
+    if isinstance(t, nt.CPointer):
+        return np.uint64
+    return np.dtype(str(t)).type
+
+
 # --------------------------------------------------------------------------- cache
 
 _SOURCE_HASH = None
@@ -153,7 +160,7 @@ STATS = {"compiled": 0, "disk_hits": 0, "compile_seconds": 0.0, "load_seconds": 
 class Kernel:
     """A compiled specialisation of a kernel factory; launch it with :func:`launch`."""
 
-    __slots__ = ("name", "argtypes", "key", "entry", "ptx", "_sim", "_fns", "_convs", "_flat")
+    __slots__ = ("name", "argtypes", "key", "entry", "ptx", "_sim", "_fns", "_convs", "_flat", "_scalar_convs")
 
     def __init__(self, name, argtypes, key=None, entry=None, ptx=None, sim=None):
         self.name = name
@@ -165,6 +172,7 @@ class Kernel:
         self._fns = {}
         self._convs = tuple(_converter(t) for t in self.argtypes) if sim is None else ()
         self._flat = not any(isinstance(t, nt.BaseTuple) for t in self.argtypes)
+        self._scalar_convs = tuple(_scalar_converter(t) for t in self.argtypes) if self._flat and sim is None else ()
 
     def function(self):
         """The ``cupy.RawModule`` function on the current device (loaded once per device)."""
@@ -207,14 +215,23 @@ def launch(kernel: Kernel, grid: int, block: int, args: tuple, shared: int = 0) 
     if sim is not None:
         sim[grid, block](*args)
         return
-    fn = kernel._fns.get(backend.cupy().cuda.runtime.getDevice()) or kernel.function()
+    fns = kernel._fns
+    fn = fns.get(_get_device()) if fns else None
+    if fn is None:
+        fn = kernel.function()
     if kernel._flat:
-        cargs = tuple([c(a)[0] for c, a in zip(kernel._convs, args)])
+        cargs = tuple([c(a) for c, a in zip(kernel._scalar_convs, args)])
     else:
         cargs = ()
         for c, a in zip(kernel._convs, args):
             cargs += c(a)
     fn((grid,), (block,), cargs, shared_mem=shared)
+
+
+def _get_device() -> int:
+    global _get_device
+    _get_device = backend.cupy().cuda.runtime.getDevice
+    return _get_device()
 
 
 _MEMORY: dict = {}
