@@ -384,10 +384,7 @@ class Array:
             elif isinstance(k, slice):
                 pos += 1
             elif k.dtype == np.bool_:
-                if k.shape != self.shape[pos:pos + k.ndim] and k.ndim > 0:
-                    raise IndexError(f"boolean index of shape {tuple(k.shape)} does not match "
-                                     f"the indexed axes {self.shape[pos:pos + k.ndim]}")
-                pos += k.ndim
+                pos += k.ndim  # the backend checks the mask's shape
             else:
                 n = self.shape[pos]
                 if k.size and self._device.is_cuda:

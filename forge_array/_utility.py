@@ -7,6 +7,8 @@ False
 
 from __future__ import annotations
 
+import builtins
+
 from . import _devices as _dev
 from . import _dtypes as _dt
 from . import _routing
@@ -66,7 +68,7 @@ def diff(x, /, *, axis=-1, n=1, prepend=None, append=None):
             continue
         check_array(extra, "diff", what)
         _dev.check_same_device(x.device, extra.device)
-        if extra.ndim != x.ndim or any(extra.shape[i] != x.shape[i]
+        if extra.ndim != x.ndim or builtins.any(extra.shape[i] != x.shape[i]
                                         for i in range(x.ndim) if i != ax):
             raise ValueError(f"diff(): {what} of shape {extra.shape} does not match x of "
                              f"shape {x.shape} outside axis {ax}")

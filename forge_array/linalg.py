@@ -95,18 +95,18 @@ def cross(x1, x2, /, *, axis=-1):
     _check("cross", x2, "numeric", 1)
     dev = _dev.check_same_device(x1.device, x2.device)
     dt = _dt.promote(x1.dtype, x2.dtype)
-    if x1.ndim != x2.ndim:
-        raise ValueError("linalg.cross(): x1 and x2 must have the same number of dimensions")
-    ax = normalize_axis(axis, x1.ndim, "linalg.cross")
-    if x1.shape[ax] != 3 or x2.shape[ax] != 3:
-        raise ValueError("linalg.cross(): the axis must have size 3")
     from ._manipulation import broadcast_shapes  # noqa: PLC0415
 
-    broadcast_shapes(x1.shape, x2.shape)
+    shape = broadcast_shapes(x1.shape, x2.shape)
+    ax = normalize_axis(axis, len(shape), "linalg.cross")
+    neg = ax - len(shape)
+    if -neg > x1.ndim or -neg > x2.ndim or x1.shape[neg] != 3 or x2.shape[neg] != 3:
+        raise ValueError(f"linalg.cross(): axis {axis} must have size 3 in both x1 {x1.shape} "
+                         f"and x2 {x2.shape}")
     m = _dev.backend(dev)
     with _dev.on(dev):
         res = m.cross(x1._array.astype(dt, copy=False), x2._array.astype(dt, copy=False),
-                      axis=ax)
+                      axis=neg)
     return Array._new(res, dev)
 
 

@@ -1,0 +1,108 @@
+"""``python -m forge_array``: versions, devices, kernel status and a smoke test.
+
+Checks sum, cumulative_sum and matmul on every device against NumPy; exits with
+status 1 when one of them fails.
+"""
+
+from __future__ import annotations
+
+import sys
+
+
+def _version(mod_name: str) -> str:
+    try:
+        from importlib.metadata import version  # noqa: PLC0415
+
+        return version(mod_name)
+    except Exception:
+        return "not installed"
+
+
+def _kernels_status() -> str:
+    try:
+        from forge_array import runtime  # noqa: PLC0415
+    except Exception as e:  # not built, or no numba-cuda
+        return f"kernels: not built ({type(e).__name__})"
+    fn = getattr(runtime, "kernels_status", None)
+    if fn is None:
+        return "kernels: not built"
+    try:
+        return str(fn())
+    except Exception as e:
+        return f"kernels: status unavailable ({type(e).__name__}: {e})"
+
+
+def _checks(xp, np, device):
+    rng = np.random.default_rng(0)
+    failures = []
+    a = rng.standard_normal((37, 41)).astype(np.float32)
+    b = rng.standard_normal((41, 5)).astype(np.float32)
+    i = rng.integers(-100, 100, size=1000).astype(np.int32)
+
+    def host(x):
+        return np.asarray(x.to_device(xp.cpu))
+
+    cases = [
+        ("sum float32", lambda: xp.sum(xp.asarray(a, device=device)), a.sum(), 1e-4),
+        ("sum int32 -> int64", lambda: xp.sum(xp.asarray(i, device=device)),
+         i.sum(dtype=np.int64), 0),
+        ("sum axis=0", lambda: xp.sum(xp.asarray(a, device=device), axis=0), a.sum(axis=0),
+         1e-4),
+        ("cumulative_sum int32", lambda: xp.cumulative_sum(xp.asarray(i, device=device)),
+         np.cumsum(i, dtype=np.int64), 0),
+        ("cumulative_sum axis=1",
+         lambda: xp.cumulative_sum(xp.asarray(a, device=device), axis=1),
+         np.cumsum(a, axis=1), 1e-4),
+        ("matmul float32", lambda: xp.matmul(xp.asarray(a, device=device),
+                                             xp.asarray(b, device=device)), a @ b, 1e-4),
+        ("matmul matrix-vector", lambda: xp.matmul(xp.asarray(a, device=device),
+                                                   xp.asarray(b[:, 0], device=device)),
+         a @ b[:, 0], 1e-4),
+    ]
+    for name, fn, expected, tol in cases:
+        try:
+            got = host(fn())
+            if got.dtype != np.asarray(expected).dtype or got.shape != np.shape(expected):
+                failures.append(f"{name}: got {got.dtype}{got.shape}, expected "
+                                f"{np.asarray(expected).dtype}{np.shape(expected)}")
+            elif not np.allclose(got, expected, rtol=tol, atol=tol):
+                failures.append(f"{name}: values differ from NumPy")
+        except Exception as e:
+            failures.append(f"{name}: {type(e).__name__}: {e}")
+    return failures
+
+
+def main() -> int:
+    import numpy as np  # noqa: PLC0415
+
+    import forge_array as xp  # noqa: PLC0415
+
+    print(f"forge_array {xp.__version__} (Array API {xp.__array_api_version__})")
+    info = xp.__array_namespace_info__()
+    print(f"devices: {', '.join(str(d) for d in info.devices())} "
+          f"(default: {info.default_device()})")
+    for pkg in ("numpy", "cupy", "numba", "numba-cuda", "array-api-compat"):
+        name = pkg
+        v = _version(pkg)
+        if pkg == "cupy" and v == "not installed":
+            for alt in ("cupy-cuda13x", "cupy-cuda12x"):
+                if _version(alt) != "not installed":
+                    name, v = alt, _version(alt)
+                    break
+        print(f"  {name}: {v}")
+    print(_kernels_status())
+    ok = True
+    for dev in info.devices():
+        failures = _checks(xp, np, dev)
+        if failures:
+            ok = False
+            print(f"check on {dev}: FAILED")
+            for f in failures:
+                print(f"  {f}")
+        else:
+            print(f"check on {dev}: OK (sum, cumulative_sum, matmul)")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
