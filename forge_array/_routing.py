@@ -29,6 +29,7 @@ from .runtime import kernels_available
 
 # the module (``primitives.reduce`` is the generic function of the same name)
 _red = importlib.import_module("forge_array.primitives.reduce")
+_scan = importlib.import_module("forge_array.primitives.scan")
 
 __all__ = [
     "reduce_sum", "reduce_prod", "reduce_max", "reduce_min", "reduce_mean", "reduce_var",
@@ -169,12 +170,16 @@ def argmin(x, axis, keepdims):
 def cumulative_sum(x, axis, dtype, include_initial):
     """Inclusive scan with + along ``axis`` (non-negative int) in ``dtype``; with
     ``include_initial`` the output starts with a 0 and is one longer."""
+    if kernels_available(x):
+        return _scan.cumulative_sum(x, axis=axis, dtype=dtype, include_initial=include_initial)
     res = _ns(x).cumulative_sum(x, axis=axis, dtype=dtype, include_initial=include_initial)
     return _out(x, res, dtype)
 
 
 def cumulative_prod(x, axis, dtype, include_initial):
     """Inclusive scan with * along ``axis`` in ``dtype`` (leading 1 with include_initial)."""
+    if kernels_available(x):
+        return _scan.cumulative_prod(x, axis=axis, dtype=dtype, include_initial=include_initial)
     res = _ns(x).cumulative_prod(x, axis=axis, dtype=dtype, include_initial=include_initial)
     return _out(x, res, dtype)
 
