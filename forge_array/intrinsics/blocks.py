@@ -27,6 +27,7 @@ from numba import cuda
 from ._impl import (
     WARP,
     cast_like,
+    device_op,
     lane_id,
     load,
     shfl_down,
@@ -41,19 +42,19 @@ _LOG_WARP = 5
 
 
 def as_device(op):
-    """The numba CUDA device function for operator ``op``: ``op`` itself when it already is
-    one, else ``cuda.jit(device=True)`` of the Python function (of ``op.py_func`` for a CPU
-    ``numba.njit`` dispatcher).
+    """The device function for operator ``op`` used by the factories: on the GPU ``op``
+    itself when it already is a numba CUDA device function, else ``cuda.jit(device=True)``
+    of the Python function (of ``op.py_func`` for a CPU ``numba.njit`` dispatcher); in the
+    simulator a Python callable with NumPy's overflow warnings off (integers wrap silently,
+    as on the GPU).
 
     >>> f = as_device(lambda a, b: a * b)
-    >>> as_device(f) is f
+    >>> callable(f)
     True
     """
     if not callable(op):
         raise TypeError(f"operator must be callable, got {type(op).__name__}")
-    if type(op).__name__ in ("CUDADispatcher", "FakeCUDAKernel"):
-        return op
-    return cuda.jit(device=True)(getattr(op, "py_func", op))
+    return device_op(op)
 
 
 def _check_block(block) -> int:

@@ -33,7 +33,7 @@ __all__ = [
     "WARP", "VEC", "lane_id", "warp_id", "shfl_idx", "shfl_up", "shfl_down", "shfl_xor",
     "fence_block", "fence_device", "fence_system", "load_acquire", "store_release",
     "load_relaxed", "atomic_add", "atomic_exch", "atomic_cas", "load", "store", "vload",
-    "vstore", "nanosleep", "cast_like", "with_shared_scratch",
+    "vstore", "nanosleep", "cast_like", "with_shared_scratch", "device_op",
 ]
 
 
@@ -567,7 +567,13 @@ def vstore(typingctx, p, i, values):
 # --------------------------------------------------------------------------- shared scratch
 
 
-def _device(fn):
+def device_op(fn):
+    """``fn`` as a numba CUDA device function (itself when it already is one).
+
+    >>> f = device_op(lambda a, b: a + b)
+    >>> device_op(f) is f
+    True
+    """
     if type(fn).__name__ == "CUDADispatcher":
         return fn
     return cuda.jit(device=True)(getattr(fn, "py_func", fn))
@@ -594,7 +600,7 @@ def with_shared_scratch(n: int, ttype, body, nargs: int = 1):
     """
     g = {}
     expr = _alloc_src(ttype, g)
-    g.update(cuda=cuda, _N=int(n), _body=_device(body))
+    g.update(cuda=cuda, _N=int(n), _body=device_op(body))
     args = ", ".join(f"a{k}" for k in range(nargs))
     call = "s" + "".join(f", a{k}" for k in range(nargs))
     src = f"def with_scratch({args}):\n    s = {expr}\n    return _body({call})\n"
