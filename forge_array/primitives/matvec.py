@@ -1,0 +1,233 @@
+"""Matrix-vector and vector-matrix products over any semiring, on the row / column kernels.
+
+``matvec(A, x)``: ``y[..., i] = op-reduce_j f(A[..., i, j], x[..., j])``;
+``vecmat(x, A)``: ``z[..., j] = op-reduce_i f(x[..., i], A[..., i, j])``. Defaults:
+``f = multiply``, ``op = add`` (the ordinary products, for every dtype: integer products
+included). ``x = None`` reduces the rows (matvec) or columns (vecmat) of ``A`` with ``op``
+(``f`` then maps single elements). Leading (batch) dimensions broadcast.
+
+Kernel choice follows ``A``'s memory layout, never a copy: a row-major ``A @ x`` reduces
+along the contiguous axis (row kernel), ``x @ A`` across it (column kernel), and a
+transposed / column-major ``A`` swaps the two (see :mod:`.axis_reduce`).
+
+Dtypes: with the default ``f`` / ``op`` the result has the standard's promoted dtype of
+``A`` and ``x`` (bool: or-and, as NumPy's ``matmul``); with a custom ``f`` / ``op`` the type
+numba infers for ``op(f(a, x), f(a, x))``, kept at the promoted dtype when it is a scalar
+of the same kind (``int32`` min-plus stays ``int32``).
+
+Example
+-------
+>>> import numpy as np
+>>> A = np.array([[0.0, 2.0], [1.0, 0.0]])
+>>> matvec(A, np.array([1.0, 1.0])).tolist()
+[2.0, 1.0]
+>>> from forge_array import ops
+>>> matvec(A, np.array([0.0, 5.0]), f=lambda a, b: a + b, op=ops.minimum).tolist()   # min-plus
+[0.0, 1.0]
+"""
+
+from __future__ import annotations
+
+import operator
+
+import numba
+import numpy as np
+from numba.extending import register_jitable
+from numba.np import numpy_support
+
+from .. import ops as _ops
+from .. import runtime
+from .axis_reduce import axis_mapreduce
+
+__all__ = ["matvec", "vecmat", "result_dtype"]
+
+
+def _xp(x):
+    return runtime.cupy() if runtime.is_cupy_array(x) else np
+
+
+def _promote(a, b):
+    try:
+        from .._dtypes import promote
+    except ImportError:  # pragma: no cover
+        return np.result_type(a, b)
+    try:
+        return np.dtype(promote(a, b))
+    except TypeError:
+        # mixed kinds (integer with floating): outside the standard's table; NumPy's rule
+        return np.result_type(a, b)
+
+
+_BUILTIN_OPS = {min: _ops.minimum, max: _ops.maximum, operator.add: _ops.add,
+                operator.mul: _ops.multiply, operator.and_: _ops.bitwise_and,
+                operator.or_: _ops.bitwise_or}
+
+
+def _as_op(op):
+    """``ops`` operator for ``op``; Python's ``min``, ``max``, ``operator.add``, ... map to
+    theirs (numba cannot compile builtins as functions)."""
+    try:
+        op = _BUILTIN_OPS.get(op, op)
+    except TypeError:  # unhashable
+        pass
+    return _ops.as_operator(op)
+
+
+_SWAPPED: dict = {}
+
+
+def _swap(f):
+    """``lambda a, v: f(v, a)``, one object per ``f`` (kernel caches key on it)."""
+    g = _SWAPPED.get(f)
+    if g is None:
+        fd = register_jitable(getattr(f, "py_func", f))
+
+        def swapped(a, v):
+            return fd(v, a)
+
+        g = _SWAPPED[f] = swapped
+    return g
+
+
+def _numba_dtype(t):
+    if isinstance(t, numba.types.BaseTuple):
+        return tuple(_numba_dtype(s) for s in t.types)
+    try:
+        return np.dtype(numpy_support.as_dtype(t))
+    except Exception as exc:
+        raise TypeError(f"operator result type {t} is not a NumPy scalar type") from exc
+
+
+def result_dtype(f, op, dta, dtx):
+    """Result dtype of a (generalised) product of elements of dtypes ``dta`` and ``dtx``
+    (``dtx`` None: ``f`` of one element); TypeError with numba's message when ``f`` or
+    ``op`` cannot be compiled.
+
+    >>> result_dtype(None, None, np.dtype("int8"), np.dtype("int16"))
+    dtype('int16')
+    >>> result_dtype(lambda a, b: a + b, min, np.dtype("float32"), np.dtype("float32"))
+    dtype('float32')
+    """
+    if f is None and op is None:
+        return _promote(dta, dtx) if dtx is not None else np.dtype(dta)
+    base = _promote(dta, dtx) if dtx is not None else np.dtype(dta)
+    opf = _as_op(op).fn if op is not None else _ops.add.fn
+    if f is None:
+        fn = _ops.multiply.fn if dtx is not None else (lambda a: a)
+    else:
+        fn = f
+    args = (runtime.numba_type(dta),) + ((runtime.numba_type(dtx),) if dtx is not None else ())
+    rt = runtime.result_type(fn, args)
+    rt = runtime.result_type(opf, (rt, rt))
+    dt = _numba_dtype(rt)
+    if not isinstance(dt, tuple) and dt.kind == base.kind:
+        return base
+    if not isinstance(dt, tuple) and base.kind == "b" and dt.kind in "iu" and f is None:
+        return base
+    return dt
+
+
+def _check(A, x, what):
+    if not hasattr(A, "ndim") or A.ndim < 2:
+        raise ValueError(f"{what}: A must have at least 2 dimensions, got shape "
+                         f"{getattr(A, 'shape', None)}")
+    if x is not None:
+        if not hasattr(x, "ndim") or x.ndim < 1:
+            raise ValueError(f"{what}: x must have at least 1 dimension")
+        if _xp(A) is not _xp(x):
+            raise ValueError(f"{what}: A and x are on different devices (NumPy and CuPy)")
+        if _xp(A) is not np and A.device != x.device:
+            raise ValueError(f"{what}: A and x are on different devices: {A.device}, {x.device}")
+
+
+def _defaults(f, op, dta, dtx):
+    """(f, op) for the kernels; bool standard products are or-and."""
+    if op is None:
+        op = _ops.add
+        if f is None and dta.kind == "b" and (dtx is None or dtx.kind == "b"):
+            op = _ops.logical_or
+            f = _ops.logical_and.fn if dtx is not None else None
+    if f is None and dtx is not None:
+        f = _ops.multiply.fn
+    return f, _as_op(op)
+
+
+def matvec(A, x, /, *, f=None, op=None, init=None):
+    """``y[..., i] = op-reduce_j f(A[..., i, j], x[..., j])`` on backend arrays (NumPy or
+    CuPy); ``x = None`` reduces each row of ``A``. See the module docstring.
+
+    >>> import numpy as np
+    >>> from forge_array import ops
+    >>> A = np.arange(6, dtype=np.int32).reshape(2, 3)
+    >>> matvec(A, np.array([1, 0, 2], dtype=np.int32)).tolist()
+    [4, 13]
+    >>> matvec(A, None, op=ops.maximum).tolist()               # row maxima
+    [2, 5]
+    """
+    _check(A, x, "matvec")
+    n, p = A.shape[-2:]
+    dta = A.dtype
+    dtx = x.dtype if x is not None else None
+    out = result_dtype(f, op, dta, dtx)
+    xp = _xp(A)
+    if x is None:
+        ff, opo = _defaults(f, op, dta, None)
+        return axis_mapreduce(ff, opo, (A,), -1, init, False, out)
+    if x.shape[-1] != p:
+        raise ValueError(f"matvec: shapes {tuple(A.shape)} and {tuple(x.shape)} do not match "
+                         f"(A has {p} columns, x has {x.shape[-1]} elements)")
+    try:
+        batch = np.broadcast_shapes(tuple(A.shape[:-2]), tuple(x.shape[:-1]))
+    except ValueError:
+        raise ValueError(f"matvec: batch shapes {tuple(A.shape[:-2])} and "
+                         f"{tuple(x.shape[:-1])} do not broadcast") from None
+    if (f is None and op is None and init is None and not runtime.kernels_available(A)
+            and dta.kind != "b"):
+        # CPU: NumPy's matmul (BLAS for floats)
+        r = xp.matmul(A.astype(out, copy=False), x.astype(out, copy=False)[..., None])[..., 0]
+        return r.astype(out, copy=False)
+    ff, opo = _defaults(f, op, dta, dtx)
+    Ab = xp.broadcast_to(A, batch + (n, p))
+    xb = xp.broadcast_to(x[..., None, :], batch + (n, p))
+    return axis_mapreduce(ff, opo, (Ab, xb), -1, init, False, out)
+
+
+def vecmat(x, A, /, *, f=None, op=None, init=None):
+    """``z[..., j] = op-reduce_i f(x[..., i], A[..., i, j])`` on backend arrays; ``x = None``
+    reduces each column of ``A``. See the module docstring.
+
+    >>> import numpy as np
+    >>> from forge_array import ops
+    >>> A = np.arange(6.0).reshape(2, 3)
+    >>> vecmat(np.array([1.0, 2.0]), A).tolist()
+    [6.0, 9.0, 12.0]
+    >>> vecmat(np.array([0.0, 1.0]), A, f=lambda a, b: a + b, op=ops.minimum).tolist()
+    [0.0, 1.0, 2.0]
+    """
+    _check(A, x, "vecmat")
+    n, p = A.shape[-2:]
+    dta = A.dtype
+    dtx = x.dtype if x is not None else None
+    out = result_dtype(None if f is None else _swap(f), op, dta, dtx)
+    xp = _xp(A)
+    if x is None:
+        ff, opo = _defaults(f, op, dta, None)
+        return axis_mapreduce(ff, opo, (A,), -2, init, False, out)
+    if x.shape[-1] != n:
+        raise ValueError(f"vecmat: shapes {tuple(x.shape)} and {tuple(A.shape)} do not match "
+                         f"(x has {x.shape[-1]} elements, A has {n} rows)")
+    try:
+        batch = np.broadcast_shapes(tuple(x.shape[:-1]), tuple(A.shape[:-2]))
+    except ValueError:
+        raise ValueError(f"vecmat: batch shapes {tuple(x.shape[:-1])} and "
+                         f"{tuple(A.shape[:-2])} do not broadcast") from None
+    if (f is None and op is None and init is None and not runtime.kernels_available(A)
+            and dta.kind != "b"):
+        r = xp.matmul(x.astype(out, copy=False)[..., None, :], A.astype(out, copy=False))[..., 0, :]
+        return r.astype(out, copy=False)
+    ff, opo = _defaults(f, op, dta, dtx)
+    if f is not None:
+        ff = _swap(f)
+    Ab = xp.broadcast_to(A, batch + (n, p))
+    xb = xp.broadcast_to(x[..., :, None], batch + (n, p))
+    return axis_mapreduce(ff, opo, (Ab, xb), -2, init, False, out)
