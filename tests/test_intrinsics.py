@@ -191,6 +191,32 @@ def test_vec():
     assert fi.VEC(np.complex64) == 2 and fi.WARP == 32
 
 
+def make_ballot():
+    def ballot_kernel(x, o_mask, o_sync):
+        i = cuda.grid(1)
+        lane = fi.lane_id()
+        fi.store(o_mask, i, fi.ballot(fi.load(x, i) > 0))
+        sm = cuda.shared.array(2, np.int32)
+        if lane == 0:
+            sm[fi.warp_id()] = fi.load(x, i) + 1000
+        fi.syncwarp()
+        fi.store(o_sync, i, sm[fi.warp_id()])
+
+    return ballot_kernel
+
+
+def test_ballot_and_syncwarp(bk):
+    x = np.random.default_rng(1).integers(-5, 5, 64).astype(np.int32)
+    x[32:] = 0  # an all-false warp
+    o_mask, o_sync = bk.zeros(64, "uint32"), bk.zeros(64, "int32")
+    k = compile_kernel(make_ballot, (), (ptr_t("int32"), ptr_t("uint32"), ptr_t("int32")))
+    launch(k, 1, 64, (buffer_of(bk.asarray(x)), buffer_of(o_mask), buffer_of(o_sync)))
+    bits = (x > 0).reshape(2, 32)
+    masks = [sum(1 << j for j in range(32) if row[j]) for row in bits]
+    np.testing.assert_array_equal(_host(o_mask), np.repeat(np.array(masks, np.uint32), 32))
+    np.testing.assert_array_equal(_host(o_sync), np.repeat(x[[0, 32]] + 1000, 32))
+
+
 # --------------------------------------------------------------------------- shuffles
 
 
@@ -710,7 +736,8 @@ def make_words(dt):
         fi.fence_device()
         fi.fence_system()
         fi.nanosleep(100)
-        p[3] = c
+        fi.syncwarp()
+        p[3] = c + fi.ballot(c > 3)
     return words
 
 for dt in WORDS:
@@ -764,6 +791,7 @@ def test_cuda_implementation_compiles_to_ptx(offline_ptx):
                        f"ld.relaxed.gpu.global.b{bits}", f"atom.relaxed.gpu.global.add.u{bits}",
                        f"atom.relaxed.gpu.global.exch.b{bits}",
                        f"atom.relaxed.gpu.global.cas.b{bits}", "fence.acq_rel.cta",
+                       "vote.sync.ballot.b32", "bar.warp.sync",
                        "fence.acq_rel.gpu", "fence.acq_rel.sys", "nanosleep.u32"):
             assert needle in ptx, (dt, needle)
     for name in ("blocks tuple", "blocks scalar"):

@@ -30,7 +30,7 @@ _i64 = ir.IntType(64)
 _FULL_MASK = 0xFFFFFFFF
 
 __all__ = [
-    "WARP", "VEC", "lane_id", "warp_id", "shfl_idx", "shfl_up", "shfl_down", "shfl_xor",
+    "WARP", "VEC", "lane_id", "warp_id", "ballot", "syncwarp", "shfl_idx", "shfl_up", "shfl_down", "shfl_xor",
     "fence_block", "fence_device", "fence_system", "load_acquire", "store_release",
     "load_relaxed", "atomic_add", "atomic_exch", "atomic_cas", "load", "store", "vload",
     "vstore", "nanosleep", "cast_like", "with_shared_scratch", "device_op",
@@ -171,6 +171,40 @@ shfl_idx = _make_shfl("idx", "Value of ``v`` in lane ``src_lane & 31`` (all lane
 shfl_up = _make_shfl("up", "Value of lane ``lane - delta``; own value when out of range.")
 shfl_down = _make_shfl("down", "Value of lane ``lane + delta``; own value when out of range.")
 shfl_xor = _make_shfl("bfly", "Value of lane ``lane ^ mask``.")
+
+
+@intrinsic
+def ballot(typingctx, pred):
+    """uint32 mask of the lanes whose ``pred`` is true (all 32 lanes call)."""
+    if not isinstance(pred, (types.Boolean, types.Integer)):
+        raise TypingError(f"ballot takes a boolean or integer predicate, got {pred}")
+
+    def codegen(context, builder, sig, args):
+        p = context.cast(builder, args[0], sig.args[0], types.boolean)
+        fnty = ir.FunctionType(_i32, [_i32, _i1])
+        name = "llvm.nvvm.vote.ballot.sync"
+        fn = builder.module.globals.get(name)
+        if fn is None:
+            fn = ir.Function(builder.module, fnty, name)
+        return builder.call(fn, [ir.Constant(_i32, _FULL_MASK), p])
+
+    return types.uint32(pred), codegen
+
+
+@intrinsic
+def syncwarp(typingctx):
+    """Barrier of the 32 lanes of the warp, with memory ordering among them
+    (``bar.warp.sync``)."""
+    def codegen(context, builder, sig, args):
+        fnty = ir.FunctionType(ir.VoidType(), [_i32])
+        name = "llvm.nvvm.bar.warp.sync"
+        fn = builder.module.globals.get(name)
+        if fn is None:
+            fn = ir.Function(builder.module, fnty, name)
+        builder.call(fn, [ir.Constant(_i32, _FULL_MASK)])
+        return context.get_dummy_value()
+
+    return types.void(), codegen
 
 
 # --------------------------------------------------------------------------- casting

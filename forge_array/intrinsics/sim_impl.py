@@ -37,7 +37,7 @@ if sys.getswitchinterval() > 0.001:
 BARRIER_TIMEOUT = float(os.environ.get("FORGE_ARRAY_SIM_BARRIER_TIMEOUT", "30"))
 
 __all__ = [
-    "WARP", "VEC", "lane_id", "warp_id", "shfl_idx", "shfl_up", "shfl_down", "shfl_xor",
+    "WARP", "VEC", "lane_id", "warp_id", "ballot", "syncwarp", "shfl_idx", "shfl_up", "shfl_down", "shfl_xor",
     "fence_block", "fence_device", "fence_system", "load_acquire", "store_release",
     "load_relaxed", "atomic_add", "atomic_exch", "atomic_cas", "load", "store", "vload",
     "vstore", "nanosleep", "cast_like", "with_shared_scratch", "memory_model", "device_op",
@@ -185,6 +185,24 @@ def shfl_xor(v, mask):
     """Value of lane ``lane ^ mask``; the caller's own value when out of range."""
     m = int(mask)
     return _exchange(v, lambda lane: lane ^ m, "shfl_xor")
+
+
+def ballot(pred):
+    """uint32 mask of the lanes whose ``pred`` is true (all 32 lanes must call)."""
+    t = _thread()
+    lane = t.thread_id % WARP
+    st = _warp_state(t)
+    st.slots[lane] = bool(pred)
+    st.barrier.wait("ballot")
+    mask = sum(1 << j for j in range(WARP) if st.slots[j])
+    st.barrier.wait("ballot")
+    return np.uint32(mask)
+
+
+def syncwarp():
+    """Barrier of the 32 lanes of the warp (all 32 lanes must call)."""
+    t = _thread()
+    _warp_state(t).barrier.wait("syncwarp")
 
 
 # --------------------------------------------------------------------------- casting
