@@ -171,8 +171,9 @@ def cc_reduce(ctx, op_name: str, out_dtype, init):
     """Builder: cuda.compute reduce_into over the whole (contiguous) input.
 
     The reducer object is built and its temporary storage allocated outside the timed
-    region; the timed call is ``reducer(temp, d_in, d_out, n, h_init)``. Falls back to
-    the one-shot ``reduce_into`` (which allocates per call) if the object API differs.
+    region; the timed call is the reducer with that storage. cuda-cccl 1.0 takes
+    keyword arguments only (and the op again at call time); 0.x took them positionally:
+    both are tried.
     """
 
     def builder(x):
@@ -186,29 +187,39 @@ def cc_reduce(ctx, op_name: str, out_dtype, init):
         op = _op(cc, op_name)
         n = int(d_in.size)
         stream = _stream_arg(ctx)
-        make = getattr(cc, "make_reduce_into", None)
-        if make is not None:
+        make = getattr(cc, "make_reduce_into")
+        try:
+            reducer = make(d_in=d_in, d_out=d_out, op=op, h_init=h_init)
+
+            def call(tmp):
+                return reducer(temp_storage=tmp, d_in=d_in, d_out=d_out, num_items=n, op=op,
+                               h_init=h_init, stream=stream)
+        except TypeError as exc:
+            if "keyword" not in str(exc) and "positional" not in str(exc):
+                raise
             reducer = make(d_in, d_out, op, h_init)
-            nbytes = reducer(None, d_in, d_out, n, h_init, stream)
-            tmp = cp.empty(max(int(nbytes), 1), dtype=np.uint8)
 
-            def fn():
-                reducer(tmp, d_in, d_out, n, h_init, stream)
-                return d_out
+            def call(tmp):
+                return reducer(tmp, d_in, d_out, n, h_init, stream)
 
-            return fn
+        nbytes = call(None)
+        tmp = cp.empty(max(int(nbytes), 1), dtype=np.uint8)
 
-        def fn_once():
-            cc.reduce_into(d_in, d_out, op, n, h_init, stream)
+        def fn():
+            call(tmp)
             return d_out
 
-        return fn_once
+        return fn
 
     return builder
 
 
 def cc_inclusive_scan(ctx, op_name: str = "PLUS"):
-    """Builder: cuda.compute inclusive scan (sum) of a contiguous 1-D input."""
+    """Builder: cuda.compute inclusive scan (no initial value) of a contiguous input.
+
+    Built, and its temporary storage allocated, outside the timed region; keyword API of
+    cuda-cccl 1.0 first, the positional one of 0.x (with a zero initial value) second.
+    """
 
     def builder(x):
         cc = _cuda_compute(ctx)
@@ -220,29 +231,27 @@ def cc_inclusive_scan(ctx, op_name: str = "PLUS"):
         op = _op(cc, op_name)
         n = int(d_in.size)
         stream = _stream_arg(ctx)
-        make = getattr(cc, "make_inclusive_scan", None)
-        if make is None:
+        make = getattr(cc, "make_inclusive_scan")
+        try:
+            scanner = make(d_in=d_in, d_out=d_out, op=op, init_value=None)
+
+            def call(tmp):
+                return scanner(temp_storage=tmp, d_in=d_in, d_out=d_out, op=op,
+                               init_value=None, num_items=n, stream=stream)
+        except TypeError as exc:
+            if "keyword" not in str(exc) and "positional" not in str(exc):
+                raise
             h0 = np.zeros(1, dtype=d_in.dtype)
+            scanner = make(d_in, d_out, op, h0)
 
-            def fn_once():
-                cc.inclusive_scan(d_in, d_out, op, h0, n, stream)
-                return d_out
+            def call(tmp):
+                return scanner(tmp, d_in, d_out, n, h0, stream)
 
-            return fn_once
-        last: Exception | None = None
-        for h_init in (np.zeros(1, dtype=d_in.dtype), None):  # with init value, then none
-            try:
-                scanner = make(d_in, d_out, op, h_init)
-                nbytes = scanner(None, d_in, d_out, n, h_init, stream)
-                break
-            except (TypeError, ValueError) as exc:
-                last = exc
-        else:
-            raise last  # type: ignore[misc]
+        nbytes = call(None)
         tmp = cp.empty(max(int(nbytes), 1), dtype=np.uint8)
 
         def fn():
-            scanner(tmp, d_in, d_out, n, h_init, stream)
+            call(tmp)
             return d_out
 
         return fn

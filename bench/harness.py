@@ -50,8 +50,8 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 L2_BYTES_DEFAULT = 60 * 2**20
-CANONICAL_IMPLS = ("forge_array", "cupy", "torch", "cuda.compute")
-PEERS = ("cupy", "torch", "cuda.compute")
+CANONICAL_IMPLS = ("forge_array", "cupy", "numpy", "torch", "cuda.compute")
+PEERS = ("cupy", "numpy", "torch", "cuda.compute")
 
 
 # --------------------------------------------------------------------------- cases
@@ -122,6 +122,8 @@ class _Backend:
     dry_run = False
     xp: Any = None  # cupy or numpy
     ref: str = "cupy"
+
+    impl_budget_s = 2.0  # at most this much timed work per implementation and case
 
     def __init__(self, quick: bool = False, reps_scale: float = 1.0):
         self.quick = quick
@@ -221,16 +223,26 @@ class GpuBackend(_Backend):
             except Exception:
                 pass
 
-    def time_device(self, fns: Sequence[Callable], warmup: int, reps: int):
-        """Seconds per call (list), and wall ms of the very first call."""
+    def time_device(self, fns: Sequence[Callable], warmup: int, reps: int,
+                    keep_first: bool = False):
+        """Seconds per call (list), wall ms of the very first call, and its output if
+        ``keep_first``. Slow calls get fewer repetitions: at most ``impl_budget_s`` of
+        timed calls, and never fewer than 3."""
         cp = self.cupy
         t0 = time.perf_counter()
-        fns[0]()
+        first = fns[0]()
         self.sync()
         first_ms = (time.perf_counter() - t0) * 1e3
-        for i in range(max(warmup - 1, 0) + len(fns) - 1):
+        if not keep_first:
+            first = None
+        n_warm = max(warmup - 1, 0) + len(fns) - 1
+        t0 = time.perf_counter()
+        for i in range(n_warm):
             fns[(i + 1) % len(fns)]()
         self.sync()
+        per_call = (time.perf_counter() - t0) / n_warm if n_warm else first_ms * 1e-3
+        if per_call > 0:
+            reps = min(reps, max(3, int(self.impl_budget_s / per_call)))
         start, end = cp.cuda.Event(), cp.cuda.Event()
         times = []
         for i in range(reps):
@@ -240,7 +252,7 @@ class GpuBackend(_Backend):
             end.record()
             end.synchronize()
             times.append(cp.cuda.get_elapsed_time(start, end) * 1e-3)
-        return times, first_ms
+        return times, first_ms, first
 
     def time_host(self, fns: Sequence[Callable], calls: int):
         times = []
@@ -335,9 +347,9 @@ class CpuBackend(_Backend):
     def release(self):
         gc.collect()
 
-    def time_device(self, fns, warmup, reps):
+    def time_device(self, fns, warmup, reps, keep_first=False):
         t0 = time.perf_counter()
-        fns[0]()
+        first = fns[0]()
         first_ms = (time.perf_counter() - t0) * 1e3
         for i in range(max(warmup - 1, 0)):
             fns[(i + 1) % len(fns)]()
@@ -347,7 +359,7 @@ class CpuBackend(_Backend):
             t0 = time.perf_counter()
             fn()
             times.append(time.perf_counter() - t0)
-        return times, first_ms
+        return times, first_ms, (first if keep_first else None)
 
     def time_host(self, fns, calls):
         return self.time_device(fns, 0, calls)[0]
@@ -528,7 +540,7 @@ class Runner:
         try:
             fns = self.ctx.copy_fns(nbytes, self.nbuf_for(nbytes))
             reps = self.ctx.reps_for(key)
-            times, _ = self.ctx.time_device(fns, self.ctx.warmup_for(key), reps)
+            times, _, _ = self.ctx.time_device(fns, self.ctx.warmup_for(key), reps)
             st = _stats(times)
             res = {
                 "copy_bytes": nbytes,
@@ -617,10 +629,11 @@ class Runner:
         if impl.note:
             r["note"] = impl.note
         fns = []
+        want_out = self.check and impl.check and self._checkable(case)
         try:
             for inp in inputs:
                 fns.append(impl.builder(*inp))
-            times, first_ms = ctx.time_device(fns, warmup, reps)
+            times, first_ms, first_out = ctx.time_device(fns, warmup, reps, keep_first=want_out)
         except Skip as exc:
             return {"status": "skipped", "error": str(exc)}
         except ImportError as exc:
@@ -646,13 +659,12 @@ class Runner:
                 r["host_us"] = statistics.median(ht) * 1e6
             except Exception as exc:
                 r["host_error"] = _short_error(exc)
-        if self.check and impl.check and self._checkable(case):
+        if want_out:
             try:
-                out = fns[0]()
-                ctx.sync()
-                r["_out"] = ctx.to_numpy(out)
+                r["_out"] = ctx.to_numpy(first_out)
             except Exception as exc:
                 r["check_error"] = _short_error(exc)
+            first_out = None
         return r
 
     def _checkable(self, case: Case) -> bool:
@@ -874,7 +886,7 @@ def plot(path: str, meta: dict, results: list[dict]) -> str | None:
     colors = {n: f"C{i % 10}" for i, n in enumerate(impls)}
     styles = ["-", "--", ":", "-."]
     markers = "osD^v<>ph*"
-    fig, axes = plt.subplots(len(suites), 3, figsize=(21, 5.2 * len(suites)), squeeze=False)
+    fig, axes = plt.subplots(len(suites), 3, figsize=(21, 8.5 * len(suites)), squeeze=False)
     for row, suite in enumerate(suites):
         recs = [r for r in results if r["suite"] == suite and not r.get("skipped")]
         sweeps, shape_sweeps, singles = _split_series(recs)
@@ -900,11 +912,13 @@ def plot(path: str, meta: dict, results: list[dict]) -> str | None:
                 x, y = zip(*roof)
                 ax.plot(x, y, "k--", lw=1, label="copy roofline")
             ax.set_xscale("log")
+            if col == 0:
+                ax.set_yscale("log")
             ax.set_xlabel(xlabel)
             ax.set_ylabel("GB/s (minimal bytes moved)")
             ax.set_title(f"{suite}: " + ("size sweeps" if col == 0 else "shape sweeps"))
             ax.grid(True, which="both", alpha=0.3)
-            ax.legend(fontsize=6, ncol=2)
+            ax.legend(fontsize=6, ncol=2, loc="upper center", bbox_to_anchor=(0.5, -0.13))
         ax = axes[row][2]
         if singles:
             xs = np.arange(len(singles))
@@ -926,7 +940,7 @@ def plot(path: str, meta: dict, results: list[dict]) -> str | None:
         else:
             ax.axis("off")
     fig.suptitle(f"forge_array vs peers on {meta['device'].get('name')} ({meta['date']})")
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0, 1, 0.98))
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return None
