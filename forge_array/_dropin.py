@@ -1,0 +1,817 @@
+"""Backend-generic drop-in reductions, scans and matrix-vector products with CuPy's
+signatures (the engine of :mod:`forge_array.cupy`).
+
+:class:`DropIn` builds, over an array module ``xp`` (``cupy`` on a GPU; ``numpy`` in the
+simulator, which is how CI tests it), functions named and called like CuPy's (``sum``,
+``prod``, ``max``/``amax``, ``min``/``amin``, ``mean``, ``var``, ``std``, ``argmax``,
+``argmin``, ``any``, ``all``, ``cumsum``, ``cumprod``, ``nansum``, ``nanmax``, ``nanmin``,
+``dot``, ``matmul``, ``vdot``, ``inner``) and the matching ``ndarray`` methods. Each one
+runs on the primitives (:mod:`forge_array.primitives`) when our kernels take the array
+(``runtime.kernels_available``) and the call is one they cover, and otherwise calls the
+function it replaces -- captured when the :class:`DropIn` is built, so fallbacks never
+recurse into a patched module -- with the same arguments: unsupported dtypes (float16,
+complex for orderings), ``out=`` arrays of another dtype or shape, N-D @ N-D products
+(cuBLAS), bad axes (the original raises its own error)...
+
+Dtype rules are NumPy's, as CuPy follows them: ``sum``/``prod``/``cumsum``/``cumprod`` of
+bool and integers narrower than 64 bits accumulate in int64 / uint64, ``mean``/``var``/
+``std`` of integers give float64, ``argmax`` with ``axis=None`` gives the flat index,
+NaN propagates through ``max``/``min`` and is skipped by ``nanmax``/``nanmin``/``nansum``.
+
+>>> import numpy as np
+>>> d = DropIn(np)
+>>> x = np.arange(6, dtype=np.int32).reshape(2, 3)
+>>> int(d.sum(x)), d.sum(x).dtype.name
+(15, 'int64')
+>>> d.cumsum(np.array([1, 2, 3], dtype=np.uint8)).tolist()
+[1, 3, 6]
+>>> d.argmax(np.array([[1, 9], [9, 2]])).tolist()        # flat index of the first maximum
+1
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+import warnings
+
+import numpy as np
+
+from . import ops as _ops
+from .primitives import axis_reduce as _axis
+from .primitives import scan as _scan
+from .primitives.reduce import mapreduce as _mapreduce
+from .primitives.reduce import normalize_axis as _normalize_axis
+from .runtime import kernels_available
+
+try:  # the matrix-vector primitives (a colleague's module)
+    from .primitives.matvec import matvec as _matvec
+    from .primitives.matvec import result_dtype as _mv_dtype
+    from .primitives.matvec import vecmat as _vecmat
+except ImportError:  # pragma: no cover - until it lands: dot / matmul fall back
+    _matvec = _vecmat = _mv_dtype = None
+
+from .primitives.reduce import all as _p_all
+from .primitives.reduce import any as _p_any
+from .primitives.reduce import argmax as _p_argmax
+from .primitives.reduce import argmin as _p_argmin
+from .primitives.reduce import max as _p_max
+from .primitives.reduce import mean as _p_mean
+from .primitives.reduce import min as _p_min
+from .primitives.reduce import prod as _p_prod
+from .primitives.reduce import std as _p_std
+from .primitives.reduce import sum as _p_sum
+from .primitives.reduce import var as _p_var
+
+__all__ = ["DropIn", "FUNCTIONS", "METHODS"]
+
+#: module functions a DropIn defines (``amax``/``amin`` are ``max``/``min``)
+FUNCTIONS = ("sum", "prod", "max", "amax", "min", "amin", "mean", "var", "std", "argmax",
+             "argmin", "any", "all", "cumsum", "cumprod", "nansum", "nanmax", "nanmin", "dot",
+             "matmul", "vdot", "inner")
+
+#: ``ndarray`` methods a DropIn defines
+METHODS = ("sum", "prod", "max", "min", "mean", "var", "std", "argmax", "argmin", "any",
+           "all", "cumsum", "cumprod", "dot")
+
+#: returned by a core when our kernels do not cover the call: the original runs instead
+DECLINE = object()
+
+_KINDS = frozenset("biuf")          # dtypes every kernel path takes (not float16)
+_KINDS_C = frozenset("biufc")       # ... plus complex, for sums / products / any / all
+_F16 = np.dtype(np.float16)
+_INT64 = np.dtype(np.int64)
+_UINT64 = np.dtype(np.uint64)
+_FLOAT64 = np.dtype(np.float64)
+_BOOL = np.dtype(np.bool_)
+
+
+# --------------------------------------------------------------------------- dtype rules
+
+
+def sum_dtype(dt):
+    """NumPy's / CuPy's accumulation dtype of ``sum``, ``prod``, ``cumsum`` and ``cumprod``
+    without ``dtype=``: bool and integers narrower than 64 bits widen to int64 / uint64.
+
+    >>> sum_dtype(np.dtype("int32")), sum_dtype(np.dtype("uint8")), sum_dtype(np.dtype("float32"))
+    (dtype('int64'), dtype('uint64'), dtype('float32'))
+    """
+    k = dt.kind
+    if k == "b" or (k == "i" and dt.itemsize < 8):
+        return _INT64
+    if k == "u" and dt.itemsize < 8:
+        return _UINT64
+    return dt
+
+
+def float_dtype(dt):
+    """Result dtype of ``mean`` / ``var`` / ``std`` without ``dtype=``: float64 for bool and
+    integers, the dtype itself for floats.
+
+    >>> float_dtype(np.dtype("int8")), float_dtype(np.dtype("float32"))
+    (dtype('float64'), dtype('float32'))
+    """
+    return dt if dt.kind in "fc" else _FLOAT64
+
+
+def _ok(dt, kinds=_KINDS):
+    return dt.kind in kinds and dt != _F16
+
+
+def _reduced_shape(shape, axes, keepdims):
+    if keepdims:
+        return tuple(1 if d in axes else n for d, n in enumerate(shape))
+    return tuple(n for d, n in enumerate(shape) if d not in axes)
+
+
+# --------------------------------------------------------------------------- device functions
+# module-level (not per call) so the kernel caches, which key on the callables, hit
+
+_NAN_TO_ZERO: dict = {}
+_WELFORD: dict = {}
+_MUL: dict = {}
+
+
+def _nan_to_zero(dt):
+    """``v -> D(v)`` with NaN -> 0, in dtype ``dt`` (the map of nansum)."""
+    f = _NAN_TO_ZERO.get(dt)
+    if f is None:
+        D = dt.type
+
+        def nan_to_zero(v):
+            return D(v) if v == v else D(0)
+
+        f = _NAN_TO_ZERO[dt] = nan_to_zero
+    return f
+
+
+def _welford_map(dt):
+    """``v -> (1, v, 0)`` in float dtype ``dt``: one element as a Welford triple."""
+    f = _WELFORD.get(dt)
+    if f is None:
+        D = dt.type
+
+        def welford_map(v):
+            return (D(1), D(v), D(0))
+
+        f = _WELFORD[dt] = welford_map
+    return f
+
+
+def _mul_as(dt):
+    """``(u, v) -> D(u) * D(v)``: the product of a dot product accumulated in ``dt``."""
+    f = _MUL.get(dt)
+    if f is None:
+        D = dt.type
+
+        def mul_as(u, v):
+            return D(u) * D(v)
+
+        f = _MUL[dt] = mul_as
+    return f
+
+
+def _fmax(a, b):
+    # NaN-skipping maximum (numpy.fmax): NaN only when both are NaN; NaN is the identity
+    if b != b or a >= b:
+        return a
+    if a != a:
+        return b
+    return b
+
+
+def _fmin(a, b):
+    if b != b or a <= b:
+        return a
+    if a != a:
+        return b
+    return b
+
+
+def _nan_identity(dt):
+    return dt.type(np.nan)
+
+
+fmax = _ops.Operator(_fmax, "fmax", identity=_nan_identity, commutative=True, ufunc=np.fmax)
+fmin = _ops.Operator(_fmin, "fmin", identity=_nan_identity, commutative=True, ufunc=np.fmin)
+
+
+# --------------------------------------------------------------------------- the drop-in
+
+
+class DropIn:
+    """CuPy-signature reductions, scans and products over array module ``xp`` on our
+    kernels, each falling back to the function it replaces.
+
+    ``xp``: the array module (``cupy``; ``numpy`` under the simulator). ``fallbacks``:
+    name -> callable overriding the originals (default: ``getattr(xp, name)`` now, before
+    any patching); ``method_fallbacks`` likewise for ``xp.ndarray``'s methods.
+    Attributes: one function per name of :data:`FUNCTIONS`; ``methods``: name -> function
+    taking the array first, for :data:`METHODS`; ``counts``: how many calls ran on our
+    kernels (``"kernel"``) and how many fell back (``"fallback"``), per name.
+
+    >>> import numpy as np
+    >>> d = DropIn(np)
+    >>> float(d.var(np.array([1.0, 2.0, 3.0, 4.0]), ddof=1))
+    1.6666666666666667
+    >>> d.methods["sum"](np.ones((2, 2)), axis=0).tolist()
+    [2.0, 2.0]
+    """
+
+    def __init__(self, xp, fallbacks=None, method_fallbacks=None):
+        self.xp = xp
+        self.ndarray = xp.ndarray
+        fb = {n: getattr(xp, n) for n in FUNCTIONS if hasattr(xp, n)}
+        fb.update(fallbacks or {})
+        mfb = {n: getattr(xp.ndarray, n) for n in METHODS if hasattr(xp.ndarray, n)}
+        mfb.update(method_fallbacks or {})
+        self.fallbacks = fb
+        self.method_fallbacks = mfb
+        self.counts = {"kernel": {}, "fallback": {}}
+        self._patched: dict = {}
+        self._build()
+
+    # ----------------------------------------------------------------- bookkeeping
+
+    def _hit(self, which, name):
+        c = self.counts[which]
+        c[name] = c.get(name, 0) + 1
+
+    def reset_counts(self):
+        """Zero :attr:`counts`.
+
+        >>> import numpy as np
+        >>> d = DropIn(np); d.reset_counts(); d.counts
+        {'kernel': {}, 'fallback': {}}
+        """
+        self.counts = {"kernel": {}, "fallback": {}}
+
+    def _mine(self, a, kinds=_KINDS):
+        """Whether array ``a`` is one our kernels take, of a dtype they cover."""
+        return isinstance(a, self.ndarray) and _ok(a.dtype, kinds) and kernels_available(a)
+
+    def _out_ok(self, out, shape, dtype):
+        return (out is None or (isinstance(out, self.ndarray) and tuple(out.shape) == shape
+                                and out.dtype == dtype))
+
+    @staticmethod
+    def _axes(a, axis):
+        """Normalised axis tuple, or None for a call to leave to the original (bad axis:
+        the original raises its own error; ``axis=()``)."""
+        try:
+            axes = _normalize_axis(axis, a.ndim)
+        except (TypeError, ValueError, IndexError):
+            return None
+        if axis is not None and not axes and a.ndim:
+            return None
+        return axes
+
+    @staticmethod
+    def _put(r, out):
+        if out is None:
+            return r
+        out[...] = r
+        return out
+
+    # ----------------------------------------------------------------- cores
+    # Each returns the result, or DECLINE to run the original.
+
+    def _c_sum_prod(self, prim, a, axis, dtype, out, keepdims):
+        if not self._mine(a, _KINDS_C):
+            return DECLINE
+        if dtype is None:
+            dt = sum_dtype(a.dtype)
+        else:
+            try:
+                dt = np.dtype(dtype)
+            except TypeError:
+                return DECLINE
+            if not _ok(dt, _KINDS_C) or not np.can_cast(a.dtype, dt, "same_kind"):
+                return DECLINE
+        axes = self._axes(a, axis)
+        if axes is None:
+            return DECLINE
+        if not self._out_ok(out, _reduced_shape(a.shape, axes, keepdims), dt):
+            return DECLINE
+        return self._put(prim(a, axes, dt, bool(keepdims)), out)
+
+    def _c_extremum(self, prim, a, axis, out, keepdims):
+        if not self._mine(a):
+            return DECLINE
+        axes = self._axes(a, axis)
+        if axes is None or a.size == 0:       # the original raises for empty reductions
+            return DECLINE
+        if not self._out_ok(out, _reduced_shape(a.shape, axes, keepdims), a.dtype):
+            return DECLINE
+        return self._put(prim(a, axes, bool(keepdims)), out)
+
+    def _c_logical(self, prim, a, axis, out, keepdims):
+        if not self._mine(a, _KINDS_C):
+            return DECLINE
+        axes = self._axes(a, axis)
+        if axes is None:
+            return DECLINE
+        if not self._out_ok(out, _reduced_shape(a.shape, axes, keepdims), _BOOL):
+            return DECLINE
+        return self._put(prim(a, axes, bool(keepdims)), out)
+
+    def _c_mean(self, a, axis, dtype, out, keepdims):
+        if not self._mine(a, _KINDS_C):
+            return DECLINE
+        dt = float_dtype(a.dtype) if dtype is None else np.dtype(dtype)
+        if not _ok(dt, "fc") or (a.dtype.kind == "c" and dt.kind != "c"):
+            return DECLINE
+        axes = self._axes(a, axis)
+        if axes is None:
+            return DECLINE
+        shape = _reduced_shape(a.shape, axes, keepdims)
+        if not self._out_ok(out, shape, dt):
+            return DECLINE
+        n = math.prod(a.shape[d] for d in axes)
+        if n == 0:
+            return DECLINE                     # NaN with the original's RuntimeWarning
+        if len(axes) == a.ndim and dt == float_dtype(a.dtype):
+            r = _p_mean(a, axes, bool(keepdims))
+        else:
+            s = _p_sum(a, axes, dt, bool(keepdims))
+            r = (s / dt.type(n)).astype(dt, copy=False)
+        return self._put(r, out)
+
+    def _c_moments(self, a, axis, dtype, out, ddof, keepdims, std):
+        if not self._mine(a):
+            return DECLINE
+        dt = float_dtype(a.dtype)
+        if dtype is not None and np.dtype(dtype) != dt:
+            return DECLINE
+        axes = self._axes(a, axis)
+        if axes is None:
+            return DECLINE
+        try:
+            ddof = operator.index(ddof) if not isinstance(ddof, float) else ddof
+        except TypeError:
+            return DECLINE
+        shape = _reduced_shape(a.shape, axes, keepdims)
+        if not self._out_ok(out, shape, dt):
+            return DECLINE
+        n = math.prod(a.shape[d] for d in axes)
+        if n == 0 or n - ddof <= 0:
+            return DECLINE                     # the original's warnings and inf / NaN
+        if len(axes) == a.ndim:
+            prim = _p_std if std else _p_var
+            r = prim(a, axes, ddof, bool(keepdims))
+        else:
+            t = _axis.axis_mapreduce(_welford_map(dt), _ops.welford, (a,), axes, None,
+                                     bool(keepdims), (dt, dt, dt))
+            r = t[2] / dt.type(n - ddof)
+            if std:
+                r = self.xp.sqrt(r)
+            r = r.astype(dt, copy=False)
+        return self._put(r, out)
+
+    def _c_arg(self, prim, a, axis, dtype, out, keepdims):
+        if not self._mine(a) or a.size == 0:
+            return DECLINE
+        if axis is not None:
+            try:
+                axis = operator.index(axis)
+            except TypeError:
+                return DECLINE
+            if not -a.ndim <= axis < a.ndim:
+                return DECLINE
+            axis %= a.ndim
+            shape = _reduced_shape(a.shape, (axis,), keepdims)
+        else:
+            shape = (1,) * a.ndim if keepdims else ()
+        odt = _INT64 if dtype is None else np.dtype(dtype)
+        if odt.kind not in "iu" or not self._out_ok(out, shape, odt):
+            return DECLINE
+        r = prim(a, axis, bool(keepdims))
+        if odt != r.dtype:
+            r = r.astype(odt)
+        return self._put(r, out)
+
+    def _c_scan(self, prim, a, axis, dtype, out):
+        if not self._mine(a, _KINDS_C):
+            return DECLINE
+        if dtype is None:
+            dt = sum_dtype(a.dtype)
+        else:
+            try:
+                dt = np.dtype(dtype)
+            except TypeError:
+                return DECLINE
+            if not _ok(dt, _KINDS_C) or not np.can_cast(a.dtype, dt, "same_kind"):
+                return DECLINE
+        if axis is None:
+            x = a.reshape(-1)
+            ax = 0
+        else:
+            if a.ndim == 0:
+                return DECLINE
+            try:
+                ax = operator.index(axis)
+            except TypeError:
+                return DECLINE
+            if not -a.ndim <= ax < a.ndim:
+                return DECLINE
+            x = a
+            ax %= a.ndim
+        if not self._out_ok(out, tuple(x.shape), dt):
+            return DECLINE
+        direct = out is not None and (out is a or not self.xp.may_share_memory(out, a))
+        r = prim(x, axis=ax, dtype=dt, out=out if direct else None)
+        return r if direct else self._put(r, out)
+
+    def _c_nansum(self, a, axis, dtype, out, keepdims):
+        if not self._mine(a):
+            return DECLINE
+        if a.dtype.kind != "f":
+            return self._c_sum_prod(_sum_prim, a, axis, dtype, out, keepdims)
+        dt = a.dtype if dtype is None else np.dtype(dtype)
+        if not _ok(dt, "f"):
+            return DECLINE
+        axes = self._axes(a, axis)
+        if axes is None:
+            return DECLINE
+        if not self._out_ok(out, _reduced_shape(a.shape, axes, keepdims), dt):
+            return DECLINE
+        r = _mapreduce(_nan_to_zero(dt), _ops.add, a, axis=axes, keepdims=bool(keepdims))
+        return self._put(r, out)
+
+    def _c_nanext(self, a, axis, out, keepdims, is_max):
+        if not self._mine(a):
+            return DECLINE
+        if a.dtype.kind != "f":
+            return self._c_extremum(_max_prim if is_max else _min_prim, a, axis, out, keepdims)
+        axes = self._axes(a, axis)
+        if axes is None or a.size == 0:
+            return DECLINE
+        if not self._out_ok(out, _reduced_shape(a.shape, axes, keepdims), a.dtype):
+            return DECLINE
+        r = _mapreduce(None, fmax if is_max else fmin, a, axis=axes, keepdims=bool(keepdims))
+        if bool(self.xp.isnan(r).any()):           # as CuPy: a sync for the warning
+            warnings.warn("All-NaN slice encountered", RuntimeWarning, stacklevel=3)
+        return self._put(r, out)
+
+    def _c_product(self, a, b, out, kind):
+        """dot / matmul / inner of a matrix (or batch) and a vector, or of two vectors."""
+        if _matvec is None or not (self._mine(a) and self._mine(b)) or a.dtype != b.dtype:
+            return DECLINE
+        if a.ndim == 0 or b.ndim == 0:
+            return DECLINE
+        dt = _mv_dtype(None, None, a.dtype, b.dtype)
+        if a.ndim == 1 and b.ndim == 1:
+            if a.shape[0] != b.shape[0] or not self._out_ok(out, (), dt):
+                return DECLINE
+            if dt.kind == "b":
+                r = _matvec(a[None, :], b).reshape(())
+            else:
+                r = _mapreduce(_mul_as(dt), _ops.add, a, b)
+            return self._put(r, out)
+        if b.ndim == 1:                         # (..., n, p) . (p,)
+            if a.shape[-1] != b.shape[0]:
+                return DECLINE
+            shape = tuple(a.shape[:-1])
+            if not self._out_ok(out, shape, dt):
+                return DECLINE
+            return self._put(_matvec(a, b), out)
+        if a.ndim == 1:
+            if kind == "inner":                 # inner(x, B)[...] = sum_k x[k] B[..., k]
+                if b.shape[-1] != a.shape[0]:
+                    return DECLINE
+                shape = tuple(b.shape[:-1])
+                if not self._out_ok(out, shape, dt):
+                    return DECLINE
+                return self._put(_matvec(b, a), out)
+            if b.shape[-2] != a.shape[0]:       # (n,) . (..., n, p)
+                return DECLINE
+            shape = tuple(b.shape[:-2]) + (b.shape[-1],)
+            if not self._out_ok(out, shape, dt):
+                return DECLINE
+            return self._put(_vecmat(a, b), out)
+        return DECLINE                          # matrix-matrix: cuBLAS
+
+    # ----------------------------------------------------------------- public functions
+
+    def _build(self):  # noqa: C901 - one closure per function, with CuPy's signature
+        me = self
+        fb = self.fallbacks
+        mfb = self.method_fallbacks
+        DEC = DECLINE
+
+        def run(name, r, fallback, *args, **kwargs):
+            if r is DEC:
+                me._hit("fallback", name)
+                return fallback(*args, **kwargs)
+            me._hit("kernel", name)
+            return r
+
+        def sum(a, axis=None, dtype=None, out=None, keepdims=False):
+            """Sum over ``axis`` (CuPy's ``sum``): int64 / uint64 for bool and narrower
+            integers unless ``dtype`` is given."""
+            return run("sum", me._c_sum_prod(_sum_prim, a, axis, dtype, out, keepdims), fb["sum"],
+                       a, axis=axis, dtype=dtype, out=out, keepdims=keepdims)
+
+        def prod(a, axis=None, dtype=None, out=None, keepdims=False):
+            """Product over ``axis`` (CuPy's ``prod``), with ``sum``'s dtype rules."""
+            return run("prod", me._c_sum_prod(_prod_prim, a, axis, dtype, out, keepdims),
+                       fb["prod"], a, axis=axis, dtype=dtype, out=out, keepdims=keepdims)
+
+        def amax(a, axis=None, out=None, keepdims=False):
+            """Maximum over ``axis`` (CuPy's ``amax`` / ``max``); NaN propagates."""
+            return run("max", me._c_extremum(_max_prim, a, axis, out, keepdims), fb["amax"],
+                       a, axis=axis, out=out, keepdims=keepdims)
+
+        def amin(a, axis=None, out=None, keepdims=False):
+            """Minimum over ``axis`` (CuPy's ``amin`` / ``min``); NaN propagates."""
+            return run("min", me._c_extremum(_min_prim, a, axis, out, keepdims), fb["amin"],
+                       a, axis=axis, out=out, keepdims=keepdims)
+
+        def mean(a, axis=None, dtype=None, out=None, keepdims=False):
+            """Arithmetic mean over ``axis`` (float64 for integers)."""
+            return run("mean", me._c_mean(a, axis, dtype, out, keepdims), fb["mean"],
+                       a, axis=axis, dtype=dtype, out=out, keepdims=keepdims)
+
+        def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
+            """Variance over ``axis`` with ``ddof``, in one pass (Welford / Chan)."""
+            return run("var", me._c_moments(a, axis, dtype, out, ddof, keepdims, False),
+                       fb["var"], a, axis=axis, dtype=dtype, out=out, ddof=ddof,
+                       keepdims=keepdims)
+
+        def std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
+            """Standard deviation over ``axis`` with ``ddof``, in one pass."""
+            return run("std", me._c_moments(a, axis, dtype, out, ddof, keepdims, True),
+                       fb["std"], a, axis=axis, dtype=dtype, out=out, ddof=ddof,
+                       keepdims=keepdims)
+
+        def _arg_fallback(f):
+            def call(a, axis=None, dtype=None, out=None, keepdims=False):
+                kw = {"dtype": dtype} if dtype is not None else {}
+                return f(a, axis=axis, out=out, keepdims=keepdims, **kw)
+            return call
+
+        argmax_fb = _arg_fallback(fb["argmax"])
+        argmin_fb = _arg_fallback(fb["argmin"])
+
+        def argmax(a, axis=None, dtype=None, out=None, keepdims=False):
+            """Index of the first maximum along ``axis`` (flat index for ``axis=None``)."""
+            return run("argmax", me._c_arg(_p_argmax, a, axis, dtype, out, keepdims),
+                       argmax_fb, a, axis, dtype, out, keepdims)
+
+        def argmin(a, axis=None, dtype=None, out=None, keepdims=False):
+            """Index of the first minimum along ``axis`` (flat index for ``axis=None``)."""
+            return run("argmin", me._c_arg(_p_argmin, a, axis, dtype, out, keepdims),
+                       argmin_fb, a, axis, dtype, out, keepdims)
+
+        def any(a, axis=None, out=None, keepdims=False):
+            """Whether any element over ``axis`` is nonzero."""
+            return run("any", me._c_logical(_any_prim, a, axis, out, keepdims), fb["any"],
+                       a, axis=axis, out=out, keepdims=keepdims)
+
+        def all(a, axis=None, out=None, keepdims=False):
+            """Whether every element over ``axis`` is nonzero."""
+            return run("all", me._c_logical(_all_prim, a, axis, out, keepdims), fb["all"],
+                       a, axis=axis, out=out, keepdims=keepdims)
+
+        def cumsum(a, axis=None, dtype=None, out=None):
+            """Cumulative sum along ``axis`` (of the flattened array for ``axis=None``)."""
+            return run("cumsum", me._c_scan(_scan.cumulative_sum, a, axis, dtype, out),
+                       fb["cumsum"], a, axis=axis, dtype=dtype, out=out)
+
+        def cumprod(a, axis=None, dtype=None, out=None):
+            """Cumulative product along ``axis`` (of the flattened array for ``axis=None``)."""
+            return run("cumprod", me._c_scan(_scan.cumulative_prod, a, axis, dtype, out),
+                       fb["cumprod"], a, axis=axis, dtype=dtype, out=out)
+
+        def nansum(a, axis=None, dtype=None, out=None, keepdims=False):
+            """Sum over ``axis`` counting NaN as zero."""
+            return run("nansum", me._c_nansum(a, axis, dtype, out, keepdims), fb["nansum"],
+                       a, axis=axis, dtype=dtype, out=out, keepdims=keepdims)
+
+        def nanmax(a, axis=None, out=None, keepdims=False):
+            """Maximum over ``axis`` ignoring NaN (NaN and a RuntimeWarning for all-NaN
+            slices)."""
+            return run("nanmax", me._c_nanext(a, axis, out, keepdims, True), fb["nanmax"],
+                       a, axis=axis, out=out, keepdims=keepdims)
+
+        def nanmin(a, axis=None, out=None, keepdims=False):
+            """Minimum over ``axis`` ignoring NaN."""
+            return run("nanmin", me._c_nanext(a, axis, out, keepdims, False), fb["nanmin"],
+                       a, axis=axis, out=out, keepdims=keepdims)
+
+        def dot(a, b, out=None):
+            """Dot product; matrix-vector, vector-matrix and vector-vector on our kernels."""
+            return run("dot", me._c_product(a, b, out, "dot"), fb["dot"], a, b, out=out)
+
+        def matmul(a, b, out=None, **kwargs):
+            """``a @ b``; matrix (or batch) times vector and vector times matrix on our
+            kernels."""
+            r = DEC if kwargs else me._c_product(a, b, out, "matmul")
+            return run("matmul", r, fb["matmul"], a, b, out=out, **kwargs)
+
+        def vdot(a, b):
+            """Dot product of the flattened arrays (real dtypes on our kernels)."""
+            r = DEC
+            if (me._mine(a) and me._mine(b) and a.size == b.size and a.ndim and b.ndim):
+                r = me._c_product(a.reshape(-1), b.reshape(-1), None, "dot")
+            return run("vdot", r, fb["vdot"], a, b)
+
+        def inner(a, b):
+            """Inner product over the last axes."""
+            return run("inner", me._c_product(a, b, None, "inner"), fb["inner"], a, b)
+
+        funcs = dict(sum=sum, prod=prod, amax=amax, max=amax, amin=amin, min=amin, mean=mean,
+                     var=var, std=std, argmax=argmax, argmin=argmin, any=any, all=all,
+                     cumsum=cumsum, cumprod=cumprod, nansum=nansum, nanmax=nanmax,
+                     nanmin=nanmin, dot=dot, matmul=matmul, vdot=vdot, inner=inner)
+        for name, f in funcs.items():
+            if name not in ("max", "min"):
+                f.__qualname__ = f.__name__ = name
+            orig = fb.get(name)
+            doc = f.__doc__ or ""
+            if orig is not None and orig.__doc__:
+                doc += ("\n\n    Runs on forge_array's kernels where they apply, else on the "
+                        "original; its documentation follows.\n\n    " + orig.__doc__)
+            f.__doc__ = doc
+            setattr(self, name, f)
+        self.functions = funcs
+
+        # ---- methods: CuPy's ndarray signatures; fallbacks are the unpatched methods
+
+        def m(name, core, call):
+            orig = mfb.get(name)
+
+            def method(self, *args, **kwargs):
+                r = core(self, *args, **kwargs)
+                if r is DEC:
+                    me._hit("fallback", "ndarray." + name)
+                    return call(orig, self, *args, **kwargs)
+                me._hit("kernel", "ndarray." + name)
+                return r
+
+            method.__name__ = method.__qualname__ = name
+            method.__doc__ = (f"``ndarray.{name}`` on forge_array's kernels where they apply "
+                              f"(see forge_array.cupy).\n\n" + (getattr(orig, "__doc__", "") or ""))
+            return method
+
+        def c_sum(a, axis=None, dtype=None, out=None, keepdims=False):
+            return me._c_sum_prod(_sum_prim, a, axis, dtype, out, keepdims)
+
+        def c_prod(a, axis=None, dtype=None, out=None, keepdims=None):
+            return me._c_sum_prod(_prod_prim, a, axis, dtype, out, bool(keepdims))
+
+        def c_max(a, axis=None, out=None, keepdims=False):
+            return me._c_extremum(_max_prim, a, axis, out, keepdims)
+
+        def c_min(a, axis=None, out=None, keepdims=False):
+            return me._c_extremum(_min_prim, a, axis, out, keepdims)
+
+        def c_mean(a, axis=None, dtype=None, out=None, keepdims=False):
+            return me._c_mean(a, axis, dtype, out, keepdims)
+
+        def c_var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
+            return me._c_moments(a, axis, dtype, out, ddof, keepdims, False)
+
+        def c_std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
+            return me._c_moments(a, axis, dtype, out, ddof, keepdims, True)
+
+        def c_argmax(a, axis=None, out=None, dtype=None, keepdims=False):
+            return me._c_arg(_p_argmax, a, axis, dtype, out, keepdims)
+
+        def c_argmin(a, axis=None, out=None, dtype=None, keepdims=False):
+            return me._c_arg(_p_argmin, a, axis, dtype, out, keepdims)
+
+        def c_any(a, axis=None, out=None, keepdims=False):
+            return me._c_logical(_any_prim, a, axis, out, keepdims)
+
+        def c_all(a, axis=None, out=None, keepdims=False):
+            return me._c_logical(_all_prim, a, axis, out, keepdims)
+
+        def c_cumsum(a, axis=None, dtype=None, out=None):
+            return me._c_scan(_scan.cumulative_sum, a, axis, dtype, out)
+
+        def c_cumprod(a, axis=None, dtype=None, out=None):
+            return me._c_scan(_scan.cumulative_prod, a, axis, dtype, out)
+
+        def c_dot(a, b, out=None):
+            return me._c_product(a, b, out, "dot")
+
+        def plain(orig, self, *args, **kwargs):
+            return orig(self, *args, **kwargs)
+
+        def arg_call(orig, self, axis=None, out=None, dtype=None, keepdims=False):
+            kw = {"dtype": dtype} if dtype is not None else {}
+            return orig(self, axis=axis, out=out, keepdims=keepdims, **kw)
+
+        cores = dict(sum=c_sum, prod=c_prod, max=c_max, min=c_min, mean=c_mean, var=c_var,
+                     std=c_std, argmax=c_argmax, argmin=c_argmin, any=c_any, all=c_all,
+                     cumsum=c_cumsum, cumprod=c_cumprod, dot=c_dot)
+        self.methods = {name: m(name, core, arg_call if name.startswith("arg") else plain)
+                        for name, core in cores.items() if name in mfb}
+
+    # ----------------------------------------------------------------- patching
+
+    def patch(self, module, methods=True):
+        """Replace the functions of ``module`` (e.g. ``cupy``) named in :data:`FUNCTIONS`
+        by this drop-in's, and -- with ``methods`` -- the methods of ``module.ndarray``
+        named in :data:`METHODS`. Idempotent. Returns ``{"functions": [...], "methods":
+        [...], "failed": {name: reason}}``: a method of a type that cannot be changed
+        (a C / Cython extension type) is left as it is and reported in ``failed``.
+
+        >>> import numpy as np, types
+        >>> fake = types.ModuleType("fake"); fake.sum = np.sum; fake.ndarray = np.ndarray
+        >>> d = DropIn(np)
+        >>> rep = d.patch(fake)
+        >>> fake.sum is d.sum, sorted(rep["failed"])[:1]      # numpy.ndarray is immutable
+        (True, ['all'])
+        >>> d.unpatch(fake); fake.sum is np.sum
+        True
+        """
+        saved = self._patched.setdefault(id(module), {"module": module, "functions": {},
+                                                      "methods": {}})
+        done = {"functions": [], "methods": [], "failed": {}}
+        for name in FUNCTIONS:
+            if not hasattr(module, name):
+                continue
+            if name not in saved["functions"]:
+                saved["functions"][name] = getattr(module, name)
+            setattr(module, name, self.functions[name])
+            done["functions"].append(name)
+        if methods:
+            cls = getattr(module, "ndarray", None)
+            for name, meth in self.methods.items():
+                if cls is None:
+                    break
+                before = cls.__dict__.get(name, _MISSING)
+                try:
+                    setattr(cls, name, meth)
+                except (TypeError, AttributeError) as exc:
+                    done["failed"][name] = f"{type(exc).__name__}: {exc}"
+                    continue
+                if name not in saved["methods"]:
+                    saved["methods"][name] = before
+                done["methods"].append(name)
+        return done
+
+    def unpatch(self, module):
+        """Put back what :meth:`patch` replaced in ``module`` (exactly the original
+        objects; a method that the class did not define itself is deleted again, so the
+        inherited one shows through). No-op when not patched.
+
+        >>> import numpy as np, types
+        >>> fake = types.ModuleType("fake"); fake.cumsum = np.cumsum; fake.ndarray = np.ndarray
+        >>> d = DropIn(np); _ = d.patch(fake); d.unpatch(fake); fake.cumsum is np.cumsum
+        True
+        """
+        saved = self._patched.pop(id(module), None)
+        if saved is None:
+            return
+        for name, f in saved["functions"].items():
+            setattr(module, name, f)
+        cls = getattr(module, "ndarray", None)
+        for name, before in saved["methods"].items():
+            if before is _MISSING:
+                try:
+                    delattr(cls, name)
+                except AttributeError:
+                    pass
+            else:
+                setattr(cls, name, before)
+
+    def is_patched(self, module):
+        """Whether :meth:`patch` is in effect on ``module``.
+
+        >>> import numpy as np, types
+        >>> DropIn(np).is_patched(types.ModuleType("m"))
+        False
+        """
+        return id(module) in self._patched
+
+
+_MISSING = object()
+
+
+# primitives with one calling convention: (x, axes, dtype, keepdims) / (x, axes, keepdims)
+
+def _sum_prim(x, axes, dt, keepdims):
+    return _p_sum(x, axes, dt, keepdims)
+
+
+def _prod_prim(x, axes, dt, keepdims):
+    return _p_prod(x, axes, dt, keepdims)
+
+
+def _max_prim(x, axes, keepdims):
+    return _p_max(x, axes, keepdims)
+
+
+def _min_prim(x, axes, keepdims):
+    return _p_min(x, axes, keepdims)
+
+
+def _any_prim(x, axes, keepdims):
+    return _p_any(x, axes, keepdims)
+
+
+def _all_prim(x, axes, keepdims):
+    return _p_all(x, axes, keepdims)
