@@ -49,6 +49,20 @@ def _buf(a):
     return buffer_of(a)
 
 
+def _is_array(a):
+    if isinstance(a, tuple):
+        return len(a) > 0 and all(_is_array(x) for x in a)
+    return hasattr(a, "dtype") and hasattr(a, "shape")
+
+
+def _go(k, grid, block, *args):
+    """Launch with backend arrays (or tuples of them) and scalars; the arrays stay referenced
+    until the launch is enqueued (``buffer_of`` gives a bare address on the GPU)."""
+    keep = list(args)
+    launch(k, grid, block, tuple(_buf(a) if _is_array(a) else a for a in keep))
+    return keep
+
+
 def _argt(dt):
     return tuple_ptr_t(dt) if isinstance(dt, tuple) else ptr_t(dt)
 
@@ -179,7 +193,7 @@ def make_ids():
 def test_lane_and_warp_ids(bk):
     k = compile_kernel(make_ids, (), (ptr_t("int32"), ptr_t("int32")))
     lane, warp = bk.zeros(128, "int32"), bk.zeros(128, "int32")
-    launch(k, 2, 64, (buffer_of(lane), buffer_of(warp)))
+    _go(k, 2, 64, lane, warp)
     t = np.arange(128) % 64
     np.testing.assert_array_equal(_host(lane), t % 32)
     np.testing.assert_array_equal(_host(warp), t // 32)
@@ -210,7 +224,7 @@ def test_ballot_and_syncwarp(bk):
     x[32:] = 0  # an all-false warp
     o_mask, o_sync = bk.zeros(64, "uint32"), bk.zeros(64, "int32")
     k = compile_kernel(make_ballot, (), (ptr_t("int32"), ptr_t("uint32"), ptr_t("int32")))
-    launch(k, 1, 64, (buffer_of(bk.asarray(x)), buffer_of(o_mask), buffer_of(o_sync)))
+    _go(k, 1, 64, bk.asarray(x), o_mask, o_sync)
     bits = (x > 0).reshape(2, 32)
     masks = [sum(1 << j for j in range(32) if row[j]) for row in bits]
     np.testing.assert_array_equal(_host(o_mask), np.repeat(np.array(masks, np.uint32), 32))
@@ -254,7 +268,7 @@ def test_shuffles_each_dtype(bk, dt):
     x = _random(np.random.default_rng(7), n, dt)
     outs = [bk.zeros(n, dt) for _ in range(4)]
     k = compile_kernel(make_shuffles, (np.dtype(dt),), (ptr_t(dt),) * 5)
-    launch(k, 1, 64, (buffer_of(bk.asarray(x)),) + tuple(buffer_of(o) for o in outs))
+    _go(k, 1, 64, bk.asarray(x), *outs)
     for out, (kind, arg) in zip(outs, [("idx", lambda lane: 31 - lane), ("up", 3),
                                        ("down", 5), ("xor", 6)]):
         assert _bits_equal(out, x[_src_lanes(kind, arg, n)]), (dt, kind)
@@ -285,7 +299,7 @@ def test_shuffles_tuples(bk):
     o2 = _zeros(bk, n, ("int64", "float32", "bool"))
     k = compile_kernel(make_tuple_shuffles, (),
                        (_argt(TUPLE_T), _argt(TUPLE_T), _argt(("int64", "float32", "bool"))))
-    launch(k, 1, 64, (_buf(_dev(bk, x)), _buf(o), _buf(o2)))
+    _go(k, 1, 64, _dev(bk, x), o, o2)
     src = np.arange(n)
     src = src[_src_lanes("idx", lambda lane: lane * 7, n)]
     src = src[_src_lanes("up", 1, n)]
@@ -328,8 +342,7 @@ def _run_ops(bk, factory, name, grid, block, seed, extra=(), nout=4):
         else np.array([init], dtype=dt)
     outs = [_zeros(bk, n, dt) for _ in range(nout)]
     k = compile_kernel(factory, (op, dt) + extra, (_argt(dt),) * (2 + len(outs)))
-    launch(k, grid, block, (_buf(_dev(bk, x)), _buf(_dev(bk, init_a))) + tuple(
-        _buf(o) for o in outs))
+    _go(k, grid, block, _dev(bk, x), _dev(bk, init_a), *outs)
     return op, dt, x, init, outs
 
 
@@ -363,7 +376,7 @@ def test_warp_scan_wraps_narrow_integers(bk):
     x = np.arange(200, 264, dtype=np.int64).astype(np.uint8)
     o_inc, o_red = bk.zeros(64, "uint8"), bk.zeros(64, "uint8")
     k = compile_kernel(make_uint8_sums, (add, np.dtype("uint8")), (ptr_t("uint8"),) * 3)
-    launch(k, 1, 64, (buffer_of(bk.asarray(x)), buffer_of(o_inc), buffer_of(o_red)))
+    _go(k, 1, 64, bk.asarray(x), o_inc, o_red)
     xw = x.astype(np.int64).reshape(2, 32)
     np.testing.assert_array_equal(_host(o_inc), (np.cumsum(xw, 1) % 256).ravel())
     np.testing.assert_array_equal(_host(o_red), np.repeat(xw.sum(1) % 256, 32))
@@ -486,10 +499,10 @@ def make_bad_vstore():
 def test_type_errors(bk):
     with pytest.raises(TypeError, match="atomic_add"):
         k = compile_kernel(make_bad_atomic, (), (ptr_t("float32"),))
-        launch(k, 1, 32, (buffer_of(bk.zeros(4, "float32")),))
+        _go(k, 1, 32, bk.zeros(4, "float32"))
     with pytest.raises(TypeError, match="vstore"):
         k = compile_kernel(make_bad_vstore, (), (ptr_t("float32"),))
-        launch(k, 1, 32, (buffer_of(_aligned(bk, 8, "float32")),))
+        _go(k, 1, 32, _aligned(bk, 8, "float32"))
 
 
 # --------------------------------------------------------------------------- acquire / release
@@ -606,8 +619,7 @@ def test_vload_misaligned_is_caught_in_simulator(bk, sim, dt):
     x = _aligned(bk, n + 1, dt, shift=1)
     k = compile_kernel(make_vcopy, (np.dtype(dt),), (ptr_t(dt),) * 3)
     with pytest.raises(ValueError, match="misaligned"):
-        launch(k, 1, 32, (buffer_of(x), buffer_of(bk.zeros(n, dt)),
-                          buffer_of(_aligned(bk, n, dt))))
+        _go(k, 1, 32, x, bk.zeros(n, dt), _aligned(bk, n, dt))
 
 
 # --------------------------------------------------------------------------- load / store
@@ -629,7 +641,7 @@ def test_load_store_scalar_and_tuple_buffers(bk, dt):
     x = tuple(_random(rng, n, d) for d in dt) if isinstance(dt, tuple) else _random(rng, n, dt)
     y = _zeros(bk, n, dt)
     k = compile_kernel(make_reverse, (), (_argt(dt), _argt(dt), i64))
-    launch(k, 1, 64, (_buf(_dev(bk, x)), _buf(y), n))
+    _go(k, 1, 64, _dev(bk, x), y, n)
     if isinstance(dt, tuple):
         for got, col in zip(y, x):
             assert _bits_equal(got, col[::-1])
@@ -679,7 +691,7 @@ def test_divergent_shuffle_is_a_clear_error_in_simulator(bk, sim, monkeypatch):
     monkeypatch.setattr(sim_impl, "BARRIER_TIMEOUT", 0.3)
     k = compile_kernel(make_divergent_shuffle, (), (ptr_t("int32"),))
     with pytest.raises(RuntimeError, match="deadlock|aborted"):
-        launch(k, 1, 32, (buffer_of(bk.zeros(32, "int32")),))
+        _go(k, 1, 32, bk.zeros(32, "int32"))
 
 
 # --------------------------------------------------------------------------- PTX (offline)
