@@ -214,44 +214,33 @@ class Array:
     def __dlpack__(self, /, *, stream=None, max_version=None, dl_device=None, copy=None):
         """Export the array as a DLPack capsule (see the standard for arguments).
 
+        ``copy=True`` always exports a fresh copy; ``dl_device=(1, 0)`` on a GPU array
+        exports a host copy (BufferError with ``copy=False``).
+
         >>> import numpy as np, forge_array as xp
         >>> np.from_dlpack(xp.asarray([1, 2], device="cpu")).tolist()
         [1, 2]
         """
         arr = self._array
-        if copy is True:
-            arr = arr.copy()
-        kwargs = {}
-        if max_version is not None:
-            kwargs["max_version"] = tuple(max_version)
         if dl_device is not None:
             dl_device = (int(dl_device[0]), int(dl_device[1]))
             if dl_device != self.__dlpack_device__():
-                if dl_device[0] != 1:
-                    raise BufferError(f"cannot export an array on {self._device} to "
-                                      f"DLPack device {dl_device}")
+                if dl_device != (1, 0) or not self._device.is_cuda:
+                    raise BufferError(f"cannot export an array on {self._device} to DLPack "
+                                      f"device {dl_device}")
                 if copy is False:
-                    raise BufferError(
-                        f"copy=False but exporting an array on {self._device} to the "
-                        "CPU needs a copy")
-                arr = arr.get(stream=_cupy_stream(self._device, stream))
-                return arr.__dlpack__(**kwargs, copy=False) if kwargs else _np_dlpack(arr)
+                    raise BufferError(f"copy=False, but exporting an array on {self._device} "
+                                      "to the CPU needs a copy")
+                with _dev.on(self._device):
+                    host = arr.get(stream=_cupy_stream(self._device, stream))
+                return _export(host, max_version)
+        if copy is True:
+            with _dev.on(self._device):
+                arr = arr.copy()
         if self._device.is_cuda:
-            if stream is not None:
-                kwargs["stream"] = stream
-            if copy is not None:
-                kwargs["copy"] = builtins.bool(copy) and False  # copied above already
-            try:
-                return arr.__dlpack__(**kwargs)
-            except TypeError:
-                kwargs.pop("copy", None)
-                kwargs.pop("max_version", None)
-                return arr.__dlpack__(**kwargs)
-        if stream is not None:
-            raise ValueError("stream must be None for arrays on the CPU")
-        if copy is not None:
-            kwargs["copy"] = False
-        return arr.__dlpack__(**kwargs)
+            with _dev.on(self._device):
+                return _export(arr, max_version, stream)
+        return _export(arr, max_version)
 
     def to_device(self, device, /, *, stream=None):
         """Copy the array to ``device`` (returns ``self`` when already there).
@@ -624,8 +613,18 @@ def _cupy_stream(device, stream):
     return stream
 
 
-def _np_dlpack(arr):
-    return arr.__dlpack__()
+def _export(arr, max_version, stream=None):
+    """``arr.__dlpack__`` passing only what the producer (NumPy/CuPy version) accepts."""
+    kwargs = {}
+    if stream is not None:
+        kwargs["stream"] = stream
+    if max_version is not None:
+        kwargs["max_version"] = tuple(max_version)
+    try:
+        return arr.__dlpack__(**kwargs)
+    except TypeError:  # an older producer without max_version
+        kwargs.pop("max_version", None)
+        return arr.__dlpack__(**kwargs)
 
 
 def transfer(arr, src, dst, stream=None):

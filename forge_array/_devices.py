@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 
 import numpy as np
 
@@ -190,6 +191,10 @@ def device_of(arr) -> Device:
 
 
 def is_cupy_array(arr) -> bool:
+    if "mod" not in _cupy_state:
+        if "cupy" not in sys.modules:  # nobody imported CuPy: cannot be a CuPy array
+            return False
+        cupy_module()
     cp = _cupy_state.get("mod")
     return cp is not None and isinstance(arr, cp.ndarray)
 

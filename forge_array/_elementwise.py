@@ -17,7 +17,7 @@ import numpy as np
 
 from . import _devices as _dev
 from . import _dtypes as _dt
-from ._array import Array, _is_scalar, py_scalar, scalar_dtype
+from ._array import Array, _is_scalar, py_scalar, scalar_dtype, scalar_to_backend
 
 __all__ = [
     "abs", "acos", "acosh", "add", "asin", "asinh", "atan", "atan2", "atanh",
@@ -120,6 +120,7 @@ def _fix_floor_divide(m, a, b, res, dt):
     the standard wants the sign-correct infinity or zero, i.e. the true quotient."""
     if dt not in _dt.real_floating_dtypes:
         return res
+    a, b = m.asarray(a), m.asarray(b)  # CuPy: scalar operands become 0-d device arrays
     one_inf = m.isinf(a) != m.isinf(b)
     mask = one_inf & ~m.isnan(a) & ~m.isnan(b)
     if res.ndim == 0 and not isinstance(res, m.ndarray):
@@ -130,8 +131,8 @@ def _fix_floor_divide(m, a, b, res, dt):
 def _c(m, re, im, dt):
     """Assemble a complex array from real and imaginary parts."""
     out = m.empty(re.shape, dtype=dt)
-    out.real = re
-    out.imag = im
+    out.real[...] = re
+    out.imag[...] = im
     return out
 
 
@@ -152,15 +153,15 @@ def _expm1_special(m, re, im, res, dt):
     out_re, out_im = res.real.copy(), res.imag.copy()
     zero = rdt.type(0)
     # +inf + 0j -> +inf + 0j
-    c = m.isposinf(re) & (im == 0) & ~m.signbit(im)
+    c = (m.isinf(re) & (re > 0)) & (im == 0) & ~m.signbit(im)
     out_re = m.where(c, inf, out_re)
     out_im = m.where(c, zero, out_im)
     # -inf + (inf|nan)j -> -1 + 0j
-    c = m.isneginf(re) & (m.isinf(im) | m.isnan(im))
+    c = (m.isinf(re) & (re < 0)) & (m.isinf(im) | m.isnan(im))
     out_re = m.where(c, rdt.type(-1), out_re)
     out_im = m.where(c, zero, out_im)
     # +inf + (inf|nan)j -> inf + nan j
-    c = m.isposinf(re) & (m.isinf(im) | m.isnan(im))
+    c = (m.isinf(re) & (re > 0)) & (m.isinf(im) | m.isnan(im))
     out_re = m.where(c, inf, out_re)
     out_im = m.where(c, nan, out_im)
     # nan + 0j -> nan + 0j
@@ -177,7 +178,7 @@ def _expm1_special(m, re, im, res, dt):
 def _tanh_special(m, re, im, res, dt):
     rdt = _dt.real_of(dt)
     # +inf + finite y j -> 1 + 0j (conjugate-symmetric: 1 - 0j for y < 0)
-    c = m.isposinf(re) & m.isfinite(im)
+    c = (m.isinf(re) & (re > 0)) & m.isfinite(im)
     out_re = m.where(c, rdt.type(1), res.real)
     out_im = m.where(c, m.copysign(rdt.type(0), im), res.imag)
     # +0 + (inf|nan) j -> +0 + NaN j
@@ -416,7 +417,7 @@ def clip(x, /, min=None, max=None):  # noqa: A002
             if x.dtype in _dt.integer_dtypes:
                 info = np.iinfo(x.dtype)
                 v = int(np.clip(v, info.min, info.max))
-            b = _scalar_operand(v, x.dtype, dev)
+            b = scalar_to_backend(v, x.dtype, dev)
         else:
             raise TypeError(f"clip(): {what} must be an array, a Python scalar or None")
         bounds.append(b)

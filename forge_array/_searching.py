@@ -110,7 +110,8 @@ def searchsorted(x1, x2, /, *, side="left", sorter=None):
             raise ValueError("searchsorted(): sorter must be an integer array shaped like x1")
         s = sorter._array
     with _dev.on(dev):
-        res = _dev.backend(dev).searchsorted(a, b, side=side, sorter=s)
+        m = _dev.backend(dev)
+        res = m.searchsorted(a, m.asarray(b), side=side, sorter=s)
         res = _dev.backend(dev).asarray(res).astype(_dt.default_index, copy=False)
     return Array._new(res, dev)
 

@@ -9,6 +9,8 @@ dtype('complex64')
 
 from __future__ import annotations
 
+import builtins
+
 from . import _devices as _dev
 from . import _dtypes as _dt
 from ._array import Array
@@ -68,14 +70,18 @@ def _many(name, kinds):
         axes = tuple(normalize_axis(a, x.ndim, f"fft.{name}") for a in axes)
         if len(set(axes)) != len(axes):
             raise ValueError(f"fft.{name}(): repeated axes")
-        if s is not None:
-            s = tuple(as_int(v, f"fft.{name}", "s") for v in s)
-            if len(s) != len(axes):
-                raise ValueError(f"fft.{name}(): s and axes must have the same length")
-            # -1 means "the input size along that axis" in the standard
-            s = tuple(x.shape[a] if v == -1 else v for v, a in zip(s, axes))
-            if name == "irfftn" and s[-1] == -1:
-                s = s[:-1] + (2 * (x.shape[axes[-1]] - 1),)
+        if s is None:
+            s = (-1,) * len(axes)
+        s = tuple(as_int(v, f"fft.{name}", "s") for v in s)
+        if len(s) != len(axes):
+            raise ValueError(f"fft.{name}(): s and axes must have the same length")
+        # -1 means "the input size along that axis" (for irfftn's last axis
+        # 2 * (m - 1)); CuPy gets wrong shapes without an explicit s, so always pass one
+        last = len(s) - 1
+        s = tuple((2 * (x.shape[a] - 1) if name == "irfftn" and i == last else x.shape[a])
+                  if v == -1 else v for i, (v, a) in enumerate(zip(s, axes)))
+        if builtins.any(v < 1 for v in s):
+            raise ValueError(f"fft.{name}(): s entries must be positive, got {s}")
         m = _dev.backend(x.device)
         with _dev.on(x.device):
             res = getattr(m.fft, name)(x._array, s=s, axes=axes, norm=norm)
