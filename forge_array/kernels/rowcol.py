@@ -254,8 +254,9 @@ def _make_range_reduce(fd, opd, K, ID, FLAG, RED2, INDEX, VEC, UNROLL):
         nv = (hi - hv) // VEC
         tail = hv + nv * VEC
         j = lo + t
-        if j < hv:
+        while j < hv:              # head (up to VEC - 1 elements)
             acc = fi.cast_like(opd(acc, elem(ins, base, S0, S1, m1, kb, L0, L1, j)), ID)
+            j += T
         q = t
         if UNROLL >= 2:
             while q + T < nv:
@@ -269,8 +270,9 @@ def _make_range_reduce(fd, opd, K, ID, FLAG, RED2, INDEX, VEC, UNROLL):
             acc = vapply(ins, offs(base, S1, e0), kb + e0 * L1, L1, acc)
             q += T
         j = tail + t
-        if j < hi:
+        while j < hi:              # tail (up to VEC - 1 elements)
             acc = fi.cast_like(opd(acc, elem(ins, base, S0, S1, m1, kb, L0, L1, j)), ID)
+            j += T
         return acc
 
     return range_reduce_vec

@@ -299,6 +299,7 @@ def _collapse(dims):
 
 
 def _run_kernels(f, op, arrays, out, axes, acc, ident, init_v, index):
+    out0 = out
     ins = list(arrays)
     for k, e in enumerate(ins):
         if _strides_of(e) is None:
@@ -339,7 +340,7 @@ def _run_kernels(f, op, arrays, out, axes, acc, ident, init_v, index):
             comps = tuple(xp.ascontiguousarray(xp.transpose(c, perm)) for c in _comps(e))
             moved.append(comps if isinstance(e, tuple) else comps[0])
         nk = len(kept)
-        return _run_kernels(f, op, tuple(moved), out, tuple(range(nk, ndim)), acc, ident,
+        return _run_kernels(f, op, tuple(moved), out0, tuple(range(nk, ndim)), acc, ident,
                             init_v, index)
     if len(kdims) > 2:
         # rare: loop over the outermost kept axis (by stride of operand 0) on the host
@@ -348,7 +349,7 @@ def _run_kernels(f, op, arrays, out, axes, acc, ident, init_v, index):
         for t in range(shape[d]):
             sub_in = tuple(_take(e, d, t) for e in arrays)
             sub_axes = tuple(a - (a > d) for a in axes)
-            _run_kernels(f, op, sub_in, _take(out, i, t), sub_axes, acc, ident, init_v, index)
+            _run_kernels(f, op, sub_in, _take(out0, i, t), sub_axes, acc, ident, init_v, index)
         return None
     _launch(f, op, ins, out, kdims, rdims, kb, acc, ident, init_v, index)
     return None
@@ -429,6 +430,8 @@ def _launch(f, op, ins, out, kdims, rdims, kb, acc, ident, init_v, index):
         nr, sr = kdims[0]
     else:
         nb, sb, nr, sr = 1, (0,) * (K + 1), 1, (0,) * (K + 1)
+    if not rdims:
+        rdims = [[1, (0,) * (K + 1)]]
     red2 = len(rdims) == 2
     if red2:
         (m0, s0), (m1, s1) = rdims
