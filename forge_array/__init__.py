@@ -120,6 +120,7 @@ from ._elementwise import (
 )
 from ._generic import mapreduce, reduce
 from ._generic_scan import accumulate
+from ._generic_matvec import matvec, vecmat
 from ._indexing import take, take_along_axis
 from ._info import __array_namespace_info__
 from ._linear_algebra import matmul, matrix_transpose, tensordot, vecdot
