@@ -438,6 +438,26 @@ def test_block_scan_random_affine(bk, seed, block):
     _check_rows(outs[4], tot, dt)
 
 
+@pytest.mark.parametrize("name", ["affine", "add_i32", "concat"])
+@pytest.mark.parametrize("block", [256, 1024])
+def test_block_factories_large_blocks(bk, sim, name, block):
+    if sim:
+        pytest.skip("large blocks are slow in the simulator; covered by 32-96 there")
+    grid = 3
+    if name == "concat":  # 64-bit strings: keep every segment within 64 elements
+        block = 64
+    op, dt, x, init, outs = _run_ops(bk, make_block_ops, name, grid, block, 17,
+                                     extra=(block,), nout=6)
+    n = grid * block
+    vals = _rows(x, n)
+    inc, tot = _segments(vals, block, op)
+    _check_rows(outs[0], inc, dt)
+    _check_rows(outs[1], tot, dt)
+    _check_rows(outs[4], tot, dt)
+    ex = [init if i % block == 0 else op(init, inc[i - 1]) for i in range(n)]
+    _check_rows(outs[2], ex, dt)
+
+
 def test_block_size_must_be_whole_warps():
     for block in (0, 48, 2048):
         with pytest.raises(ValueError, match="multiple of 32"):
