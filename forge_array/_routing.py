@@ -186,18 +186,33 @@ def cumulative_prod(x, axis, dtype, include_initial):
 
 def matmul(a, b):
     """Matrix product; ``a`` and ``b`` share one dtype, shapes already checked."""
+    from .primitives import matvec as _mv  # noqa: PLC0415  (matrix-vector work: our kernels)
+
+    r = _mv.route_matmul(a, b)
+    if r is not None:
+        return _out(a, r, a.dtype)
     return _out(a, _ns(a).matmul(a, b), a.dtype)
 
 
 def vecdot(a, b, axis):
     """sum(conj(a) * b) along ``axis`` (a NEGATIVE int, counted from the end of the
     broadcast shape, so operands of different ndim need no broadcasting copy)."""
+    from .primitives import matvec as _mv  # noqa: PLC0415
+
+    r = _mv.route_vecdot(a, b, axis)
+    if r is not None:
+        return _out(a, r, a.dtype)
     return _out(a, _ns(a).vecdot(a, b, axis=axis), a.dtype)
 
 
 def tensordot(a, b, axes):
     """Tensor contraction over ``axes = (axes_of_a, axes_of_b)`` (tuples of
     non-negative ints of equal length and matching sizes)."""
+    from .primitives import matvec as _mv  # noqa: PLC0415
+
+    r = _mv.route_tensordot(a, b, axes)
+    if r is not None:
+        return _out(a, r, a.dtype)
     return _out(a, _ns(a).tensordot(a, b, axes=axes), a.dtype)
 
 

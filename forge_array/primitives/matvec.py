@@ -28,6 +28,7 @@ Example
 
 from __future__ import annotations
 
+import math
 import operator
 
 import numba
@@ -39,7 +40,7 @@ from .. import ops as _ops
 from .. import runtime
 from .axis_reduce import axis_mapreduce
 
-__all__ = ["matvec", "vecmat", "result_dtype"]
+__all__ = ["matvec", "vecmat", "result_dtype", "route_matmul", "route_vecdot", "route_tensordot"]
 
 
 def _xp(x):
@@ -231,3 +232,97 @@ def vecmat(x, A, /, *, f=None, op=None, init=None):
     Ab = xp.broadcast_to(A, batch + (n, p))
     xb = xp.broadcast_to(x[..., :, None], batch + (n, p))
     return axis_mapreduce(ff, opo, (Ab, xb), -2, init, False, out)
+
+
+# --------------------------------------------------------------------------- namespace routing
+
+
+def _mul(a, b):
+    return a * b
+
+
+def _conj_mul(a, b):
+    return a.conjugate() * b
+
+
+def _mul_conj(b, a):
+    return a.conjugate() * b
+
+
+def route_matmul(a, b):
+    """``a @ b`` on the kernels when it is matrix-vector work (2-d @ 1-d, 1-d @ 2-d,
+    batched stacks @ a vector or a stack of one-column matrices, 1-d @ 1-d), else None.
+    ``a`` and ``b`` share a numeric dtype; shapes are checked.
+
+    >>> import numpy as np
+    >>> route_matmul(np.ones((2, 3)), np.arange(3.0)).tolist()
+    [3.0, 3.0]
+    >>> route_matmul(np.ones((2, 3)), np.ones((3, 2))) is None
+    True
+    """
+    if not runtime.kernels_available(a) or a.dtype.kind == "b" or a.size == 0 or b.size == 0:
+        return None
+    if a.ndim == 1 and b.ndim == 1:
+        return matvec(a[None, :], b).reshape(())
+    if b.ndim == 1:
+        return matvec(a, b)
+    if a.ndim == 1:
+        return vecmat(a, b)
+    if b.shape[-1] == 1:
+        return matvec(a, b[..., 0])[..., None]
+    if a.shape[-2] == 1:
+        return vecmat(a[..., 0, :], b)[..., None, :]
+    return None
+
+
+def route_vecdot(a, b, axis):
+    """``sum(conj(a) * b)`` along the negative ``axis`` of the broadcast shape on the
+    kernels (no broadcasting copy), else None.
+
+    >>> import numpy as np
+    >>> route_vecdot(np.ones((2, 3)), np.arange(3.0), -1).tolist()
+    [3.0, 3.0]
+    """
+    if not runtime.kernels_available(a) or a.dtype.kind == "b":
+        return None
+    xp = _xp(a)
+    shape = np.broadcast_shapes(a.shape, b.shape)
+    if math.prod(shape) == 0:
+        return None
+    ab = xp.broadcast_to(a, shape)
+    bb = xp.broadcast_to(b, shape)
+    cplx = a.dtype.kind == "c"
+    if b.size > a.size:   # the larger operand decides the layout (operand 0)
+        return axis_mapreduce(_mul_conj if cplx else _mul, _ops.add, (bb, ab), axis, None, False,
+                              a.dtype)
+    return axis_mapreduce(_conj_mul if cplx else _mul, _ops.add, (ab, bb), axis, None, False,
+                          a.dtype)
+
+
+def route_tensordot(a, b, axes):
+    """``tensordot(a, b, axes)`` on the kernels when one operand is contracted entirely
+    (a matrix-vector product in disguise), else None. ``axes = (axes_a, axes_b)``.
+
+    >>> import numpy as np
+    >>> route_tensordot(np.ones((2, 3, 4)), np.ones((4, 3)), ((1, 2), (1, 0))).tolist()
+    [12.0, 12.0]
+    """
+    if not runtime.kernels_available(a) or a.dtype.kind == "b":
+        return None
+    xa, xb = tuple(axes[0]), tuple(axes[1])
+    if not xa or a.size == 0 or b.size == 0:
+        return None
+    if len(xb) == b.ndim:
+        big, small, xbig, xsmall = a, b, xa, xb
+    elif len(xa) == a.ndim:
+        big, small, xbig, xsmall = b, a, xb, xa
+    else:
+        return None
+    xp = _xp(a)
+    order = sorted(range(len(xbig)), key=lambda k: xbig[k])
+    sm = xp.transpose(small, tuple(xsmall[k] for k in order))
+    free = tuple(d for d in range(big.ndim) if d not in xbig)
+    if free:
+        sm = xp.expand_dims(sm, free)
+    sm = xp.broadcast_to(sm, big.shape)
+    return axis_mapreduce(_mul, _ops.add, (big, sm), tuple(sorted(xbig)), None, False, a.dtype)
