@@ -445,3 +445,12 @@ def test_ptx_compiles_for_specialisations(offline_ptx):
             print("ok", K.spec_name(spec), mode)
     """)
     assert out.count("ok") == 10
+
+
+def test_axis_mean_var_std(bk):
+    m = data("float32", 60).reshape(6, 10) + 3
+    x = to_bk(bk, m)
+    ref = m.astype(np.float64)
+    close(host(R.mean(x, (1,))), ref.mean(axis=1), "float32")
+    close(host(R.var(x, (0,), 1)), ref.var(axis=0, ddof=1), "float32")
+    close(host(R.std(x, (1,), 0, True)), ref.std(axis=1, keepdims=True), "float32")

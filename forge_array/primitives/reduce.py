@@ -712,8 +712,10 @@ def mean(x, axis=None, keepdims=False):
         spec = _named_spec("mean", _ops.add, (dt,), (_py(dt.type(0)),), post=_mean_post,
                            out_dtypes=(dt,))
         return _launch(spec, [x], None, float(x.size), shape=_shape(x, axis, keepdims))[0]
-    if x.size == 0 or (axis is not None and len(axis) and kernels_available(x)):
-        pass
+    r = _axis_named(x, axis, None, _ops.add, dt, keepdims)
+    if r is not None:
+        r /= math.prod(x.shape[d] for d in axis)
+        return r
     xp = _xp(x)
     return xp.mean(x, axis=_np_axis(axis), keepdims=keepdims, dtype=dt).astype(dt, copy=False)
 
@@ -731,6 +733,13 @@ def _moments(x, axis, correction, keepdims, post, name):
         if p < 0:
             p = 0.0
         return _launch(spec, [x], None, p, shape=_shape(x, axis, keepdims))[0]
+    if _axis_kernels() and kernels_available(x) and x.size > 0:
+        m2 = _axis.axis_mapreduce(_welford_map(dt), _ops.welford, (x,), axis, None, keepdims,
+                                  (dt, dt, dt))[2]
+        m2 /= _builtin_max(math.prod(x.shape[d] for d in axis) - correction, 0)
+        if name == "std":
+            _xp(x).sqrt(m2, out=m2)
+        return m2
     xp = _xp(x)
     fn = xp.var if name == "var" else xp.std
     return fn(x, axis=_np_axis(axis), ddof=correction, keepdims=keepdims,
