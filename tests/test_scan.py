@@ -1,0 +1,499 @@
+"""Scans: accumulate / cumulative_sum / cumulative_prod on the decoupled look-back kernels.
+
+Differential against sequential references (NumPy in float64, or a Python loop for generic
+operators). In the simulator the tuning table's tiny tiles (64 threads x 1-4 items) make
+look-back windows span many tiles, and the simulator's weak-visibility model makes
+predecessors look unpublished (asserted through ``scan_statistics``).
+"""
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import forge_array as xp
+from forge_array import ops
+from forge_array.primitives import accumulate, cumulative_prod, cumulative_sum
+from forge_array.primitives import scan as pscan
+from forge_array.runtime import tuning
+from forge_array.testing import views
+
+FAST = settings(max_examples=8, deadline=None)
+
+
+def _np(a):
+    return a.get() if hasattr(a, "get") else np.asarray(a)
+
+
+def _tile(dtype="float32"):
+    p = tuning.params("scan")
+    return p["block"] * pscan._items_for(p, (np.dtype(dtype),))
+
+
+def ref_scan(op, xs, axis=0, init=None, include_initial=False, exclusive=False, reverse=False):
+    """Sequential reference: a Python loop along ``axis`` (tuples for tuple operators)."""
+    tup = isinstance(xs, tuple)
+    arrs = [np.moveaxis(np.asarray(a), axis, -1) for a in (xs if tup else (xs,))]
+    if reverse:
+        arrs = [a[..., ::-1] for a in arrs]
+    bshape, n = arrs[0].shape[:-1], arrs[0].shape[-1]
+    m = n + 1 if include_initial else n
+    outs = [np.empty(bshape + (m,), dtype=object) for _ in arrs]
+    for b in np.ndindex(*bshape):
+        acc = init
+        k = 0
+        if include_initial or exclusive:
+            for o, v in zip(outs, acc if tup else (acc,)):
+                o[b + (0,)] = v
+            k = 1
+        for i in range(n):
+            x = tuple(a[b + (i,)] for a in arrs) if tup else arrs[0][b + (i,)]
+            acc = x if acc is None else op(acc, x)
+            if i + k < m:
+                for o, v in zip(outs, acc if tup else (acc,)):
+                    o[b + (i + k,)] = v
+    res = []
+    for o in outs:
+        if reverse:
+            o = o[..., ::-1]
+        res.append(np.moveaxis(o, -1, axis))
+    return tuple(res) if tup else res[0]
+
+
+def close(got, want, rtol=1e-5, atol=1e-6):
+    got, want = _np(got), np.asarray(want)
+    assert got.shape == want.shape
+    if got.dtype.kind in "iub":
+        np.testing.assert_array_equal(got, want.astype(got.dtype))
+    else:
+        np.testing.assert_allclose(got.astype(np.complex128 if got.dtype.kind == "c" else np.float64),
+                                   want.astype(np.complex128 if got.dtype.kind == "c" else np.float64),
+                                   rtol=rtol, atol=atol)
+
+
+def rand(bk, shape, dtype, seed=0):
+    rng = np.random.default_rng(seed)
+    dt = np.dtype(dtype)
+    if dt.kind == "b":
+        a = rng.integers(0, 2, shape).astype(bool)
+    elif dt.kind in "iu":
+        a = rng.integers(-4 if dt.kind == "i" else 0, 5, shape).astype(dt)
+    elif dt.kind == "c":
+        a = (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(dt)
+    else:
+        a = rng.standard_normal(shape).astype(dt)
+    return bk.asarray(a)
+
+
+# --------------------------------------------------------------------------- cumulative_sum
+
+
+@pytest.mark.parametrize("n", [0, 1, 31, 32, 33, 255, 256, 257, 1000, 3001])
+def test_cumsum_sizes_float32(bk, n):
+    x = rand(bk, (n,), "float32", seed=n)
+    close(cumulative_sum(x), np.cumsum(_np(x).astype(np.float64)), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("dtype", ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16",
+                                   "uint32", "uint64", "float32", "float64", "complex64",
+                                   "complex128"])
+def test_cumsum_dtypes(bk, dtype):
+    x = rand(bk, (300,), dtype, seed=1)
+    r = cumulative_sum(x)
+    want_dt = {"b": np.int64, "i": np.int64, "u": np.uint64}.get(np.dtype(dtype).kind, dtype)
+    if np.dtype(dtype).kind in "iu" and np.dtype(dtype).itemsize == 8:
+        want_dt = dtype
+    assert r.dtype == np.dtype(want_dt)
+    close(r, np.cumsum(_np(x), dtype=np.dtype(want_dt) if np.dtype(dtype).kind in "iub" else
+                       (np.complex128 if np.dtype(dtype).kind == "c" else np.float64)),
+          rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("dtype,acc", [("int8", "int8"), ("int32", "float64"), ("uint8", "int16"),
+                                       ("float32", "float64"), ("int64", "int32")])
+def test_cumsum_dtype_argument(bk, dtype, acc):
+    x = rand(bk, (200,), dtype, seed=2)
+    r = cumulative_sum(x, dtype=acc)
+    assert r.dtype == np.dtype(acc)
+    with np.errstate(all="ignore"):
+        close(r, np.cumsum(_np(x), dtype=acc))
+
+
+@pytest.mark.parametrize("dtype", ["int32", "float32", "float64", "uint16"])
+def test_cumprod(bk, dtype):
+    rng = np.random.default_rng(3)
+    x = bk.asarray(rng.choice([1, 1, 2, 1], size=150).astype(dtype)
+                   if np.dtype(dtype).kind in "iu" else rng.uniform(0.9, 1.1, 150).astype(dtype))
+    r = cumulative_prod(x, include_initial=True)
+    want = np.concatenate([[1], np.cumprod(_np(x).astype(np.float64))])
+    close(r, want, rtol=1e-4)
+
+
+def test_cumsum_include_initial_and_axes(bk):
+    x = rand(bk, (3, 40, 5), "int32", seed=4)
+    for ax in (0, 1, 2, -1):
+        r = cumulative_sum(x, axis=ax, include_initial=True)
+        ref = np.cumsum(_np(x).astype(np.int64), axis=ax)
+        ref = np.concatenate([np.zeros_like(np.take(ref, [0], axis=ax)), ref], axis=ax)
+        close(r, ref)
+
+
+def test_cumsum_axis_required(bk):
+    with pytest.raises(ValueError):
+        cumulative_sum(bk.zeros((2, 3)))
+    with pytest.raises(ValueError):
+        cumulative_sum(bk.zeros(()))
+
+
+# --------------------------------------------------------------------------- layouts
+
+
+@pytest.mark.parametrize("shape", [(37, 50), (50, 37), (3, 300), (300, 3), (70, 9), (5, 1), (1, 600)])
+@pytest.mark.parametrize("axis", [0, 1])
+def test_matrix_axes(bk, shape, axis):
+    x = rand(bk, shape, "float32", seed=5)
+    close(cumulative_sum(x, axis=axis), np.cumsum(_np(x).astype(np.float64), axis=axis),
+          rtol=1e-4, atol=1e-4)
+
+
+def test_transposes_and_3d(bk):
+    x = rand(bk, (6, 7, 40), "float64", seed=6)
+    xt = x.transpose(2, 0, 1)
+    for ax in range(3):
+        close(cumulative_sum(xt, axis=ax), np.cumsum(_np(xt), axis=ax))
+
+
+@pytest.mark.parametrize("case", ["offset", "reverse", "step", "zero", "offset2d", "neg2d"])
+def test_views(bk, case):
+    base = rand(bk, (2000,), "float32", seed=7)
+    if case == "offset":
+        x = base[3:1500]
+    elif case == "reverse":
+        x = base[::-1]
+    elif case == "step":
+        x = base[5::3]
+    elif case == "zero":
+        x = bk.broadcast_to(base[:1], (700,))
+    elif case == "offset2d":
+        x = base[1:1001].reshape(20, 50)[:, 1:]
+    else:
+        x = base[:1000].reshape(20, 50)[::-1, ::-2]
+    axis = x.ndim - 1
+    close(cumulative_sum(x, axis=axis), np.cumsum(_np(x).astype(np.float64), axis=axis),
+          rtol=1e-4, atol=1e-4)
+
+
+@FAST
+@given(data=st.data())
+def test_views_hypothesis(bk, data):
+    shape = data.draw(st.sampled_from([(40,), (3, 33), (33, 3), (2, 3, 9)]))
+    x = data.draw(views(np.float64, shape, xp=bk))
+    axis = data.draw(st.integers(-len(shape), len(shape) - 1))
+    kw = data.draw(st.sampled_from([{}, {"include_initial": True}, {"exclusive": True},
+                                    {"reverse": True}, {"init": 2.5}]))
+    got = accumulate(ops.add, x, axis=axis, **kw)
+    want = ref_scan(lambda a, b: a + b, _np(x), axis=axis % len(shape),
+                    init=kw.get("init", 0.0 if ("include_initial" in kw or "exclusive" in kw) else None),
+                    include_initial="include_initial" in kw, exclusive="exclusive" in kw,
+                    reverse="reverse" in kw)
+    close(got, want.astype(np.float64), rtol=1e-9, atol=1e-9)
+
+
+def test_accumulate_axis_none_flattens(bk):
+    x = rand(bk, (4, 5, 6), "int32", seed=8)
+    close(accumulate(ops.add, x), np.cumsum(_np(x)))
+
+
+# --------------------------------------------------------------------------- options
+
+
+@pytest.mark.parametrize("n", [1, 33, 300])
+def test_exclusive_include_initial_reverse_init(bk, n):
+    x = rand(bk, (n,), "int64", seed=9)
+    xn = _np(x)
+    inc = np.cumsum(xn)
+    close(accumulate(ops.add, x, exclusive=True), np.concatenate([[0], inc[:-1]]))
+    close(accumulate(ops.add, x, include_initial=True), np.concatenate([[0], inc]))
+    close(accumulate(ops.add, x, reverse=True), np.cumsum(xn[::-1])[::-1])
+    close(accumulate(ops.add, x, init=5), 5 + inc)
+    close(accumulate(ops.add, x, init=5, include_initial=True), np.concatenate([[5], 5 + inc]))
+    close(accumulate(ops.add, x, reverse=True, include_initial=True),
+          np.concatenate([np.cumsum(xn[::-1])[::-1], [0]]))
+
+
+def test_out_views(bk):
+    x = rand(bk, (20, 30), "float64", seed=10)
+    big = bk.zeros((40, 31))
+    out = big[::2, 1:]
+    r = accumulate(ops.add, x, axis=1, out=out)
+    assert r is out
+    close(big[::2, 1:], np.cumsum(_np(x), axis=1))
+    assert float(_np(big)[1::2].sum()) == 0.0 and float(_np(big)[:, 0].sum()) == 0.0
+    with pytest.raises(ValueError):
+        accumulate(ops.add, x, axis=1, out=bk.zeros((20, 31)))
+    with pytest.raises(ValueError):
+        accumulate(ops.add, x, axis=1, out=bk.zeros((20, 30), dtype=np.float32))
+
+
+def test_out_aliasing_input(bk):
+    x = rand(bk, (500,), "int32", seed=11)
+    want = np.cumsum(_np(x)).astype(np.int32)
+    accumulate(ops.add, x, out=x)
+    close(x, want)
+
+
+# --------------------------------------------------------------------------- generic operators
+
+
+def matmul2(p, q):
+    return (p[0] * q[0] + p[1] * q[2], p[0] * q[1] + p[1] * q[3],
+            p[2] * q[0] + p[3] * q[2], p[2] * q[1] + p[3] * q[3])
+
+
+def maxplus2(p, q):
+    return (max(p[0] + q[0], p[1] + q[2]), max(p[0] + q[1], p[1] + q[3]),
+            max(p[2] + q[0], p[3] + q[2]), max(p[2] + q[1], p[3] + q[3]))
+
+
+def quatmul(p, q):
+    a1, b1, c1, d1 = p
+    a2, b2, c2, d2 = q
+    return (a1 * a2 - b1 * b2 - c1 * c2 - d1 * d2,
+            a1 * b2 + b1 * a2 + c1 * d2 - d1 * c2,
+            a1 * c2 - b1 * d2 + c1 * a2 + d1 * b2,
+            a1 * d2 + b1 * c2 - c1 * b2 + d1 * a2)
+
+
+def running_max_index(p, q):
+    if q[0] > p[0]:
+        return q
+    return p
+
+
+@pytest.mark.parametrize("n", [1, 33, 400])
+def test_affine_recurrence(bk, n):
+    rng = np.random.default_rng(12)
+    a = rng.uniform(0.5, 1.0, n)
+    b = rng.standard_normal(n)
+    _, h = accumulate(ops.affine, (bk.asarray(a), bk.asarray(b)))
+    acc, want = 0.0, []
+    for i in range(n):
+        acc = a[i] * acc + b[i]
+        want.append(acc)
+    close(h, want, rtol=1e-9, atol=1e-9)
+
+
+def test_affine_float32_columns(bk):
+    rng = np.random.default_rng(13)
+    a = rng.uniform(0.5, 1.0, (90, 40)).astype(np.float32)
+    b = rng.standard_normal((90, 40)).astype(np.float32)
+    got = accumulate(ops.affine, (bk.asarray(a), bk.asarray(b)), axis=0)
+    want = ref_scan(ops.affine.fn, (a.astype(np.float64), b.astype(np.float64)), axis=0)
+    for g, w in zip(got, want):
+        assert g.dtype == np.float32
+        close(g, w.astype(np.float64), rtol=1e-4, atol=1e-4)
+
+
+def test_matrix_products_noncommutative(bk):
+    rng = np.random.default_rng(14)
+    n = 300
+    m = tuple(bk.asarray(rng.uniform(-1, 1, n) * 0.7) for _ in range(4))
+    got = accumulate(matmul2, m)
+    want = ref_scan(matmul2, tuple(_np(c) for c in m))
+    for g, w in zip(got, want):
+        close(g, w.astype(np.float64), rtol=1e-9, atol=1e-12)
+    got = accumulate(matmul2, m, reverse=True, init=(1.0, 0.0, 0.0, 1.0), include_initial=True)
+    want = ref_scan(matmul2, tuple(_np(c) for c in m), reverse=True, init=(1.0, 0.0, 0.0, 1.0),
+                    include_initial=True)
+    for g, w in zip(got, want):
+        close(g, w.astype(np.float64), rtol=1e-9, atol=1e-12)
+
+
+def test_max_plus_int(bk):
+    rng = np.random.default_rng(15)
+    m = tuple(bk.asarray(rng.integers(-9, 9, 260).astype(np.int32)) for _ in range(4))
+    got = accumulate(maxplus2, m)
+    want = ref_scan(maxplus2, tuple(_np(c).astype(np.int64) for c in m))
+    for g, w in zip(got, want):
+        close(g, w)
+
+
+def test_quaternions(bk):
+    rng = np.random.default_rng(16)
+    q = rng.standard_normal((4, 200))
+    q /= np.linalg.norm(q, axis=0)
+    got = accumulate(quatmul, tuple(bk.asarray(c) for c in q))
+    want = ref_scan(quatmul, tuple(q))
+    for g, w in zip(got, want):
+        close(g, w.astype(np.float64), rtol=1e-9, atol=1e-9)
+
+
+def test_running_max_with_index(bk):
+    rng = np.random.default_rng(17)
+    v = rng.integers(0, 50, (3, 120)).astype(np.float32)
+    idx = np.broadcast_to(np.arange(120, dtype=np.int64), (3, 120))
+    gv, gi = accumulate(running_max_index, (bk.asarray(v), bk.asarray(np.ascontiguousarray(idx))), axis=1)
+    wv, wi = ref_scan(running_max_index, (v, idx), axis=1)
+    close(gv, wv.astype(np.float64))
+    close(gi, wi.astype(np.int64))
+
+
+def test_logaddexp(bk):
+    x = rand(bk, (5, 80), "float64", seed=18)
+    got = accumulate(ops.logaddexp, x, axis=1, include_initial=True)
+    want = np.logaddexp.accumulate(_np(x), axis=1)
+    close(got[:, 1:], want, rtol=1e-12)
+    assert np.all(_np(got)[:, 0] == -np.inf)
+
+
+def test_plain_function_scalar_op(bk):
+    x = rand(bk, (150,), "int16", seed=19)
+    close(accumulate(lambda a, b: max(a, b), x), np.maximum.accumulate(_np(x)))
+    close(accumulate(lambda a, b: a if a < b else b, x), np.minimum.accumulate(_np(x)))
+    close(accumulate(lambda a, b: a ^ b, x), np.bitwise_xor.accumulate(_np(x)))
+
+
+# --------------------------------------------------------------------------- look-back and determinism
+
+
+def test_lookback_meets_unpublished_predecessors(bk, sim):
+    before = pscan.scan_statistics()
+    n = 12 * _tile("float32")
+    x = bk.ones(n, dtype=np.float32)
+    close(cumulative_sum(x), np.arange(1, n + 1))
+    after = pscan.scan_statistics()
+    if sim:
+        assert after["spins"] > before["spins"]
+
+
+def test_deterministic_reproducible(bk, sim):
+    rng = np.random.default_rng(20)
+    # more than 32 tiles: the window's lane 0 then waits for a PREFIX 32 tiles back
+    x = bk.asarray(rng.standard_normal(34 * _tile("float32")).astype(np.float32))
+    results = []
+    for seed in (1, 2) if sim else (1, 2, 3):
+        if sim:
+            from forge_array.intrinsics import sim_impl
+            sim_impl.memory_model.reset(seed=seed)
+        results.append(_np(accumulate(ops.add, x, deterministic=True)))
+    assert all(np.array_equal(results[0], r) for r in results[1:])
+    close(results[0], np.cumsum(_np(x).astype(np.float64)), rtol=1e-3, atol=1e-3)
+    y = bk.asarray(rng.standard_normal((70, 30)))
+    a = _np(accumulate(ops.add, y, axis=0, deterministic=True))
+    b = _np(accumulate(ops.add, y, axis=0, deterministic=True))
+    assert np.array_equal(a, b)
+    close(a, np.cumsum(_np(y), axis=0), rtol=1e-9, atol=1e-9)
+
+
+def test_deterministic_tuple(bk):
+    rng = np.random.default_rng(21)
+    n = 6 * _tile("float64")
+    a, b = bk.asarray(rng.uniform(0.9, 1.0, n)), bk.asarray(rng.standard_normal(n))
+    r1 = accumulate(ops.affine, (a, b), deterministic=True)
+    r2 = accumulate(ops.affine, (a, b), deterministic=True)
+    assert all(np.array_equal(_np(p), _np(q)) for p, q in zip(r1, r2))
+
+
+# --------------------------------------------------------------------------- errors
+
+
+def test_errors(bk):
+    x = bk.zeros(10, dtype=np.float32)
+    with pytest.raises(TypeError, match="numba"):
+        accumulate(lambda a, b: a.nosuchattr + b, x)
+    with pytest.raises(TypeError):
+        accumulate(lambda a, b: a, (x, x))          # scalar op on a tuple? returns a tuple: fine
+        accumulate(lambda p, q: p[0] + q[0], (x, x))  # returns a scalar for pairs
+    with pytest.raises(TypeError):
+        accumulate(lambda a, b: a + 1j * b, x)     # complex result for float32 elements
+    with pytest.raises(TypeError):
+        accumulate(3, x)
+    with pytest.raises(ValueError):
+        accumulate(ops.affine, (x, bk.zeros(11, dtype=np.float32)))
+    with pytest.raises(np.exceptions.AxisError):
+        accumulate(ops.add, x, axis=1)
+    with pytest.raises(IndexError):
+        accumulate(ops.add, x, axis=-2)
+    with pytest.raises(ValueError):
+        accumulate(lambda a, b: a + b, x, include_initial=True)   # no identity, no init
+    with pytest.raises(ValueError):
+        accumulate(ops.add, x, include_initial=True, exclusive=True)
+    with pytest.raises(ValueError):
+        accumulate(ops.affine, (x, x), init=(1.0,))
+
+
+# --------------------------------------------------------------------------- CPU path
+
+
+def test_cpu_path_matches(monkeypatch):
+    monkeypatch.setattr(pscan.runtime, "kernels_available", lambda a: False)
+    x = np.arange(24, dtype=np.int32).reshape(4, 6)
+    close(cumulative_sum(x, axis=1, include_initial=True),
+          np.concatenate([np.zeros((4, 1)), np.cumsum(x, axis=1)], axis=1))
+    a, b = np.full(5, 0.5), np.ones(5)
+    _, h = accumulate(ops.affine, (a, b), reverse=True)
+    want = ref_scan(ops.affine.fn, (a, b), reverse=True)[1]
+    close(h, want.astype(np.float64))
+    close(accumulate(matmul2, tuple(np.ones(3) for _ in range(4)), exclusive=True,
+                     init=(1.0, 0.0, 0.0, 1.0))[0], [1.0, 1.0, 2.0])
+
+
+# --------------------------------------------------------------------------- namespace
+
+
+def test_namespace():
+    x = xp.asarray(np.arange(10, dtype=np.int32))
+    r = xp.cumulative_sum(x, include_initial=True)
+    assert r.dtype == xp.int64
+    assert np.from_dlpack(r).tolist() == [0] + list(np.cumsum(np.arange(10)))
+    p = xp.cumulative_prod(xp.asarray([1.0, 2.0, 3.0]))
+    assert np.from_dlpack(p).tolist() == [1.0, 2.0, 6.0]
+    _, h = xp.accumulate(ops.affine, (xp.asarray([0.5, 0.5]), xp.asarray([1.0, 1.0])))
+    assert np.from_dlpack(h).tolist() == [1.0, 1.5]
+    with pytest.raises(TypeError):
+        xp.accumulate(ops.add, np.zeros(3))
+
+
+# --------------------------------------------------------------------------- GPU code path (PTX)
+
+
+def test_ptx_compiles(offline_ptx):
+    out = offline_ptx("""
+        import numpy as np
+        from forge_array import ops, runtime
+        from forge_array.kernels import scan as k
+        I64 = runtime.i64
+        def tail(acc):
+            st = runtime.ptr_t(np.uint64 if k.packable(acc) else np.uint32)
+            return (st, runtime.tuple_ptr_t(acc), runtime.ptr_t(np.uint64), I64, I64)
+        def heads(ind, acc):
+            return (runtime.tuple_ptr_t(ind), runtime.tuple_ptr_t(acc), runtime.tuple_ptr_t(acc))
+        f32, f64, i8, i64 = (np.dtype(d) for d in ("float32", "float64", "int8", "int64"))
+        ptx = runtime.compile_ptx_offline(k.make_tile_scan,
+            (ops.add.fn, False, (f32,), (f32,), 256, 16, 0, False, False, True),
+            heads((f32,), (f32,)) + (I64,) * 11 + tail((f32,)))
+        print("vec", ptx.count("ld.global.v4"), "acq", ptx.count("ld.acquire.gpu"),
+              "rel", ptx.count("st.release.gpu"))
+        runtime.compile_ptx_offline(k.make_tile_scan,
+            (ops.add.fn, False, (i8,), (i64,), 256, 8, 1, True, True, False),
+            heads((i8,), (i64,)) + (I64,) * 11 + tail((i64,)))
+        runtime.compile_ptx_offline(k.make_tile_scan,
+            (ops.affine.fn, True, (f32, f32), (f32, f32), 256, 8, 0, False, False, False),
+            heads((f32, f32), (f32, f32)) + (I64,) * 11 + tail((f32, f32)))
+        runtime.compile_ptx_offline(k.make_column_scan,
+            (ops.affine.fn, True, (f64, f64), (f64, f64), 256, 8, 1, True, True),
+            heads((f64, f64), (f64, f64)) + (I64,) * 13 + tail((f64, f64)))
+        print("ok")
+    """)
+    assert "ok" in out
+    words = out.split()
+    assert int(words[words.index("vec") + 1]) > 0
+    assert int(words[words.index("acq") + 1]) > 0 and int(words[words.index("rel") + 1]) > 0
+
+
+def test_tile_sizes_are_tiny_in_simulator(sim):
+    if sim:
+        assert _tile("float32") <= 256
+    assert math.isfinite(_tile("float64"))
