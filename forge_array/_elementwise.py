@@ -199,12 +199,12 @@ def abs(x, /):
     return _unary("abs", x, "numeric")
 
 
-def _make_unary(name, kinds, doc, fix=None, backend_name=None):
+def _make_unary(name, kinds, doc, fix=None, backend_name=None, example="[0.5]"):
     def f(x, /):
         return _unary(name, x, kinds, fix, backend_name)
     f.__name__ = f.__qualname__ = name
     f.__doc__ = (f"{doc}\n\n    >>> import forge_array as xp\n"
-                 f"    >>> xp.{name}(xp.asarray([0.5], device='cpu')).shape\n    (1,)\n")
+                 f"    >>> xp.{name}(xp.asarray({example}, device='cpu')).shape\n    (1,)\n")
     return f
 
 
@@ -237,9 +237,10 @@ negative = _make_unary("negative", "numeric", "-x, element-wise.")
 isfinite = _make_unary("isfinite", "numeric", "Whether each element is finite.")
 isinf = _make_unary("isinf", "numeric", "Whether each element is infinite.")
 isnan = _make_unary("isnan", "numeric", "Whether each element is NaN.")
-logical_not = _make_unary("logical_not", "boolean", "Logical NOT, element-wise.")
+logical_not = _make_unary("logical_not", "boolean", "Logical NOT, element-wise.",
+                          example="[True]")
 bitwise_invert = _make_unary("bitwise_invert", "integer or boolean",
-                             "Bitwise NOT (~x), element-wise.")
+                             "Bitwise NOT (~x), element-wise.", example="[5]")
 conj = _make_unary("conj", "numeric", "Complex conjugate, element-wise.")
 
 
