@@ -463,10 +463,10 @@ class DropIn:
         if a.ndim == 1 and b.ndim == 1:
             if a.shape[0] != b.shape[0] or not self._out_ok(out, (), dt):
                 return DECLINE
-            if dt.kind == "b":
-                r = _matvec(a[None, :], b).reshape(())
-            else:
+            if dt.kind == "f":                  # one-launch full reduction
                 r = _mapreduce(_mul_as(dt), _ops.add, a, b)
+            else:                               # integers stay in dt (numba widens int ops)
+                r = _matvec(a[None, :], b).reshape(())
             return self._put(r, out)
         if b.ndim == 1:                         # (..., n, p) . (p,)
             if a.shape[-1] != b.shape[0]:

@@ -43,7 +43,7 @@ except ImportError as _exc:  # pragma: no cover - CI has no CuPy
         "the Array API namespace, which also runs on the CPU"
     ) from _exc
 
-from ._dropin import FUNCTIONS, METHODS, DropIn
+from ._dropin import FUNCTIONS, METHODS, DropIn  # noqa: F401  (METHODS re-exported)
 
 #: the engine: functions over cupy, fallbacks captured now (before any patch)
 _impl = DropIn(_cupy)
