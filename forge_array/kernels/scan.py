@@ -75,6 +75,10 @@ EMPTY, AGG, PREFIX = 0, 1, 2
 STAT_SPINS, STAT_AGG_WINDOWS, STAT_WORDS = 1, 2, 4
 
 _ZERO, _ONE, _TWO = np.int32(0), np.int32(1), np.int32(2)
+
+#: Count look-back events in the counter buffer (simulator only: on the GPU the atomics
+#: of spinning lanes would contend on one word).
+COUNT = bool(fi.SIMULATE)
 _U32, _U2, _U3 = np.uint64(32), np.uint64(2), np.uint64(3)
 
 
@@ -207,7 +211,8 @@ def _make_status(acc_dtypes, packed: bool, det: bool):
                 st = hi & _U3
                 if (hi >> _U2) == ep and st >= np.uint64(want if want > 0 else 1):
                     break
-                fi.atomic_add(counter, STAT_SPINS, np.uint64(1))
+                if COUNT:
+                    fi.atomic_add(counter, STAT_SPINS, np.uint64(1))
             return (np.int32(st),) + unpack(w)
 
         return publish, read
@@ -225,7 +230,8 @@ def _make_status(acc_dtypes, packed: bool, det: bool):
             st = f & np.uint32(3)
             if (f >> np.uint32(2)) == ep and st >= np.uint32(want if want > 0 else 1):
                 break
-            fi.atomic_add(counter, STAT_SPINS, np.uint64(1))
+            if COUNT:
+                fi.atomic_add(counter, STAT_SPINS, np.uint64(1))
         kind = np.int32(st)
         if want == 1:
             kind = np.int32(1)
@@ -291,7 +297,7 @@ def make_tile_scan(fn, tuple_op, in_dtypes, acc_dtypes, block, items, shift, has
             acc = comb(last, acc)
             if det or last[0] == 2 or hi <= 32:
                 break
-            if lane == 0:
+            if COUNT and lane == 0:
                 fi.atomic_add(counter, STAT_AGG_WINDOWS, np.uint64(1))
             hi -= 32
         return acc
@@ -472,7 +478,8 @@ def make_column_scan(fn, tuple_op, in_dtypes, acc_dtypes, block, items, shift, h
             acc = comb(x, acc)
             if x[0] == 2:
                 return acc
-            fi.atomic_add(counter, STAT_AGG_WINDOWS, np.uint64(1))
+            if COUNT:
+                fi.atomic_add(counter, STAT_AGG_WINDOWS, np.uint64(1))
             q -= 1
         return comb(init_t, acc)
 
