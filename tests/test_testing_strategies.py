@@ -256,12 +256,18 @@ def test_views_in_forge_array():
         pytest.skip(f"forge_array cannot build views yet: {exc}")
 
 
-def test_views_in_cupy():
+def _cupy_or_skip():
     cupy = pytest.importorskip("cupy")
     try:
-        cupy.cuda.runtime.getDeviceCount()
+        if cupy.cuda.runtime.getDeviceCount() < 1:
+            pytest.skip("no GPU")
     except Exception:
         pytest.skip("no GPU")
+    return cupy
+
+
+def test_views_in_cupy():
+    cupy = _cupy_or_skip()
 
     @settings(database=None, max_examples=25, deadline=None)
     @given(views(np.float32, shapes(max_dims=3, max_side=6), xp=cupy))
@@ -269,3 +275,23 @@ def test_views_in_cupy():
         assert isinstance(v, cupy.ndarray)
 
     check()
+    v = _find(views(np.float32, (3, 5), xp=cupy), lambda v: v.data.ptr % 16 != 0)
+    assert v.data.ptr % 16 != 0
+    v = _find(views(np.float32, (3, 5), xp=cupy), lambda v: min(v.strides) < 0)
+    assert min(v.strides) < 0
+    v = _find(views(np.float32, (3, 5), xp=cupy), lambda v: 0 in v.strides)
+    assert 0 in v.strides
+
+
+@settings(database=None, max_examples=40, deadline=None)
+@given(st.data(), shapes(max_dims=3, max_side=7))
+def test_cupy_layout_matches_numpy(data, shape):
+    cupy = _cupy_or_skip()
+    layout = data.draw(view_layouts(shape))
+    host = np.arange(layout.base_size, dtype=np.int64)
+    expected = layout.apply(host)
+    got = layout.apply(cupy.asarray(host), cupy)
+    assert got.shape == expected.shape
+    if expected.size:  # empty arrays' strides differ between NumPy and CuPy
+        assert got.strides == expected.strides
+    np.testing.assert_array_equal(cupy.asnumpy(got), expected)

@@ -310,8 +310,25 @@ def _to_namespace(host: np.ndarray, xp: Any, device: Any) -> Any:
         with _cupy_device(xp, device):
             return xp.asarray(host)
     if device is None:
+        device = _default_device(xp)
+    if device is None:
         return xp.asarray(host)
     return xp.asarray(host, device=device)
+
+
+def _default_device(xp: Any) -> Any:
+    """The namespace's default device (Array API inspection), or None.
+
+    ``xp.asarray(numpy_array)`` may keep the data on the host (forge_array does); the
+    strategies want the namespace's default device, a GPU when there is one.
+    """
+    info = getattr(xp, "__array_namespace_info__", None)
+    if info is None:
+        return None
+    try:
+        return info().default_device()
+    except Exception:
+        return None
 
 
 def _cupy_device(cupy: Any, device: Any):
@@ -351,7 +368,9 @@ def arrays(
     ``shape`` may be an int.  ``xp`` is the namespace of the result: ``None`` or
     ``numpy`` (default), ``cupy``, ``forge_array`` (or its module name as a string);
     ``device`` is passed to ``xp.asarray`` (for CuPy: a device id or
-    ``cupy.cuda.Device``).  ``elements``: see :func:`elements_for`.
+    ``cupy.cuda.Device``); for other namespaces it defaults to the namespace's default
+    device (``xp.__array_namespace_info__().default_device()``).
+    ``elements``: see :func:`elements_for`.
 
     >>> import numpy as np
     >>> from forge_array.testing import arrays
