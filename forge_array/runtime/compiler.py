@@ -88,6 +88,38 @@ def _converter(t):
     raise TypeError(f"unsupported kernel argument type {t} (use pointers, integers and floats)")
 
 
+_FMT = {"int8": ("b", 1), "uint8": ("B", 1), "int16": ("h", 2), "uint16": ("H", 2), "int32": ("i", 4),
+        "uint32": ("I", 4), "int64": ("q", 8), "uint64": ("Q", 8), "float32": ("f", 4), "float64": ("d", 8),
+        "complex64": ("ff", 4), "complex128": ("dd", 8)}
+
+
+def _flat_types(argtypes):
+    for t in argtypes:
+        if isinstance(t, nt.BaseTuple):
+            yield from _flat_types(t.types)
+        else:
+            yield t
+
+
+def _param_struct(argtypes):
+    """``struct.Struct`` packing the flattened kernel parameters with CUDA's alignment, or
+    None when a parameter type has no packed form (then CuPy's launcher is used)."""
+    import struct
+
+    fmt, off = "<", 0
+    for t in _flat_types(argtypes):
+        if isinstance(t, nt.CPointer):
+            code, align = "Q", 8
+        elif str(t) in _FMT:
+            code, align = _FMT[str(t)]
+        else:
+            return None
+        pad = (-off) % align
+        fmt += "x" * pad + code
+        off += pad + struct.calcsize("<" + code)
+    return struct.Struct(fmt)
+
+
 def _scalar_converter(t):
     """Like :func:`_converter` for a non-tuple argument, returning the value itself."""
     if isinstance(t, nt.CPointer):
@@ -160,7 +192,8 @@ STATS = {"compiled": 0, "disk_hits": 0, "compile_seconds": 0.0, "load_seconds": 
 class Kernel:
     """A compiled specialisation of a kernel factory; launch it with :func:`launch`."""
 
-    __slots__ = ("name", "argtypes", "key", "entry", "ptx", "_sim", "_fns", "_convs", "_flat", "_scalar_convs")
+    __slots__ = ("name", "argtypes", "key", "entry", "ptx", "_sim", "_fns", "_convs", "_flat", "_scalar_convs",
+                 "_struct", "_tls", "_packflat")
 
     def __init__(self, name, argtypes, key=None, entry=None, ptx=None, sim=None):
         self.name = name
@@ -173,6 +206,23 @@ class Kernel:
         self._convs = tuple(_converter(t) for t in self.argtypes) if sim is None else ()
         self._flat = not any(isinstance(t, nt.BaseTuple) for t in self.argtypes)
         self._scalar_convs = tuple(_scalar_converter(t) for t in self.argtypes) if self._flat and sim is None else ()
+        self._struct = _param_struct(self.argtypes) if sim is None else None
+        self._packflat = not any(isinstance(t, (nt.BaseTuple, nt.Complex)) for t in self.argtypes)
+        self._tls = threading.local()
+
+    def param_buffer(self):
+        """This thread's (buffer, extra) for ``cuLaunchKernel``'s packed-parameter launch."""
+        tls = self._tls
+        pb = getattr(tls, "pb", None)
+        if pb is None:
+            import ctypes
+
+            size = max(self._struct.size, 8)
+            buf = ctypes.create_string_buffer(size)
+            size_t = ctypes.c_size_t(self._struct.size)
+            extra = (ctypes.c_void_p * 5)(1, ctypes.addressof(buf), 2, ctypes.addressof(size_t), 0)
+            pb = tls.pb = (buf, extra, size_t, ctypes.addressof(extra))
+        return pb
 
     def function(self):
         """The ``cupy.RawModule`` function on the current device (loaded once per device)."""
@@ -219,6 +269,15 @@ def launch(kernel: Kernel, grid: int, block: int, args: tuple, shared: int = 0) 
     fn = fns.get(_get_device()) if fns else None
     if fn is None:
         fn = kernel.function()
+    st = kernel._struct
+    if st is not None and _FAST_LAUNCH:
+        buf, _, _, extra = kernel.param_buffer()
+        if kernel._packflat:
+            st.pack_into(buf, 0, *args)
+        else:
+            st.pack_into(buf, 0, *_flatten_args(kernel.argtypes, args))
+        _launch_kernel(fn.ptr, grid, 1, 1, block, 1, 1, shared, _stream_ptr(), 0, extra)
+        return
     if kernel._flat:
         cargs = tuple([c(a) for c, a in zip(kernel._scalar_convs, args)])
     else:
@@ -226,6 +285,39 @@ def launch(kernel: Kernel, grid: int, block: int, args: tuple, shared: int = 0) 
         for c, a in zip(kernel._convs, args):
             cargs += c(a)
     fn((grid,), (block,), cargs, shared_mem=shared)
+
+
+def _flatten_args(argtypes, args):
+    out = []
+    for t, a in zip(argtypes, args):
+        if isinstance(t, nt.BaseTuple):
+            out.extend(_flatten_args(t.types, a))
+        elif isinstance(t, nt.Complex):
+            out.extend((a.real, a.imag))
+        else:
+            out.append(a)
+    return out
+
+
+def _stream_ptr() -> int:
+    return _current_stream().ptr
+
+
+def _current_stream():
+    global _current_stream
+    _current_stream = backend.cupy().cuda.get_current_stream
+    return _current_stream()
+
+
+def _launch_kernel(*a):
+    global _launch_kernel
+    _launch_kernel = backend.cupy().cuda.driver.launchKernel
+    return _launch_kernel(*a)
+
+
+#: ``FORGE_ARRAY_LAUNCH=cupy`` launches through ``cupy.RawModule`` functions instead of
+#: ``cuLaunchKernel`` with packed parameters.
+_FAST_LAUNCH = os.environ.get("FORGE_ARRAY_LAUNCH", "driver") != "cupy"
 
 
 def _get_device() -> int:
