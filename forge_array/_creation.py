@@ -65,7 +65,7 @@ def _host_nested(obj):
     """Replace forge_array arrays inside nested sequences by host values."""
     if isinstance(obj, Array):
         return obj._host()
-    if isinstance(obj, (list, tuple)):
+    if isinstance(obj, (list, tuple, range)):
         return [_host_nested(o) for o in obj]
     return obj
 
@@ -115,6 +115,8 @@ def asarray(obj, /, *, dtype=None, device=None, copy=None):
         raise ValueError(f"asarray(): copy must be True, False or None, got {copy!r}")
     if isinstance(obj, Array):
         return _from_backend(obj._array, dtype, device, copy)
+    if isinstance(obj, np.generic):  # a NumPy scalar keeps its dtype
+        obj = np.asarray(obj)
     if isinstance(obj, np.ndarray) or _dev.is_cupy_array(obj):
         return _from_backend(obj, dtype, device, copy)
     if hasattr(obj, "__cuda_array_interface__") and not isinstance(obj, (list, tuple)):
@@ -160,7 +162,7 @@ def _filled(name, shape, value, dtype, device):
     with _dev.on(dev):
         if value is None:
             res = m.empty(shape, dtype=dtype)
-        elif value == 0 and not (isinstance(value, float) and np.signbit(value)):
+        elif value == 0 and not np.signbit(np.real(value)) and not np.signbit(np.imag(value)):
             res = m.zeros(shape, dtype=dtype)
         elif dev.is_cuda:
             # a 0-d source keeps signed zeros and NaN payloads exactly
