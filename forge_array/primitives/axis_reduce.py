@@ -298,12 +298,31 @@ def _collapse(dims):
     return out
 
 
-def _run_kernels(f, op, arrays, out, axes, acc, ident, init_v, index):
-    out0 = out
+_PLANS: dict = {}
+
+
+def _layout_key(entry):
+    return tuple((c.dtype.str, c.shape, c.strides, runtime.misalignment(c)) for c in _comps(entry))
+
+
+def _run_kernels(f, op, arrays, out, axes, acc, ident, init_v, index, cache=True):
+    """Launch the kernels for one reduction; plans (kernel, launch shape, scalar arguments)
+    are cached by the operands' layout so that a repeated call only builds buffers."""
+    key = None
+    if cache:
+        try:
+            key = (f, op, index, acc, _hashable(init_v), axes,
+                   tuple(_layout_key(e) for e in arrays), _layout_key(out))
+            plan = _PLANS.get(key)
+        except TypeError:  # unhashable operator
+            key = plan = None
+        if plan is not None:
+            return _execute(plan, arrays, out)
     ins = list(arrays)
     for k, e in enumerate(ins):
         if _strides_of(e) is None:
             ins[k] = _contig(e)
+            key = None  # the plan would not fit the original operand
     shape = tuple(_first(ins[0]).shape)
     ndim = len(shape)
     kept = [d for d in range(ndim) if d not in axes]
@@ -314,21 +333,27 @@ def _run_kernels(f, op, arrays, out, axes, acc, ident, init_v, index):
         L[d] = m
         m *= shape[d]
     kb = 0
-    # flip the axes along which operand 0 runs backwards
-    s0 = _strides_of(ins[0])
+    # flip the axes along which operand 0 runs backwards (element offsets of the new origins)
+    in_st = [_strides_of(e) for e in ins]
+    out_st = _strides_of(out)
+    s0 = in_st[0]
+    in_off = [0] * len(ins)
+    out_off = 0
     for d in range(ndim):
         if shape[d] > 1 and s0[d] < 0:
-            ins = [_flip(e, d) for e in ins]
+            for k in range(len(ins)):
+                in_off[k] += (shape[d] - 1) * in_st[k][d]
             if d in L:
                 kb += (shape[d] - 1) * L[d]
                 L[d] = -L[d]
             else:
-                out = _flip(out, kept.index(d))
-    in_st = [_strides_of(e) for e in ins]
-    out_st = _strides_of(out)
-    kdims = _collapse([[shape[d], tuple(s[d] for s in in_st) + (out_st[i],)]
+                out_off += (shape[d] - 1) * out_st[kept.index(d)]
+    flip = [d for d in range(ndim) if shape[d] > 1 and s0[d] < 0]
+    fin_st = [tuple(-v if d in flip else v for d, v in enumerate(st)) for st in in_st]
+    fout_st = tuple(-v if kept[i] in flip else v for i, v in enumerate(out_st))
+    kdims = _collapse([[shape[d], tuple(s[d] for s in fin_st) + (fout_st[i],)]
                        for i, d in enumerate(kept) if shape[d] > 1])
-    rdims = _collapse([[shape[d], tuple(s[d] for s in in_st) + (L[d] if index else 0,)]
+    rdims = _collapse([[shape[d], tuple(s[d] for s in fin_st) + (L[d] if index else 0,)]
                        for d in axes if shape[d] > 1])
     if len(rdims) > 2:
         # rare (non-adjacent reduced axes of a >= 5-d view): make the reduced axes
@@ -340,18 +365,38 @@ def _run_kernels(f, op, arrays, out, axes, acc, ident, init_v, index):
             comps = tuple(xp.ascontiguousarray(xp.transpose(c, perm)) for c in _comps(e))
             moved.append(comps if isinstance(e, tuple) else comps[0])
         nk = len(kept)
-        return _run_kernels(f, op, tuple(moved), out0, tuple(range(nk, ndim)), acc, ident,
-                            init_v, index)
+        return _run_kernels(f, op, tuple(moved), out, tuple(range(nk, ndim)), acc, ident,
+                            init_v, index, cache=False)
     if len(kdims) > 2:
-        # rare: loop over the outermost kept axis (by stride of operand 0) on the host
+        # rare: loop over the outermost kept axis (by stride of operand 0) on the host, each
+        # slice into a fresh C-contiguous result
         d = max((d for d in kept if shape[d] > 1), key=lambda d: abs(s0[d]))
         i = kept.index(d)
+        xp = _xp(_first(ins[0]))
         for t in range(shape[d]):
-            sub_in = tuple(_take(e, d, t) for e in arrays)
+            sub_in = tuple(_take(e, d, t) for e in ins)
             sub_axes = tuple(a - (a > d) for a in axes)
-            _run_kernels(f, op, sub_in, _take(out0, i, t), sub_axes, acc, ident, init_v, index)
+            sub_out = _take(out, i, t)
+            tmp = tuple(xp.empty(c.shape, c.dtype) for c in _comps(sub_out))
+            tmp = tmp if isinstance(out, tuple) else tmp[0]
+            _run_kernels(f, op, sub_in, tmp, sub_axes, acc, ident, init_v, index, cache=False)
+            for c, tc in zip(_comps(sub_out), _comps(tmp)):
+                c[...] = tc
         return None
-    _launch(f, op, ins, out, kdims, rdims, kb, acc, ident, init_v, index)
+    # the planner sees the flipped views (for the 16-byte phase of 128-bit loads)
+    views = []
+    for e in ins:
+        for d in flip:
+            e = _flip(e, d)
+        views.append(e)
+    plan = _plan(f, op, views, kdims, rdims, kb, acc, ident, init_v, index)
+    plan["in_off"] = tuple(in_off)
+    plan["out_off"] = out_off
+    if key is not None:
+        if len(_PLANS) > 4096:  # new lambdas per call would grow it without bound
+            _PLANS.clear()
+        _PLANS[key] = plan
+    _execute(plan, ins, out)
     return None
 
 
@@ -415,7 +460,8 @@ def _vec_phase(ins, K, nb, nr, SB, SR, S1, J):
     return vec, mis[0]
 
 
-def _launch(f, op, ins, out, kdims, rdims, kb, acc, ident, init_v, index):
+def _plan(f, op, ins, kdims, rdims, kb, acc, ident, init_v, index):
+    """Kernel, launch shape and scalar arguments of one reduction (a dict)."""
     K = len(ins)
     p = tuning.params("rowcol")
     block = p["block"]
@@ -491,25 +537,41 @@ def _launch(f, op, ins, out, kdims, rdims, kb, acc, ident, init_v, index):
                 runtime.i64, runtime.i64) + (nt.UniTuple(runtime.i64, K),) * 4 + (runtime.i64,) * 7
     fkey = fargs[:4] + (_hashable(ID),) + (fargs[5], _hashable(init_v)) + fargs[7:]
     kernel = _compile(factory, fargs, fkey, argtypes, op)
+    return {"kernel": kernel, "grid": grid, "block": block, "split": split, "nslots": R * split,
+            "nticks": nticks, "acc_full": acc_full, "flag": ident_missing,
+            "scalars": (nb, nr, m0, m1, SB, SR, S0, S1, ob, orr, int(kb), L0, L1, chunk, aux)}
+
+
+def _buf_at(x, off):
+    """Kernel buffer of array ``x`` whose origin is moved by ``off`` elements."""
+    if runtime.SIMULATE:
+        b = runtime.SimBuffer.of(x)
+        return runtime.SimBuffer(b.array, b.origin + off, b.owner) if off else b
+    return int(x.data.ptr) + off * x.dtype.itemsize
+
+
+def _bufs_at(entry, off):
+    if isinstance(entry, tuple):
+        return tuple(_bufs_at(c, off) for c in entry)
+    return _buf_at(entry, off)
+
+
+def _execute(plan, ins, out):
     like = _first(ins[0])
-    xp = _xp(like)
-    if ident_missing:
-        flags = xp.empty(out.shape if not isinstance(out, tuple) else out[0].shape, dtype=bool)
-        out_e = (flags, out)
-    else:
-        out_e = out
-    if split > 1:
-        n = R * split
-        part = tuple(temp.empty(n, d, like) for d in _flat_dtypes(acc_full))
+    if plan["flag"]:
+        xp = _xp(like)
+        out = (xp.empty(_first(out).shape, dtype=bool), out)
+    out_b = _bufs_at(out, plan["out_off"])
+    if plan["split"] > 1:
+        acc_full = plan["acc_full"]
+        part = [temp.empty(plan["nslots"], d, like) for d in _flat_dtypes(acc_full)]
         part_b = _unflatten([runtime.buffer_of(t) for t in part], acc_full)
     else:
-        part_b = None
-    tick = temp.counters(nticks, like)
-    out_b = _buffer(out_e)
-    args = (tuple(_buffer(e) for e in ins), out_b, part_b if part_b is not None else out_b,
-            runtime.buffer_of(tick), nb, nr, m0, m1, SB, SR, S0, S1, ob, orr, int(kb), L0, L1,
-            chunk, aux)
-    runtime.launch(kernel, grid, block, args)
+        part_b = out_b
+    tick = temp.counters(plan["nticks"], like)
+    ins_b = tuple(_bufs_at(e, o) for e, o in zip(ins, plan["in_off"]))
+    args = (ins_b, out_b, part_b, runtime.buffer_of(tick)) + plan["scalars"]
+    runtime.launch(plan["kernel"], plan["grid"], plan["block"], args)
 
 
 def _flat_dtypes(dt):
