@@ -816,7 +816,7 @@ def markdown(meta: dict, results: list[dict]) -> str:
                     elif r and r.get("check") == "MISMATCH":
                         problems.append(
                             f"- {rec['label']} / {n}: result differs from "
-                            f"{'reference'}: rel. error {r.get('max_rel_err'):.3g}"
+                            f"the reference: rel. error {r.get('max_rel_err'):.3g}"
                         )
                 for p in peers:
                     s = rec.get("speedup_vs", {}).get(p)
