@@ -119,8 +119,8 @@ from ._elementwise import (
     trunc,
 )
 from ._generic import mapreduce, reduce
-from ._generic_scan import accumulate
 from ._generic_matvec import matvec, vecmat
+from ._generic_scan import accumulate
 from ._indexing import take, take_along_axis
 from ._info import __array_namespace_info__
 from ._linear_algebra import matmul, matrix_transpose, tensordot, vecdot
