@@ -474,7 +474,7 @@ def test_ptx_compiles(offline_ptx):
         ptx = runtime.compile_ptx_offline(k.make_tile_scan,
             (ops.add.fn, False, (f32,), (f32,), 256, 16, 0, False, False, True),
             heads((f32,), (f32,)) + (I64,) * 11 + tail((f32,)))
-        print("vec", ptx.count("ld.global.v4"), "acq", ptx.count("ld.acquire.gpu"),
+        print("vec", ptx.count("ld.global.v4"), "acq", ptx.count("ld.relaxed.gpu"),
               "rel", ptx.count("st.release.gpu"))
         runtime.compile_ptx_offline(k.make_tile_scan,
             (ops.add.fn, False, (i8,), (i64,), 256, 8, 1, True, True, False),

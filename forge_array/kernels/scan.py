@@ -171,11 +171,26 @@ def _make_converter(in_dtypes, acc_dtypes):
     return conv
 
 
-def _make_status(acc_dtypes, packed: bool, det: bool):
-    """``publish(status, vals, s, kind, value, epoch)`` and ``read(status, vals, s, want,
-    epoch, counter) -> (kind, *value)``. ``want``: 0 the latest status, 1 the aggregate
-    slot, 2 the prefix slot (deterministic look-back). Reads spin while the word is
-    INVALID or from an older epoch, counting spins in ``counter[STAT_SPINS]``."""
+def _make_status(acc_dtypes, packed: bool, det: bool, comb):
+    """``publish(status, vals, s, kind, value, epoch)`` (value slots first, then the status
+    with ``store_release``) and ``window(status, vals, mul, add, first, V, pre0, epoch,
+    counter, init_t, empty)``: the in-order fold of the tagged states of tiles
+    ``first .. first + V - 1`` (slot ``p * mul + add`` for tile ``p``; ``p == -1`` is
+    ``init_t``, ``p < -1`` empty). The ``V`` status words are read with independent
+    relaxed loads (all in flight at once), then each still INVALID one is re-read until
+    published; flag words are followed by one fence before the value slots are read.
+    Deterministic mode reads aggregate slots only, except the prefix slot of the first
+    tile when ``pre0``. Spins are counted in ``counter[STAT_SPINS]`` in the simulator."""
+    WT = np.uint64 if packed else np.uint32
+
+    @cuda.jit(device=True)
+    def _want(q, pre0):
+        if not det:
+            return 0
+        if pre0 and q == 0:
+            return 2
+        return 1
+
     if packed:
         DT = np.dtype(acc_dtypes[0]).type
 
@@ -193,6 +208,12 @@ def _make_status(acc_dtypes, packed: bool, det: bool):
             return (w.view(DT)[0],)
 
         @cuda.jit(device=True)
+        def slot(s, want):
+            if det:
+                return 2 * s + (1 if want == 2 else 0)
+            return s
+
+        @cuda.jit(device=True)
         def publish(status, vals, s, kind, v, epoch):
             idx = s
             if det:
@@ -200,44 +221,72 @@ def _make_status(acc_dtypes, packed: bool, det: bool):
             fi.store_release(status, idx, pack(v, np.uint64(epoch) * np.uint64(4) + np.uint64(kind)))
 
         @cuda.jit(device=True)
-        def read(status, vals, s, want, epoch, counter):
-            idx = s
-            if det:
-                idx = 2 * s + (1 if want == 2 else 0)
-            ep = np.uint64(epoch)
-            while True:
-                w = fi.load_acquire(status, idx)
-                hi = w >> _U32
-                st = hi & _U3
-                if (hi >> _U2) == ep and st >= np.uint64(want if want > 0 else 1):
-                    break
-                if COUNT:
-                    fi.atomic_add(counter, STAT_SPINS, np.uint64(1))
-            return (np.int32(st),) + unpack(w)
+        def valid(w, want, epoch):
+            hi = w >> _U32
+            return (hi >> _U2) == np.uint64(epoch) and (hi & _U3) >= np.uint64(want if want > 0 else 1)
 
-        return publish, read
+        @cuda.jit(device=True)
+        def value(status, vals, s, w, want):
+            return (np.int32((w >> _U32) & _U3),) + unpack(w)
 
-    @cuda.jit(device=True)
-    def publish(status, vals, s, kind, v, epoch):
-        fi.store(vals, 2 * s + (1 if kind == 2 else 0), v)
-        fi.store_release(status, s, np.uint32(epoch * 4 + kind))
+    else:
 
-    @cuda.jit(device=True)
-    def read(status, vals, s, want, epoch, counter):
-        ep = np.uint32(epoch)
-        while True:
-            f = fi.load_acquire(status, s)
-            st = f & np.uint32(3)
-            if (f >> np.uint32(2)) == ep and st >= np.uint32(want if want > 0 else 1):
-                break
-            if COUNT:
-                fi.atomic_add(counter, STAT_SPINS, np.uint64(1))
-        kind = np.int32(st)
-        if want == 1:
-            kind = np.int32(1)
-        return (kind,) + fi.load(vals, 2 * s + (1 if kind == 2 else 0))
+        @cuda.jit(device=True)
+        def slot(s, want):
+            return s
 
-    return publish, read
+        @cuda.jit(device=True)
+        def publish(status, vals, s, kind, v, epoch):
+            fi.store(vals, 2 * s + (1 if kind == 2 else 0), v)
+            fi.store_release(status, s, np.uint32(epoch * 4 + kind))
+
+        @cuda.jit(device=True)
+        def valid(w, want, epoch):
+            return (w >> np.uint32(2)) == np.uint32(epoch) and (w & np.uint32(3)) >= np.uint32(
+                want if want > 0 else 1)
+
+        @cuda.jit(device=True)
+        def value(status, vals, s, w, want):
+            kind = np.int32(w & np.uint32(3))
+            if want == 1:
+                kind = np.int32(1)
+            return (kind,) + fi.load(vals, 2 * s + (1 if kind == 2 else 0))
+
+    def make_window(V):
+        @cuda.jit(device=True)
+        def window(status, vals, mul, add, first, pre0, epoch, counter, init_t, empty):
+            words = cuda.local.array(V, WT)
+            for q in range(V):
+                p = first + q
+                if p >= 0:
+                    words[q] = fi.load_relaxed(status, slot(p * mul + add, _want(q, pre0)))
+            for q in range(V):
+                p = first + q
+                if p >= 0:
+                    want = _want(q, pre0)
+                    w = words[q]
+                    while not valid(w, want, epoch):
+                        if COUNT:
+                            fi.atomic_add(counter, STAT_SPINS, np.uint64(1))
+                        w = fi.load_relaxed(status, slot(p * mul + add, want))
+                    words[q] = w
+            if not packed:
+                fi.fence_device()
+            acc = empty
+            for q in range(V):
+                p = first + q
+                if p >= 0:
+                    x = value(status, vals, p * mul + add, words[q], _want(q, pre0))
+                elif p == -1:
+                    x = init_t
+                else:
+                    x = empty
+                acc = comb(acc, x)
+            return acc
+
+        return window
+
+    return publish, make_window
 
 
 def _vec_ok(in_dtypes, acc_dtypes, block, items):
@@ -267,7 +316,10 @@ def make_tile_scan(fn, tuple_op, in_dtypes, acc_dtypes, block, items, shift, has
     comb = tagged_combine(op_v)
     warp_scan = fi.make_warp_scan(comb)
     conv = _make_converter(in_dtypes, acc_dtypes)
-    publish, read = _make_status(acc_dtypes, packed, det)
+    publish, make_window = _make_status(acc_dtypes, packed, det, comb)
+    LBV = 4  # predecessors per lane: the look-back reads 32 * LBV tiles per round trip
+    W = 32 * LBV
+    window = make_window(LBV)
     TS = TILE + TILE // 32  # padded tile, then NW warp totals, then the tile prefix
     NVALS = TS + NW + 1
     NKINDS = NW + 2  # kinds of the warp totals and the prefix, then the tile id
@@ -282,24 +334,16 @@ def make_tile_scan(fn, tuple_op, in_dtypes, acc_dtypes, block, items, shift, has
         acc = empty
         hi = ti
         while True:
-            p = hi - 32 + lane
-            if p >= 0:
-                want = 0
-                if det:
-                    want = 2 if lane == 0 else 1
-                x = read(status, vals, sbase + p, want, epoch, counter)
-            elif p == -1:
-                x = init_t
-            else:
-                x = empty
+            x = window(status, vals, 1, sbase, hi - W + lane * LBV, lane == 0, epoch, counter,
+                       init_t, empty)
             s = warp_scan(x)
             last = fi.shfl_idx(s, 31)
             acc = comb(last, acc)
-            if det or last[0] == 2 or hi <= 32:
+            if det or last[0] == 2 or hi <= W:
                 break
             if COUNT and lane == 0:
                 fi.atomic_add(counter, STAT_AGG_WINDOWS, np.uint64(1))
-            hi -= 32
+            hi -= W
         return acc
 
     def body(sk, sh, src, dst, init, n, m, nb1, s_in, b0_in, b1_in, s_out, b0_out, b1_out,
@@ -454,34 +498,26 @@ def make_column_scan(fn, tuple_op, in_dtypes, acc_dtypes, block, items, shift, h
     op_v = value_op(fn, tuple_op)
     comb = tagged_combine(op_v)
     conv = _make_converter(in_dtypes, acc_dtypes)
-    publish, read = _make_status(acc_dtypes, packed, det)
+    publish, make_window = _make_status(acc_dtypes, packed, det, comb)
+    LBV = 8  # chunks read per round trip of a column's look-back
+    window = make_window(LBV)
     GV = block * R  # staged items, then group aggregates, then column prefixes
     CV = GV + block
 
     @cuda.jit(device=True)
     def lookback(status, vals, chunk, strip, nstrips, cb, c, epoch, counter, init_t, empty):
         acc = empty
-        if det:
-            lo = chunk - 32
-            q = chunk - 1
-            while q > lo and q >= 0:
-                acc = comb(read(status, vals, (q * nstrips + strip) * cb + c, 1, epoch, counter), acc)
-                q -= 1
-            if lo >= 0:
-                acc = comb(read(status, vals, (lo * nstrips + strip) * cb + c, 2, epoch, counter), acc)
-            else:
-                acc = comb(init_t, acc)
-            return acc
-        q = chunk - 1
-        while q >= 0:
-            x = read(status, vals, (q * nstrips + strip) * cb + c, 0, epoch, counter)
+        hi = chunk
+        mul = nstrips * cb
+        add = strip * cb + c
+        while True:
+            x = window(status, vals, mul, add, hi - LBV, True, epoch, counter, init_t, empty)
             acc = comb(x, acc)
-            if x[0] == 2:
+            if det or x[0] == 2 or hi <= LBV:
                 return acc
             if COUNT:
                 fi.atomic_add(counter, STAT_AGG_WINDOWS, np.uint64(1))
-            q -= 1
-        return comb(init_t, acc)
+            hi -= LBV
 
     def body(sk, sh, src, dst, init, n, m, nbatch, nb1, s_in, b0_in, b1_in, s_out, b0_out,
              b1_out, cb, nstrips, nchunks, status, vals, counter, base, epoch):
