@@ -454,3 +454,23 @@ def test_axis_mean_var_std(bk):
     close(host(R.mean(x, (1,))), ref.mean(axis=1), "float32")
     close(host(R.var(x, (0,), 1)), ref.var(axis=0, ddof=1), "float32")
     close(host(R.std(x, (1,), 0, True)), ref.std(axis=1, keepdims=True), "float32")
+
+
+def test_namespace_reduce_mapreduce():
+    import forge_array as xp
+
+    x = xp.asarray(data("float64", 70))
+    h = host(x._array)
+    r = xp.mapreduce(lambda v: v * v, xp.ops.add, x)
+    assert isinstance(r, xp.Array) and r.dtype == xp.float64
+    close(host(r._array), (h ** 2).sum(), "float64")
+    lo, hi = xp.mapreduce(lambda v: (v, v), xp.ops.minmax, x)
+    assert float(lo) == h.min() and float(hi) == h.max()
+    m = xp.reshape(x, (7, 10))
+    r = xp.reduce(xp.ops.maximum, m, axis=1, keepdims=True)
+    assert r.shape == (7, 1)
+    assert host(r._array).ravel().tolist() == h.reshape(7, 10).max(axis=1).tolist()
+    assert float(xp.sum(x)) == pytest.approx(h.sum())
+    assert int(xp.argmax(x)) == int(np.argmax(h))
+    with pytest.raises(TypeError):
+        xp.reduce(xp.ops.add, h)  # a NumPy array, not a forge_array Array
