@@ -815,3 +815,36 @@ def _any_prim(x, axes, keepdims):
 
 def _all_prim(x, axes, keepdims):
     return _p_all(x, axes, keepdims)
+
+
+class _Namespace:
+    """``xp``'s namespace with a :class:`DropIn`'s functions in front (see
+    :func:`namespace`)."""
+
+    def __init__(self, xp, dropin):
+        self.__dict__.update(dropin.functions)
+        self.__dict__["_xp"] = xp
+        self.__dict__["dropin"] = dropin
+
+    def __getattr__(self, name):
+        return getattr(self.__dict__["_xp"], name)
+
+    def __dir__(self):
+        return sorted(set(dir(self._xp)) | set(self.__dict__))
+
+    def __repr__(self):
+        return f"<forge_array drop-in over {getattr(self._xp, '__name__', self._xp)!r}>"
+
+
+def namespace(xp, dropin=None):
+    """A module-like object: ``xp``'s whole namespace, with the functions of
+    :data:`FUNCTIONS` replaced by a :class:`DropIn`'s (``forge_array.cupy`` is this over
+    ``cupy``; over ``numpy`` it runs the same code in the simulator, e.g. for
+    ``bench/cupy_workload.py --dry-run``).
+
+    >>> import numpy as np
+    >>> fnp = namespace(np)
+    >>> fnp.arange is np.arange, int(fnp.sum(np.arange(4, dtype=np.int8)))
+    (True, 6)
+    """
+    return _Namespace(xp, dropin if dropin is not None else DropIn(xp))
