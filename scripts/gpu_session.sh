@@ -2,12 +2,12 @@
 # One call on the lent GPU machine: install, test on the GPU, benchmark, run the conformance
 # suite; results go to $OUT (a tarball + short summaries). Carry .whl (and .suite for the
 # conformance suite). Usage, as the device command:
-#   bash scripts/gpu_session.sh [steps...]     steps: main tests bench conformance (default: all)
+#   bash scripts/gpu_session.sh [steps...]     steps: main tests probe bench conformance (default: all)
 #   BENCH_ARGS="--suite copy,reduce" TEST_ARGS="tests/test_copy.py" bash scripts/gpu_session.sh tests bench
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT/r"
-steps=${*:-main tests bench conformance}
+steps=${*:-main tests probe bench conformance}
 source .whl/setup.sh || exit 1
 python3 -m pip install -q --no-deps --no-build-isolation -e . 2>&1 | tail -2
 export FORGE_ARRAY_CACHE_DIR=/tmp/forge-array-cache PYTHONUNBUFFERED=1
@@ -20,6 +20,8 @@ for step in $steps; do
     tests)
       timeout ${TEST_TIMEOUT:-300} python3 -m pytest -q -x -p no:cacheprovider -n ${TEST_WORKERS:-8} \
         ${TEST_ARGS:-tests} 2>&1 | tee "$OUT/r/tests.txt" | tail -40 ;;
+    probe)
+      timeout 240 python3 -m bench.runtime_probe --out "$OUT/r" 2>&1 | tee "$OUT/r/probe.txt" | tail -30 ;;
     bench)
       timeout ${BENCH_TIMEOUT:-360} python3 -m bench.run ${BENCH_ARGS:-} --out "$OUT/r/bench" 2>&1 \
         | tee "$OUT/r/bench.txt" | tail -80 ;;
