@@ -71,9 +71,7 @@ def scalar_to_backend(value, dtype, device):
     """A 0-d backend array holding ``value`` (signed zeros kept on CuPy too)."""
     host = np.asarray(py_scalar(value), dtype=dtype)
     if device.is_cuda:
-        cp = _dev.backend(device)
-        with _dev.on(device):
-            return cp.asarray(host)
+        return transfer(host, _dev.cpu, device)
     return host
 
 
@@ -632,13 +630,19 @@ def transfer(arr, src, dst, stream=None):
     if src == dst:
         return arr
     if not src.is_cuda:  # cpu -> cuda
+        # Copy the bytes: cupy.asarray fills 0-d arrays from their value (memset for
+        # any value == 0), which turns -0.0 into +0.0.
         cp = _dev.backend(dst)
+        host = np.ascontiguousarray(arr)
+        raw = host.reshape(-1).view(np.uint8)
         with _dev.on(dst):
             s = _cupy_stream(dst, stream)
             if s is not None:
                 with s:
-                    return cp.asarray(arr)
-            return cp.asarray(arr)
+                    dev = cp.asarray(raw)
+            else:
+                dev = cp.asarray(raw)
+            return dev.view(host.dtype).reshape(host.shape)
     if not dst.is_cuda:  # cuda -> cpu
         with _dev.on(src):
             return arr.get(stream=_cupy_stream(src, stream))

@@ -165,9 +165,10 @@ def _filled(name, shape, value, dtype, device):
         elif value == 0 and not np.signbit(np.real(value)) and not np.signbit(np.imag(value)):
             res = m.zeros(shape, dtype=dtype)
         elif dev.is_cuda:
-            # a 0-d source keeps signed zeros and NaN payloads exactly
-            res = m.empty(shape, dtype=dtype)
-            m.copyto(res, m.asarray(np.asarray(value, dtype=dtype)))
+            # copy the value's bytes to the GPU, then broadcast it with a copy kernel:
+            # CuPy's fill() memsets any value == 0, losing the sign of -0.0
+            src = transfer(np.asarray(value, dtype=dtype), _dev.cpu, dev)
+            res = m.ascontiguousarray(m.broadcast_to(src, shape)) if shape else src
         else:
             res = np.full(shape, value, dtype=dtype)
     return Array._new(res, dev)

@@ -128,6 +128,17 @@ def _fix_floor_divide(m, a, b, res, dt):
     return m.where(mask, m.true_divide(a, b), res)
 
 
+def _fix_remainder(m, a, b, res, dt):
+    """The sign of a zero result is the divisor's; a finite x1 with an infinite x2
+    gives x1 (same signs) or x2 (opposite signs). CuPy misses both."""
+    if dt not in _dt.real_floating_dtypes:
+        return res
+    a, b, res = m.asarray(a), m.asarray(b), m.asarray(res)
+    res = m.where(res == 0, m.copysign(dt.type(0), b), res)
+    fin_inf = m.isfinite(a) & m.isinf(b) & (a != 0)
+    return m.where(fin_inf, m.where(m.signbit(a) == m.signbit(b), a, b), res)
+
+
 def _c(m, re, im, dt):
     """Assemble a complex array from real and imaginary parts."""
     out = m.empty(re.shape, dtype=dt)
@@ -175,6 +186,24 @@ def _expm1_special(m, re, im, res, dt):
     return _c(m, out_re, out_im, dt)
 
 
+def _log_special(m, re, im, res, dt):
+    """log / log1p: +-inf + NaN j and NaN + +-inf j give +inf + NaN j (CuPy: NaN + NaN j)."""
+    rdt = _dt.real_of(dt)
+    c = (m.isinf(re) & m.isnan(im)) | (m.isnan(re) & m.isinf(im))
+    out_re = m.where(c, rdt.type(np.inf), res.real)
+    out_im = m.where(c, rdt.type(np.nan), res.imag)
+    return _c(m, out_re, out_im, dt)
+
+
+def _acosh_special(m, re, im, res, dt):
+    """acosh(+-0 + NaN j) is NaN + pi/2 j (CuPy: NaN + NaN j)."""
+    rdt = _dt.real_of(dt)
+    c = (re == 0) & m.isnan(im)
+    out_re = m.where(c, rdt.type(np.nan), res.real)
+    out_im = m.where(c, rdt.type(np.pi / 2), res.imag)
+    return _c(m, out_re, out_im, dt)
+
+
 def _tanh_special(m, re, im, res, dt):
     rdt = _dt.real_of(dt)
     # +inf + finite y j -> 1 + 0j (conjugate-symmetric: 1 - 0j for y < 0)
@@ -209,7 +238,8 @@ def _make_unary(name, kinds, doc, fix=None, backend_name=None, example="[0.5]"):
 
 
 acos = _make_unary("acos", "floating-point", "Inverse cosine, element-wise.")
-acosh = _make_unary("acosh", "floating-point", "Inverse hyperbolic cosine, element-wise.")
+acosh = _make_unary("acosh", "floating-point", "Inverse hyperbolic cosine, element-wise.",
+                    _fix_complex_unary(_acosh_special))
 asin = _make_unary("asin", "floating-point", "Inverse sine, element-wise.")
 asinh = _make_unary("asinh", "floating-point", "Inverse hyperbolic sine, element-wise.")
 atan = _make_unary("atan", "floating-point", "Inverse tangent, element-wise.")
@@ -219,8 +249,10 @@ cosh = _make_unary("cosh", "floating-point", "Hyperbolic cosine, element-wise.")
 exp = _make_unary("exp", "floating-point", "Exponential, element-wise.")
 expm1 = _make_unary("expm1", "floating-point", "exp(x) - 1, accurate near zero.",
                     _fix_complex_unary(_expm1_special))
-log = _make_unary("log", "floating-point", "Natural logarithm, element-wise.")
-log1p = _make_unary("log1p", "floating-point", "log(1 + x), accurate near zero.")
+log = _make_unary("log", "floating-point", "Natural logarithm, element-wise.",
+                  _fix_complex_unary(_log_special))
+log1p = _make_unary("log1p", "floating-point", "log(1 + x), accurate near zero.",
+                    _fix_complex_unary(_log_special))
 log2 = _make_unary("log2", "floating-point", "Base-2 logarithm, element-wise.")
 log10 = _make_unary("log10", "floating-point", "Base-10 logarithm, element-wise.")
 sin = _make_unary("sin", "floating-point", "Sine, element-wise.")
@@ -333,7 +365,8 @@ divide = _make_binary("divide", "floating-point", "x1 / x2 (floating-point), ele
 floor_divide = _make_binary("floor_divide", "real numeric", "floor(x1 / x2), element-wise.",
                             _fix_floor_divide)
 remainder = _make_binary("remainder", "real numeric",
-                         "x1 mod x2 with the sign of x2 (Python %), element-wise.")
+                         "x1 mod x2 with the sign of x2 (Python %), element-wise.",
+                         _fix_remainder)
 pow = _make_binary("pow", "numeric", "x1 ** x2, element-wise.")  # noqa: A001
 atan2 = _make_binary("atan2", "real floating-point", "Quadrant-aware arctan(x1 / x2).")
 copysign = _make_binary("copysign", "real floating-point",

@@ -108,6 +108,13 @@ def test_cuda_roundtrip_and_mixed_devices():
 def test_cuda_signed_zero_and_bounds():
     g = xp.full(4, -0.0, device="cuda:0")
     assert np.signbit(np.asarray(g.to_device("cpu"))).all()
+    assert np.signbit(np.asarray(xp.asarray(-0.0, device="cuda:0").to_device("cpu")))
+    h = xp.zeros(3, device="cuda:0")
+    h[1] = -0.0
+    h[2:] = xp.asarray(-0.0, device="cuda:0")
+    assert np.signbit(np.asarray(h.to_device("cpu"))).tolist() == [False, True, True]
+    assert float(xp.add(xp.asarray(-0.0, device="cuda:0"), -0.0)) == 0.0
+    assert np.signbit(float(xp.add(xp.asarray(-0.0, device="cuda:0"), -0.0)))
     with pytest.raises(IndexError):
         g[xp.asarray([4], device="cuda:0")]
 

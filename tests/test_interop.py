@@ -97,4 +97,4 @@ def test_cupy_interop():
 
 
 def test_no_cuda_array_interface_on_cpu():
-    assert not hasattr(xp.asarray([1.0]), "__cuda_array_interface__")
+    assert not hasattr(xp.asarray([1.0], device="cpu"), "__cuda_array_interface__")
