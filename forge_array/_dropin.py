@@ -703,10 +703,14 @@ class DropIn:
             kw = {"dtype": dtype} if dtype is not None else {}
             return orig(self, axis=axis, out=out, keepdims=keepdims, **kw)
 
+        def prod_call(orig, self, axis=None, dtype=None, out=None, keepdims=None):
+            return orig(self, axis=axis, dtype=dtype, out=out, keepdims=bool(keepdims))
+
+        calls = {"argmax": arg_call, "argmin": arg_call, "prod": prod_call}
         cores = dict(sum=c_sum, prod=c_prod, max=c_max, min=c_min, mean=c_mean, var=c_var,
                      std=c_std, argmax=c_argmax, argmin=c_argmin, any=c_any, all=c_all,
                      cumsum=c_cumsum, cumprod=c_cumprod, dot=c_dot)
-        self.methods = {name: m(name, core, arg_call if name.startswith("arg") else plain)
+        self.methods = {name: m(name, core, calls.get(name, plain))
                         for name, core in cores.items() if name in mfb}
 
     # ----------------------------------------------------------------- patching

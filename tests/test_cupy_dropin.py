@@ -16,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from forge_array._dropin import FUNCTIONS, METHODS, DropIn, float_dtype, sum_dtype
+from forge_array.runtime import kernels_available
 from forge_array.testing import axes, shapes, views
 
 FAST = settings(max_examples=10, deadline=None)
@@ -455,8 +456,9 @@ def test_fallbacks_are_silent_and_correct(d, bk):
     np.testing.assert_array_equal(host(d.cumsum(dev(bk, h16))), np.cumsum(h16))
 
 
-def test_non_arrays_go_to_the_original(d):
+def test_non_arrays_go_to_the_original():
     # NumPy's functions take lists and scalars; CuPy's raise their own errors
+    d = DropIn(np)
     assert d.sum([1, 2, 3]) == 6
     assert d.max((4, 9)) == 9
 
@@ -490,15 +492,16 @@ def test_patch_functions_and_methods_then_unpatch():
         assert getattr(fake, n) is d.functions[n]
     assert fake.exp is np.exp                                   # untouched
     x = np.arange(12.0).reshape(3, 4).view(_Sub)
+    path = "kernel" if kernels_available(x) else "fallback"     # NumPy arrays on a GPU: fallback
     r = x.sum(axis=0)
-    assert d.counts["kernel"].get("ndarray.sum") == 1
+    assert d.counts[path].get("ndarray.sum") == 1
     np.testing.assert_array_equal(np.asarray(r), [12.0, 15.0, 18.0, 21.0])
-    assert int(x.argmax(axis=None)) == 11 and d.counts["kernel"]["ndarray.argmax"] == 1
+    assert int(x.argmax(axis=None)) == 11 and d.counts[path]["ndarray.argmax"] == 1
     np.testing.assert_array_equal(np.asarray(x.cumsum(axis=1))[:, -1], [6.0, 22.0, 38.0])
     assert float(x.dot(np.ones(4)).sum()) == 66.0
     # a patched method's fallback is the unpatched method (no recursion through np.sum)
     h = x.astype(np.float16)
-    assert float(h.sum()) == 66.0 and d.counts["fallback"]["ndarray.sum"] == 1
+    assert float(h.sum()) == 66.0 and d.counts["fallback"]["ndarray.sum"] == (1 if path == "kernel" else 2)
     assert float(fake.sum(x)) == 66.0
     # idempotent; unpatch restores exactly
     d.patch(fake)
