@@ -293,6 +293,35 @@ def _table(rows_out, names):
     return "\n".join(lines)
 
 
+def _accuracy(xp, data, results):
+    """Normwise relative error of each module's float32 results against float64 (column
+    mean and std, the grand total, and the running sum computed from the float64 score)."""
+    acc = {}
+    for i, rows in enumerate(sorted(data)):
+        X, w = data[rows]
+        X64, w64 = X.astype(np.float64), w.astype(np.float64)
+        mu, sd = X64.mean(axis=0), X64.std(axis=0)
+        score = ((X64 - mu) / sd) @ w64
+        ref = {"mean": mu, "std": sd, "score": score, "cumsum": xp.cumsum(score), "sum": X64.sum()}
+        for name, rs in results.items():
+            out = rs[i]["out"]
+            got = {"mean": out[0], "std": out[1], "score": out[2], "cumsum": out[4], "sum": out[7]}
+            acc.setdefault(name, {})[str(rows)] = {
+                k: float(np.max(np.abs(_host(got[k]).astype(np.float64) - _host(ref[k])))
+                         / max(float(np.max(np.abs(_host(ref[k])))), 1e-300)) for k in ref}
+    return acc
+
+
+def _accuracy_md(acc):
+    keys = ["mean", "std", "score", "cumsum", "sum"]
+    lines = ["accuracy: normwise relative error against float64", "",
+             "| module | rows | " + " | ".join(keys) + " |", "|" + "---|" * (len(keys) + 2)]
+    for name, per in acc.items():
+        for rows, errs in per.items():
+            lines.append(f"| {name} | {int(rows):,} | " + " | ".join(f"{errs[k]:.1e}" for k in keys) + " |")
+    return "\n".join(lines)
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(prog="python -m bench.cupy_workload", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -337,24 +366,28 @@ def main(argv=None):
             err, ok = compare(a["out"], b["out"])
             checks[f"{n} rows={a['rows']}"] = {"max_rel_err": err, "ok": ok}
             assert ok, f"{n} differs from {ref} at rows={a['rows']}: max rel err {err:.3g}"
+    accuracy = _accuracy(base, data, results)
     table = _table(results, names)
     head = (f"# forge_array.cupy drop-in: running-statistics pipeline\n\n"
             f"device: {device}; X: (rows, {COLS}) float32; median of {reps} runs, "
             f"{'wall clock' if args.dry_run else 'CUDA events'}; all results allclose "
             f"(max rel err {max(c['max_rel_err'] for c in checks.values()):.2g}).\n")
+    acc_md = _accuracy_md(accuracy)
     print()
     print(head)
     print(table)
+    print()
+    print(acc_md)
     if args.out:
         os.makedirs(args.out, exist_ok=True)
         doc = {"device": device, "cols": COLS, "reps": reps, "python": platform.python_version(),
-               "checks": checks,
+               "checks": checks, "accuracy_vs_float64": accuracy,
                "results": {n: [{k: v for k, v in r.items() if k != "out"} for r in rs]
                            for n, rs in results.items()}}
         with open(os.path.join(args.out, "cupy_workload.json"), "w") as f:
             json.dump(doc, f, indent=1)
         with open(os.path.join(args.out, "cupy_workload.md"), "w") as f:
-            f.write(head + "\n" + table + "\n")
+            f.write(head + "\n" + table + "\n\n" + acc_md + "\n")
         print(f"\nwrote {args.out}/cupy_workload.json and .md")
     return results
 
