@@ -1,7 +1,9 @@
 """cupy_dropin: an existing CuPy workload, run with ``cupy`` and with ``forge_array.cupy``.
 
-The workload lives in ``bench/cupy_workload.py`` (written separately); this suite is
-skipped while that module is missing. Its contract, either of:
+The workload lives in ``bench/cupy_workload.py`` (a running-statistics pipeline over an
+(n, 100) float32 matrix; it defines ``cases``: ``cupy``, ``forge_array.cupy`` and ``cupy``
+under ``forge_array.cupy.patched()``, the last one entering and leaving the patch on every
+call); this suite is skipped while that module is missing. Its contract, either of:
 
 - ``cases(ctx) -> list[bench.harness.Case]``: full control; or
 - ``workload(cp, n)``: run the script with the array module ``cp`` (``cupy`` or
