@@ -633,8 +633,8 @@ def transfer(arr, src, dst, stream=None):
         # Copy the bytes: cupy.asarray fills 0-d arrays from their value (memset for
         # any value == 0), which turns -0.0 into +0.0.
         cp = _dev.backend(dst)
-        host = np.ascontiguousarray(arr)
-        raw = host.reshape(-1).view(np.uint8)
+        host = arr if arr.flags.c_contiguous else np.array(arr, order="C")
+        raw = host.reshape(-1).view(np.uint8)  # (np.ascontiguousarray would make 0-d 1-d)
         with _dev.on(dst):
             s = _cupy_stream(dst, stream)
             if s is not None:
@@ -642,15 +642,15 @@ def transfer(arr, src, dst, stream=None):
                     dev = cp.asarray(raw)
             else:
                 dev = cp.asarray(raw)
-            return dev.view(host.dtype).reshape(host.shape)
+            return dev.view(host.dtype).reshape(arr.shape)
     if not dst.is_cuda:  # cuda -> cpu
         with _dev.on(src):
             return arr.get(stream=_cupy_stream(src, stream))
     cp = _dev.backend(dst)  # cuda:i -> cuda:j
     with _dev.on(src):
-        srcc = cp.ascontiguousarray(arr)
+        srcc = arr if arr.flags.c_contiguous else arr.copy(order="C")
     with _dev.on(dst):
-        out = cp.empty(srcc.shape, srcc.dtype)
+        out = cp.empty(arr.shape, srcc.dtype)
         if srcc.nbytes:
             out.data.copy_from_device(srcc.data, srcc.nbytes)
     return out
