@@ -315,3 +315,18 @@ print("ok", n)
 
 def test_ptx_compiles_offline(offline_ptx):
     assert offline_ptx(PTX_SRC).strip().endswith("ok 4")
+
+
+def test_replayed_plans_use_new_operands(bk):
+    # the second call of a layout replays the cached launch plan: it must read the new data
+    for seed in range(3):
+        A = _mat((7, 40), np.float32, seed)
+        x = _mat(40, np.float32, seed + 10)
+        y = _mat(7, np.float32, seed + 20)
+        np.testing.assert_allclose(_h(mv.matvec(bk.asarray(A), bk.asarray(x))), A.astype(np.float64) @ x,
+                                   rtol=1e-5, atol=1e-4)
+        np.testing.assert_allclose(_h(mv.vecmat(bk.asarray(y), bk.asarray(A))), y @ A.astype(np.float64),
+                                   rtol=1e-5, atol=1e-4)
+        At = bk.asarray(A)[::-1]
+        np.testing.assert_allclose(_h(mv.matvec(At, bk.asarray(x))), A[::-1].astype(np.float64) @ x,
+                                   rtol=1e-5, atol=1e-4)

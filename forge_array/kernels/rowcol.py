@@ -214,6 +214,25 @@ def _make_range_reduce(fd, opd, K, ID, FLAG, RED2, INDEX, VEC, UNROLL):
 
     @cuda.jit(device=True)
     def scalar_range(ins, base, S0, S1, m1, kb, L0, L1, j, hi, T, acc):
+        if UNROLL >= 8:
+            while j + 7 * T < hi:
+                v0 = elem(ins, base, S0, S1, m1, kb, L0, L1, j)
+                v1 = elem(ins, base, S0, S1, m1, kb, L0, L1, j + T)
+                v2 = elem(ins, base, S0, S1, m1, kb, L0, L1, j + 2 * T)
+                v3 = elem(ins, base, S0, S1, m1, kb, L0, L1, j + 3 * T)
+                v4 = elem(ins, base, S0, S1, m1, kb, L0, L1, j + 4 * T)
+                v5 = elem(ins, base, S0, S1, m1, kb, L0, L1, j + 5 * T)
+                v6 = elem(ins, base, S0, S1, m1, kb, L0, L1, j + 6 * T)
+                v7 = elem(ins, base, S0, S1, m1, kb, L0, L1, j + 7 * T)
+                acc = fi.cast_like(opd(acc, v0), ID)
+                acc = fi.cast_like(opd(acc, v1), ID)
+                acc = fi.cast_like(opd(acc, v2), ID)
+                acc = fi.cast_like(opd(acc, v3), ID)
+                acc = fi.cast_like(opd(acc, v4), ID)
+                acc = fi.cast_like(opd(acc, v5), ID)
+                acc = fi.cast_like(opd(acc, v6), ID)
+                acc = fi.cast_like(opd(acc, v7), ID)
+                j += 8 * T
         if UNROLL >= 4:
             while j + 3 * T < hi:
                 v0 = elem(ins, base, S0, S1, m1, kb, L0, L1, j)

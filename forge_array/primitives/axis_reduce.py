@@ -148,7 +148,30 @@ def _hashable(v):
 # --------------------------------------------------------------------------- public
 
 
-def axis_mapreduce(f, op, arrays, axis, init, keepdims, out_dtype, *, index=False):
+_FAST: dict = {}
+
+
+def _fast_key(tag, f, op, arrays, axis, keepdims, out_dtype, index):
+    """Key of a call whose launch plan can be replayed (no init), or None."""
+    try:
+        return (tag, f, op, axis, keepdims, out_dtype, index,
+                tuple(_layout_key(e) for e in arrays))
+    except (TypeError, AttributeError):
+        return None
+
+
+def _run_fast(ent, arrays):
+    plan, kshape, dtypes, is_tuple, fshape = ent
+    xp = _xp(_first(arrays[0]))
+    outs = tuple(xp.empty(kshape, dtype=d) for d in dtypes)
+    _execute(plan, arrays, outs if is_tuple else outs[0])
+    if fshape is not None:
+        outs = tuple(o.reshape(fshape) for o in outs)
+    return outs if is_tuple else outs[0]
+
+
+def axis_mapreduce(f, op, arrays, axis, init, keepdims, out_dtype, *, index=False,
+                   _replay=None):
     """Map ``f`` over the elements of ``arrays`` and reduce with ``op`` along ``axis``; see
     the module docstring for the arguments. Returns a backend array (a tuple of them for a
     tuple ``out_dtype``) of the kept axes (kept as size 1 with ``keepdims``).
@@ -162,6 +185,13 @@ def axis_mapreduce(f, op, arrays, axis, init, keepdims, out_dtype, *, index=Fals
     ...                1, None, False, (np.dtype("float64"), np.dtype("int64")), index=True)[1].tolist()
     [1, 0]
     """
+    fkey = None
+    if init is None and isinstance(arrays, tuple):
+        # replay a cached launch plan: same operators, axes and operand layouts
+        fkey = _fast_key("amr", f, op, arrays, axis, keepdims, out_dtype, index)
+        ent = _FAST.get(fkey) if fkey is not None else None
+        if ent is not None:
+            return _run_fast(ent, arrays)
     op = _ops.as_operator(op)
     if not isinstance(arrays, (tuple, list)) or not arrays:
         raise TypeError("arrays must be a non-empty tuple of arrays")
@@ -205,8 +235,16 @@ def axis_mapreduce(f, op, arrays, axis, init, keepdims, out_dtype, *, index=Fals
             for o, v in zip(outs, fill if is_tuple else (fill,)):
                 o[...] = v
         elif runtime.kernels_available(x0):
-            _run_kernels(f, op, arrays, outs if is_tuple else outs[0], axes, acc, ident,
-                         init_v, index)
+            plan = _run_kernels(f, op, arrays, outs if is_tuple else outs[0], axes, acc, ident,
+                                init_v, index)
+            if plan is not None and init is None:
+                fshape = tuple(1 if d in axes else n for d, n in enumerate(shape)) if keepdims else None
+                ent = (plan, out_shape, tuple(o.dtype for o in outs), is_tuple, fshape)
+                if len(_FAST) > 4096:
+                    _FAST.clear()
+                for k in (fkey, _replay):
+                    if k is not None:
+                        _FAST[k] = ent
         else:
             _run_cpu(f, op, arrays, outs if is_tuple else outs[0], axes, acc, ident, init_v,
                      index)
@@ -302,7 +340,13 @@ _PLANS: dict = {}
 
 
 def _layout_key(entry):
-    return tuple((c.dtype.str, c.shape, c.strides, runtime.misalignment(c)) for c in _comps(entry))
+    if isinstance(entry, tuple):
+        return tuple(_layout_key(c) for c in entry)
+    if isinstance(entry, np.ndarray):
+        return (entry.dtype.str, entry.shape, entry.strides,
+                entry.__array_interface__["data"][0] % 16)
+    mp = entry.data
+    return (entry.dtype.str, entry.shape, entry.strides, mp.ptr % 16, mp.device_id)
 
 
 def _run_kernels(f, op, arrays, out, axes, acc, ident, init_v, index, cache=True):
@@ -317,7 +361,8 @@ def _run_kernels(f, op, arrays, out, axes, acc, ident, init_v, index, cache=True
         except TypeError:  # unhashable operator
             key = plan = None
         if plan is not None:
-            return _execute(plan, arrays, out)
+            _execute(plan, arrays, out)
+            return plan
     ins = list(arrays)
     for k, e in enumerate(ins):
         if _strides_of(e) is None:
@@ -397,7 +442,7 @@ def _run_kernels(f, op, arrays, out, axes, acc, ident, init_v, index, cache=True
             _PLANS.clear()
         _PLANS[key] = plan
     _execute(plan, ins, out)
-    return None
+    return plan if key is not None else None
 
 
 def _take(entry, d, t):
@@ -526,7 +571,8 @@ def _plan(f, op, ins, kdims, rdims, kb, acc, ident, init_v, index):
         split = -(-J // chunk)
         grid = nb * tiles * split
         factory = _k.make_col_kernel
-        fargs = (f, op.fn, K, acc, ID, ident_missing, init_v, block, split, red2, index, unroll)
+        fargs = (f, op.fn, K, acc, ID, ident_missing, init_v, block, split, red2, index,
+                 p.get("col_unroll", unroll))
         aux = C
         nticks = nb * tiles
     grid = min(grid, 2**31 - 1)
