@@ -501,7 +501,8 @@ def test_patch_functions_and_methods_then_unpatch():
     assert float(x.dot(np.ones(4)).sum()) == 66.0
     # a patched method's fallback is the unpatched method (no recursion through np.sum)
     h = x.astype(np.float16)
-    assert float(h.sum()) == 66.0 and d.counts["fallback"]["ndarray.sum"] == (1 if path == "kernel" else 2)
+    before = d.counts["fallback"].get("ndarray.sum", 0)
+    assert float(h.sum()) == 66.0 and d.counts["fallback"]["ndarray.sum"] == before + 1
     assert float(fake.sum(x)) == 66.0
     # idempotent; unpatch restores exactly
     d.patch(fake)
