@@ -193,7 +193,7 @@ class Kernel:
     """A compiled specialisation of a kernel factory; launch it with :func:`launch`."""
 
     __slots__ = ("name", "argtypes", "key", "entry", "ptx", "_sim", "_fns", "_convs", "_flat", "_scalar_convs",
-                 "_struct", "_tls", "_packflat")
+                 "_struct", "_tls", "_packflat", "_ptrs")
 
     def __init__(self, name, argtypes, key=None, entry=None, ptx=None, sim=None):
         self.name = name
@@ -203,6 +203,7 @@ class Kernel:
         self.ptx = ptx
         self._sim = sim
         self._fns = {}
+        self._ptrs = {}
         self._convs = tuple(_converter(t) for t in self.argtypes) if sim is None else ()
         self._flat = not any(isinstance(t, nt.BaseTuple) for t in self.argtypes)
         self._scalar_convs = tuple(_scalar_converter(t) for t in self.argtypes) if self._flat and sim is None else ()
@@ -265,19 +266,24 @@ def launch(kernel: Kernel, grid: int, block: int, args: tuple, shared: int = 0) 
     if sim is not None:
         sim[grid, block](*args)
         return
-    fns = kernel._fns
-    fn = fns.get(_get_device()) if fns else None
-    if fn is None:
-        fn = kernel.function()
     st = kernel._struct
     if st is not None and _FAST_LAUNCH:
+        dev = _get_device()
+        ptr = kernel._ptrs.get(dev)
+        if ptr is None:
+            fn = kernel.function()
+            ptr = kernel._ptrs[dev] = _function_handle(fn)
         buf, _, _, extra = kernel.param_buffer()
         if kernel._packflat:
             st.pack_into(buf, 0, *args)
         else:
             st.pack_into(buf, 0, *_flatten_args(kernel.argtypes, args))
-        _launch_kernel(fn.ptr, grid, 1, 1, block, 1, 1, shared, _stream_ptr(), 0, extra)
+        _launch_kernel(ptr, grid, 1, 1, block, 1, 1, shared, _stream_ptr(), 0, extra)
         return
+    fns = kernel._fns
+    fn = fns.get(_get_device()) if fns else None
+    if fn is None:
+        fn = kernel.function()
     if kernel._flat:
         cargs = tuple([c(a) for c, a in zip(kernel._scalar_convs, args)])
     else:
@@ -285,6 +291,15 @@ def launch(kernel: Kernel, grid: int, block: int, args: tuple, shared: int = 0) 
         for c, a in zip(kernel._convs, args):
             cargs += c(a)
     fn((grid,), (block,), cargs, shared_mem=shared)
+
+
+def _function_handle(fn) -> int:
+    """The ``CUfunction`` handle of a loaded CuPy kernel (a ``RawKernel`` wraps a
+    ``cupy.cuda.function.Function`` in ``.kernel``)."""
+    ptr = getattr(fn, "ptr", None)
+    if ptr is None:
+        ptr = fn.kernel.ptr
+    return int(ptr)
 
 
 def _flatten_args(argtypes, args):
