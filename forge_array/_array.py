@@ -114,7 +114,7 @@ class Array:
     @property
     def dtype(self):
         """Data type of the array elements."""
-        return _dt._by_name[self._array.dtype.name]
+        return self._array.dtype  # NumPy's builtin dtypes are singletons: these are ours
 
     @property
     def device(self):
