@@ -128,7 +128,6 @@ def _reduced_shape(shape, axes, keepdims):
 # module-level (not per call) so the kernel caches, which key on the callables, hit
 
 _NAN_TO_ZERO: dict = {}
-_WELFORD: dict = {}
 _MUL: dict = {}
 
 
@@ -146,16 +145,8 @@ def _nan_to_zero(dt):
 
 
 def _welford_map(dt):
-    """``v -> (1, v, 0)`` in float dtype ``dt``: one element as a Welford triple."""
-    f = _WELFORD.get(dt)
-    if f is None:
-        D = dt.type
-
-        def welford_map(v):
-            return (D(1), D(v), D(0))
-
-        f = _WELFORD[dt] = welford_map
-    return f
+    """One element as a Welford triple in float dtype ``dt`` (see :func:`forge_array.ops.welford_map`)."""
+    return _ops.welford_map(dt)
 
 
 def _mul_as(dt):

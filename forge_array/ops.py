@@ -46,6 +46,7 @@ __all__ = [
     "argmax",
     "argmin",
     "welford",
+    "welford_map",
     "minmax",
     "affine",
     "INDEX_DTYPE",
@@ -366,6 +367,33 @@ argmin = Operator(_argmin, "argmin", identity=_pair_identity(_highest), commutat
 welford = Operator(_welford, "welford",
                    identity=_tuple_identity([lambda d: d.type(0)] * 3),
                    commutative=True, arity=3)
+_WELFORD_MAPS: dict = {}
+
+
+def welford_map(dtype):
+    """The map that turns one element into a :data:`welford` triple ``(1, x, M2)`` in float
+    dtype ``dtype``; ``M2`` is ``(x - x)**2``: 0 for a finite ``x`` and NaN for NaN or an
+    infinity, so that the variance of data with a NaN or an infinity is NaN, as in NumPy.
+
+    >>> import numpy as np
+    >>> f = welford_map(np.dtype("float64"))
+    >>> f(2.0), f(float("nan"))[2] != f(float("nan"))[2]
+    ((1.0, 2.0, 0.0), True)
+    """
+    dt = np.dtype(dtype)
+    f = _WELFORD_MAPS.get(dt)
+    if f is None:
+        T = dt.type
+
+        def welford_map(v):
+            x = T(v)
+            d = x - x
+            return (T(1), x, d * d)
+
+        f = _WELFORD_MAPS[dt] = welford_map
+    return f
+
+
 minmax = Operator(_minmax, "minmax", identity=_tuple_identity([_highest, _lowest]),
                   commutative=True, arity=2)
 affine = Operator(_affine, "affine",

@@ -474,3 +474,14 @@ def test_namespace_reduce_mapreduce():
     assert int(xp.argmax(x)) == int(np.argmax(h))
     with pytest.raises(TypeError):
         xp.reduce(xp.ops.add, h)  # a NumPy array, not a forge_array Array
+
+
+@pytest.mark.parametrize("values", [[float("nan")], [1.0, float("inf")], [2.0, float("nan"), 3.0]])
+def test_var_std_of_nan_or_inf_is_nan(values):
+    import forge_array as xp
+
+    x = xp.asarray(np.asarray(values))
+    for fn in (xp.var, xp.std):
+        assert np.isnan(float(fn(x)))
+        assert np.isnan(float(fn(xp.reshape(x, (1, -1)), axis=1)[0]))
+    assert np.isnan(float(xp.var(xp.asarray(np.float64("nan")))))

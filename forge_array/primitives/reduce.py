@@ -677,20 +677,11 @@ def _std_post(t, p):
     return math.sqrt(t[2] / p)
 
 
-_WELFORD_MAPS: dict = {}
 
 
 def _welford_map(dt):
-    """``x -> (1, x, 0)`` in float type ``dt`` (a closure over the dtype's scalar type)."""
-    f = _WELFORD_MAPS.get(dt)
-    if f is None:
-        T = dt.type
-
-        def welford_map(v):
-            return (T(1), T(v), T(0))
-
-        f = _WELFORD_MAPS[dt] = welford_map
-    return f
+    """``x -> (1, x, (x - x)**2)`` in float type ``dt`` (see :func:`forge_array.ops.welford_map`)."""
+    return _ops.welford_map(dt)
 
 
 def _float_result(dt):
