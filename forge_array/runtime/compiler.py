@@ -47,19 +47,34 @@ except Exception:  # pragma: no cover
 # --------------------------------------------------------------------------- types
 
 
+_TYPES: dict = {}
+
+
+def _memo(kind, key, make):
+    """Memoised type construction: building numba types costs microseconds per call, which
+    the launch path of every primitive would otherwise pay."""
+    try:
+        return _TYPES[kind, key]
+    except KeyError:
+        t = _TYPES[kind, key] = make(key)
+        return t
+    except TypeError:  # unhashable key
+        return make(key)
+
+
 def numba_type(dtype):
     """The numba scalar type of a NumPy dtype (``numba_type("float32") -> float32``)."""
-    return numba.from_dtype(np.dtype(dtype))
+    return _memo("scalar", dtype, lambda d: numba.from_dtype(np.dtype(d)))
 
 
 def ptr_t(dtype):
     """Kernel argument type of a buffer of ``dtype``: ``CPointer(dtype)``."""
-    return nt.CPointer(numba_type(dtype))
+    return _memo("ptr", dtype, lambda d: nt.CPointer(numba_type(d)))
 
 
 def tuple_ptr_t(dtypes):
     """Kernel argument type of a tuple of buffers (struct-of-arrays)."""
-    return nt.Tuple(tuple(ptr_t(d) for d in dtypes))
+    return _memo("tuple", tuple(dtypes), lambda ds: nt.Tuple(tuple(ptr_t(d) for d in ds)))
 
 
 i64, i32, u64, u32, f64, f32 = nt.int64, nt.int32, nt.uint64, nt.uint32, nt.float64, nt.float32
@@ -372,7 +387,8 @@ def compile_kernel(factory, factory_args: tuple, argtypes: tuple, *, launch_boun
     ``factory_args`` are the compile-time constants of the specialisation: dtypes, ints,
     and callables (operators). Errors from numba become a TypeError naming the operators.
     """
-    mkey = (factory, factory_args, tuple(argtypes), launch_bounds)
+    # numba types hash slowly; the kernel keeps its argtypes alive, so their ids are stable keys
+    mkey = (factory, factory_args, tuple(map(id, argtypes)), launch_bounds)
     try:
         k = _MEMORY.get(mkey)
     except TypeError:  # unhashable factory argument
