@@ -108,3 +108,12 @@ def offline_ptx():
         return proc.stdout
 
     return run
+
+
+@pytest.fixture
+def numpy_routes(monkeypatch):
+    """Switch routing to our kernels off, so that namespace semantics are checked against
+    NumPy alone (the kernels, simulated on a machine without a GPU, have their own tests)."""
+    from forge_array.runtime import config
+
+    monkeypatch.setattr(config, "KERNELS_ENABLED", False)

@@ -11,16 +11,8 @@ from hypothesis.extra import numpy as hnp
 
 import forge_array as xp
 
-
-@pytest.fixture(autouse=True)
-def _numpy_routes(monkeypatch):
-    """Namespace semantics are checked against NumPy; our kernels (simulated on a machine
-    without a GPU) have their own tests, so routing to them is switched off here."""
-    try:
-        from forge_array.runtime import config
-    except Exception:
-        return
-    monkeypatch.setattr(config, "KERNELS_ENABLED", False)
+# Namespace semantics are checked against NumPy; the kernels have their own tests.
+pytestmark = pytest.mark.usefixtures("numpy_routes")
 
 CPU = "cpu"
 

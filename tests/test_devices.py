@@ -11,16 +11,8 @@ import pytest
 import forge_array as xp
 from forge_array import _devices
 
-
-@pytest.fixture(autouse=True)
-def _numpy_routes(monkeypatch):
-    """Namespace semantics are checked against NumPy; our kernels (simulated on a machine
-    without a GPU) have their own tests, so routing to them is switched off here."""
-    try:
-        from forge_array.runtime import config
-    except Exception:
-        return
-    monkeypatch.setattr(config, "KERNELS_ENABLED", False)
+# Namespace semantics are checked against NumPy; the kernels have their own tests.
+pytestmark = pytest.mark.usefixtures("numpy_routes")
 
 HAS_CUDA = _devices.cuda_device_count() > 0
 cuda = pytest.mark.skipif(not HAS_CUDA, reason="needs CuPy and a GPU")
