@@ -144,6 +144,20 @@ def _nan_to_zero(dt):
     return f
 
 
+def _accumulation_dtype(in_dtype, dtype):
+    """The dtype a sum / prod / cumsum / cumprod accumulates in, as NumPy picks it (``dtype``
+    given or not), or None when our kernels do not take that combination."""
+    if dtype is None:
+        return sum_dtype(in_dtype)
+    try:
+        dt = np.dtype(dtype)
+    except TypeError:
+        return None
+    if not _ok(dt, _KINDS_C) or not np.can_cast(in_dtype, dt, "same_kind"):
+        return None
+    return dt
+
+
 def _welford_map(dt):
     """One element as a Welford triple in float dtype ``dt`` (see :func:`forge_array.ops.welford_map`)."""
     return _ops.welford_map(dt)
@@ -270,15 +284,9 @@ class DropIn:
     def _c_sum_prod(self, prim, a, axis, dtype, out, keepdims):
         if not self._mine(a, _KINDS_C):
             return DECLINE
-        if dtype is None:
-            dt = sum_dtype(a.dtype)
-        else:
-            try:
-                dt = np.dtype(dtype)
-            except TypeError:
-                return DECLINE
-            if not _ok(dt, _KINDS_C) or not np.can_cast(a.dtype, dt, "same_kind"):
-                return DECLINE
+        dt = _accumulation_dtype(a.dtype, dtype)
+        if dt is None:
+            return DECLINE
         axes = self._axes(a, axis)
         if axes is None:
             return DECLINE
@@ -384,15 +392,9 @@ class DropIn:
     def _c_scan(self, prim, a, axis, dtype, out):
         if not self._mine(a, _KINDS_C):
             return DECLINE
-        if dtype is None:
-            dt = sum_dtype(a.dtype)
-        else:
-            try:
-                dt = np.dtype(dtype)
-            except TypeError:
-                return DECLINE
-            if not _ok(dt, _KINDS_C) or not np.can_cast(a.dtype, dt, "same_kind"):
-                return DECLINE
+        dt = _accumulation_dtype(a.dtype, dtype)
+        if dt is None:
+            return DECLINE
         if axis is None:
             x = a.reshape(-1)
             ax = 0
