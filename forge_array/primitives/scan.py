@@ -184,14 +184,25 @@ def accumulate(op, x, /, *, axis=None, init=None, include_initial=False, exclusi
 
 def _accumulate(fn, tuple_op, xs, in_dtypes, acc_dtypes, ident, name, *, axis, init,
                 include_initial, exclusive, reverse, out, deterministic, flatten):
+    fkey = None
+    if init is None and out is None:  # replay the plan of an earlier call of the same layout
+        fkey = _fast_key(fn, tuple_op, xs, acc_dtypes, axis, include_initial, exclusive,
+                         reverse, deterministic, flatten)
+        plan = _fast_plans().get(fkey) if fkey is not None else None
+        if plan is not None:
+            r = _run_fast(plan, xs, acc_dtypes, tuple_op)
+            if r is not None:
+                return r
     if include_initial and exclusive:
         raise ValueError("accumulate: include_initial and exclusive exclude each other")
     _check_op(fn, tuple_op, acc_dtypes, name)
+    flat = False
     if axis is None:
         if xs[0].ndim != 1:
             if not flatten:
                 raise ValueError(f"{name}: axis must be given for a {xs[0].ndim}-D array")
             xs = [a.reshape(-1) for a in xs]
+            flat = True
         axis = 0
     elif xs[0].ndim == 0:
         raise AxisError(axis, 0)
@@ -233,8 +244,11 @@ def _accumulate(fn, tuple_op, xs, in_dtypes, acc_dtypes, ident, name, *, axis, i
                 o[tuple(idx)] = v
         return tuple(outs) if tuple_op else outs[0]
     if runtime.kernels_available(xs[0]) and all(d.itemsize <= 16 for d in acc_dtypes):
-        _scan_kernel(fn, tuple_op, xs, outs, in_dtypes, acc_dtypes, axis, init, shift, m,
-                     reverse, deterministic)
+        plan = _scan_kernel(fn, tuple_op, xs, outs, in_dtypes, acc_dtypes, axis, init, shift,
+                            m, reverse, deterministic)
+        if plan is not None and fkey is not None:
+            plan.flat = flat
+            _remember(fkey, plan)
     else:
         _scan_cpu(fn, tuple_op, xs, outs, acc_dtypes, axis, init, shift, m, reverse)
     return tuple(outs) if tuple_op else outs[0]
@@ -254,16 +268,27 @@ def _sum_dtype(dt, dtype, name):
     return dt
 
 
-def _cumulative(opname, x, axis, dtype, include_initial, out):
-    from .. import ops
+_CUMULATIVE: dict = {}
 
+
+def _cumulative(opname, x, axis, dtype, include_initial, out):
     if x.ndim == 0:
         raise ValueError(f"{opname}: x must have at least one dimension")
     if axis is None and x.ndim > 1:
         raise ValueError(f"{opname}: axis must be given for a {x.ndim}-D array")
-    op = ops.add if opname == "cumulative_sum" else ops.multiply
-    acc = _sum_dtype(x.dtype, dtype, opname)
-    return _accumulate(op.fn, False, [x], (np.dtype(x.dtype),), (acc,), op.identity, opname,
+    try:
+        key = (opname, x.dtype, dtype)
+        op, ind, acc = _CUMULATIVE[key]
+    except (KeyError, TypeError):
+        from .. import ops
+
+        op = ops.add if opname == "cumulative_sum" else ops.multiply
+        ind, acc = (np.dtype(x.dtype),), (_sum_dtype(x.dtype, dtype, opname),)
+        try:
+            _CUMULATIVE[key] = (op, ind, acc)
+        except TypeError:
+            pass
+    return _accumulate(op.fn, False, [x], ind, acc, op.identity, opname,
                        axis=axis, init=None, include_initial=include_initial, exclusive=False,
                        reverse=False, out=out, deterministic=False, flatten=False)
 
@@ -394,24 +419,44 @@ def _scan_cpu(fn, tuple_op, xs, outs, acc_dtypes, axis, init, shift, m, reverse)
 
 
 class _State:
-    """Tile-status storage of one (device, stream, value type): reused by every launch; the
-    epoch makes old words read as INVALID, the base turns the monotone ticket counter into
-    tile ids, so nothing is ever cleared between launches."""
+    """Tile-status storage of one (device, stream, value type, host thread): reused by every
+    launch; the epoch makes old words read as INVALID, the base turns the monotone ticket
+    counter into tile ids, so nothing is ever cleared between launches. It grows in place
+    (launch plans keep a reference to it)."""
 
-    __slots__ = ("status", "vals", "counter", "base", "epoch", "slots")
+    __slots__ = ("xp", "packed", "acc_dtypes", "status", "vals", "counter", "base", "epoch",
+                 "slots", "_bufs")
 
     def __init__(self, like, packed, acc_dtypes, slots):
-        xp = _xp(like)
-        self.slots = slots
-        if packed:
-            self.status = xp.zeros(2 * slots, dtype=np.uint64)
-            self.vals = tuple(xp.zeros(1, dtype=d) for d in acc_dtypes)
-        else:
-            self.status = xp.zeros(slots, dtype=np.uint32)
-            self.vals = tuple(xp.zeros(2 * slots, dtype=d) for d in acc_dtypes)
-        self.counter = xp.zeros(kscan.STAT_WORDS, dtype=np.uint64)
+        self.xp = _xp(like)
+        self.packed = packed
+        self.acc_dtypes = acc_dtypes
+        self.counter = self.xp.zeros(kscan.STAT_WORDS, dtype=np.uint64)
         self.base = 0
         self.epoch = 1
+        self.slots = 0
+        self.grow(slots)
+
+    def grow(self, slots):
+        """Room for ``slots`` tile states (fresh zeroed words: epoch 0 is never used)."""
+        xp = self.xp
+        if self.packed:
+            self.status = xp.zeros(2 * slots, dtype=np.uint64)
+            self.vals = tuple(xp.zeros(1, dtype=d) for d in self.acc_dtypes)
+        else:
+            self.status = xp.zeros(slots, dtype=np.uint32)
+            self.vals = tuple(xp.zeros(2 * slots, dtype=d) for d in self.acc_dtypes)
+        self.slots = slots
+        self._bufs = None
+
+    def buffers(self):
+        """Kernel buffers ``(status, vals, counter)`` (built once per allocation)."""
+        b = self._bufs
+        if b is None:
+            b = self._bufs = (runtime.buffer_of(self.status),
+                              tuple(runtime.buffer_of(v) for v in self.vals),
+                              runtime.buffer_of(self.counter))
+        return b
 
 
 _local = threading.local()
@@ -431,11 +476,10 @@ def _state(like, acc_dtypes, slots):
     packed = kscan.packable(acc_dtypes)
     key = _state_key(like) + (packed, acc_dtypes)
     st = cache.get(key)
-    if st is None or st.slots < slots:
-        new = _State(like, packed, acc_dtypes, max(slots, 2 * st.slots if st else 1024))
-        if st is not None:  # keep the ticket counter and its base
-            new.counter, new.base = st.counter, st.base
-        cache[key] = st = new
+    if st is None:
+        st = cache[key] = _State(like, packed, acc_dtypes, max(slots, 1024))
+    elif st.slots < slots:
+        st.grow(max(slots, 2 * st.slots))
     return st
 
 
@@ -494,18 +538,106 @@ def _common_layout(arrs):
     return ss[0] if all(s == ss[0] for s in ss) else None
 
 
+# ---- launch plans: everything but the operands' addresses, replayed by a dict lookup
+
+
+class _Plan:
+    """One planned launch: kernel, grid and block, the init buffers (kept alive), the scalar
+    arguments between ``init`` and the tile states, the status storage and the number of
+    slots and tiles it needs. For replay (``_FAST``): the origin offsets (elements) of the
+    input and output views, the result shape, whether the input was flattened, and the
+    output misalignment the kernel was specialised for."""
+
+    __slots__ = ("kernel", "grid", "block", "init", "initb", "scalars", "state", "slots",
+                 "ntiles", "in_off", "out_off", "shape", "flat", "out_mis")
+
+    def launch(self, src, dst):
+        st = self.state
+        if st.slots < self.slots:
+            st.grow(max(self.slots, 2 * st.slots))
+        status, vals, counter = st.buffers()
+        runtime.launch(self.kernel, self.grid, self.block,
+                       (src, dst, self.initb) + self.scalars
+                       + (status, vals, counter, st.base, st.epoch))
+        _after_launch(st, self.ntiles)
+
+
+def _buf_at(x, off):
+    """Kernel buffer of array ``x`` with its origin moved by ``off`` elements."""
+    if runtime.SIMULATE:
+        b = runtime.SimBuffer.of(x)
+        return runtime.SimBuffer(b.array, b.origin + off, b.owner) if off else b
+    return int(x.data.ptr) + off * x.dtype.itemsize
+
+
+def _layout_key(a):
+    if isinstance(a, np.ndarray):
+        return (a.dtype.str, a.shape, a.strides, a.__array_interface__["data"][0] % 16)
+    mp = a.data
+    return (a.dtype.str, a.shape, a.strides, mp.ptr % 16, mp.device_id)
+
+
+def _fast_plans():
+    d = getattr(_local, "plans", None)
+    if d is None:
+        d = _local.plans = {}
+    return d
+
+
+def _fast_key(fn, tuple_op, xs, acc_dtypes, axis, include_initial, exclusive, reverse, det,
+              flatten):
+    """Key of a call whose plan can be replayed: operator, dtypes, flags and the operands'
+    layouts (shape, strides, 16-byte phase, device) on this stream; None if unhashable."""
+    if not (axis is None or type(axis) is int) or not runtime.kernels_available(xs[0]):
+        return None
+    try:
+        key = (fn, tuple_op, acc_dtypes, axis, include_initial, exclusive, reverse, det,
+               flatten, tuple(_layout_key(a) for a in xs), _state_key(xs[0]))
+        hash(key)
+    except (TypeError, AttributeError):
+        return None
+    return key
+
+
+def _run_fast(plan, xs, acc_dtypes, tuple_op):
+    """Replay ``plan`` on new operands of the planned layouts; None when the fresh output is
+    not aligned as planned (the caller then takes the full path)."""
+    xp = _xp(xs[0])
+    if plan.flat:
+        xs = [a.reshape(-1) for a in xs]
+    outs = [xp.empty(plan.shape, dtype=d) for d in acc_dtypes]
+    if runtime.misalignment(outs[0]) != plan.out_mis:
+        return None
+    plan.launch(tuple(_buf_at(a, plan.in_off) for a in xs),
+                tuple(_buf_at(o, plan.out_off) for o in outs))
+    return tuple(outs) if tuple_op else outs[0]
+
+
+def _remember(key, plan):
+    if key is None or plan is None:
+        return
+    d = _fast_plans()
+    if len(d) > 1024:
+        d.clear()
+    d[key] = plan
+
+
 def _scan_kernel(fn, tuple_op, xs, outs, in_dtypes, acc_dtypes, axis, init, shift, m,
                  reverse, det):
+    """Map the scan of any views onto the kernels and launch. Returns the plan when it can
+    be replayed for operands of the same layouts (no temporary copies were needed)."""
     xp = _xp(xs[0])
     xv = [xp.moveaxis(a, axis, -1) for a in xs]
     ov = [xp.moveaxis(o, axis, -1) for o in outs]
     if reverse:
         xv = [a[..., ::-1] for a in xv]
         ov = [o[..., ::-1] for o in ov]
+    copied = False
     sx = _common_layout(xv)
     if sx is None:
         xv = [xp.ascontiguousarray(a) for a in xv]
         sx = runtime.element_strides(xv[0])
+        copied = True
     so = _common_layout(ov)
     tmp = None
     if so is None:
@@ -516,6 +648,7 @@ def _scan_kernel(fn, tuple_op, xs, outs, in_dtypes, acc_dtypes, axis, init, shif
     if len(bshape) > 2:  # rare: make the batch dimensions collapsible
         xv = [xp.ascontiguousarray(a) for a in xv]
         sx = runtime.element_strides(xv[0])
+        copied = True
         if tmp is None:
             tmp, ov = ov, [xp.empty(o.shape, dtype=o.dtype) for o in ov]
             so = runtime.element_strides(ov[0])
@@ -526,20 +659,27 @@ def _scan_kernel(fn, tuple_op, xs, outs, in_dtypes, acc_dtypes, axis, init, shif
     bo = (0,) * pad + tuple(bo)
     nbatch = bshape[0] * bshape[1]
     s_in, s_out = sx[-1], so[-1]
-    launch_scan(fn, tuple_op, xv, ov, in_dtypes, acc_dtypes, init, shift, n, m, nbatch,
-                bshape[1], s_in, bx, s_out, bo, det)
+    plan = plan_scan(fn, tuple_op, xv, ov, in_dtypes, acc_dtypes, init, shift, n, m, nbatch,
+                     bshape[1], s_in, bx, s_out, bo, det)
+    plan.launch(tuple(runtime.buffer_of(a) for a in xv), tuple(runtime.buffer_of(o) for o in ov))
     if tmp is not None:
         for t, o in zip(tmp, ov):
             t[...] = o
+        return None
+    if copied:
+        return None
+    plan.in_off = (n - 1) * runtime.element_strides(xs[0])[axis] if reverse else 0
+    plan.out_off = (m - 1) * runtime.element_strides(outs[0])[axis] if reverse else 0
+    plan.shape = tuple(outs[0].shape)
+    plan.out_mis = runtime.misalignment(outs[0])
+    return plan
 
 
-_PLANS: dict = {}
-
-
-def launch_scan(fn, tuple_op, xv, ov, in_dtypes, acc_dtypes, init, shift, n, m, nbatch, nb1,
-                s_in, bx, s_out, bo, det):
+def plan_scan(fn, tuple_op, xv, ov, in_dtypes, acc_dtypes, init, shift, n, m, nbatch, nb1,
+              s_in, bx, s_out, bo, det):
     """Choose the kernel and launch shape for a batched scan of ``nbatch`` rows of ``n``
-    elements (strides in elements) and launch it (host side of :mod:`..kernels.scan`)."""
+    elements (strides in elements; ``xv`` / ``ov`` the row-major views, for alignment) and
+    return the :class:`_Plan` (host side of :mod:`..kernels.scan`)."""
     like = xv[0]
     pt = tuning.params("scan")
     pc = tuning.params("scan_columns")
@@ -547,10 +687,10 @@ def launch_scan(fn, tuple_op, xv, ov, in_dtypes, acc_dtypes, init, shift, n, m, 
     columns = nb1 > 1 and abs(bx[1]) == 1 and abs(s_in) != 1 and n > 1
     short_rows = nbatch >= 64 and n * 4 < tile
     has_init = init is not None
-    src = tuple(runtime.buffer_of(a) for a in xv)
-    dst = tuple(runtime.buffer_of(o) for o in ov)
-    ib = _init_buffers(like, acc_dtypes, init)
-    initb = tuple(runtime.buffer_of(b) for b in ib)
+    p = _Plan()
+    p.init = _init_buffers(like, acc_dtypes, init)
+    p.initb = tuple(runtime.buffer_of(b) for b in p.init)
+    p.flat = False
     I64 = runtime.i64
     if columns or short_rows:
         block = pc["block"]
@@ -565,17 +705,14 @@ def launch_scan(fn, tuple_op, xv, ov, in_dtypes, acc_dtypes, init, shift, n, m, 
                     runtime.tuple_ptr_t(acc_dtypes)) + (I64,) * 13 + (
             runtime.ptr_t(st.status.dtype), runtime.tuple_ptr_t(acc_dtypes),
             runtime.ptr_t(np.uint64), I64, I64)
-        k = runtime.compile_kernel(
+        p.kernel = runtime.compile_kernel(
             kscan.make_column_scan,
             (fn, tuple_op, in_dtypes, acc_dtypes, block, items, shift, has_init, bool(det)),
             argtypes)
-        args = (src, dst, initb, n, m, nbatch, nb1, s_in, bx[0], bx[1], s_out, bo[0], bo[1],
-                cb, nstrips, nchunks, runtime.buffer_of(st.status),
-                tuple(runtime.buffer_of(v) for v in st.vals), runtime.buffer_of(st.counter),
-                st.base, st.epoch)
-        runtime.launch(k, ntiles, block, args)
-        _after_launch(st, ntiles)
-        return
+        p.scalars = (n, m, nbatch, nb1, s_in, bx[0], bx[1], s_out, bo[0], bo[1], cb, nstrips,
+                     nchunks)
+        p.grid, p.block, p.state, p.slots, p.ntiles = ntiles, block, st, ntiles * cb, ntiles
+        return p
     block = pt["block"]
     items = _items_for(pt, acc_dtypes)
     tile = block * items
@@ -596,12 +733,10 @@ def launch_scan(fn, tuple_op, xv, ov, in_dtypes, acc_dtypes, init, shift, n, m, 
                 runtime.tuple_ptr_t(acc_dtypes)) + (I64,) * 11 + (
         runtime.ptr_t(st.status.dtype), runtime.tuple_ptr_t(acc_dtypes),
         runtime.ptr_t(np.uint64), I64, I64)
-    k = runtime.compile_kernel(
+    p.kernel = runtime.compile_kernel(
         kscan.make_tile_scan,
         (fn, tuple_op, in_dtypes, acc_dtypes, block, items, shift, has_init, bool(det), vec),
         argtypes)
-    args = (src, dst, initb, n, m, nb1, s_in, bx[0], bx[1], s_out, bo[0], bo[1], lead, tpr,
-            runtime.buffer_of(st.status), tuple(runtime.buffer_of(v) for v in st.vals),
-            runtime.buffer_of(st.counter), st.base, st.epoch)
-    runtime.launch(k, ntiles, block, args)
-    _after_launch(st, ntiles)
+    p.scalars = (n, m, nb1, s_in, bx[0], bx[1], s_out, bo[0], bo[1], lead, tpr)
+    p.grid, p.block, p.state, p.slots, p.ntiles = ntiles, block, st, ntiles, ntiles
+    return p
