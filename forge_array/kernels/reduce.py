@@ -47,13 +47,25 @@ import numpy as np
 from numba import cuda
 
 from .. import intrinsics as fi
-from ..runtime import buffer_of, compile_kernel, device_info, element_strides, i64, launch, ptr_t, temp, tuning
+from ..runtime import (
+    buffer_of,
+    compile_kernel,
+    data_address,
+    device_info,
+    element_strides,
+    i64,
+    launch,
+    ptr_t,
+    stream_key,
+    temp,
+    tuning,
+)
 from ..runtime import f64 as _f64
 from ..runtime.config import SIMULATE as _SIM
 from ..runtime.memory import misalignment
 
-__all__ = ["ReduceSpec", "make_reduce_kernel", "kernel_argtypes", "full_reduce", "collapse",
-           "MAX_DIMS"]
+__all__ = ["ReduceSpec", "Launch", "make_reduce_kernel", "kernel_argtypes", "full_reduce", "plan",
+           "replay", "collapse", "MAX_DIMS"]
 
 #: Largest number of (collapsed) dimensions of the strided path.
 MAX_DIMS = 4
@@ -517,34 +529,130 @@ def kernel_argtypes(spec, in_dtypes, mode, ndim):
     return tuple(a + [_f64])
 
 
+class Launch(NamedTuple):
+    """A replayable launch of a full reduction of one array (see :func:`plan`): everything
+    but the input's and the outputs' addresses is fixed by the input's layout."""
+
+    kernel: object
+    grid: int
+    block: int
+    head: tuple  # n, peel (and shape, strides of the strided path)
+    tail: tuple  # buffers of the partials, validity flags and ticket
+    out_shape: tuple
+    out_dtypes: tuple  # the result's dtypes (bool results are written as uint8)
+    empty: object  # allocator of the outputs: numpy.ndarray or cupy.ndarray
+    param: float
+    in_view: object  # simulator only: dtype the input is viewed as (bool -> uint8), or None
+    out_views: object  # simulator only: buffer dtypes of the outputs when they differ
+
+
+_REPLAY: dict = {}
+_MAX_CACHED = 4096
+
+
+def plan(spec, x, param=0.0, out_shape=(1,)):
+    """The :class:`Launch` of a full reduction of backend array ``x`` alone (no ``init``),
+    cached per (spec, layout of ``x``: type, dtype, shape, strides, address mod 16; output
+    shape, ``param``, stream); None when ``x`` is empty or needs a copy or a different view
+    first (then :func:`full_reduce` takes its general path).
+
+    >>> import numpy as np
+    >>> from forge_array import ops
+    >>> spec = ReduceSpec(op=ops.add.fn, acc_dtypes=("float64",), identity=(0.0,))
+    >>> p = plan(spec, np.arange(10.0))          # doctest: +SKIP
+    >>> replay(p, np.arange(10.0))               # doctest: +SKIP
+    (array([45.]),)
+    """
+    if x.size == 0:
+        return None
+    key = (spec, type(x), x.dtype, x.shape, x.strides, data_address(x) & 15, out_shape, param,
+           stream_key())
+    p = _REPLAY.get(key)
+    if p is not None:
+        return p
+    xv = x.view(np.uint8) if spec.f is None and x.dtype.kind == "b" else x
+    arrays = [xv]
+    try:
+        mode, ndim, strides, shape, peel = _layout(spec, arrays)
+    except ValueError:  # too many dims after collapsing, or strides not whole elements
+        return None
+    if arrays[0] is not xv:  # reversed or transposed to a better view: not a replay
+        return None
+    kernel, block, per_block, gmax = _kernel_plan(spec, (xv.dtype.str,), mode, ndim)
+    n = x.size
+    if spec.commutative:
+        grid = max(1, min(gmax, (n + per_block - 1) // per_block))
+    else:
+        grid = max(1, min(gmax, (n + block - 1) // block))
+    head = (n, peel)
+    if mode == MODE_STRIDED:
+        head += tuple(shape) + tuple(s for st in strides for s in st)
+    partials, pf, ticket = _scratch(spec.acc_dtypes, gmax, x)
+    tail = tuple(buffer_of(b) for b in partials) + (buffer_of(pf), buffer_of(ticket))
+    out_dtypes = tuple(np.dtype(d) for d in (spec.out_dtypes or spec.acc_dtypes))
+    bufs = tuple(buffer_dtype(d) for d in out_dtypes)
+    empty = np.ndarray if isinstance(x, np.ndarray) else _cupy().ndarray
+    p = Launch(kernel, grid, block, head, tail, tuple(out_shape), out_dtypes, empty, float(param),
+               xv.dtype if xv is not x else None, None if bufs == out_dtypes else bufs)
+    if len(_REPLAY) >= _MAX_CACHED:
+        _REPLAY.clear()
+    _REPLAY[key] = p
+    return p
+
+
+def replay(p, x):
+    """Run the :class:`Launch` ``p`` on ``x`` (of the layout it was planned for); returns the
+    tuple of output arrays.  The only difference between the GPU and the simulator is how
+    arrays become kernel arguments (a device address or a ``SimBuffer``)."""
+    e = p.empty
+    shape = p.out_shape
+    outs = tuple([e(shape, d) for d in p.out_dtypes])
+    if _SIM:
+        xb = buffer_of(x if p.in_view is None else x.view(p.in_view))
+        if p.out_views is None:
+            obs = tuple([buffer_of(o) for o in outs])
+        else:
+            obs = tuple([buffer_of(o.view(d)) for o, d in zip(outs, p.out_views)])
+    else:
+        xb = x.data.ptr
+        obs = tuple([o.data.ptr for o in outs])
+    launch(p.kernel, p.grid, p.block, (xb,) + p.head + p.tail + obs + (p.param,))
+    return outs
+
+
+def _kernel_plan(spec, in_dtypes, mode, ndim):
+    """(kernel, block, elements per block, grid cap) of one specialisation."""
+    key = (spec, in_dtypes, mode, ndim)
+    kp = _PLANS.get(key)
+    if kp is None:
+        p = tuning.params("reduce")
+        block = p["block"]
+        itemsize = np.dtype(in_dtypes[0]).itemsize
+        vec = 16 // itemsize if mode == MODE_VEC else 1
+        items = p["items"]
+        if mode == MODE_VEC:
+            items = max(1, min(items, 16 // vec))
+        argtypes = kernel_argtypes(spec, in_dtypes, mode, ndim)
+        kernel = compile_kernel(make_reduce_kernel,
+                                (spec, in_dtypes, mode, ndim, items, vec, block),
+                                tuple(argtypes))
+        kp = _PLANS[key] = (kernel, block, block * items * vec, _grid_max(block))
+    return kp
+
+
 def full_reduce(spec, arrays, init=None, param=0.0, out_shape=(1,)):
     """Reduce every element of the backend arrays ``arrays`` (same shape; flattened
     struct-of-arrays, see :class:`ReduceSpec`) in one launch; returns a tuple of 1-element
     backend arrays, one per output component (``spec.out_dtypes``).  ``init`` is a tuple of
     1-element backend arrays of the accumulator dtypes when ``spec.has_init``.  The caller
     handles empty inputs.  The outputs have shape ``out_shape`` (one element).
+
+    One array without ``init`` (every named reduction) replays a cached :class:`Launch`.
     """
-    if init is None and len(arrays) == 1 and not _SIM:
-        # the hot path: one array on the GPU, plan, scratch and alignment from one dict
-        x0 = arrays[0]
-        ptr = x0.data.ptr
-        fk = (spec, x0.dtype, ptr & 15, x0.flags.c_contiguous, _stream_key())
-        fast = _FAST.get(fk)
-        if fast is not None:
-            kernel, block, per_block, gmax, peel, tail, buf_dtypes, views = fast
-            n = x0.size
-            grid = (n + per_block - 1) // per_block
-            if grid > gmax:
-                grid = gmax
-            cp = _cupy()
-            outs = [cp.empty(out_shape, d) for d in buf_dtypes]
-            launch(kernel, grid, block,
-                   (ptr, n, peel) + tail + tuple(o.data.ptr for o in outs) + (float(param),))
-            if views is None:
-                return tuple(outs)
-            return tuple(o.view(d) for o, d in zip(outs, views))
-    else:
-        fk = None
+    if init is None and len(arrays) == 1:
+        p = plan(spec, arrays[0], param, out_shape)
+        if p is not None:
+            return replay(p, arrays[0])
     arrays = list(arrays)
     if spec.f is None:
         arrays = [a.view(np.uint8) if a.dtype.kind == "b" else a for a in arrays]
@@ -556,29 +664,12 @@ def full_reduce(spec, arrays, init=None, param=0.0, out_shape=(1,)):
         arrays = [a.copy() for a in arrays]
         mode, ndim, strides, shape, peel = _layout(spec, arrays)
     in_dtypes = tuple(a.dtype.str for a in arrays)
-    key = (spec, in_dtypes, mode, ndim)
-    plan = _PLANS.get(key)
-    if plan is None:
-        p = tuning.params("reduce")
-        block = p["block"]
-        itemsize = arrays[0].dtype.itemsize
-        vec = 16 // itemsize if mode == MODE_VEC else 1
-        items = p["items"]
-        if mode == MODE_VEC:
-            items = max(1, min(items, 16 // vec))
-        argtypes = kernel_argtypes(spec, in_dtypes, mode, ndim)
-        kernel = compile_kernel(make_reduce_kernel,
-                                (spec, in_dtypes, mode, ndim, items, vec, block),
-                                tuple(argtypes))
-        per_block = block * items * vec
-        plan = _PLANS[key] = (kernel, block, per_block, _grid_max(block))
-    kernel, block, per_block, gmax = plan
+    kernel, block, per_block, gmax = _kernel_plan(spec, in_dtypes, mode, ndim)
     if spec.commutative:
         grid = max(1, min(gmax, (n + per_block - 1) // per_block))
     else:
         grid = max(1, min(gmax, (n + block - 1) // block))
-    like = x0
-    partials, pf, ticket = _scratch(spec.acc_dtypes, gmax, like)
+    partials, pf, ticket = _scratch(spec.acc_dtypes, gmax, x0)
     out_dtypes = [np.dtype(d) for d in (spec.out_dtypes or spec.acc_dtypes)]
     xp = np if isinstance(x0, np.ndarray) else _cupy()
     outs = [xp.empty(out_shape, buffer_dtype(d)) for d in out_dtypes]
@@ -591,20 +682,7 @@ def full_reduce(spec, arrays, init=None, param=0.0, out_shape=(1,)):
         args += [buffer_of(i.view(np.uint8) if i.dtype.kind == "b" else i) for i in init]
     args.append(float(param))
     launch(kernel, grid, block, tuple(args))
-    if fk is not None and mode != MODE_STRIDED and spec.commutative and arrays[0] is x0:
-        buf_dtypes = tuple(o.dtype for o in outs)
-        views = None if all(o.dtype == d for o, d in zip(outs, out_dtypes)) else tuple(out_dtypes)
-        tail = tuple(args[3:3 + len(partials) + 2])
-        _FAST[fk] = (kernel, block, per_block, gmax, peel, tail, buf_dtypes, views)
     return tuple(o.view(d) if o.dtype != d else o for o, d in zip(outs, out_dtypes))
-
-
-_FAST: dict = {}
-
-
-def _stream_key():
-    cp = _cupy()
-    return (cp.cuda.runtime.getDevice(), cp.cuda.get_current_stream().ptr)
 
 
 _SCRATCH: dict = {}
@@ -617,13 +695,10 @@ def _cupy():
 
 
 def _scratch(acc_dtypes, gmax, like):
-    """Partials, validity flags and the ticket for one launch: cached per (stream, acc
-    dtypes) on the GPU, where launches on one stream are ordered, so reuse is safe."""
-    if isinstance(like, np.ndarray):
-        parts = [np.empty(gmax, buffer_dtype(d)) for d in acc_dtypes]
-        return parts, np.empty(gmax, np.uint8), temp.counters(1, like)
-    cp = _cupy()
-    key = (cp.cuda.runtime.getDevice(), cp.cuda.get_current_stream().ptr, acc_dtypes, gmax)
+    """Partials, validity flags and the ticket of a launch, cached per (stream, acc dtypes):
+    launches on one stream are ordered, so reuse is safe (in the simulator: per host
+    thread, whose kernels run synchronously)."""
+    key = (stream_key(), type(like), acc_dtypes, gmax)
     r = _SCRATCH.get(key)
     if r is None:
         parts = [temp.empty(gmax, buffer_dtype(d), like) for d in acc_dtypes]

@@ -35,7 +35,7 @@ from numba import types as nt
 
 from .. import ops as _ops
 from ..kernels import reduce as _k
-from ..runtime import kernels_available, result_type
+from ..runtime import data_address, kernels_available, result_type, stream_key
 from ..runtime.compiler import compile_error
 
 try:  # the axis engineer's module (row / column kernels)
@@ -66,6 +66,7 @@ __all__ = [
     "argmax",
     "argmin",
     "normalize_axis",
+    "full_fast",
 ]
 
 _builtin_sum = sum
@@ -472,6 +473,55 @@ def _launch(spec, flat, init_bufs=None, param=0.0, what="", shape=(1,)):
 
 # --------------------------------------------------------------------------- named reductions
 
+#: Launch plans of full named reductions by call: (name, array type, dtype, shape, strides,
+#: address mod 16, dtype argument, keepdims, extra argument, stream) -> kernels.reduce.Launch
+_HOT: dict = {}
+
+
+def _hot_key(name, x, dtype, keepdims, extra):
+    return (name, type(x), x.dtype, x.shape, x.strides, data_address(x) & 15, dtype, keepdims,
+            extra, stream_key())
+
+
+def full_fast(name, x, dtype=None, keepdims=False, extra=None):
+    """The host fast path of a full named reduction (``name``: "sum", "max", "var", ...) of
+    backend array ``x``: replay the launch cached by an earlier call with the same arguments
+    (``dtype`` of sum / prod, ``correction`` of var / std as ``extra``) on an array of the
+    same layout.  Returns the result, or None when no launch is cached for the call (then
+    call the reduction itself, which caches it).
+
+    >>> import numpy as np
+    >>> x = np.arange(4.0)
+    >>> r = full_fast("sum", x)          # None until sum(x) has run on our kernels
+    >>> r is None or float(r) == 6.0
+    True
+    """
+    try:
+        p = _HOT.get(_hot_key(name, x, dtype, keepdims, extra))
+    except (TypeError, AttributeError):  # an unhashable argument; not an array
+        return None
+    if p is None:
+        return None
+    return _k.replay(p, x)[0]
+
+
+def _launch_named(spec, x, param, keepdims, hot=None):
+    """Full reduction of ``x`` alone with ``spec``; with ``hot = (name, dtype, extra)`` (the
+    caller's arguments) its launch is cached for :func:`full_fast`."""
+    shape = (1,) * x.ndim if keepdims else ()
+    p = _k.plan(spec, x, param, shape)
+    if p is None:
+        return _launch(spec, [x], None, param, shape=shape)[0]
+    if hot is not None:
+        try:
+            key = _hot_key(hot[0], x, hot[1], keepdims, hot[2])
+            if len(_HOT) >= _k._MAX_CACHED:
+                _HOT.clear()
+            _HOT[key] = p
+        except TypeError:  # unhashable argument: no fast path
+            pass
+    return _k.replay(p, x)[0]
+
 
 def _named_spec(name, op, acc, identity, f=None, with_index=False, acc_tuple=False, post=None,
                 out_dtypes=None):
@@ -492,14 +542,6 @@ def _full(x, axis):
 
 def _use_kernel(x, axis):
     return kernels_available(x) and _full(x, axis) and x.size > 0
-
-
-def _shape(x, axis, keepdims):
-    if axis is None:
-        axis = tuple(range(x.ndim))
-    if keepdims:
-        return _keep_shape(x.shape, axis)
-    return tuple(n for d, n in enumerate(x.shape) if d not in axis)
 
 
 def _axis_named(x, axis, f, op, out_dtype, keepdims):
@@ -555,10 +597,15 @@ def sum(x, axis=None, dtype=None, keepdims=False):
     >>> int(sum(np.arange(5, dtype=np.uint8), dtype=np.uint64))
     10
     """
+    if _full(x, axis):
+        r = full_fast("sum", x, dtype, keepdims)
+        if r is not None:
+            return r
+    arg = dtype
     dtype = np.dtype(dtype) if dtype is not None else _default_sum_dtype(x.dtype)
     if _use_kernel(x, axis):
         spec = _named_spec("sum", _ops.add, (dtype,), (_py(dtype.type(0)),))
-        return _launch(spec, [x], shape=_shape(x, axis, keepdims))[0]
+        return _launch_named(spec, x, 0.0, keepdims, ("sum", arg, None))
     r = _axis_named(x, axis, None, _ops.add, dtype, keepdims)
     if r is not None:
         return r
@@ -582,10 +629,15 @@ def prod(x, axis=None, dtype=None, keepdims=False):
     >>> int(prod(np.arange(1, 6, dtype=np.int32), dtype=np.int64))
     120
     """
+    if _full(x, axis):
+        r = full_fast("prod", x, dtype, keepdims)
+        if r is not None:
+            return r
+    arg = dtype
     dtype = np.dtype(dtype) if dtype is not None else _default_sum_dtype(x.dtype)
     if _use_kernel(x, axis):
         spec = _named_spec("prod", _ops.multiply, (dtype,), (_py(dtype.type(1)),))
-        return _launch(spec, [x], shape=_shape(x, axis, keepdims))[0]
+        return _launch_named(spec, x, 0.0, keepdims, ("prod", arg, None))
     r = _axis_named(x, axis, None, _ops.multiply, dtype, keepdims)
     if r is not None:
         return r
@@ -593,12 +645,16 @@ def prod(x, axis=None, dtype=None, keepdims=False):
 
 
 def _extremum(x, axis, keepdims, op, name):
+    if _full(x, axis):
+        r = full_fast(name, x, None, keepdims)
+        if r is not None:
+            return r
     if x.size == 0 and (axis is None or _builtin_any(x.shape[d] == 0 for d in axis)):
         raise ValueError(f"{name} of an empty array (zero-size reduction) has no identity")
     if _use_kernel(x, axis):
         ident = op.identity(x.dtype)
         spec = _named_spec(name, op, (x.dtype,), (_py(ident),))
-        return _launch(spec, [x], shape=_shape(x, axis, keepdims))[0]
+        return _launch_named(spec, x, 0.0, keepdims, (name, None, None))
     r = _axis_named(x, axis, None, op, x.dtype, keepdims)
     if r is not None:
         return r
@@ -626,9 +682,13 @@ def min(x, axis=None, keepdims=False):
 
 
 def _logical(x, axis, keepdims, op, name):
+    if _full(x, axis):
+        r = full_fast(name, x, None, keepdims)
+        if r is not None:
+            return r
     if _use_kernel(x, axis):
         spec = _named_spec(name, op, (np.bool_,), (_py(op.identity(np.dtype(np.bool_))),))
-        return _launch(spec, [x], shape=_shape(x, axis, keepdims))[0]
+        return _launch_named(spec, x, 0.0, keepdims, (name, None, None))
     r = _axis_named(x, axis, _TRUTH, op, np.bool_, keepdims)
     if r is not None:
         return r
@@ -698,11 +758,15 @@ def mean(x, axis=None, keepdims=False):
     >>> float(mean(np.array([1.0, 2.0, 6.0])))
     3.0
     """
+    if _full(x, axis):
+        r = full_fast("mean", x, None, keepdims)
+        if r is not None:
+            return r
     dt = _float_result(x.dtype)
     if _use_kernel(x, axis):
         spec = _named_spec("mean", _ops.add, (dt,), (_py(dt.type(0)),), post=_mean_post,
                            out_dtypes=(dt,))
-        return _launch(spec, [x], None, float(x.size), shape=_shape(x, axis, keepdims))[0]
+        return _launch_named(spec, x, float(x.size), keepdims, ("mean", None, None))
     r = _axis_named(x, axis, None, _ops.add, dt, keepdims)
     if r is not None:
         r /= math.prod(x.shape[d] for d in axis)
@@ -712,6 +776,10 @@ def mean(x, axis=None, keepdims=False):
 
 
 def _moments(x, axis, correction, keepdims, post, name):
+    if _full(x, axis):
+        r = full_fast(name, x, None, keepdims, correction)
+        if r is not None:
+            return r
     dt = _float_result(x.dtype)
     if dt.kind == "c":
         xp = _xp(x)
@@ -723,7 +791,8 @@ def _moments(x, axis, correction, keepdims, post, name):
         p = float(x.size) - float(correction)
         if p < 0:
             p = 0.0
-        return _launch(spec, [x], None, p, shape=_shape(x, axis, keepdims))[0]
+        # no fast path for a degenerate count (the namespace silences its warnings)
+        return _launch_named(spec, x, p, keepdims, (name, None, correction) if p > 0 else None)
     if _axis_kernels() and kernels_available(x) and x.size > 0:
         m2 = _axis.axis_mapreduce(_welford_map(dt), _ops.welford, (x,), axis, None, keepdims,
                                   (dt, dt, dt))[2]
@@ -770,6 +839,10 @@ def _index_post(t, p):
 
 def _arg(x, axis, keepdims, op, name):
     """``axis`` is None or an int."""
+    if axis is None:
+        r = full_fast(name, x, None, keepdims)
+        if r is not None:
+            return r
     if x.size == 0 and (axis is None or x.shape[axis] == 0):
         raise ValueError(f"{name} of an empty sequence")
     xp = _xp(x)
@@ -780,7 +853,9 @@ def _arg(x, axis, keepdims, op, name):
         spec = _named_spec(name, op, (vdt, _ops.INDEX_DTYPE), tuple(_py(v) for v in ident),
                            f=_pair, with_index=True, acc_tuple=True, post=_index_post,
                            out_dtypes=(_ops.INDEX_DTYPE,))
-        return _launch(spec, [xv], shape=(1,) * x.ndim if keepdims else ())[0]
+        # the fast path replays on x itself: not for a bool array (viewed as uint8 here)
+        hot = (name, None, None) if axis is None and xv is x else None
+        return _launch_named(spec, xv, 0.0, keepdims, hot)
     if (_axis is not None and hasattr(_axis, "axis_mapreduce") and kernels_available(x)
             and hasattr(_axis, name)):
         return getattr(_axis, name)(x, axis, keepdims)

@@ -6,7 +6,15 @@ See ``docs/kernel-api.md`` for how kernels are written against it.
 """
 
 from . import config  # noqa: F401  (first: sets up the simulator before numba.cuda loads)
-from .backend import cupy, device_info, is_cupy_array, kernels_available, kernels_status
+from .backend import (
+    cupy,
+    current_device,
+    device_info,
+    is_cupy_array,
+    kernels_available,
+    kernels_status,
+    stream_key,
+)
 from .compiler import (
     STATS,
     Kernel,
@@ -38,6 +46,7 @@ __all__ = [
     "compile_kernel",
     "compile_ptx_offline",
     "cupy",
+    "current_device",
     "data_address",
     "device_info",
     "element_strides",
@@ -53,6 +62,7 @@ __all__ = [
     "numba_type",
     "ptr_t",
     "result_type",
+    "stream_key",
     "tuple_ptr_t",
     "u32",
     "u64",

@@ -10,6 +10,7 @@ True
 from __future__ import annotations
 
 import functools
+import threading
 
 import numpy as np
 
@@ -34,9 +35,49 @@ def cupy():
     return _CUPY
 
 
+_CUPY_TYPES: set = set()
+
+
 def is_cupy_array(x) -> bool:
-    """True for a ``cupy.ndarray`` (never imports CuPy to find out)."""
-    return type(x).__module__.startswith("cupy") and hasattr(x, "data") and hasattr(x, "device")
+    """True for a ``cupy.ndarray`` (never imports CuPy to find out).
+
+    >>> import numpy as np
+    >>> is_cupy_array(np.zeros(2))
+    False
+    """
+    t = type(x)
+    if t in _CUPY_TYPES:  # the hot case: a type seen before
+        return True
+    if t.__module__.startswith("cupy") and hasattr(x, "data") and hasattr(x, "device"):
+        _CUPY_TYPES.add(t)
+        return True
+    return False
+
+
+def current_device() -> int:
+    """The current CUDA device's ordinal (0 when simulating).
+
+    >>> isinstance(current_device(), int) or cupy() is None
+    True
+    """
+    if config.SIMULATE:
+        return 0
+    return cupy().cuda.runtime.getDevice()
+
+
+def stream_key():
+    """What temporaries reused across launches are keyed by: launches on one stream of one
+    device are ordered, so a scratch buffer cached per (device, stream) can be reused by the
+    next launch.  Simulated kernels run synchronously in the calling thread, so there it is
+    the host thread.
+
+    >>> stream_key() == stream_key()
+    True
+    """
+    if config.SIMULATE:
+        return threading.get_ident()
+    cp = cupy()
+    return (cp.cuda.runtime.getDevice(), cp.cuda.get_current_stream().ptr)
 
 
 @functools.lru_cache(maxsize=None)

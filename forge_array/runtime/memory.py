@@ -90,8 +90,10 @@ def element_strides(x) -> tuple:
 
 def data_address(x) -> int:
     """Byte address of the first element of a NumPy or CuPy array."""
+    if type(x) is np.ndarray:
+        return x.__array_interface__["data"][0]
     if is_cupy_array(x):
-        return int(x.data.ptr)
+        return x.data.ptr
     return int(x.__array_interface__["data"][0])
 
 

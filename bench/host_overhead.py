@@ -1,0 +1,133 @@
+"""Host time per call of the namespace's full reductions, the reduce primitives and
+``primitives.copy``, measured WITHOUT a GPU: the kernels run under numba's CUDA simulator
+(``FORGE_ARRAY_SIMULATE=1``, arrays on the ``cpu`` device) with the simulated launch
+replaced by a no-op and ``SimBuffer.of`` stubbed, so what is timed is the Python path of a
+call (argument checks, dtype rules, axes, dispatch, layout, plan and scratch look-ups, the
+output allocation, wrapping the result).  The simulator branch differs from the GPU branch
+only in ``runtime.buffer_of`` (a ``SimBuffer`` instead of a device address), so these
+figures track the host time of the same calls on a GPU machine, less the launch itself
+(~4.5 µs through ``cuLaunchKernel`` on an H200) and CuPy's output allocation (~2-3 µs).
+
+They are CPU host-path figures, not GPU timings:
+
+    python -m bench.host_overhead                 # µs per call, median of --repeat runs
+    python -m bench.host_overhead --n 1000000 --number 2000 --repeat 7
+    python -m bench.host_overhead --profile xp.sum   # cProfile of one case
+
+The results of the stubbed calls are garbage (nothing runs); every case is called once
+with the real simulated launch first, so plans and kernels are compiled and cached.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import statistics
+import sys
+import timeit
+
+
+def _setup_env():
+    if "forge_array" in sys.modules or "numba.cuda" in sys.modules:
+        return
+    os.environ["FORGE_ARRAY_SIMULATE"] = "1"
+    os.environ.setdefault("FORGE_ARRAY_DEVICE", "cpu")
+
+
+def cases(n: int):
+    """(label, zero-argument callable) of every timed call on ``n`` float32 elements."""
+    import numpy as np
+
+    import forge_array as xp
+    from forge_array import primitives
+
+    pr = importlib.import_module("forge_array.primitives.reduce")  # the module, not the function
+
+    rng = np.random.default_rng(0)
+    host = rng.random(n, dtype=np.float32)
+    x = xp.asarray(host, device="cpu")
+    b = xp.asarray(host > 0.5, device="cpu")
+    xs = host  # backend array for the primitives
+    f32 = np.dtype(np.float32)
+    return [
+        ("xp.sum", lambda: xp.sum(x)),
+        ("xp.prod", lambda: xp.prod(x)),
+        ("xp.max", lambda: xp.max(x)),
+        ("xp.min", lambda: xp.min(x)),
+        ("xp.mean", lambda: xp.mean(x)),
+        ("xp.var", lambda: xp.var(x)),
+        ("xp.std", lambda: xp.std(x)),
+        ("xp.argmax", lambda: xp.argmax(x)),
+        ("xp.any", lambda: xp.any(b)),
+        ("xp.all", lambda: xp.all(b)),
+        ("primitives.reduce.sum", lambda: pr.sum(xs, None, f32)),
+        ("primitives.reduce.max", lambda: pr.max(xs)),
+        ("primitives.reduce.var", lambda: pr.var(xs)),
+        ("primitives.reduce.argmax", lambda: pr.argmax(xs)),
+        ("primitives.copy", lambda: primitives.copy(xs)),
+    ]
+
+
+def stub_launch():
+    """Make every simulated launch a no-op (and ``SimBuffer.of`` free)."""
+    from numba.cuda.simulator.kernel import FakeCUDAKernel
+
+    from forge_array.runtime import memory
+
+    FakeCUDAKernel.__getitem__ = lambda self, cfg: (lambda *a: None)
+    memory.SimBuffer.of = classmethod(lambda cls, x: None)
+
+
+def measure(n=1000, number=2000, repeat=5, only=None):
+    """{label: µs per call (median over ``repeat`` runs of ``number`` calls)}."""
+    cs = [(k, f) for k, f in cases(n) if only is None or k in only]
+    for _, f in cs:  # compile and cache with the real (simulated) launch
+        f()
+    stub_launch()
+    out = {}
+    for label, f in cs:
+        f()
+        runs = timeit.repeat(f, number=number, repeat=repeat)
+        out[label] = statistics.median(runs) / number * 1e6
+    return out
+
+
+def profile(label, n=1000, number=20000):
+    import cProfile
+    import pstats
+
+    fs = dict(cases(n))
+    f = fs[label]
+    f()
+    stub_launch()
+    f()
+    pr = cProfile.Profile()
+    pr.enable()
+    for _ in range(number):
+        f()
+    pr.disable()
+    pstats.Stats(pr).sort_stats("tottime").print_stats(25)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--n", type=int, default=1000, help="elements (float32); default 1000")
+    ap.add_argument("--number", type=int, default=2000, help="calls per timing run")
+    ap.add_argument("--repeat", type=int, default=5, help="timing runs (median taken)")
+    ap.add_argument("--only", default=None, help="comma-separated labels")
+    ap.add_argument("--profile", default=None, metavar="LABEL", help="cProfile one case")
+    args = ap.parse_args(argv)
+    _setup_env()
+    if args.profile:
+        profile(args.profile, args.n)
+        return
+    only = set(args.only.split(",")) if args.only else None
+    res = measure(args.n, args.number, args.repeat, only)
+    print(f"host time per call, launch stubbed (CPU, simulator branch), n={args.n} float32")
+    for label, us in res.items():
+        print(f"{label:26s} {us:7.2f} us")
+
+
+if __name__ == "__main__":
+    main()
