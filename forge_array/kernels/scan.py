@@ -294,8 +294,31 @@ def _vec_ok(in_dtypes, acc_dtypes, block, items):
         items % fi.VEC(in_dtypes[0]) == 0)
 
 
+def ovec_ok(in_dtypes, acc_dtypes, items) -> bool:
+    """Whether 128-bit output stores are possible at all: one value whose size is the
+    input's (so that input and output tiles have the same 16-byte phase).
+
+    >>> ovec_ok(("float32",), ("float32",), 16), ovec_ok(("int8",), ("int64",), 8)
+    (True, False)
+    """
+    return (len(acc_dtypes) == 1 and len(in_dtypes) == 1
+            and np.dtype(acc_dtypes[0]).itemsize == np.dtype(in_dtypes[0]).itemsize < 16
+            and items % fi.VEC(acc_dtypes[0]) == 0)
+
+
+def _make_gather(n):
+    """``gather(sh, k) -> (sh[p(k)], ..., sh[p(k + n - 1)])`` from padded shared memory
+    (``p(q) = q + q // 32``) as a UniTuple of scalars, for ``vstore``; ``k`` is a multiple
+    of ``n`` and ``n`` divides 32, so ``p(k + e) = p(k) + e``."""
+    g = {"cuda": cuda, "fi": fi}
+    items = ", ".join(f"fi.load(sh, p + {e})[0]" for e in range(n))
+    src = f"def gather(sh, k):\n    p = k + (k >> 5)\n    return ({items},)\n"
+    exec(compile(src, "<forge_array.kernels.scan gather>", "exec"), g)
+    return cuda.jit(device=True)(g["gather"])
+
+
 def make_tile_scan(fn, tuple_op, in_dtypes, acc_dtypes, block, items, shift, has_init,
-                   det, vec):
+                   det, vec, ovec=False):
     """Kernel factory of the row (tile) scan; see the module docstring.
 
     Kernel arguments: ``src, dst, init`` (tuples of buffers; ``init`` holds one value),
@@ -305,12 +328,18 @@ def make_tile_scan(fn, tuple_op, in_dtypes, acc_dtypes, block, items, shift, has
     alignment; 0 without ``vec``), ``tpr`` (tiles per row), ``status, vals`` (tile states),
     ``counter`` (uint64: ticket and statistics), ``base`` (ticket of this launch's tile 0),
     ``epoch``.
+
+    ``vec``: 128-bit input loads (contiguous rows, ``lead`` aligns the tiles). ``ovec``:
+    128-bit output stores as well (the host checks that output element ``start + k +
+    shift`` is 16-byte aligned whenever input element ``start + k`` is, see
+    :func:`ovec_ok`).
     """
     in_dtypes = tuple(np.dtype(d) for d in in_dtypes)
     acc_dtypes = tuple(np.dtype(d) for d in acc_dtypes)
     K = len(acc_dtypes)
     TILE = block * items
     NW = block // fi.WARP
+    WSEG = fi.WARP * items  # a warp's segment of the tile
     packed = packable(acc_dtypes)
     op_v = value_op(fn, tuple_op)
     comb = tagged_combine(op_v)
@@ -326,7 +355,32 @@ def make_tile_scan(fn, tuple_op, in_dtypes, acc_dtypes, block, items, shift, has
     VEC = fi.VEC(in_dtypes[0]) if vec else 1
     NV = items // VEC
     OUT_T = acc_dtypes[0].type
+    IN_T = in_dtypes[0].type
+    REG = K == 1  # a scalar accumulator: the thread's items stay in registers
+    ovec = bool(ovec and vec and ovec_ok(in_dtypes, acc_dtypes, items))
+    VO = fi.VEC(acc_dtypes[0]) if ovec else 1
+    NVO = items // VO
+    gather = _make_gather(VO)
     assert K >= 1 and (not vec or _vec_ok(in_dtypes, acc_dtypes, block, items))
+
+    if REG:
+        @cuda.jit(device=True)
+        def item(sh, xr, kb, j):
+            return (xr[j],)
+
+        @cuda.jit(device=True)
+        def keep(sh, xr, kb, j):
+            k = kb + j
+            xr[j] = fi.load(sh, k + (k >> 5))[0]
+    else:
+        @cuda.jit(device=True)
+        def item(sh, xr, kb, j):
+            k = kb + j
+            return fi.load(sh, k + (k >> 5))
+
+        @cuda.jit(device=True)
+        def keep(sh, xr, kb, j):
+            pass
 
     @cuda.jit(device=True)
     def lookback(status, vals, sbase, ti, epoch, counter, init_t, empty):
@@ -363,10 +417,24 @@ def make_tile_scan(fn, tuple_op, in_dtypes, acc_dtypes, block, items, shift, has
         ob = r0 * b0_out + r1 * b1_out
         start = ti * TILE - lead
         full = start >= 0 and start + TILE <= n
-        # ---- coalesced load into shared memory (striped), converted to the acc type
-        if vec:
+        wseg = warp * WSEG
+        # ---- warp-striped coalesced loads into the warp's part of shared memory, converted
+        # to the accumulator type (CUB's BLOCK_LOAD_WARP_TRANSPOSE; padded against bank
+        # conflicts); only the warp reads them back, so a warp barrier suffices
+        if vec and full:
+            xin = cuda.local.array(items, IN_T)  # every load in flight before the first use
             for j in range(NV):
-                k = (j * block + tid) * VEC
+                vv = fi.vload(src[0], ib + start + wseg + (j * 32 + lane) * VEC)
+                for e in range(VEC):
+                    xin[j * VEC + e] = vv[e]
+            for j in range(NV):
+                q = wseg + (j * 32 + lane) * VEC
+                q += q >> 5  # VEC divides 32: the VEC elements share one padding offset
+                for e in range(VEC):
+                    fi.store(sh, q + e, (OUT_T(xin[j * VEC + e]),))
+        elif vec:
+            for j in range(NV):
+                k = wseg + (j * 32 + lane) * VEC
                 L = start + k
                 if L >= 0 and L + VEC <= n:
                     vv = fi.vload(src[0], ib + L)
@@ -378,29 +446,39 @@ def make_tile_scan(fn, tuple_op, in_dtypes, acc_dtypes, block, items, shift, has
                         q = k + e
                         Lq = min(max(L + e, 0), n - 1)
                         fi.store(sh, q + (q >> 5), conv(fi.load(src, ib + Lq)))
+        elif REG:
+            xs = cuda.local.array(items, OUT_T)  # every load in flight before the first use
+            for j in range(items):
+                L = min(max(start + wseg + j * 32 + lane, 0), n - 1)
+                xs[j] = conv(fi.load(src, ib + L * s_in))[0]
+            for j in range(items):
+                k = wseg + j * 32 + lane
+                fi.store(sh, k + (k >> 5), (xs[j],))
         else:
             for j in range(items):
-                k = j * block + tid
+                k = wseg + j * 32 + lane
                 L = min(max(start + k, 0), n - 1)
                 fi.store(sh, k + (k >> 5), conv(fi.load(src, ib + L * s_in)))
-        cuda.syncthreads()
-        # ---- thread reduce over its `items` consecutive elements (blocked)
+        fi.syncwarp()
+        # ---- thread reduce over its `items` consecutive elements (blocked), kept in
+        # registers for the second pass when the value is a scalar
         kb = tid * items
-        x0 = fi.load(sh, kb + (kb >> 5))
+        xr = cuda.local.array(items, OUT_T)
+        for j in range(items):
+            keep(sh, xr, kb, j)
+        x0 = item(sh, xr, kb, 0)
         empty = (_ZERO,) + x0
         if full:
             a = x0
             for j in range(1, items):
-                k = kb + j
-                a = op_v(a, fi.load(sh, k + (k >> 5)))
+                a = op_v(a, item(sh, xr, kb, j))
             agg = (_ONE,) + a
         else:
             agg = empty
             for j in range(items):
-                k = kb + j
-                L = start + k
+                L = start + kb + j
                 if L >= 0 and L < n:
-                    agg = comb(agg, (_ONE,) + fi.load(sh, k + (k >> 5)))
+                    agg = comb(agg, (_ONE,) + item(sh, xr, kb, j))
         # ---- block scan of the thread aggregates (exclusive per thread + block total)
         inc = warp_scan(agg)
         up = fi.shfl_up(inc, 1)
@@ -417,7 +495,7 @@ def make_tile_scan(fn, tuple_op, in_dtypes, acc_dtypes, block, items, shift, has
         texcl = wp
         if lane > 0:
             texcl = comb(wp, up)
-        # ---- tile prefix: decoupled look-back
+        # ---- tile prefix: decoupled look-back by warp 0 while the others wait at a barrier
         if has_init:
             init_t = (_TWO,) + fi.load(init, 0)
         else:
@@ -440,7 +518,7 @@ def make_tile_scan(fn, tuple_op, in_dtypes, acc_dtypes, block, items, shift, has
                         publish(status, vals, t, 2, comb(lb, tot)[1:], epoch)
             cuda.syncthreads()
             pre = _ld_tag(sk, NW, sh, TS + NW)
-        # ---- second pass: running values back into shared memory
+        # ---- second pass: running values back into the thread's slots of shared memory
         run = comb(pre, texcl)
         if full:
             r = x0
@@ -449,23 +527,29 @@ def make_tile_scan(fn, tuple_op, in_dtypes, acc_dtypes, block, items, shift, has
             fi.store(sh, kb + (kb >> 5), r)
             for j in range(1, items):
                 k = kb + j
-                r = op_v(r, fi.load(sh, k + (k >> 5)))
+                r = op_v(r, item(sh, xr, kb, j))
                 fi.store(sh, k + (k >> 5), r)
         else:
             for j in range(items):
                 k = kb + j
                 L = start + k
                 if L >= 0 and L < n:
-                    run = comb(run, (_ONE,) + fi.load(sh, k + (k >> 5)))
+                    run = comb(run, (_ONE,) + item(sh, xr, kb, j))
                     fi.store(sh, k + (k >> 5), run[1:])
-        cuda.syncthreads()
-        # ---- coalesced stores (shifted by one for include_initial / exclusive)
-        for j in range(items):
-            k = j * block + tid
-            L = start + k
-            P = L + shift
-            if L >= 0 and L < n and P < m:
-                fi.store(dst, ob + P * s_out, fi.load(sh, k + (k >> 5)))
+        fi.syncwarp()
+        # ---- warp-striped coalesced stores (shifted by one for include_initial / exclusive):
+        # 128-bit when the output tile is aligned and whole
+        if ovec and full and start + TILE + shift <= m:
+            for j in range(NVO):
+                k = wseg + (j * 32 + lane) * VO
+                fi.vstore(dst[0], ob + start + k + shift, gather(sh, k))
+        else:
+            for j in range(items):
+                k = wseg + j * 32 + lane
+                L = start + k
+                P = L + shift
+                if L >= 0 and L < n and P < m:
+                    fi.store(dst, ob + P * s_out, fi.load(sh, k + (k >> 5)))
         if shift and ti == 0 and tid == 0:
             fi.store(dst, ob, fi.load(init, 0))
 

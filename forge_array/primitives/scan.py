@@ -726,6 +726,14 @@ def plan_scan(fn, tuple_op, xv, ov, in_dtypes, acc_dtypes, init, shift, n, m, nb
         if mis % isz == 0 and all(b % V == 0 for b, sz in zip(bx, (nbatch // nb1, nb1)) if sz > 1):
             vec = True
             lead = mis // isz
+    ovec = False
+    if vec and s_out == 1 and kscan.ovec_ok(in_dtypes, acc_dtypes, items):
+        # output element start + k + shift must be 16-byte aligned whenever input element
+        # start + k is (k a multiple of V): same phase, batch strides multiples of V
+        osz = acc_dtypes[0].itemsize
+        omis = runtime.misalignment(ov[0])
+        ovec = (omis % osz == 0 and (omis // osz + shift - lead) % V == 0
+                and all(b % V == 0 for b, sz in zip(bo, (nbatch // nb1, nb1)) if sz > 1))
     tpr = -(-(n + lead) // tile)
     ntiles = tpr * nbatch
     st = _state(like, acc_dtypes, ntiles)
@@ -733,10 +741,14 @@ def plan_scan(fn, tuple_op, xv, ov, in_dtypes, acc_dtypes, init, shift, n, m, nb
                 runtime.tuple_ptr_t(acc_dtypes)) + (I64,) * 11 + (
         runtime.ptr_t(st.status.dtype), runtime.tuple_ptr_t(acc_dtypes),
         runtime.ptr_t(np.uint64), I64, I64)
+    # 128-bit paths of <= 4-byte scalars fit in 48 registers without spilling (ptxas -v):
+    # 5 resident blocks of 256 threads per SM instead of 4 (52-56 registers unbounded)
+    mb = pt.get("min_blocks")
+    lb = (block, mb) if mb and vec and len(acc_dtypes) == 1 and acc_dtypes[0].itemsize <= 4 else None
     p.kernel = runtime.compile_kernel(
         kscan.make_tile_scan,
-        (fn, tuple_op, in_dtypes, acc_dtypes, block, items, shift, has_init, bool(det), vec),
-        argtypes)
+        (fn, tuple_op, in_dtypes, acc_dtypes, block, items, shift, has_init, bool(det), vec,
+         ovec), argtypes, launch_bounds=lb)
     p.scalars = (n, m, nb1, s_in, bx[0], bx[1], s_out, bo[0], bo[1], lead, tpr)
     p.grid, p.block, p.state, p.slots, p.ntiles = ntiles, block, st, ntiles, ntiles
     return p

@@ -22,7 +22,7 @@ TABLES: dict = {
         "reduce": {"block": 256, "items": 4, "blocks_per_sm": 4},
         "rowcol": {"block": 256, "blocks_per_sm": 8, "max_blocks_per_sm": 8, "unroll": 4, "row_items": 2,
                    "warp_rows": 32, "min_items": 16},
-        "scan": {"block": 256, "item_bytes": 64, "items_max": 32},
+        "scan": {"block": 256, "item_bytes": 64, "items_max": 32, "min_blocks": 5},
         "scan_columns": {"block": 256, "items": 16},
     },
     "sm90": {
@@ -30,7 +30,7 @@ TABLES: dict = {
         "reduce": {"block": 512, "items": 4, "blocks_per_sm": 4},
         "rowcol": {"block": 256, "blocks_per_sm": 8, "max_blocks_per_sm": 8, "unroll": 4, "row_items": 2,
                    "warp_rows": 32, "min_items": 16},
-        "scan": {"block": 256, "item_bytes": 64, "items_max": 32},
+        "scan": {"block": 256, "item_bytes": 64, "items_max": 32, "min_blocks": 5},
         "scan_columns": {"block": 256, "items": 16},
     },
     "H100": {
@@ -38,7 +38,7 @@ TABLES: dict = {
         "reduce": {"block": 512, "items": 4, "blocks_per_sm": 4},
         "rowcol": {"block": 256, "blocks_per_sm": 8, "max_blocks_per_sm": 8, "unroll": 4, "row_items": 2,
                    "warp_rows": 32, "min_items": 16},
-        "scan": {"block": 256, "item_bytes": 64, "items_max": 32},
+        "scan": {"block": 256, "item_bytes": 64, "items_max": 32, "min_blocks": 5},
         "scan_columns": {"block": 256, "items": 16},
     },
     "H200": {
@@ -46,7 +46,7 @@ TABLES: dict = {
         "reduce": {"block": 512, "items": 4, "blocks_per_sm": 4},
         "rowcol": {"block": 256, "blocks_per_sm": 8, "max_blocks_per_sm": 8, "unroll": 4, "row_items": 2,
                    "warp_rows": 32, "min_items": 16},
-        "scan": {"block": 256, "item_bytes": 64, "items_max": 32},
+        "scan": {"block": 256, "item_bytes": 64, "items_max": 32, "min_blocks": 5},
         "scan_columns": {"block": 256, "items": 16},
     },
     "simulator": {
