@@ -7,6 +7,9 @@ predecessors look unpublished (asserted through ``scan_statistics``).
 """
 
 import math
+import os
+import shutil
+import subprocess
 
 import numpy as np
 import pytest
@@ -14,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import forge_array as xp
-from forge_array import ops
+from forge_array import ops, runtime
 from forge_array.primitives import accumulate, cumulative_prod, cumulative_sum
 from forge_array.primitives import scan as pscan
 from forge_array.runtime import tuning
@@ -355,6 +358,80 @@ def test_plain_function_scalar_op(bk):
     close(accumulate(lambda a, b: a ^ b, x), np.bitwise_xor.accumulate(_np(x)))
 
 
+# --------------------------------------------------------------------------- 128-bit paths, plan replay
+
+
+def _phased(bk, n, dtype, offset, seed):
+    """``n`` elements starting ``offset`` elements after a 16-byte boundary."""
+    isz = np.dtype(dtype).itemsize
+    base = rand(bk, (n + 32,), dtype, seed=seed)
+    k = (-(runtime.misalignment(base) // isz)) % (16 // isz)
+    return base[k + offset:k + offset + n]
+
+
+@pytest.mark.parametrize("offset", [0, 1, 3])
+@pytest.mark.parametrize("kw", [{}, {"include_initial": True}, {"exclusive": True}])
+def test_vector_load_store_phases(bk, offset, kw):
+    # input tiles are shifted by `lead` = offset; output stores are 128-bit when the output
+    # has the same phase (offset == shift mod 4), scalar otherwise; tile edges partial
+    n = 3 * _tile("int32") + 5
+    x = _phased(bk, n, "int32", offset, seed=30 + offset)
+    xn = _np(x).astype(np.int64)
+    inc = np.cumsum(xn)
+    want = {"include_initial": np.concatenate([[0], inc]),
+            "exclusive": np.concatenate([[0], inc[:-1]])}.get(next(iter(kw), None), inc)
+    close(accumulate(ops.add, x, **kw), want.astype(np.int32))
+
+
+@pytest.mark.parametrize("cols", [4 * 33, 4 * 33 + 2])
+def test_vector_rows(bk, cols):
+    # batched rows: 128-bit loads and stores when the row stride is a multiple of 4 elements
+    x = rand(bk, (5, cols), "float32", seed=cols)
+    for kw in ({}, {"include_initial": True}):
+        want = np.cumsum(_np(x).astype(np.float64), axis=1)
+        if kw:
+            want = np.concatenate([np.zeros((5, 1)), want], axis=1)
+        close(accumulate(ops.add, x, axis=1, **kw), want, rtol=1e-4, atol=1e-4)
+
+
+def test_plan_replay(bk, monkeypatch):
+    """A second call with operands of the same layouts replays the cached plan (no
+    planning), with the right offsets for reversed and flattened views and tuples."""
+    n = 2 * _tile("float32") + 9
+    calls = [
+        lambda x, y: (cumulative_sum(x), np.cumsum(_np(x).astype(np.float64))),
+        lambda x, y: (accumulate(ops.add, x, reverse=True, include_initial=True),
+                      ref_scan(lambda a, b: a + b, _np(x).astype(np.float64), init=0.0,
+                               include_initial=True, reverse=True)),
+        lambda x, y: (accumulate(ops.add, x[1:], exclusive=True),
+                      np.concatenate([[0.0], np.cumsum(_np(x)[1:-1].astype(np.float64))])),
+        lambda x, y: (accumulate(ops.add, x.reshape(-1)[: n - n % 3].reshape(3, -1)[:, ::2]),
+                      np.cumsum(_np(x)[: n - n % 3].reshape(3, -1)[:, ::2].astype(np.float64))),
+        lambda x, y: (accumulate(ops.affine, (x, y))[1],
+                      ref_scan(ops.affine.fn, (_np(x).astype(np.float64),
+                                               _np(y).astype(np.float64)))[1]),
+        lambda x, y: (cumulative_sum(bk.stack([x, y]), axis=0),
+                      np.cumsum(np.stack([_np(x), _np(y)]).astype(np.float64), axis=0)),
+    ]
+    for k, call in enumerate(calls):
+        got, want = call(rand(bk, (n,), "float32", seed=50 + k), rand(bk, (n,), "float32", seed=60 + k))
+        close(got, want.astype(np.float64), rtol=1e-4, atol=1e-4)
+    plans = dict(pscan._fast_plans())
+
+    def no_planning(*a, **kw):
+        raise AssertionError("planned again")
+
+    monkeypatch.setattr(pscan, "plan_scan", no_planning)
+    for k, call in enumerate(calls):
+        got, want = call(rand(bk, (n,), "float32", seed=70 + k), rand(bk, (n,), "float32", seed=80 + k))
+        close(got, want.astype(np.float64), rtol=1e-4, atol=1e-4)
+    assert len(pscan._fast_plans()) == len(plans)
+    for p in plans.values():  # tile states grown in place by a larger scan: still valid
+        p.state.grow(2 * p.state.slots)
+    x = rand(bk, (n,), "float32", seed=90)
+    close(cumulative_sum(x), np.cumsum(_np(x).astype(np.float64)), rtol=1e-4, atol=1e-4)
+
+
 # --------------------------------------------------------------------------- look-back and determinism
 
 
@@ -459,7 +536,8 @@ def test_namespace():
 # --------------------------------------------------------------------------- GPU code path (PTX)
 
 
-def test_ptx_compiles(offline_ptx):
+def test_ptx_compiles(offline_ptx, tmp_path):
+    ptx_file = tmp_path / "scan_f32.ptx"
     out = offline_ptx("""
         import numpy as np
         from forge_array import ops, runtime
@@ -472,10 +550,12 @@ def test_ptx_compiles(offline_ptx):
             return (runtime.tuple_ptr_t(ind), runtime.tuple_ptr_t(acc), runtime.tuple_ptr_t(acc))
         f32, f64, i8, i64 = (np.dtype(d) for d in ("float32", "float64", "int8", "int64"))
         ptx = runtime.compile_ptx_offline(k.make_tile_scan,
-            (ops.add.fn, False, (f32,), (f32,), 256, 16, 0, False, False, True),
-            heads((f32,), (f32,)) + (I64,) * 11 + tail((f32,)))
+            (ops.add.fn, False, (f32,), (f32,), 256, 16, 0, False, False, True, True),
+            heads((f32,), (f32,)) + (I64,) * 11 + tail((f32,)), launch_bounds=(256, 5))
         print("vec", ptx.count("ld.global.v4"), "acq", ptx.count("ld.relaxed.gpu"),
-              "rel", ptx.count("st.release.gpu"))
+              "rel", ptx.count("st.release.gpu"), "vst", ptx.count("st.global.v4"),
+              "bar", ptx.count("bar.sync"))
+        open(PTX_FILE, "w").write(ptx)
         runtime.compile_ptx_offline(k.make_tile_scan,
             (ops.add.fn, False, (i8,), (i64,), 256, 8, 1, True, True, False),
             heads((i8,), (i64,)) + (I64,) * 11 + tail((i64,)))
@@ -486,11 +566,21 @@ def test_ptx_compiles(offline_ptx):
             (ops.affine.fn, True, (f64, f64), (f64, f64), 256, 8, 1, True, True),
             heads((f64, f64), (f64, f64)) + (I64,) * 13 + tail((f64, f64)))
         print("ok")
-    """)
+    """.replace("PTX_FILE", repr(str(ptx_file))))
     assert "ok" in out
     words = out.split()
     assert int(words[words.index("vec") + 1]) > 0
     assert int(words[words.index("acq") + 1]) > 0 and int(words[words.index("rel") + 1]) > 0
+    # 128-bit stores; block barriers: ticket, warp totals, look-back result (the load and
+    # store transposes only need warp barriers)
+    assert int(words[words.index("vst") + 1]) > 0 and int(words[words.index("bar") + 1]) == 3
+    ptxas = shutil.which("ptxas") or next(
+        (p for p in ("/usr/local/cuda/bin/ptxas", "/usr/local/cuda-13.0/bin/ptxas") if os.path.exists(p)), None)
+    if ptxas:  # the float32 main kernel: no local memory under the 5-blocks launch bound
+        info = subprocess.run([ptxas, "-arch=sm_90", "-v", str(ptx_file), "-o", os.devnull],
+                              capture_output=True, text=True)
+        if info.returncode == 0:
+            assert "0 bytes spill stores" in info.stderr and "0 bytes stack frame" in info.stderr, info.stderr
 
 
 def test_tile_sizes_are_tiny_in_simulator(sim):
