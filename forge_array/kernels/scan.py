@@ -578,6 +578,8 @@ def make_column_scan(fn, tuple_op, in_dtypes, acc_dtypes, block, items, shift, h
     in_dtypes = tuple(np.dtype(d) for d in in_dtypes)
     acc_dtypes = tuple(np.dtype(d) for d in acc_dtypes)
     R = items
+    REG = len(acc_dtypes) == 1
+    OUT_T = acc_dtypes[0].type
     packed = packable(acc_dtypes)
     op_v = value_op(fn, tuple_op)
     comb = tagged_combine(op_v)
@@ -628,12 +630,20 @@ def make_column_scan(fn, tuple_op, in_dtypes, acc_dtypes, block, items, shift, h
         x0 = conv(fi.load(src, ib))
         empty = (_ZERO,) + x0
         agg = empty
+        # every load in flight before the first use: branch-free (rows clamped, inactive
+        # threads read column 0), through registers for scalars; then the valid rows' fold
+        if REG:
+            xs = cuda.local.array(R, OUT_T)
+            for j in range(R):
+                xs[j] = conv(fi.load(src, ib + min(rows0 + j, n - 1) * s_in))[0]
+            for j in range(R):
+                fi.store(sh, j * block + tid, (xs[j],))
+        else:
+            for j in range(R):
+                fi.store(sh, j * block + tid, conv(fi.load(src, ib + min(rows0 + j, n - 1) * s_in)))
         for j in range(R):
-            r = rows0 + j
-            if active and r < n:
-                x = conv(fi.load(src, ib + r * s_in))
-                fi.store(sh, j * block + tid, x)
-                agg = comb(agg, (_ONE,) + x)
+            if active and rows0 + j < n:
+                agg = comb(agg, (_ONE,) + fi.load(sh, j * block + tid))
         _st_tag(sk, tid, sh, GV + tid, agg)
         cuda.syncthreads()
         gex = empty

@@ -464,8 +464,7 @@ _local = threading.local()
 
 def _state_key(like):
     if runtime.is_cupy_array(like):
-        cp = runtime.cupy()
-        return (cp.cuda.runtime.getDevice(), cp.cuda.get_current_stream().ptr)
+        return runtime.stream_key()  # (device, stream)
     return ("host",)
 
 
