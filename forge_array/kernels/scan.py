@@ -8,11 +8,13 @@ on scalars or tuples) and the value type, specialised at compile time by their f
        tile is already running: correctness never depends on block scheduling. Tile ``t``
        is tile ``t % tiles_per_row`` of row ``t // tiles_per_row``; look-back stops at the
        row's first tile, so a batch of rows (any strides) is scanned in ONE launch.
-    2. Coalesced loads into shared memory (128-bit ``vload`` when the row is contiguous and
-       its start is aligned; tiles are shifted by ``lead`` elements so that they are),
-       then each thread owns ``items`` consecutive elements (the warp-striped to blocked
-       exchange of CUB's BLOCK_LOAD_TRANSPOSE; padded against bank conflicts).
-    3. Thread-sequential reduce, warp scan through shuffles, block combine.
+    2. Warp-striped coalesced loads (128-bit ``vload`` when the row is contiguous; tiles
+       are shifted by ``lead`` elements so that they start 16-byte aligned), all of a
+       thread's loads issued before the first use, then through the warp's part of shared
+       memory so that each thread owns ``items`` consecutive elements (CUB's
+       BLOCK_LOAD_WARP_TRANSPOSE; padded against bank conflicts; a warp barrier only).
+    3. Thread-sequential reduce (a scalar's items stay in registers for step 5), warp scan
+       through shuffles, block combine.
     4. Warp 0 looks back over a window of 32 predecessor tiles; a status word per tile
        says INVALID (0), AGGREGATE (1, the tile's own total) or PREFIX (2, inclusive of
        every tile before it). For values of <= 4 bytes, status and value share ONE 64-bit
@@ -20,9 +22,11 @@ on scalars or tuples) and the value type, specialised at compile time by their f
        aggregate and prefix slots (values written before the flag's release; the flag
        acquired before the values are read). The window is folded by a warp scan of a
        *segmented* operator that restarts at the last PREFIX lane.
-    5. Second thread-sequential pass with the prefix; results go back to shared memory
-       and out with coalesced stores. Every input element is read once, every output
-       element written once.
+    5. Second thread-sequential pass with the prefix; results go back through the warp's
+       part of shared memory and out with warp-striped coalesced stores, 128-bit when the
+       output tile has the input's 16-byte phase (``ovec``). Every input element is read
+       once, every output element written once. Block barriers per tile: the ticket, the
+       warp totals and the look-back result (three).
 
 ``make_column_scan``  (columns: threads own columns, walk down the scan axis)
     For scans whose batch axis is the contiguous one (axis 0 of a C-contiguous matrix):
