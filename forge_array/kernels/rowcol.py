@@ -575,3 +575,494 @@ def make_col_kernel(f, op, K, ACC, ID, FLAG, INIT, BLOCK, SPLIT, RED2, INDEX, UN
             t += cuda.gridDim.x
 
     return col_kernel
+
+
+# --------------------------------------------------------------------------- vectorised column kernel
+
+
+def _make_lane_get(mode):
+    """``(v, e) -> v[e]`` for a vector operand (``mode`` 1), ``v`` for a broadcast one."""
+    if mode:
+        @cuda.jit(device=True)
+        def get(v, e):
+            return v[e]
+    else:
+        @cuda.jit(device=True)
+        def get(v, e):
+            return v
+    return get
+
+
+def _make_col_loader(mode, VEC):
+    """``(p, o, c0, full) -> value(s)`` of one row for the ``VEC`` columns ``c0 .. c0 + VEC - 1``
+    (offset ``o`` is column 0 of that row): a 128-bit load when ``full`` (``c0``'s address is
+    16-byte aligned), else scalar loads at the given (clamped) columns; a broadcast operand
+    (``mode`` 0) loads its one element at ``o``."""
+    if not mode:
+        @cuda.jit(device=True)
+        def ld(p, o, c0, cl, full):
+            return fi.load(p, o)
+        return ld
+    if VEC == 2:
+        @cuda.jit(device=True)
+        def ld(p, o, c0, cl, full):
+            if full:
+                return fi.vload(p, o + c0)
+            return (p[o + cl[0]], p[o + cl[1]])
+    elif VEC == 4:
+        @cuda.jit(device=True)
+        def ld(p, o, c0, cl, full):
+            if full:
+                return fi.vload(p, o + c0)
+            return (p[o + cl[0]], p[o + cl[1]], p[o + cl[2]], p[o + cl[3]])
+    else:
+        raise ValueError(f"vectorised column kernel: VEC must be 2 or 4, got {VEC}")
+    return ld
+
+
+def _make_col_fold(call, opd, K, ID, VEC, MODES):
+    """``(ins, o, c0, cl, full, kidx, accs) -> accs``: loads one row of the ``VEC`` columns of
+    every operand and folds ``f`` of them into the ``VEC`` accumulators (a tuple)."""
+    lds = [_make_col_loader(MODES[k], VEC) for k in range(K)]
+    gets = [_make_lane_get(MODES[k]) for k in range(K)]
+    ld0 = lds[0]
+    g0 = gets[0]
+    ld1 = lds[1] if K > 1 else None
+    g1 = gets[1] if K > 1 else None
+    ld2 = lds[2] if K > 2 else None
+    g2 = gets[2] if K > 2 else None
+
+    if K == 1:
+        @cuda.jit(device=True)
+        def lane(v, e, kidx):
+            return call(g0(v[0], e), kidx)
+
+        @cuda.jit(device=True)
+        def load_all(ins, o, c0, cl, full):
+            return (ld0(ins[0], o[0], c0, cl, full),)
+    elif K == 2:
+        @cuda.jit(device=True)
+        def lane(v, e, kidx):
+            return call(g0(v[0], e), g1(v[1], e), kidx)
+
+        @cuda.jit(device=True)
+        def load_all(ins, o, c0, cl, full):
+            return (ld0(ins[0], o[0], c0, cl, full), ld1(ins[1], o[1], c0, cl, full))
+    else:
+        @cuda.jit(device=True)
+        def lane(v, e, kidx):
+            return call(g0(v[0], e), g1(v[1], e), g2(v[2], e), kidx)
+
+        @cuda.jit(device=True)
+        def load_all(ins, o, c0, cl, full):
+            return (ld0(ins[0], o[0], c0, cl, full), ld1(ins[1], o[1], c0, cl, full),
+                    ld2(ins[2], o[2], c0, cl, full))
+
+    if VEC == 2:
+        @cuda.jit(device=True)
+        def fold(v, kidx, accs):
+            return (fi.cast_like(opd(accs[0], lane(v, 0, kidx)), ID),
+                    fi.cast_like(opd(accs[1], lane(v, 1, kidx)), ID))
+    else:
+        @cuda.jit(device=True)
+        def fold(v, kidx, accs):
+            return (fi.cast_like(opd(accs[0], lane(v, 0, kidx)), ID),
+                    fi.cast_like(opd(accs[1], lane(v, 1, kidx)), ID),
+                    fi.cast_like(opd(accs[2], lane(v, 2, kidx)), ID),
+                    fi.cast_like(opd(accs[3], lane(v, 3, kidx)), ID))
+    return load_all, fold
+
+
+def make_colvec_kernel(f, op, K, ACC, ID, FLAG, INIT, BLOCK, SPLIT, RED2, INDEX, UNROLL, VEC,
+                       MODES):
+    """Kernel factory: reduction across the contiguous axis with ``VEC`` adjacent outputs per
+    thread read by 128-bit loads (the vectorised form of :func:`make_col_kernel`).
+
+    ``MODES[k]`` is 1 when operand ``k`` is contiguous along the outputs (``SR[k] == 1``: one
+    ``VEC``-wide load per row serves ``VEC`` outputs) and 0 when it is the same for every
+    output (``SR[k] == 0``, e.g. ``x`` of ``x @ A``: one scalar load per row serves ``VEC``
+    outputs). The host guarantees that every vector operand has the same 16-byte phase at
+    column 0 of every row (``S0``, ``S1``, ``SB`` multiples of ``VEC``).
+
+    The runtime argument ``aux`` is ``CQ * 16 + ph``: ``CQ`` groups of ``VEC`` columns per
+    block tile and ``ph`` the phase (in elements, ``< VEC``) of column 0. Column group ``q``
+    covers columns ``q * VEC - ph .. q * VEC - ph + VEC - 1``; the first and last groups may
+    be partial and use scalar loads at clamped columns (only the valid ones are stored).
+    ``BLOCK // CQ`` threads share a group (strided rows); ``SPLIT`` blocks share a tile's
+    rows (partials + last-block ticket). Other parameters as for :func:`make_row_kernel`.
+
+    >>> import numpy as np
+    >>> k = make_colvec_kernel(lambda a: a, lambda a, b: a + b, 1, np.dtype("float32"),
+    ...                        np.float32(0), False, None, 64, 1, False, False, 2, 4, (1,))
+    >>> callable(k)
+    True
+    """
+    fd, opd, ID, finish = _prepare(f, op, ID, FLAG, INIT)
+    call = _make_call(fd, K, INDEX, ID, FLAG)
+    offs, bases, add2 = _make_offsets(K)
+    load_all, fold = _make_col_fold(call, opd, K, ID, VEC, MODES)
+    bcast = _make_bcast()
+    if VEC == 2:
+        @cuda.jit(device=True)
+        def clamp_cols(c0, nr):
+            return (min(max(c0, 0), nr - 1), min(max(c0 + 1, 0), nr - 1))
+
+        @cuda.jit(device=True)
+        def ids():
+            return (ID, ID)
+    else:
+        @cuda.jit(device=True)
+        def clamp_cols(c0, nr):
+            return (min(max(c0, 0), nr - 1), min(max(c0 + 1, 0), nr - 1),
+                    min(max(c0 + 2, 0), nr - 1), min(max(c0 + 3, 0), nr - 1))
+
+        @cuda.jit(device=True)
+        def ids():
+            return (ID, ID, ID, ID)
+
+    @cuda.jit(device=True)
+    def row_off(base, S0, S1, m1, kb, L0, L1, j):
+        if RED2:
+            j0 = j // m1
+            j1 = j - j0 * m1
+            return add2(offs(base, S1, j1), j0, S0), kb + j0 * L0 + j1 * L1
+        return offs(base, S1, j), kb + j * L1
+
+    @cuda.jit(device=True)
+    def col_range(ins, base, S0, S1, m1, kb, L0, L1, c0, cl, full, j, hi, T, accs):
+        if UNROLL >= 4:
+            while j + 3 * T < hi:
+                o0, k0 = row_off(base, S0, S1, m1, kb, L0, L1, j)
+                o1, k1 = row_off(base, S0, S1, m1, kb, L0, L1, j + T)
+                o2, k2 = row_off(base, S0, S1, m1, kb, L0, L1, j + 2 * T)
+                o3, k3 = row_off(base, S0, S1, m1, kb, L0, L1, j + 3 * T)
+                v0 = load_all(ins, o0, c0, cl, full)
+                v1 = load_all(ins, o1, c0, cl, full)
+                v2 = load_all(ins, o2, c0, cl, full)
+                v3 = load_all(ins, o3, c0, cl, full)
+                accs = fold(v0, k0, accs)
+                accs = fold(v1, k1, accs)
+                accs = fold(v2, k2, accs)
+                accs = fold(v3, k3, accs)
+                j += 4 * T
+        elif UNROLL >= 2:
+            while j + T < hi:
+                o0, k0 = row_off(base, S0, S1, m1, kb, L0, L1, j)
+                o1, k1 = row_off(base, S0, S1, m1, kb, L0, L1, j + T)
+                v0 = load_all(ins, o0, c0, cl, full)
+                v1 = load_all(ins, o1, c0, cl, full)
+                accs = fold(v0, k0, accs)
+                accs = fold(v1, k1, accs)
+                j += 2 * T
+        while j < hi:
+            o0, k0 = row_off(base, S0, S1, m1, kb, L0, L1, j)
+            accs = fold(load_all(ins, o0, c0, cl, full), k0, accs)
+            j += T
+        return accs
+
+    def combine_body(sh, acc, tid, rho, CQ, RB):
+        """Total over the ``RB`` threads sharing a column group; valid where ``rho == 0``."""
+        if RB == 1:
+            return acc
+        fi.store(sh, tid, acc)
+        cuda.syncthreads()
+        d = 1
+        while d < RB:                  # block-uniform
+            if rho % (2 * d) == 0 and rho + d < RB:
+                fi.store(sh, tid, fi.cast_like(opd(fi.load(sh, tid), fi.load(sh, tid + d * CQ)), ID))
+            d *= 2
+            cuda.syncthreads()
+        v = fi.load(sh, tid)
+        cuda.syncthreads()
+        return v
+
+    combine = fi.with_shared_scratch(BLOCK, _dtypes_of(ID), combine_body, 5)
+
+    if VEC == 2:
+        @cuda.jit(device=True)
+        def combine_all(accs, tid, rho, CQ, RB):
+            return (combine(accs[0], tid, rho, CQ, RB), combine(accs[1], tid, rho, CQ, RB))
+    else:
+        @cuda.jit(device=True)
+        def combine_all(accs, tid, rho, CQ, RB):
+            return (combine(accs[0], tid, rho, CQ, RB), combine(accs[1], tid, rho, CQ, RB),
+                    combine(accs[2], tid, rho, CQ, RB), combine(accs[3], tid, rho, CQ, RB))
+
+    def colvec_kernel(ins, out, part, tick, nb, nr, m0, m1, SB, SR, S0, S1, ob, orr,
+                      kb, L0, L1, chunk, aux):
+        tid = cuda.threadIdx.x
+        CQ = aux // 16
+        ph = aux - CQ * 16
+        RB = BLOCK // CQ
+        cq = tid % CQ
+        rho = tid // CQ
+        nq = (nr + ph + VEC - 1) // VEC
+        tiles = (nq + CQ - 1) // CQ
+        J = m0 * m1
+        ntot = nb * nr
+        nwork = nb * tiles * SPLIT
+        t = cuda.blockIdx.x
+        while t < nwork:               # block-uniform
+            bt = t // SPLIT
+            s = t - bt * SPLIT
+            b = bt // tiles
+            q = (bt - b * tiles) * CQ + cq
+            c0 = q * VEC - ph
+            active = rho < RB and q < nq
+            accs = ids()
+            if active:
+                base = bases(b, 0, SB, SR)
+                full = c0 >= 0 and c0 + VEC <= nr
+                cl = clamp_cols(c0, nr)
+                lo = s * chunk
+                hi = lo + chunk
+                if hi > J:
+                    hi = J
+                accs = col_range(ins, base, S0, S1, m1, kb, L0, L1, c0, cl, full, lo + rho, hi,
+                                 RB, accs)
+            accs = combine_all(accs, tid, rho, CQ, RB)
+            if SPLIT == 1:
+                if rho == 0 and q < nq:
+                    for e in range(VEC):
+                        c = c0 + e
+                        if c >= 0 and c < nr:
+                            fi.store(out, b * ob + c * orr, finish(accs[e]))
+            else:
+                if rho == 0 and q < nq:
+                    for e in range(VEC):
+                        c = c0 + e
+                        if c >= 0 and c < nr:
+                            fi.store(part, s * ntot + b * nr + c, accs[e])
+                fi.fence_device()
+                cuda.syncthreads()
+                last = 0
+                if tid == 0:
+                    old = fi.atomic_add(tick, bt, 1)
+                    if old == SPLIT - 1:
+                        last = 1
+                last = bcast(last)
+                if last == 1:          # the last block of this tile combines
+                    fi.fence_device()
+                    accs = ids()
+                    if active:
+                        cl = clamp_cols(c0, nr)
+                        w = rho
+                        while w < SPLIT:
+                            o = w * ntot + b * nr
+                            if VEC == 2:
+                                accs = (fi.cast_like(opd(accs[0], fi.load(part, o + cl[0])), ID),
+                                        fi.cast_like(opd(accs[1], fi.load(part, o + cl[1])), ID))
+                            else:
+                                accs = (fi.cast_like(opd(accs[0], fi.load(part, o + cl[0])), ID),
+                                        fi.cast_like(opd(accs[1], fi.load(part, o + cl[1])), ID),
+                                        fi.cast_like(opd(accs[2], fi.load(part, o + cl[2])), ID),
+                                        fi.cast_like(opd(accs[3], fi.load(part, o + cl[3])), ID))
+                            w += RB
+                    accs = combine_all(accs, tid, rho, CQ, RB)
+                    if rho == 0 and q < nq:
+                        for e in range(VEC):
+                            c = c0 + e
+                            if c >= 0 and c < nr:
+                                fi.store(out, b * ob + c * orr, finish(accs[e]))
+                    if tid == 0:
+                        fi.atomic_exch(tick, bt, 0)
+            t += cuda.gridDim.x
+
+    return colvec_kernel
+
+
+# --------------------------------------------------------------------------- staged short-row kernel
+
+
+def _make_tile_loader(BLOCK, VEC):
+    """``(sh, p, start, n, mis)``: the block copies ``p[start : start + n]`` to ``sh[0 : n]``
+    with coalesced 128-bit loads (scalar head up to the 16-byte boundary, up to four vectors
+    in flight per thread, scalar tail); ``mis`` is the phase of ``p[0]`` in elements."""
+
+    @cuda.jit(device=True)
+    def put(sh, at, v):
+        for e in range(VEC):
+            sh[at + e] = v[e]
+
+    @cuda.jit(device=True)
+    def load_tile(sh, p, start, n, mis):
+        tid = cuda.threadIdx.x
+        ha = (VEC - (mis + start) % VEC) % VEC
+        if ha > n:
+            ha = n
+        nv = (n - ha) // VEC
+        if tid < ha:
+            sh[tid] = p[start + tid]
+        g = start + ha
+        q = tid
+        while q + 3 * BLOCK < nv:
+            v0 = fi.vload(p, g + q * VEC)
+            v1 = fi.vload(p, g + (q + BLOCK) * VEC)
+            v2 = fi.vload(p, g + (q + 2 * BLOCK) * VEC)
+            v3 = fi.vload(p, g + (q + 3 * BLOCK) * VEC)
+            put(sh, ha + q * VEC, v0)
+            put(sh, ha + (q + BLOCK) * VEC, v1)
+            put(sh, ha + (q + 2 * BLOCK) * VEC, v2)
+            put(sh, ha + (q + 3 * BLOCK) * VEC, v3)
+            q += 4 * BLOCK
+        if q + BLOCK < nv:
+            v0 = fi.vload(p, g + q * VEC)
+            v1 = fi.vload(p, g + (q + BLOCK) * VEC)
+            put(sh, ha + q * VEC, v0)
+            put(sh, ha + (q + BLOCK) * VEC, v1)
+            q += 2 * BLOCK
+        if q < nv:
+            put(sh, ha + q * VEC, fi.vload(p, g + q * VEC))
+        tl = ha + nv * VEC + tid
+        if tl < n:
+            sh[tl] = p[start + tl]
+
+    return load_tile
+
+
+def _make_stage(load_tile, k, ks, mode):
+    """``(s, ins, start, n, aux)``: stages operand ``k`` into scratch ``s[ks]`` (``mode`` 1) or
+    does nothing (``mode`` 0: the operand is read from global memory)."""
+    if mode:
+        @cuda.jit(device=True)
+        def stage(s, ins, start, n, aux):
+            load_tile(s[ks], ins[k], start, n, (aux >> (4 * k)) & 15)
+    else:
+        @cuda.jit(device=True)
+        def stage(s, ins, start, n, aux):
+            pass
+    return stage
+
+
+def _make_get(k, ks, mode):
+    """``(s, ins, e, o) -> value``: element ``e`` of the staged tile (``mode`` 1) or the
+    global element at offset ``o`` (``mode`` 0)."""
+    if mode:
+        @cuda.jit(device=True)
+        def get(s, ins, e, o):
+            return s[ks][e]
+    else:
+        @cuda.jit(device=True)
+        def get(s, ins, e, o):
+            return fi.load(ins[k], o)
+    return get
+
+
+def make_rowtile_kernel(f, op, K, ACC, ID, FLAG, INIT, G, BLOCK, INDEX, VEC, MODES, DTS, TV):
+    """Kernel factory: reduction along short contiguous rows (``J`` of a few to a few hundred
+    elements, e.g. ``A @ x`` or ``sum(axis=1)`` of a (10^7, 10) matrix) with coalesced
+    128-bit loads.
+
+    The rows of every staged operand (``MODES[k] == 1``: dtype ``DTS[k]``, rows contiguous and
+    adjacent, ``S1 == 1``, ``SR == J``, ``SB == nr * J``) form one contiguous run of
+    ``R * J`` elements. A block copies a tile of ``RT = min(TILE // J, BLOCK // G)`` whole
+    rows (``TILE = TV * BLOCK * VEC`` elements: ``TV`` 16-byte vectors per thread, 16 KiB per
+    operand for ``TV = 4``, ``BLOCK = 256``) into shared memory with 128-bit loads, then
+    groups of ``G`` lanes reduce one row each from shared memory (``G = 1``: a thread per
+    row) and combine by ``shfl_down``. Operands with ``MODES[k] == 0``
+    are read from global memory at ``b * SB + j * S1`` (``x`` of ``A @ x``: a few hundred
+    bytes, cached). ``aux`` packs the 16-byte phase (in elements) of each staged operand's
+    origin, 4 bits per operand. Other parameters as for :func:`make_row_kernel`.
+
+    >>> import numpy as np
+    >>> k = make_rowtile_kernel(lambda a: a, lambda a, b: a + b, 1, np.dtype("float32"),
+    ...                         np.float32(0), False, None, 1, 64, False, 4, (1,),
+    ...                         (np.dtype("float32"),), 2)
+    >>> callable(k)
+    True
+    """
+    fd, opd, ID, finish = _prepare(f, op, ID, FLAG, INIT)
+    call = _make_call(fd, K, INDEX, ID, FLAG)
+    group_reduce = _make_group_reduce(opd, G, ID)
+    TILE = TV * BLOCK * VEC
+    load_tile = _make_tile_loader(BLOCK, VEC)
+    sdts = tuple(DTS[k] for k in range(K) if MODES[k])
+    sidx = []
+    n = 0
+    for k in range(K):
+        sidx.append(n)
+        n += MODES[k]
+    st0 = _make_stage(load_tile, 0, sidx[0], MODES[0])
+    gt0 = _make_get(0, sidx[0], MODES[0])
+    st1 = _make_stage(load_tile, 1, sidx[1], MODES[1]) if K > 1 else None
+    gt1 = _make_get(1, sidx[1], MODES[1]) if K > 1 else None
+    st2 = _make_stage(load_tile, 2, sidx[2], MODES[2]) if K > 2 else None
+    gt2 = _make_get(2, sidx[2], MODES[2]) if K > 2 else None
+
+    if K == 1:
+        @cuda.jit(device=True)
+        def stage_all(s, ins, start, n, aux):
+            st0(s, ins, start, n, aux)
+
+        @cuda.jit(device=True)
+        def value(s, ins, e, xo, kidx):
+            return call(gt0(s, ins, e, xo[0]), kidx)
+    elif K == 2:
+        @cuda.jit(device=True)
+        def stage_all(s, ins, start, n, aux):
+            st0(s, ins, start, n, aux)
+            st1(s, ins, start, n, aux)
+
+        @cuda.jit(device=True)
+        def value(s, ins, e, xo, kidx):
+            return call(gt0(s, ins, e, xo[0]), gt1(s, ins, e, xo[1]), kidx)
+    else:
+        @cuda.jit(device=True)
+        def stage_all(s, ins, start, n, aux):
+            st0(s, ins, start, n, aux)
+            st1(s, ins, start, n, aux)
+            st2(s, ins, start, n, aux)
+
+        @cuda.jit(device=True)
+        def value(s, ins, e, xo, kidx):
+            return call(gt0(s, ins, e, xo[0]), gt1(s, ins, e, xo[1]), gt2(s, ins, e, xo[2]), kidx)
+
+    _, bases, _ = _make_offsets(K)
+    offs, _, _ = _make_offsets(K)
+
+    def body(s, ins, out, nb, nr, m1, SB, S1, ob, orr, kb, L1, aux):
+        tid = cuda.threadIdx.x
+        R = nb * nr
+        J = m1
+        RT = TILE // J
+        if RT > BLOCK // G:
+            RT = BLOCK // G
+        rl = tid // G
+        l = tid - rl * G
+        tiles = (R + RT - 1) // RT
+        t = cuda.blockIdx.x
+        while t < tiles:               # block-uniform
+            r0 = t * RT
+            nrows = R - r0
+            if nrows > RT:
+                nrows = RT
+            stage_all(s, ins, r0 * J, nrows * J, aux)
+            cuda.syncthreads()
+            r = r0 + rl
+            acc = ID
+            b = 0
+            i = r
+            if rl < nrows:
+                if nb > 1:
+                    b = r // nr
+                    i = r - b * nr
+                xb = bases(b, 0, SB, SB)   # broadcast operands: batch b, element j at j * S1
+                e = rl * J
+                j = l
+                while j < J:
+                    acc = fi.cast_like(opd(acc, value(s, ins, e + j, offs(xb, S1, j), kb + j * L1)), ID)
+                    j += G
+            if G > 1:
+                acc = group_reduce(acc)
+            if l == 0 and rl < nrows:
+                fi.store(out, b * ob + i * orr, finish(acc))
+            cuda.syncthreads()
+            t += cuda.gridDim.x
+
+    run = fi.with_shared_scratch(TILE, sdts, body, 12)
+
+    def rowtile_kernel(ins, out, part, tick, nb, nr, m0, m1, SB, SR, S0, S1, ob, orr,
+                       kb, L0, L1, chunk, aux):
+        run(ins, out, nb, nr, m1, SB, S1, ob, orr, kb, L1, aux)
+
+    return rowtile_kernel

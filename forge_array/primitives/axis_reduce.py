@@ -505,6 +505,77 @@ def _vec_phase(ins, K, nb, nr, SB, SR, S1, J):
     return vec, mis[0]
 
 
+def _rowtile_modes(ins, K, nb, nr, J, SB, SR, S1):
+    """(VEC, MODES, dtypes, packed phases) for the staged short-row kernel, or None: operand 0
+    and every other operand with ``MODES[k] == 1`` is a plain integer / float array whose
+    rows are contiguous and adjacent (one run of ``nb * nr * J`` elements), the others are
+    constant along the rows (``SR == 0``: ``x`` of ``A @ x``)."""
+    modes = []
+    for k in range(K):
+        e = ins[k]
+        flat = (not isinstance(e, tuple) and S1[k] == 1 and (nr == 1 or SR[k] == J)
+                and (nb == 1 or SB[k] == nr * J))
+        if flat:
+            modes.append(1)
+        elif SR[k] == 0 or nr == 1 and nb == 1:
+            modes.append(0)
+        else:
+            return None
+    if not modes[0]:
+        return None
+    staged = [ins[k] for k in range(K) if modes[k]]
+    dts = [e.dtype for e in staged]
+    if any(d.kind not in "iuf" for d in dts) or len({d.itemsize for d in dts}) != 1:
+        return None
+    size = dts[0].itemsize
+    aux = 0
+    for k in range(K):
+        if modes[k]:
+            m = runtime.misalignment(ins[k])
+            if m % size:
+                return None
+            aux |= (m // size) << (4 * k)
+    return 16 // size, tuple(modes), tuple(ins[k].dtype if modes[k] else None for k in range(K)), aux
+
+
+def _colvec_phase(ins, K, nb, nr, m0, red2, SB, SR, S0, S1):
+    """(VEC, phase of column 0 in elements, MODES) for the vectorised column kernel, or None
+    when it does not apply: every operand is contiguous along the outputs (``SR == 1``,
+    a plain array of 4- or 8-byte integers or floats, all of one item size) or constant
+    along them (``SR == 0``, e.g. ``x`` of ``x @ A``), and the vector operands have the same
+    16-byte phase at column 0 of every row."""
+    modes = tuple(1 if SR[k] == 1 else 0 for k in range(K))
+    if not any(modes) or any(SR[k] not in (0, 1) for k in range(K)):
+        return None
+    vecs = [e for e, m in zip(ins, modes) if m]
+    if any(isinstance(e, tuple) for e in vecs):
+        return None
+    dts = [e.dtype for e in vecs]
+    if any(d.kind not in "iuf" for d in dts) or len({d.itemsize for d in dts}) != 1:
+        return None
+    size = dts[0].itemsize
+    if size not in (4, 8):
+        return None
+    vec = 16 // size
+    if nr < vec:
+        return None
+    ph = None
+    for k in range(K):
+        if not modes[k]:
+            continue
+        if S1[k] % vec or (red2 and m0 > 1 and S0[k] % vec) or (nb > 1 and SB[k] % vec):
+            return None
+        m = runtime.misalignment(ins[k])
+        if m % size:
+            return None
+        m = (m // size) % vec
+        if ph is None:
+            ph = m
+        elif m != ph:
+            return None
+    return vec, ph, modes
+
+
 def _plan(f, op, ins, kdims, rdims, kb, acc, ident, init_v, index):
     """Kernel, launch shape and scalar arguments of one reduction (a dict)."""
     K = len(ins)
@@ -541,7 +612,30 @@ def _plan(f, op, ins, kdims, rdims, kb, acc, ident, init_v, index):
     row = min_red < min_kept or not kdims or (min_red == min_kept and J >= R)
     ident_missing = ident is None
     ID = _zero_of(acc) if ident_missing else ident
-    if row:
+    colvec = None
+    if not row and p.get("col_vec", True):
+        colvec = _colvec_phase(ins, K, nb, nr, m0, red2, SB, SR, S0, S1)
+    rowtile = None
+    if row and not red2 and J <= p.get("row_tile_max", 0):
+        rowtile = _rowtile_modes(ins, K, nb, nr, J, SB, SR, S1)
+    if rowtile is not None:
+        # short rows: tiles of whole rows staged through shared memory by 128-bit loads
+        vec, modes, dts, aux = rowtile
+        tv = p.get("row_tile_vecs", 2)
+        tile = tv * block * vec
+        G = 1
+        while G < 32 and 2 * G <= block // max(1, tile // J):
+            G *= 2
+        rt = min(tile // J, block // G)
+        split = 1
+        chunk = J
+        grid = max(1, min(-(-R // rt), sm * p["max_blocks_per_sm"] * 4))
+        factory = _k.make_rowtile_kernel
+        fargs = (f, op.fn, K, acc, ID, ident_missing, init_v, G, block, index, vec, modes, dts,
+                 tv)
+        aux = rowtile[3]
+        nticks = 1
+    elif row:
         vec, mis = (1, 0) if red2 else _vec_phase(ins, K, nb, nr, SB, SR, S1, J)
         per_lane = p["row_items"] * vec
         if J <= 32 * per_lane or R >= sm * p["warp_rows"]:
@@ -561,6 +655,22 @@ def _plan(f, op, ins, kdims, rdims, kb, acc, ident, init_v, index):
                  vec, unroll)
         aux = mis
         nticks = R
+    elif colvec is not None:
+        # vectorised column kernel: VEC adjacent outputs per thread, 128-bit loads
+        vec, ph, modes = colvec
+        nq = -(-(nr + ph) // vec)
+        CQ = nq if nq <= block // 4 else min(block, -(-nq // 32) * 32)
+        RB = block // CQ
+        tiles = -(-nq // CQ)
+        split = max(1, min(-(-target // (nb * tiles)), J // (RB * p["min_items"])))
+        chunk = -(-J // split)
+        split = -(-J // chunk)
+        grid = nb * tiles * split
+        factory = _k.make_colvec_kernel
+        fargs = (f, op.fn, K, acc, ID, ident_missing, init_v, block, split, red2, index,
+                 p.get("col_unroll", unroll), vec, modes)
+        aux = CQ * 16 + ph
+        nticks = nb * tiles
     else:
         # column kernel: the output index i must be the contiguous kept dim
         C = nr if nr <= block // 4 else min(block, -(-nr // 32) * 32)
