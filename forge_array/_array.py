@@ -20,6 +20,9 @@ from . import _dtypes as _dt
 
 _SUPPORTED_API_VERSIONS = ("2021.12", "2022.12", "2023.12", "2024.12", "2025.12")
 
+# The supported dtypes as a set: a tuple's `in` compares dtypes one by one (~0.3 us).
+_ALL_DTYPES = frozenset(_dt.all_dtypes)
+
 # Python scalar types accepted as the other operand of an operator.
 _SCALARS = (builtins.bool, int, float, complex)
 
@@ -103,7 +106,7 @@ class Array:
             x = np.asarray(x)
         if device is None:
             device = _dev.device_of(x)
-        if x.dtype not in _dt.all_dtypes:
+        if x.dtype not in _ALL_DTYPES:
             raise TypeError(f"forge_array does not support the dtype {x.dtype}")
         obj = object.__new__(cls)
         obj._array = x

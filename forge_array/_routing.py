@@ -34,7 +34,7 @@ _scan = importlib.import_module("forge_array.primitives.scan")
 __all__ = [
     "reduce_sum", "reduce_prod", "reduce_max", "reduce_min", "reduce_mean", "reduce_var",
     "reduce_std", "reduce_any", "reduce_all", "argmax", "argmin", "cumulative_sum",
-    "cumulative_prod", "matmul", "vecdot", "tensordot", "copy",
+    "cumulative_prod", "matmul", "vecdot", "tensordot", "copy", "full_fast",
 ]
 
 
@@ -72,6 +72,12 @@ def _cupy_inf_fix(x, res, axis, keepdims, target):
     ns = _ns(x)
     allinf = ns.all(x == target, axis=axis, keepdims=keepdims)
     return ns.where(allinf, x.dtype.type(target), res)
+
+
+#: ``full_fast(name, x, dtype, keepdims, extra)``: the replay of a full named reduction's
+#: cached launch, or None (see :func:`forge_array.primitives.reduce.full_fast`); the
+#: namespace calls it only with arguments it has checked before.
+full_fast = _red.full_fast
 
 
 def reduce_sum(x, axis, dtype, keepdims):

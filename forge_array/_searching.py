@@ -13,14 +13,20 @@ from . import _routing
 from ._array import Array, _is_scalar
 from ._elementwise import _binary_operands
 from ._helpers import check_array, normalize_axes, normalize_axis
+from ._statistical import checked, full_fast
 
 __all__ = ["argmax", "argmin", "count_nonzero", "nonzero", "searchsorted", "where"]
 
 
 def _arg(name, x, axis, keepdims):
+    if axis is None:
+        r = full_fast(name, x, None, keepdims)
+        if r is not None:
+            return r
     check_array(x, name)
     if x.dtype not in _dt.real_numeric_dtypes:
         raise TypeError(f"{name}() requires a real numeric array, got {x.dtype}")
+    checked(name, x, None, None, None)
     if not isinstance(keepdims, bool):
         raise TypeError(f"{name}(): keepdims must be a bool")
     if axis is None:

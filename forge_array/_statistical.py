@@ -11,20 +11,78 @@ from __future__ import annotations
 import math
 import warnings
 
+import numpy as np
+
 from . import _devices as _dev
 from . import _dtypes as _dt
 from . import _routing
 from ._array import Array
 from ._helpers import check_array, normalize_axes, normalize_axis
+from .runtime import current_device
 
 __all__ = ["cumulative_prod", "cumulative_sum", "max", "mean", "min", "prod", "std", "sum",
            "var"]
 
 
+_CATEGORIES = {k: frozenset(v) for k, v in _dt.categories.items()}
+
+
 def _check(x, name, kinds):
     check_array(x, name)
-    if x.dtype not in _dt.categories[kinds]:
+    if x.dtype not in _CATEGORIES[kinds]:
         raise TypeError(f"{name}() requires an array of a {kinds} dtype, got {x.dtype}")
+
+
+# ---------------------------------------------------------------- the hot path of axis=None
+#
+# A full reduction's checks depend only on (name, x.dtype, the dtype argument, correction);
+# its launch only on the layout of x.  Both are cached: the first call of a kind takes the
+# checked path below and records its arguments; later ones replay the primitive's cached
+# launch (``primitives.reduce.full_fast``) after two dictionary look-ups.
+
+_VALID: dict = {}  # (name, x dtype, dtype argument, extra) -> the primitive's dtype argument
+_MISSING = object()
+
+
+def checked(name, x, dtype, extra, resolved):
+    """Record that a ``name`` reduction of an array of ``x``'s dtype with these ``dtype``
+    and ``extra`` (``correction``) arguments passed every check, and the dtype argument the
+    primitive receives (``resolved``).  Only arguments of exact types are recorded, so that
+    ``True`` never stands for ``1``."""
+    if (dtype is None or isinstance(dtype, np.dtype)) and (
+            extra is None or type(extra) is int or type(extra) is float):
+        _VALID[(name, x.dtype, dtype, extra)] = resolved
+
+
+def full_fast(name, x, dtype=None, keepdims=False, extra=None):
+    """The result of the full reduction ``name`` of ``x`` when its arguments were checked
+    before and the primitive holds a launch for its layout; None otherwise (the caller then
+    takes its checked path).
+
+    >>> import forge_array as xp
+    >>> x = xp.asarray([1.0, 2.0], device="cpu")
+    >>> r = full_fast("sum", x)     # None until sum(x) ran once
+    >>> r is None or float(r) == 3.0
+    True
+    """
+    if type(x) is not Array or type(keepdims) is not bool:
+        return None
+    # only arguments of the types `checked` records: as keys, 1 == True == 1.0
+    if dtype is not None and not isinstance(dtype, np.dtype):
+        return None
+    if extra is not None and type(extra) is not int and type(extra) is not float:
+        return None
+    a = x._array
+    resolved = _VALID.get((name, a.dtype, dtype, extra), _MISSING)
+    if resolved is _MISSING:
+        return None
+    dev = x._device
+    if dev.is_cuda and dev.index != current_device():
+        return None
+    r = _routing.full_fast(name, a, resolved, keepdims, extra)
+    if r is None:
+        return None
+    return Array._new(r, dev)
 
 
 def _keepdims(keepdims, name):
@@ -66,9 +124,14 @@ def sum(x, /, *, axis=None, dtype=None, keepdims=False):  # noqa: A001
     >>> xp.sum(xp.asarray([[1, 2], [3, 4]], device="cpu"), axis=0)
     Array([4, 6], dtype=int64, device=cpu)
     """
+    if axis is None:
+        r = full_fast("sum", x, dtype, keepdims)
+        if r is not None:
+            return r
     _check(x, "sum", "any")
     axes = normalize_axes(axis, x.ndim, "sum")
     dt = accumulation_dtype(x.dtype, dtype, "sum")
+    checked("sum", x, dtype, None, dt)
     with _dev.on(x.device):
         return _wrap(_routing.reduce_sum(x._array, axes, dt, _keepdims(keepdims, "sum")), x)
 
@@ -80,15 +143,25 @@ def prod(x, /, *, axis=None, dtype=None, keepdims=False):
     >>> xp.prod(xp.asarray([1.0, 2.0, 3.0], device="cpu"))
     Array(6., dtype=float64, device=cpu)
     """
+    if axis is None:
+        r = full_fast("prod", x, dtype, keepdims)
+        if r is not None:
+            return r
     _check(x, "prod", "any")
     axes = normalize_axes(axis, x.ndim, "prod")
     dt = accumulation_dtype(x.dtype, dtype, "prod")
+    checked("prod", x, dtype, None, dt)
     with _dev.on(x.device):
         return _wrap(_routing.reduce_prod(x._array, axes, dt, _keepdims(keepdims, "prod")), x)
 
 
 def _extremum(name, x, axis, keepdims):
+    if axis is None:
+        r = full_fast(name, x, None, keepdims)
+        if r is not None:
+            return r
     _check(x, name, "real numeric")
+    checked(name, x, None, None, None)
     axes = normalize_axes(axis, x.ndim, name)
     if _reduced_count(x, axes) == 0:
         raise ValueError(f"{name}() of an empty reduction (shape {x.shape}, axis {axes}) "
@@ -133,7 +206,12 @@ def mean(x, /, *, axis=None, keepdims=False):
     >>> xp.mean(xp.asarray([1.0, 2.0], device="cpu"))
     Array(1.5, dtype=float64, device=cpu)
     """
+    if axis is None:
+        r = full_fast("mean", x, None, keepdims)
+        if r is not None:
+            return r
     _check(x, "mean", "floating-point")
+    checked("mean", x, None, None, None)
     axes = normalize_axes(axis, x.ndim, "mean")
     kd = _keepdims(keepdims, "mean")
     with _dev.on(x.device):
@@ -143,12 +221,17 @@ def mean(x, /, *, axis=None, keepdims=False):
 
 
 def _spread(name, x, axis, correction, keepdims):
+    if axis is None:
+        r = full_fast(name, x, None, keepdims, correction)
+        if r is not None:
+            return r
     _check(x, name, "real floating-point")
     axes = normalize_axes(axis, x.ndim, name)
     if isinstance(correction, bool) or not isinstance(correction, (int, float)):
         raise TypeError(f"{name}(): correction must be an int or a float")
     if correction < 0:
         raise ValueError(f"{name}(): correction must be non-negative, got {correction}")
+    checked(name, x, None, correction, None)
     fn = _routing.reduce_var if name == "var" else _routing.reduce_std
     kd = _keepdims(keepdims, name)
     with _dev.on(x.device):

@@ -41,6 +41,7 @@ public way in):
 
 from __future__ import annotations
 
+import operator
 from typing import NamedTuple
 
 import numpy as np
@@ -536,8 +537,7 @@ class Launch(NamedTuple):
     kernel: object
     grid: int
     block: int
-    head: tuple  # n, peel (and shape, strides of the strided path)
-    tail: tuple  # buffers of the partials, validity flags and ticket
+    fixed: tuple  # n, peel (shape, strides of the strided path), partials, flags, ticket
     out_shape: tuple
     out_dtypes: tuple  # the result's dtypes (bool results are written as uint8)
     empty: object  # allocator of the outputs: numpy.ndarray or cupy.ndarray
@@ -592,7 +592,7 @@ def plan(spec, x, param=0.0, out_shape=(1,)):
     out_dtypes = tuple(np.dtype(d) for d in (spec.out_dtypes or spec.acc_dtypes))
     bufs = tuple(buffer_dtype(d) for d in out_dtypes)
     empty = np.ndarray if isinstance(x, np.ndarray) else _cupy().ndarray
-    p = Launch(kernel, grid, block, head, tail, tuple(out_shape), out_dtypes, empty, float(param),
+    p = Launch(kernel, grid, block, head + tail, tuple(out_shape), out_dtypes, empty, float(param),
                xv.dtype if xv is not x else None, None if bufs == out_dtypes else bufs)
     if len(_REPLAY) >= _MAX_CACHED:
         _REPLAY.clear()
@@ -604,20 +604,25 @@ def replay(p, x):
     """Run the :class:`Launch` ``p`` on ``x`` (of the layout it was planned for); returns the
     tuple of output arrays.  The only difference between the GPU and the simulator is how
     arrays become kernel arguments (a device address or a ``SimBuffer``)."""
-    e = p.empty
-    shape = p.out_shape
-    outs = tuple([e(shape, d) for d in p.out_dtypes])
+    kernel, grid, block, fixed, shape, dtypes, empty, param, in_view, out_views = p
+    if len(dtypes) == 1:
+        outs = (empty(shape, dtypes[0]),)
+    else:
+        outs = tuple([empty(shape, d) for d in dtypes])
     if _SIM:
-        xb = buffer_of(x if p.in_view is None else x.view(p.in_view))
-        if p.out_views is None:
-            obs = tuple([buffer_of(o) for o in outs])
+        xb = buffer_of(x if in_view is None else x.view(in_view))
+        if out_views is None:
+            obs = tuple(map(buffer_of, outs))
         else:
-            obs = tuple([buffer_of(o.view(d)) for o, d in zip(outs, p.out_views)])
+            obs = tuple([buffer_of(o.view(d)) for o, d in zip(outs, out_views)])
     else:
         xb = x.data.ptr
-        obs = tuple([o.data.ptr for o in outs])
-    launch(p.kernel, p.grid, p.block, (xb,) + p.head + p.tail + obs + (p.param,))
+        obs = tuple(map(_PTR, outs))
+    launch(kernel, grid, block, (xb,) + fixed + obs + (param,))
     return outs
+
+
+_PTR = operator.attrgetter("data.ptr")  # device address of a CuPy array
 
 
 def _kernel_plan(spec, in_dtypes, mode, ndim):

@@ -22,7 +22,7 @@ _RAW = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64, 16: np.complex128
 
 
 def _xp(x):
-    return runtime.cupy() if runtime.is_cupy_array(x) else np
+    return np if type(x) is np.ndarray or not runtime.is_cupy_array(x) else runtime.cupy()
 
 
 def _grid(work_items: int, block: int) -> int:
@@ -49,36 +49,46 @@ def copy(x, out=None):
     elif out.shape != x.shape or out.dtype != x.dtype:
         raise ValueError(f"copy: out has shape {out.shape} and dtype {out.dtype}, "
                          f"expected {x.shape} and {x.dtype}")
-    if x.size == 0:
-        return out
-    if not runtime.kernels_available(x) or x.dtype.itemsize not in _RAW:
-        out[...] = x
-        return out
     ax, ao = runtime.data_address(x), runtime.data_address(out)
-    key = (x.dtype, x.shape, x.strides, out.strides, ax % 16, ao % 16)
+    # everything below depends only on this key (whether kernels run on x: its type)
+    key = (type(x), x.dtype, x.shape, x.strides, out.strides, ax & 15, ao & 15)
     plan = _PLANS.get(key)
     if plan is None:
-        try:
-            plan = _plan(x, out)
-        except ValueError:  # strides that are not whole elements
-            out[...] = x
-            return out
+        plan = _plan_of(x, out)
         if len(_PLANS) > 4096:
             _PLANS.clear()
         _PLANS[key] = plan
-    if plan is _LOOP:  # rare: more dimensions than the strided kernel takes
+    if type(plan) is tuple:
+        kernel, grid, block, extra = plan
+        if runtime.SIMULATE:
+            raw = _RAW[x.dtype.itemsize]  # the kernels move raw bits, as on the GPU
+            runtime.launch(kernel, grid, block,
+                           (runtime.buffer_of(x.view(raw)), runtime.buffer_of(out.view(raw))) + extra)
+        else:
+            runtime.launch(kernel, grid, block, (ax, ao) + extra)
+    elif plan is _HOST:
+        out[...] = x
+    elif plan is _LOOP:  # rare: more dimensions than the strided kernel takes
         for i in range(x.shape[0]):
             copy(x[i], out[i])
-        return out
-    kernel, grid, block, extra = plan
-    if runtime.SIMULATE:
-        raw = _RAW[x.dtype.itemsize]  # the kernels move raw bits, as on the GPU
-        runtime.launch(kernel, grid, block, (runtime.buffer_of(x.view(raw)), runtime.buffer_of(out.view(raw))) + extra)
-    else:
-        runtime.launch(kernel, grid, block, (ax, ao) + extra)
     return out
 
 
+def _plan_of(x, out):
+    """What copying ``x`` into ``out`` takes: nothing (empty), NumPy / CuPy (no kernels for
+    ``x``, strides that are not whole elements), a loop over the first axis, or a launch."""
+    if x.size == 0:
+        return _EMPTY
+    if not runtime.kernels_available(x) or x.dtype.itemsize not in _RAW:
+        return _HOST
+    try:
+        return _plan(x, out)
+    except ValueError:  # strides that are not whole elements
+        return _HOST
+
+
+_EMPTY = object()
+_HOST = object()
 _LOOP = object()
 
 

@@ -62,7 +62,7 @@ def current_device() -> int:
     """
     if config.SIMULATE:
         return 0
-    return cupy().cuda.runtime.getDevice()
+    return (_STREAM_FNS or _bind_stream_fns())[0]()
 
 
 def stream_key():
@@ -76,8 +76,18 @@ def stream_key():
     """
     if config.SIMULATE:
         return threading.get_ident()
+    fns = _STREAM_FNS or _bind_stream_fns()
+    return (fns[0](), fns[1]().ptr)
+
+
+_STREAM_FNS: tuple = ()
+
+
+def _bind_stream_fns():
+    global _STREAM_FNS
     cp = cupy()
-    return (cp.cuda.runtime.getDevice(), cp.cuda.get_current_stream().ptr)
+    _STREAM_FNS = (cp.cuda.runtime.getDevice, cp.cuda.get_current_stream)
+    return _STREAM_FNS
 
 
 @functools.lru_cache(maxsize=None)
