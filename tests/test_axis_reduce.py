@@ -12,6 +12,8 @@ from hypothesis import strategies as st
 
 from forge_array import ops
 from forge_array.primitives import axis_reduce as ar
+from forge_array.testing import axes as st_axes
+from forge_array.testing import shapes, views
 
 F64 = np.dtype("float64")
 
@@ -170,13 +172,128 @@ def test_five_dims_loops(bk):
 
 
 @settings(max_examples=15, deadline=None)
-@given(n=st.integers(1, 70), p=st.integers(1, 70), axis=st.sampled_from([0, 1, (0, 1)]),
-       order=st.sampled_from(["C", "F"]), step=st.sampled_from([1, -1, 2]))
-def test_hypothesis_views(bk, n, p, axis, order, step):
-    x = np.asarray(np.random.default_rng(n * 100 + p).integers(-9, 9, size=(n, p)), order=order)
-    x = x[::step]
-    r = ar.axis_mapreduce(None, ops.add, (_dev(bk, x),), axis, None, False, np.dtype("int64"))
-    np.testing.assert_array_equal(_host(r), x.sum(axis=axis))
+@given(data=st.data(), dtype=st.sampled_from(["int32", "int64", "uint8", "float32"]),
+       shape=shapes(min_dims=1, max_dims=3, max_side=70, edges=(63, 64, 65), max_size=4000))
+def test_hypothesis_views(bk, data, dtype, shape):
+    # any view (offset, strided, reversed, broadcast, transposed) along any axes, against NumPy
+    x = data.draw(views(dtype, shape, xp=bk, elements={"min_value": 0, "max_value": 9}), label="x")
+    axis = data.draw(st_axes(len(shape)), label="axis")
+    acc = np.dtype("float64" if dtype == "float32" else "int64")
+    r = ar.axis_mapreduce(None, ops.add, (x,), axis, None, False, acc)
+    np.testing.assert_array_equal(_host(r), _host(x).astype(acc).sum(axis=axis))
+
+
+@settings(max_examples=6, deadline=None)
+@given(data=st.data(), shape=shapes(min_dims=2, max_dims=2, min_side=1, max_side=40))
+def test_hypothesis_views_argmax_max(bk, data, shape):
+    x = data.draw(views("float32", shape, xp=bk, elements={"min_value": 0, "max_value": 4}), label="x")
+    h = _host(x)
+    axis = data.draw(st.sampled_from([0, 1]), label="axis")
+    np.testing.assert_array_equal(_host(ar.argmax(x, axis)), np.argmax(h, axis=axis))
+    r = ar.axis_mapreduce(None, ops.maximum, (x,), axis, None, False, np.dtype("float32"))
+    np.testing.assert_array_equal(_host(r), h.max(axis=axis))
+
+
+# ----------------------------------------------------------- fast paths (128-bit loads)
+
+
+def _kinds():
+    return {p["kind"] for p in ar._PLANS.values() if isinstance(p, dict)}
+
+
+@pytest.fixture
+def fresh_plans():
+    """Plans made from scratch, so that the test can see which kernel each call chose."""
+    ar._PLANS.clear()
+    ar._FAST.clear()
+    yield
+    ar._PLANS.clear()
+    ar._FAST.clear()
+
+
+# (rows, columns, first column): odd column counts, misaligned first columns, several
+# column tiles (the simulator's block is 64 threads: > 64 groups of VEC columns) and tall
+# columns split over several blocks (partials + ticket)
+COLVEC_CASES = [(3, 5, 1), (9, 8, 0), (70, 33, 3), (130, 12, 2), (5, 300, 1), (20, 291, 0), (2, 9, 0)]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int32", "int64"])
+@pytest.mark.parametrize("rows,cols,c0", COLVEC_CASES)
+def test_column_kernel_vectorised(bk, fresh_plans, dtype, rows, cols, c0):
+    # row stride a multiple of 16 bytes: columns keep their 16-byte phase from row to row
+    width = -(-(cols + c0 + 1) // 8) * 8
+    base = (np.random.default_rng(rows * cols).standard_normal((rows, width)) * 20).astype(dtype)
+    h = base[:, c0:c0 + cols]
+    x = _dev(bk, base)[:, c0:c0 + cols]
+    acc = np.dtype("int64" if np.dtype(dtype).kind == "i" else "float64")
+    np.testing.assert_allclose(_host(ar.axis_mapreduce(None, ops.add, (x,), 0, None, False, acc)),
+                               h.astype(acc).sum(axis=0), rtol=1e-5)
+    if dtype in ("float32", "int64"):   # index, operator without identity, init
+        np.testing.assert_array_equal(_host(ar.argmax(x, 0)), np.argmax(h, axis=0))
+        np.testing.assert_array_equal(_host(ar.axis_mapreduce(None, _noident, (x,), 0, None, False, acc)),
+                                      h.astype(acc).max(axis=0))
+        np.testing.assert_allclose(_host(ar.axis_mapreduce(None, ops.add, (x,), 0, 7, False, acc)),
+                                   h.astype(acc).sum(axis=0) + 7, rtol=1e-5)
+    assert "make_colvec_kernel" in _kinds()
+
+
+def test_column_kernel_vectorised_batches_tuples_and_fallbacks(bk, fresh_plans):
+    rng = np.random.default_rng(12)
+    x = rng.standard_normal((3, 50, 16))                 # batches of (50, 16), axis 1
+    n, mean, m2 = ar.axis_mapreduce(_welford_f, ops.welford, (_dev(bk, x),), 1, None, False, (F64,) * 3)
+    np.testing.assert_allclose(_host(mean), x.mean(axis=1))
+    np.testing.assert_allclose(_host(m2) / _host(n), x.var(axis=1), rtol=1e-10)
+    r = _sum(bk, _dev(bk, x), (0, 1))                    # two reduced dims (RED2)
+    np.testing.assert_allclose(r, x.sum(axis=(0, 1)))
+    y = rng.standard_normal((40, 24)).astype(np.float32)  # three operands, one broadcast
+    w = rng.standard_normal((40, 1)).astype(np.float32)
+    r = ar.axis_mapreduce(lambda a, b, c: a * b + c, ops.add,
+                          (_dev(bk, y), _dev(bk, np.broadcast_to(w, y.shape)), _dev(bk, y[::-1])), 0,
+                          None, False, F64)
+    np.testing.assert_allclose(_host(r), (y.astype(F64) * w + y[::-1]).sum(axis=0), rtol=1e-5)
+    assert _kinds() == {"make_colvec_kernel"}
+    # odd row stride (phase changes from row to row) and different phases: the scalar kernel
+    ar._PLANS.clear()
+    z = rng.standard_normal((30, 13)).astype(np.float32)
+    np.testing.assert_allclose(_sum(bk, _dev(bk, z), 0), z.astype(F64).sum(axis=0), rtol=1e-5)
+    zz = rng.standard_normal((30, 24)).astype(np.float32)
+    r = ar.axis_mapreduce(lambda a, b: a * b, ops.add, (_dev(bk, zz)[:, 1:17], _dev(bk, zz)[:, 2:18]), 0,
+                          None, False, F64)
+    np.testing.assert_allclose(_host(r), (zz[:, 1:17].astype(F64) * zz[:, 2:18]).sum(axis=0), rtol=1e-5)
+    assert _kinds() == {"make_col_kernel"}
+
+
+# (rows, row length): short rows staged through shared memory
+ROWTILE_CASES = [(1, 3), (7, 10), (300, 10), (70, 33), (9, 100), (20, 128), (200, 2)]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int32", "uint8", "int16"])
+@pytest.mark.parametrize("rows,p", ROWTILE_CASES)
+def test_row_kernel_staged_short_rows(bk, fresh_plans, dtype, rows, p):
+    rng = np.random.default_rng(rows + p)
+    flat = (rng.standard_normal(rows * p + 8) * 20).astype(dtype)
+    for off in (0, 3):                                   # aligned and misaligned first element
+        h = flat[off:off + rows * p].reshape(rows, p)
+        x = _dev(bk, flat)[off:off + rows * p].reshape(rows, p)
+        acc = np.dtype({"f": "float64", "i": "int64", "u": "uint64"}[np.dtype(dtype).kind])
+        np.testing.assert_allclose(_host(ar.axis_mapreduce(None, ops.add, (x,), 1, None, False, acc)),
+                                   h.astype(acc).sum(axis=1), rtol=1e-5)
+        if dtype in ("float32", "int16"):   # index, operator without identity, init
+            np.testing.assert_array_equal(_host(ar.argmin(x, 1)), np.argmin(h, axis=1))
+            np.testing.assert_array_equal(_host(ar.axis_mapreduce(None, _noident, (x,), 1, 5, False, acc)),
+                                          np.maximum(h.astype(acc).max(axis=1), 5))
+    assert _kinds() == {"make_rowtile_kernel"}
+
+
+def test_row_kernel_staged_several_operands(bk, fresh_plans):
+    rng = np.random.default_rng(13)
+    a, b, c = rng.standard_normal((3, 2, 90, 7))
+    r = ar.axis_mapreduce(lambda u, v, w: u * v - w, ops.add, (_dev(bk, a), _dev(bk, b), _dev(bk, c)), 2,
+                          None, False, F64)
+    np.testing.assert_allclose(_host(r), (a * b - c).sum(axis=2))
+    n, mean, m2 = ar.axis_mapreduce(_welford_f, ops.welford, (_dev(bk, a),), -1, None, False, (F64,) * 3)
+    np.testing.assert_allclose(_host(m2) / _host(n), a.var(axis=-1), rtol=1e-10)
+    assert _kinds() == {"make_rowtile_kernel"}
 
 
 def test_errors(bk):
@@ -221,6 +338,7 @@ def test_cpu_path_generic():
 
 
 PTX_SRC = r"""
+import os, subprocess, tempfile
 import numpy as np
 from numba import types as nt
 from forge_array import ops
@@ -248,14 +366,41 @@ cases = [
                          np.float32(1), 256, 3, False, False, 4), argt((f32,), (np.dtype(bool), f32), 1),
      False),
 ]
+# the 128-bit paths: vectorised column kernel, staged short-row kernel
+cases += [
+    (k.make_colvec_kernel, (_f_identity, ops.add.fn, 1, f32, np.float32(0), False, None, 256, 1, False,
+                            False, 4, 4, (1,)), argt((f32,), f32, 1), "v4.f32"),
+    (k.make_colvec_kernel, ((lambda v: (1.0, v, 0.0)), ops.welford.fn, 1, (f64,) * 3, (np.float64(0),) * 3,
+                            False, None, 256, 4, False, False, 4, 2, (1,)), argt((f64,), (f64,) * 3, 1),
+     "v2.f64"),
+    (k.make_colvec_kernel, (_f_pair_index, ops.argmax.fn, 1, (f32, i64d),
+                            (np.float32(-np.inf), np.int64(2**63 - 1)), False, None, 256, 1, False, True, 4,
+                            4, (1,)), argt((f32,), (f32, i64d), 1), "v4.f32"),
+    (k.make_rowtile_kernel, (_f_identity, ops.add.fn, 1, f32, np.float32(0), False, None, 1, 256, False, 4,
+                             (1,), (f32,), 4), argt((f32,), f32, 1), "v4.f32"),
+    (k.make_rowtile_kernel, (_f_pair_index, ops.argmax.fn, 1, (f64, i64d),
+                             (np.float64(-np.inf), np.int64(2**63 - 1)), False, None, 4, 256, True, 2, (1,),
+                             (f64,), 4), argt((f64,), (f64, i64d), 1), "v2.f64"),
+]
+ptxas = os.path.join(os.environ.get("CUDA_HOME", ""), "bin", "ptxas")
 for fac, fargs, at, vec in cases:
     ptx = compile_ptx_offline(fac, fargs, at)
     assert ".entry" in ptx
     if vec:
-        assert "ld.global.v4.f32" in ptx or "ld.global.nc.v4.f32" in ptx, "no 128-bit loads"
+        want = "v4.f32" if vec is True else vec
+        assert "ld.global." + want in ptx or "ld.global.nc." + want in ptx, "no 128-bit loads"
+    if os.path.exists(ptxas):   # no local-memory spills
+        with tempfile.NamedTemporaryFile("w", suffix=".ptx", delete=False) as fh:
+            fh.write(ptx)
+        r = subprocess.run([ptxas, "-arch=sm_90", "-v", fh.name, "-o", os.devnull],
+                           capture_output=True, text=True)
+        os.unlink(fh.name)
+        assert r.returncode == 0, r.stderr[-2000:]
+        assert " 0 bytes spill stores" in r.stderr and "bytes spill stores" in r.stderr, r.stderr
+        assert r.stderr.count("bytes spill stores") == r.stderr.count(" 0 bytes spill stores"), r.stderr
 print("ok", len(cases))
 """
 
 
 def test_ptx_compiles_offline(offline_ptx):
-    assert offline_ptx(PTX_SRC).strip().endswith("ok 5")
+    assert offline_ptx(PTX_SRC).strip().endswith("ok 10")

@@ -760,33 +760,37 @@ def make_colvec_kernel(f, op, K, ACC, ID, FLAG, INIT, BLOCK, SPLIT, RED2, INDEX,
             j += T
         return accs
 
-    def combine_body(sh, acc, tid, rho, CQ, RB):
-        """Total over the ``RB`` threads sharing a column group; valid where ``rho == 0``."""
+    if VEC == 2:
+        @cuda.jit(device=True)
+        def gather(sh, tid):
+            return (fi.load(sh, tid), fi.load(sh, tid + BLOCK))
+    else:
+        @cuda.jit(device=True)
+        def gather(sh, tid):
+            return (fi.load(sh, tid), fi.load(sh, tid + BLOCK), fi.load(sh, tid + 2 * BLOCK),
+                    fi.load(sh, tid + 3 * BLOCK))
+
+    def combine_body(sh, accs, tid, rho, CQ, RB):
+        """Totals over the ``RB`` threads sharing a column group (all ``VEC`` columns in one
+        tree); valid where ``rho == 0``."""
         if RB == 1:
-            return acc
-        fi.store(sh, tid, acc)
+            return accs
+        for e in range(VEC):
+            fi.store(sh, tid + e * BLOCK, accs[e])
         cuda.syncthreads()
         d = 1
         while d < RB:                  # block-uniform
             if rho % (2 * d) == 0 and rho + d < RB:
-                fi.store(sh, tid, fi.cast_like(opd(fi.load(sh, tid), fi.load(sh, tid + d * CQ)), ID))
+                for e in range(VEC):
+                    i = tid + e * BLOCK
+                    fi.store(sh, i, fi.cast_like(opd(fi.load(sh, i), fi.load(sh, i + d * CQ)), ID))
             d *= 2
             cuda.syncthreads()
-        v = fi.load(sh, tid)
+        v = gather(sh, tid)
         cuda.syncthreads()
         return v
 
-    combine = fi.with_shared_scratch(BLOCK, _dtypes_of(ID), combine_body, 5)
-
-    if VEC == 2:
-        @cuda.jit(device=True)
-        def combine_all(accs, tid, rho, CQ, RB):
-            return (combine(accs[0], tid, rho, CQ, RB), combine(accs[1], tid, rho, CQ, RB))
-    else:
-        @cuda.jit(device=True)
-        def combine_all(accs, tid, rho, CQ, RB):
-            return (combine(accs[0], tid, rho, CQ, RB), combine(accs[1], tid, rho, CQ, RB),
-                    combine(accs[2], tid, rho, CQ, RB), combine(accs[3], tid, rho, CQ, RB))
+    combine_all = fi.with_shared_scratch(BLOCK * VEC, _dtypes_of(ID), combine_body, 5)
 
     def colvec_kernel(ins, out, part, tick, nb, nr, m0, m1, SB, SR, S0, S1, ob, orr,
                       kb, L0, L1, chunk, aux):

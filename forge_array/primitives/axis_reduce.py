@@ -622,6 +622,8 @@ def _plan(f, op, ins, kdims, rdims, kb, acc, ident, init_v, index):
         # short rows: tiles of whole rows staged through shared memory by 128-bit loads
         vec, modes, dts, aux = rowtile
         tv = p.get("row_tile_vecs", 2)
+        if sum(modes) > 1:   # several staged operands: keep shared memory per block <= 24 KiB
+            tv = max(1, tv // 2)
         tile = tv * block * vec
         G = 1
         while G < 32 and 2 * G <= block // max(1, tile // J):
@@ -693,7 +695,8 @@ def _plan(f, op, ins, kdims, rdims, kb, acc, ident, init_v, index):
                 runtime.i64, runtime.i64) + (nt.UniTuple(runtime.i64, K),) * 4 + (runtime.i64,) * 7
     fkey = fargs[:4] + (_hashable(ID),) + (fargs[5], _hashable(init_v)) + fargs[7:]
     kernel = _compile(factory, fargs, fkey, argtypes, op)
-    return {"kernel": kernel, "grid": grid, "block": block, "split": split, "nslots": R * split,
+    return {"kernel": kernel, "kind": factory.__name__, "grid": grid, "block": block, "split": split,
+            "nslots": R * split,
             "nticks": nticks, "acc_full": acc_full, "flag": ident_missing,
             "scalars": (nb, nr, m0, m1, SB, SR, S0, S1, ob, orr, int(kb), L0, L1, chunk, aux)}
 
