@@ -325,8 +325,10 @@ def _contig(entry):
 
 def _collapse(dims):
     """Merge neighbours (sorted by decreasing |stride| of operand 0) that are contiguous with
-    respect to each other in every operand. ``dims``: list of ``[n, strides]``."""
-    dims = sorted(dims, key=lambda t: -abs(t[1][0]))
+    respect to each other in every operand. ``dims``: list of ``[n, strides]``. A dim along
+    which operand 0 is broadcast (stride 0) goes outermost, so that the innermost dim is the
+    one operand 0 is contiguous along."""
+    dims = sorted(dims, key=lambda t: -abs(t[1][0]) if t[1][0] else -math.inf)
     out = []
     for n, st in dims:
         if out and all(so == si * n for so, si in zip(out[-1][1], st)):
