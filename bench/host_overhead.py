@@ -12,6 +12,7 @@ They are CPU host-path figures, not GPU timings:
 
     python -m bench.host_overhead                 # µs per call: best and median of --repeat runs
     python -m bench.host_overhead --n 1000000 --number 2000 --repeat 7
+    python -m bench.host_overhead --clock cpu     # process CPU time: steadier on a busy machine
     python -m bench.host_overhead --profile xp.sum   # cProfile of one case
 
 The results of the stubbed calls are garbage (nothing runs); every case is called once
@@ -25,6 +26,7 @@ import importlib
 import os
 import statistics
 import sys
+import time
 import timeit
 
 
@@ -79,7 +81,7 @@ def stub_launch():
     memory.SimBuffer.of = classmethod(lambda cls, x: None)
 
 
-def measure(n=1000, number=2000, repeat=7, only=None):
+def measure(n=1000, number=2000, repeat=7, only=None, clock="wall"):
     """{label: (best, median) µs per call over ``repeat`` runs of ``number`` calls}.  The
     best run is the figure to compare (timeit's advice: slower runs are other processes'
     interference); the median shows how noisy the machine was."""
@@ -90,9 +92,12 @@ def measure(n=1000, number=2000, repeat=7, only=None):
     out = {}
     for label, f in cs:
         f()
-        runs = timeit.repeat(f, number=number, repeat=repeat)
+        runs = timeit.repeat(f, number=number, repeat=repeat, timer=_TIMERS[clock])
         out[label] = (min(runs) / number * 1e6, statistics.median(runs) / number * 1e6)
     return out
+
+
+_TIMERS = {"wall": time.perf_counter, "cpu": time.process_time}
 
 
 def profile(label, n=1000, number=20000):
@@ -118,6 +123,8 @@ def main(argv=None):
     ap.add_argument("--number", type=int, default=2000, help="calls per timing run")
     ap.add_argument("--repeat", type=int, default=7, help="timing runs (best and median shown)")
     ap.add_argument("--only", default=None, help="comma-separated labels")
+    ap.add_argument("--clock", choices=sorted(_TIMERS), default="wall",
+                    help="wall time, or this process's CPU time (steadier on a loaded machine)")
     ap.add_argument("--profile", default=None, metavar="LABEL", help="cProfile one case")
     args = ap.parse_args(argv)
     _setup_env()
@@ -125,8 +132,9 @@ def main(argv=None):
         profile(args.profile, args.n)
         return
     only = set(args.only.split(",")) if args.only else None
-    res = measure(args.n, args.number, args.repeat, only)
-    print(f"host time per call, launch stubbed (CPU, simulator branch), n={args.n} float32")
+    res = measure(args.n, args.number, args.repeat, only, args.clock)
+    print(f"host time per call, launch stubbed (CPU, simulator branch), n={args.n} float32, "
+          f"{args.clock} clock")
     print(f"{'call':26s} {'best':>8s} {'median':>8s}")
     for label, (best, med) in res.items():
         print(f"{label:26s} {best:5.2f} us {med:5.2f} us")
@@ -135,7 +143,8 @@ def main(argv=None):
     from forge_array.runtime import data_address
 
     x = np.zeros(4)
-    t = min(timeit.repeat(lambda: data_address(x), number=args.number, repeat=args.repeat))
+    t = min(timeit.repeat(lambda: data_address(x), number=args.number, repeat=args.repeat,
+                          timer=_TIMERS[args.clock]))
     print(f"(of which a NumPy array's address, once per array per call: {t / args.number * 1e6:.2f} us; "
           "a CuPy array's x.data.ptr costs a fraction of it)")
 

@@ -51,6 +51,8 @@ def checked(name, x, dtype, extra, resolved):
     ``True`` never stands for ``1``."""
     if (dtype is None or isinstance(dtype, np.dtype)) and (
             extra is None or type(extra) is int or type(extra) is float):
+        if len(_VALID) >= 4096:  # many distinct corrections
+            _VALID.clear()
         _VALID[(name, x.dtype, dtype, extra)] = resolved
 
 
