@@ -162,12 +162,16 @@ def _fast_key(tag, f, op, arrays, axis, keepdims, out_dtype, index):
 
 def _run_fast(ent, arrays):
     plan, kshape, dtypes, is_tuple, fshape = ent
-    xp = _xp(_first(arrays[0]))
-    outs = tuple(xp.empty(kshape, dtype=d) for d in dtypes)
-    _execute(plan, arrays, outs if is_tuple else outs[0])
-    if fshape is not None:
-        outs = tuple(o.reshape(fshape) for o in outs)
-    return outs if is_tuple else outs[0]
+    empty = plan["empty"]
+    if is_tuple:
+        outs = tuple(empty(kshape, dtype=d) for d in dtypes)
+        _execute(plan, arrays, outs)
+        if fshape is not None:
+            outs = tuple(o.reshape(fshape) for o in outs)
+        return outs
+    out = empty(kshape, dtype=dtypes[0])
+    _execute(plan, arrays, out)
+    return out if fshape is None else out.reshape(fshape)
 
 
 def axis_mapreduce(f, op, arrays, axis, init, keepdims, out_dtype, *, index=False,
@@ -342,13 +346,14 @@ _PLANS: dict = {}
 
 
 def _layout_key(entry):
+    """What a launch plan depends on: dtype, shape, strides, 16-byte phase (and device)."""
     if isinstance(entry, tuple):
         return tuple(_layout_key(c) for c in entry)
     if isinstance(entry, np.ndarray):
-        return (entry.dtype.str, entry.shape, entry.strides,
+        return (entry.dtype, entry.shape, entry.strides,
                 entry.__array_interface__["data"][0] % 16)
     mp = entry.data
-    return (entry.dtype.str, entry.shape, entry.strides, mp.ptr % 16, mp.device_id)
+    return (entry.dtype, entry.shape, entry.strides, mp.ptr % 16, mp.device_id)
 
 
 def _run_kernels(f, op, arrays, out, axes, acc, ident, init_v, index, cache=True):
@@ -439,6 +444,8 @@ def _run_kernels(f, op, arrays, out, axes, acc, ident, init_v, index, cache=True
     plan = _plan(f, op, views, kdims, rdims, kb, acc, ident, init_v, index)
     plan["in_off"] = tuple(in_off)
     plan["out_off"] = out_off
+    plan["moved"] = any(in_off) or bool(out_off)
+    plan["empty"] = _xp(_first(ins[0])).empty
     if key is not None:
         if len(_PLANS) > 4096:  # new lambdas per call would grow it without bound
             _PLANS.clear()
@@ -718,21 +725,31 @@ def _bufs_at(entry, off):
 
 
 def _execute(plan, ins, out):
-    like = _first(ins[0])
     if plan["flag"]:
-        xp = _xp(like)
-        out = (xp.empty(_first(out).shape, dtype=bool), out)
-    out_b = _bufs_at(out, plan["out_off"])
+        out = (plan["empty"](_first(out).shape, dtype=bool), out)
+    if plan["moved"]:
+        out_b = _bufs_at(out, plan["out_off"])
+        ins_b = tuple(_bufs_at(e, o) for e, o in zip(ins, plan["in_off"]))
+    else:
+        out_b = _buffer(out)
+        ins_b = tuple(_buffer(e) for e in ins)
     if plan["split"] > 1:
+        like = _first(ins[0])
         acc_full = plan["acc_full"]
         part = [temp.empty(plan["nslots"], d, like) for d in _flat_dtypes(acc_full)]
         part_b = _unflatten([runtime.buffer_of(t) for t in part], acc_full)
+        tick = runtime.buffer_of(temp.counters(plan["nticks"], like))
     else:
+        # one block per output: no partials and no tickets (the kernel never reads them)
         part_b = out_b
-    tick = temp.counters(plan["nticks"], like)
-    ins_b = tuple(_bufs_at(e, o) for e, o in zip(ins, plan["in_off"]))
-    args = (ins_b, out_b, part_b, runtime.buffer_of(tick)) + plan["scalars"]
-    runtime.launch(plan["kernel"], plan["grid"], plan["block"], args)
+        tick = _first_leaf(out_b)
+    runtime.launch(plan["kernel"], plan["grid"], plan["block"], (ins_b, out_b, part_b, tick) + plan["scalars"])
+
+
+def _first_leaf(b):
+    while isinstance(b, tuple):
+        b = b[0]
+    return b
 
 
 def _flat_dtypes(dt):
