@@ -703,7 +703,12 @@ def _plan(f, op, ins, kdims, rdims, kb, acc, ident, init_v, index):
     argtypes = (ins_t, out_t, out_t, runtime.ptr_t(np.uint32), runtime.i64, runtime.i64,
                 runtime.i64, runtime.i64) + (nt.UniTuple(runtime.i64, K),) * 4 + (runtime.i64,) * 7
     fkey = fargs[:4] + (_hashable(ID),) + (fargs[5], _hashable(init_v)) + fargs[7:]
-    kernel = _compile(factory, fargs, fkey, argtypes, op)
+    lb = None
+    is_tuple_acc = isinstance(acc, tuple)
+    if (factory is _k.make_rowtile_kernel and p.get("row_tile_min_blocks") and not is_tuple_acc
+            and not ident_missing):
+        lb = (block, p["row_tile_min_blocks"])   # caps registers so that blocks stay resident
+    kernel = _compile(factory, fargs, fkey, argtypes, op, lb)
     return {"kernel": kernel, "kind": factory.__name__, "grid": grid, "block": block, "split": split,
             "nslots": R * split,
             "nticks": nticks, "acc_full": acc_full, "flag": ident_missing,
@@ -775,12 +780,12 @@ def _unflatten(items, dt):
 _KERNELS: dict = {}
 
 
-def _compile(factory, fargs, fkey, argtypes, op):
-    key = (factory, fkey, argtypes)
+def _compile(factory, fargs, fkey, argtypes, op, launch_bounds=None):
+    key = (factory, fkey, argtypes, launch_bounds)
     k = _KERNELS.get(key)
     if k is None:
         try:
-            k = runtime.compile_kernel(factory, fargs, argtypes)
+            k = runtime.compile_kernel(factory, fargs, argtypes, launch_bounds=launch_bounds)
         except TypeError as exc:
             msg = str(exc)
             if op.name not in msg:
