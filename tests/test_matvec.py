@@ -203,7 +203,7 @@ def test_hypothesis_integer(bk, n, p, order, dtype):
     np.testing.assert_array_equal(_h(mv.vecmat(bk.asarray(y), bk.asarray(A))), y @ A)
 
 
-@settings(max_examples=12, deadline=None)
+@settings(max_examples=8, deadline=None)
 @given(data=st.data(), dtype=st.sampled_from(["float32", "float64", "int32", "int64"]),
        shape=shapes(min_dims=2, max_dims=3, min_side=1, max_side=45, edges=(31, 32, 33), max_size=3000))
 def test_hypothesis_views(bk, data, dtype, shape):
