@@ -24,6 +24,12 @@ inputs ``(A, x)`` where ``x`` has row stride 0). KernelForge's layout (its Figur
   layout of tall, narrow matrices). Per-output partials are combined through shared
   memory; ``SPLIT`` blocks share a tile's rows (partials + last-block ticket as above).
 
+- :func:`make_rowtile_kernel` (short rows, adjacent and contiguous: a block stages tiles of
+  whole rows into shared memory with 128-bit loads, groups of ``G`` lanes reduce a row each)
+  and :func:`make_colvec_kernel` (``VEC`` adjacent outputs per thread, one 128-bit load per
+  row and operand) are the vectorised fast paths of the two; the host picks them when the
+  layout allows (see :mod:`forge_array.primitives.axis_reduce`).
+
 Layout of every kernel's arguments (the host flattens any view into this, see
 :mod:`forge_array.primitives.axis_reduce`):
 
