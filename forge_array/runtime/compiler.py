@@ -16,7 +16,7 @@ Example
 ...         if i < n:
 ...             dst[i] = src[i] * factor
 ...     return scale
->>> k = compile_kernel(make_scale, (2.0,), (ptr_t("float64"), ptr_t("float64"), i64))
+>>> k = compile_kernel(make_scale, (2.0,), (ptr_t("float64"), ptr_t("float64"), i64))  # doctest: +SKIP
 >>> # launch(k, 1, 64, (buffer_of(x), buffer_of(y), x.size))   # x, y backend arrays
 """
 
@@ -208,7 +208,7 @@ class Kernel:
     """A compiled specialisation of a kernel factory; launch it with :func:`launch`."""
 
     __slots__ = ("name", "argtypes", "key", "entry", "ptx", "_sim", "_fns", "_convs", "_flat", "_scalar_convs",
-                 "_struct", "_tls", "_packflat", "_ptrs")
+                 "_struct", "_tls", "_packflat", "_ptrs", "_flatten")
 
     def __init__(self, name, argtypes, key=None, entry=None, ptx=None, sim=None):
         self.name = name
@@ -224,6 +224,7 @@ class Kernel:
         self._scalar_convs = tuple(_scalar_converter(t) for t in self.argtypes) if self._flat and sim is None else ()
         self._struct = _param_struct(self.argtypes) if sim is None else None
         self._packflat = not any(isinstance(t, (nt.BaseTuple, nt.Complex)) for t in self.argtypes)
+        self._flatten = None if self._packflat or sim is not None else _make_flattener(self.argtypes)
         self._tls = threading.local()
 
     def param_buffer(self):
@@ -292,7 +293,7 @@ def launch(kernel: Kernel, grid: int, block: int, args: tuple, shared: int = 0) 
         if kernel._packflat:
             st.pack_into(buf, 0, *args)
         else:
-            st.pack_into(buf, 0, *_flatten_args(kernel.argtypes, args))
+            st.pack_into(buf, 0, *kernel._flatten(args))
         _launch_kernel(ptr, grid, 1, 1, block, 1, 1, shared, _stream_ptr(), 0, extra)
         return
     fns = kernel._fns
@@ -317,16 +318,34 @@ def _function_handle(fn) -> int:
     return int(ptr)
 
 
-def _flatten_args(argtypes, args):
-    out = []
-    for t, a in zip(argtypes, args):
-        if isinstance(t, nt.BaseTuple):
-            out.extend(_flatten_args(t.types, a))
-        elif isinstance(t, nt.Complex):
-            out.extend((a.real, a.imag))
-        else:
-            out.append(a)
-    return out
+def _flat_exprs(t, expr):
+    if isinstance(t, nt.BaseTuple):
+        out = []
+        for k, sub in enumerate(t.types):
+            out.extend(_flat_exprs(sub, f"{expr}[{k}]"))
+        return out
+    if isinstance(t, nt.Complex):
+        return [f"{expr}.real", f"{expr}.imag"]
+    return [expr]
+
+
+def _make_flattener(argtypes):
+    """A function taking the kernel's argument tuple (with nested tuples of buffers and complex
+    scalars) to the flat parameter tuple, generated once per kernel so that a launch does no
+    per-argument type dispatch.
+
+    >>> from numba import types as nt
+    >>> f = _make_flattener((nt.Tuple((nt.int64, nt.int64)), nt.complex64, nt.int64))
+    >>> f(((1, 2), 3 + 4j, 5))
+    (1, 2, 3.0, 4.0, 5)
+    """
+    exprs = []
+    for k, t in enumerate(argtypes):
+        exprs.extend(_flat_exprs(t, f"a[{k}]"))
+    src = "def flatten(a):\n    return (" + "".join(e + ", " for e in exprs) + ")\n"
+    scope: dict = {}
+    exec(src, scope)  # generated from the argument types only: no user input
+    return scope["flatten"]
 
 
 def _stream_ptr() -> int:
