@@ -597,29 +597,33 @@ def sum(x, axis=None, dtype=None, keepdims=False):
     >>> int(sum(np.arange(5, dtype=np.uint8), dtype=np.uint64))
     10
     """
+    return _sum_or_prod("sum", _ops.add, 0, x, axis, dtype, keepdims)
+
+
+def _default_sum_dtype(dt):
+    if dt.kind in "bi":
+        return np.dtype(np.int64)
+    if dt.kind == "u":
+        return np.dtype(np.uint64)
+    return dt
+
+
+def _sum_or_prod(name, op, identity, x, axis, dtype, keepdims):
+    """``sum`` / ``prod``: the cached full-reduction launch, a fresh full reduction, the axis
+    kernels, or the backend, accumulating in ``dtype`` (the standard's default when None)."""
     if _full(x, axis):
-        r = full_fast("sum", x, dtype, keepdims)
+        r = full_fast(name, x, dtype, keepdims)
         if r is not None:
             return r
     arg = dtype
     dtype = np.dtype(dtype) if dtype is not None else _default_sum_dtype(x.dtype)
     if _use_kernel(x, axis):
-        spec = _named_spec("sum", _ops.add, (dtype,), (_py(dtype.type(0)),))
-        return _launch_named(spec, x, 0.0, keepdims, ("sum", arg, None))
-    r = _axis_named(x, axis, None, _ops.add, dtype, keepdims)
+        spec = _named_spec(name, op, (dtype,), (_py(dtype.type(identity)),))
+        return _launch_named(spec, x, 0.0, keepdims, (name, arg, None))
+    r = _axis_named(x, axis, None, op, dtype, keepdims)
     if r is not None:
         return r
-    return _xp(x).sum(x, axis=_np_axis(axis), dtype=dtype, keepdims=keepdims)
-
-
-def _default_sum_dtype(dt):
-    if dt.kind == "b":
-        return np.dtype(np.int64)
-    if dt.kind == "i":
-        return np.dtype(np.int64)
-    if dt.kind == "u":
-        return np.dtype(np.uint64)
-    return dt
+    return getattr(_xp(x), name)(x, axis=_np_axis(axis), dtype=dtype, keepdims=keepdims)
 
 
 def prod(x, axis=None, dtype=None, keepdims=False):
@@ -629,19 +633,7 @@ def prod(x, axis=None, dtype=None, keepdims=False):
     >>> int(prod(np.arange(1, 6, dtype=np.int32), dtype=np.int64))
     120
     """
-    if _full(x, axis):
-        r = full_fast("prod", x, dtype, keepdims)
-        if r is not None:
-            return r
-    arg = dtype
-    dtype = np.dtype(dtype) if dtype is not None else _default_sum_dtype(x.dtype)
-    if _use_kernel(x, axis):
-        spec = _named_spec("prod", _ops.multiply, (dtype,), (_py(dtype.type(1)),))
-        return _launch_named(spec, x, 0.0, keepdims, ("prod", arg, None))
-    r = _axis_named(x, axis, None, _ops.multiply, dtype, keepdims)
-    if r is not None:
-        return r
-    return _xp(x).prod(x, axis=_np_axis(axis), dtype=dtype, keepdims=keepdims)
+    return _sum_or_prod("prod", _ops.multiply, 1, x, axis, dtype, keepdims)
 
 
 def _extremum(x, axis, keepdims, op, name):
