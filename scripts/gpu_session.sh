@@ -2,8 +2,9 @@
 # One call on the lent GPU machine: install, test on the GPU, benchmark, run the conformance
 # suite; results go to $OUT (a tarball + short summaries). Carry .whl (and .suite for the
 # conformance suite). Usage, as the device command:
-#   bash scripts/gpu_session.sh [steps...]     steps: main tests probe bench conformance (default: all)
+#   bash scripts/gpu_session.sh [steps...]     steps: main tests probe bench conformance tune (default: all but tune)
 #   BENCH_ARGS="--suite copy,reduce" TEST_ARGS="tests/test_copy.py" bash scripts/gpu_session.sh tests bench
+#   TUNE="scripts/tune-scan.sh" bash scripts/gpu_session.sh tune   (a file of bench.tune argument lines)
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT/r"
@@ -25,6 +26,13 @@ for step in $steps; do
     bench)
       timeout ${BENCH_TIMEOUT:-360} python3 -m bench.run ${BENCH_ARGS:-} --out "$OUT/r/bench" 2>&1 \
         | tee "$OUT/r/bench.txt" | tail -80 ;;
+    tune)
+      # each non-comment line of $TUNE: arguments of one python -m bench.tune call
+      grep -v '^\s*#' "${TUNE:?set TUNE to a file of bench.tune argument lines}" | grep -v '^\s*$' | \
+        while IFS= read -r line; do
+          echo "== tune $line"
+          eval "timeout ${TUNE_TIMEOUT:-500} python3 -m bench.tune --out \"$OUT/r/tune\" $line"
+        done 2>&1 | tee -a "$OUT/r/tune.txt" ;;
     conformance)
       timeout ${CONF_TIMEOUT:-300} python3 conformance/run.py --suite .suite/array-api-tests --device cuda:0 \
         --max-examples ${CONF_EXAMPLES:-20} -n ${CONF_WORKERS:-12} --json "$OUT/r/conformance.json" 2>&1 \

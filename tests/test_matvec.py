@@ -308,9 +308,9 @@ def test_namespace_matvec_vecmat():
     A = _mat((6, 9), np.float64)
     x = _mat(9, np.float64, 1)
     r = xp.matvec(xp.asarray(A), xp.asarray(x), f=lambda a, b: a + b, op=ops.minimum)
-    np.testing.assert_array_equal(np.from_dlpack(r), (A + x).min(axis=1))
+    np.testing.assert_array_equal(np.from_dlpack(r, device="cpu"), (A + x).min(axis=1))
     r = xp.vecmat(xp.asarray(x[:6]), xp.asarray(A))
-    np.testing.assert_allclose(np.from_dlpack(r), x[:6] @ A)
+    np.testing.assert_allclose(np.from_dlpack(r, device="cpu"), x[:6] @ A)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "int32", "complex64"])
@@ -324,7 +324,7 @@ def test_routing_matmul_vecdot_tensordot(dtype):
     tol = dict(rtol=1e-4, atol=1e-3)
 
     def eq(r, ref):
-        r = np.from_dlpack(r)
+        r = np.from_dlpack(r, device="cpu")
         assert r.dtype == np.dtype(dtype) and r.shape == ref.shape
         if np.dtype(dtype).kind == "i":
             np.testing.assert_array_equal(r, ref.astype(dtype))

@@ -5,6 +5,9 @@
 shapes of "simulator" so that multi-warp, multi-block and look-back paths run on small
 inputs. Kernel authors add their kinds to every family.
 
+``FORGE_ARRAY_TUNING`` (JSON, e.g. ``{"scan": {"item_bytes": 32}}``), read at import, overrides
+entries on top of all of that; ``bench/tune.py`` uses it to sweep parameters on a GPU.
+
 Example
 -------
 >>> p = params("copy")
@@ -13,6 +16,9 @@ Example
 """
 
 from __future__ import annotations
+
+import json
+import os
 
 from . import backend, config
 
@@ -47,6 +53,23 @@ TABLES: dict = {
 _CACHE: dict = {}
 
 
+def _overrides() -> dict:
+    text = os.environ.get("FORGE_ARRAY_TUNING", "").strip()
+    if not text:
+        return {}
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise ValueError(f"FORGE_ARRAY_TUNING is not valid JSON: {exc}") from None
+    if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):
+        raise ValueError('FORGE_ARRAY_TUNING must map kernel kinds to dicts, e.g. {"scan": {"block": 128}}')
+    return data
+
+
+#: entries from ``FORGE_ARRAY_TUNING``, applied after the tables
+OVERRIDES: dict = _overrides()
+
+
 def family() -> tuple:
     """Table names to consult for the current device, most specific first."""
     if config.SIMULATE:
@@ -67,6 +90,7 @@ def params(kind: str) -> dict:
         p = {}
         for name in reversed(fam):  # least specific first, more specific entries override
             p.update(TABLES.get(name, {}).get(kind, {}))
+        p.update(OVERRIDES.get(kind, {}))
         if not p:
             raise KeyError(f"no tuning parameters for kernel kind {kind!r}")
         _CACHE[key] = p
