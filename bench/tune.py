@@ -27,6 +27,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 
 
 def expand_grid(grid: dict) -> list[dict]:
@@ -104,6 +105,8 @@ def main(argv=None) -> int:
     p.add_argument("--dry-run", action="store_true", help="as bench.run --dry-run (NumPy on the CPU)")
     p.add_argument("--reps-scale", type=float, default=0.5)
     p.add_argument("--timeout", type=float, default=240, help="seconds per configuration")
+    p.add_argument("--budget", type=float, default=None,
+                   help="seconds for the whole sweep: no configuration starts after it is spent")
     p.add_argument("--name", default=None, help="output name (default: the suite)")
     p.add_argument("--out", default=".", help="folder for tune-<name>.json/.md")
     args = p.parse_args(argv)
@@ -116,8 +119,12 @@ def main(argv=None) -> int:
     if not configs:
         configs = [{}]
     rows: list[dict] = []
+    t0 = time.monotonic()
     with tempfile.TemporaryDirectory() as workdir:
         for i, cfg in enumerate(configs):
+            if args.budget is not None and time.monotonic() - t0 > args.budget:
+                print(f"budget of {args.budget} s spent: {len(configs) - i} configurations not run", flush=True)
+                break
             try:
                 got = run_config(cfg, args, workdir, i)
             except subprocess.TimeoutExpired:
