@@ -474,6 +474,59 @@ def test_deterministic_tuple(bk):
     assert all(np.array_equal(_np(p), _np(q)) for p, q in zip(r1, r2))
 
 
+@pytest.mark.parametrize("over", [{"ticket": "block"}, {"ticket": "persist", "persist": 1},
+                                  {"wide": False, "release": True, "spin_ns": 8}],
+                         ids=["block", "persist", "narrow-release-spin"])
+def test_tile_variants(bk, monkeypatch, over):
+    """Every tuning variant of the tile and column kernels (ticket modes, 16-byte or flag
+    status words, release fences, back-off) on multi-tile rows, batches of rows, rows of one
+    tile, the column kernel, 16-byte packed values (float64, (float32, float32)) and
+    flag-and-slot values ((float64, float64))."""
+    monkeypatch.setitem(tuning.OVERRIDES, "scan", dict(tuning.OVERRIDES.get("scan", {}), **over))
+    monkeypatch.setattr(tuning, "_CACHE", {})
+    monkeypatch.setattr(pscan._local, "plans", {}, raising=False)
+    T = _tile("float32")
+    rng = np.random.default_rng(31)
+    x = rand(bk, (5 * T + 3,), "float32", seed=30)
+    close(cumulative_sum(x), np.cumsum(_np(x).astype(np.float64)), rtol=1e-4, atol=1e-4)
+    y = bk.asarray(rng.standard_normal(4 * _tile("float64") + 1))
+    close(cumulative_sum(y, include_initial=True), np.concatenate([[0.0], np.cumsum(_np(y))]))
+    z = bk.asarray(rng.integers(-9, 9, (3, 2 * T + 5)).astype(np.int8))
+    close(cumulative_sum(z, axis=1), np.cumsum(_np(z).astype(np.int64), axis=1))
+    w = bk.asarray(rng.standard_normal((70, 9)).astype(np.float32))   # rows of one tile
+    close(cumulative_sum(w, axis=1), np.cumsum(_np(w).astype(np.float64), axis=1), rtol=1e-4, atol=1e-4)
+    close(cumulative_sum(w, axis=0), np.cumsum(_np(w).astype(np.float64), axis=0), rtol=1e-4, atol=1e-4)
+    for dt in ("float32", "float64"):
+        n = 3 * _tile(dt) + 7
+        a = bk.asarray(rng.uniform(0.5, 1.0, n).astype(dt))
+        b = bk.asarray(rng.standard_normal(n).astype(dt))
+        A, H = accumulate(ops.affine, (a, b))
+        wa, wh = ref_scan(ops.affine.fn, (_np(a).astype(np.float64), _np(b).astype(np.float64)))
+        close(A, wa.astype(np.float64), rtol=1e-4)
+        close(H, wh.astype(np.float64), rtol=1e-4, atol=1e-4)
+
+
+def test_status_words_roundtrip():
+    """pack_words / unpack_words keep every member's bits (simulator or GPU typing)."""
+    from forge_array.intrinsics import words as fw
+
+    assert fw.words_for(("float32",)) == 2 and fw.words_for(("int64",)) == 4
+    assert fw.words_for(("float32",) * 4) is None
+    if not runtime.SIMULATE:
+        return
+    v = (np.bool_(True), np.int8(-3), np.float32(1.25), np.uint16(7))
+    w = fw.pack_words(np.uint32(41), v, 4)
+    assert len(w) == 4 and w[0] == 41
+    assert fw.unpack_words(w, v) == v
+    c = (np.complex64(1 - 2j),)
+    assert fw.unpack_words(fw.pack_words(np.uint32(1), c, 4), c) == c
+    buf = pscan._zeros16(np, 8, np.uint32)
+    fw.store_relaxed_words(buf, 4, w)
+    assert fw.load_relaxed_words(buf, 4, 4) == w
+    with pytest.raises(ValueError):
+        fw.store_relaxed_words(buf, 2, w)
+
+
 # --------------------------------------------------------------------------- errors
 
 
@@ -545,24 +598,24 @@ def test_ptx_compiles(offline_ptx, tmp_path):
         from forge_array.kernels import scan as k
         I64 = runtime.i64
         def tail(acc):
-            st = runtime.ptr_t(np.uint64 if k.packable(acc) else np.uint32)
+            st = runtime.ptr_t(np.uint32)
             return (st, runtime.tuple_ptr_t(acc), runtime.ptr_t(np.uint64), I64, I64)
         def heads(ind, acc):
             return (runtime.tuple_ptr_t(ind), runtime.tuple_ptr_t(acc), runtime.tuple_ptr_t(acc))
         f32, f64, i8, i64 = (np.dtype(d) for d in ("float32", "float64", "int8", "int64"))
         ptx = runtime.compile_ptx_offline(k.make_tile_scan,
             (ops.add.fn, False, (f32,), (f32,), 256, 16, 0, False, False, True, True),
-            heads((f32,), (f32,)) + (I64,) * 11 + tail((f32,)), launch_bounds=(256, 5))
-        print("vec", ptx.count("ld.global.v4"), "acq", ptx.count("ld.relaxed.gpu"),
-              "rel", ptx.count("st.release.gpu"), "vst", ptx.count("st.global.v4"),
-              "bar", ptx.count("bar.sync"))
+            heads((f32,), (f32,)) + (I64,) * 11 + tail((f32,)) + (I64,), launch_bounds=(256, 5))
+        print("vec", ptx.count("ld.global.v4"), "acq", ptx.count("ld.relaxed.gpu.global.v2"),
+              "rel", ptx.count("st.relaxed.gpu.global.v2"), "vst", ptx.count("st.global.v4"),
+              "bar", ptx.count("bar.sync"), "fence", ptx.count("fence.") + ptx.count("st.release"))
         open(PTX_FILE, "w").write(ptx)
         runtime.compile_ptx_offline(k.make_tile_scan,
             (ops.add.fn, False, (i8,), (i64,), 256, 8, 1, True, True, False),
-            heads((i8,), (i64,)) + (I64,) * 11 + tail((i64,)))
+            heads((i8,), (i64,)) + (I64,) * 11 + tail((i64,)) + (I64,))
         runtime.compile_ptx_offline(k.make_tile_scan,
             (ops.affine.fn, True, (f32, f32), (f32, f32), 256, 8, 0, False, False, False),
-            heads((f32, f32), (f32, f32)) + (I64,) * 11 + tail((f32, f32)))
+            heads((f32, f32), (f32, f32)) + (I64,) * 11 + tail((f32, f32)) + (I64,))
         runtime.compile_ptx_offline(k.make_column_scan,
             (ops.affine.fn, True, (f64, f64), (f64, f64), 256, 8, 1, True, True),
             heads((f64, f64), (f64, f64)) + (I64,) * 13 + tail((f64, f64)))
@@ -571,7 +624,9 @@ def test_ptx_compiles(offline_ptx, tmp_path):
     assert "ok" in out
     words = out.split()
     assert int(words[words.index("vec") + 1]) > 0
+    # packed 8-byte status words: relaxed vector accesses, no fence, no release store
     assert int(words[words.index("acq") + 1]) > 0 and int(words[words.index("rel") + 1]) > 0
+    assert int(words[words.index("fence") + 1]) == 0
     # 128-bit stores; block barriers: ticket, warp totals, look-back result (the load and
     # store transposes only need warp barriers)
     assert int(words[words.index("vst") + 1]) > 0 and int(words[words.index("bar") + 1]) == 3

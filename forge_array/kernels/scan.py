@@ -17,10 +17,11 @@ on scalars or tuples) and the value type, specialised at compile time by their f
        through shuffles, block combine.
     4. Warp 0 looks back over a window of 32 predecessor tiles; a status word per tile
        says INVALID (0), AGGREGATE (1, the tile's own total) or PREFIX (2, inclusive of
-       every tile before it). For values of <= 4 bytes, status and value share ONE 64-bit
-       word (``store_release`` / ``load_acquire``); otherwise a flag word plus separate
-       aggregate and prefix slots (values written before the flag's release; the flag
-       acquired before the values are read). The window is folded by a warp scan of a
+       every tile before it). For values of <= 12 bytes, status and value share ONE 8- or
+       16-byte word (CUB's transaction word), written and read with ONE relaxed vector
+       access (:mod:`..intrinsics.words`: no fence, no release store); larger values use a
+       flag word plus separate aggregate and prefix slots (values written before the flag's
+       release; one fence after the flags are read, before the values are). The window is folded by a warp scan of a
        *segmented* operator that restarts at the last PREFIX lane.
     5. Second thread-sequential pass with the prefix; results go back through the warp's
        part of shared memory and out with warp-striped coalesced stores, 128-bit when the
@@ -66,6 +67,7 @@ import numpy as np
 from numba import cuda
 
 from .. import intrinsics as fi
+from ..intrinsics import words as fw
 
 __all__ = [
     "EMPTY", "AGG", "PREFIX", "packable", "value_op", "tagged_combine",
@@ -86,13 +88,27 @@ COUNT = bool(fi.SIMULATE)
 _U32, _U2, _U3 = np.uint64(32), np.uint64(2), np.uint64(3)
 
 
-def packable(acc_dtypes) -> bool:
-    """Whether status and value share one 64-bit word (one value of <= 4 bytes).
+def packable(acc_dtypes, wide: bool = True) -> bool:
+    """Whether status and value share one word: 8 bytes for one value of <= 4 bytes, 16
+    bytes (one 128-bit access, CUB's ``longlong2`` transaction word) for values of <= 12
+    bytes (float64, int64, complex64, (float32, float32) pairs, ...) when ``wide``.
 
     >>> packable(("float32",)), packable(("float64",)), packable(("float32", "float32"))
-    (True, False, False)
+    (True, True, True)
+    >>> packable(("float64",), wide=False), packable(("float64", "float64"))
+    (False, False)
     """
-    return len(acc_dtypes) == 1 and np.dtype(acc_dtypes[0]).itemsize <= 4
+    sw = status_words(acc_dtypes)
+    return sw is not None and (wide or sw == 2)
+
+
+def status_words(acc_dtypes):
+    """32-bit pieces of a packed status word (2 or 4), None when the value needs flag + slots.
+
+    >>> status_words(("int8",)), status_words(("int64",)), status_words(("float64", "float64"))
+    (2, 4, None)
+    """
+    return fw.words_for(tuple(np.dtype(d) for d in acc_dtypes))
 
 
 def _jit(device):
@@ -175,17 +191,23 @@ def _make_converter(in_dtypes, acc_dtypes):
     return conv
 
 
-def _make_status(acc_dtypes, packed: bool, det: bool, comb):
-    """``publish(status, vals, s, kind, value, epoch)`` (value slots first, then the status
-    with ``store_release``) and ``window(status, vals, mul, add, first, V, pre0, epoch,
-    counter, init_t, empty)``: the in-order fold of the tagged states of tiles
-    ``first .. first + V - 1`` (slot ``p * mul + add`` for tile ``p``; ``p == -1`` is
-    ``init_t``, ``p < -1`` empty). The ``V`` status words are read with independent
+def _make_status(acc_dtypes, packed: bool, det: bool, comb, release: bool = False,
+                 spin_ns: int = 0):
+    """``publish(status, vals, s, kind, value, epoch)`` and ``window(status, vals, mul, add,
+    first, V, pre0, epoch, counter, init_t, empty)``: the in-order fold of the tagged states
+    of tiles ``first .. first + V - 1`` (slot ``p * mul + add`` for tile ``p``; ``p == -1``
+    is ``init_t``, ``p < -1`` empty). The ``V`` status words are read with independent
     relaxed loads (all in flight at once), then each still INVALID one is re-read until
-    published; flag words are followed by one fence before the value slots are read.
-    Deterministic mode reads aggregate slots only, except the prefix slot of the first
-    tile when ``pre0``. Spins are counted in ``counter[STAT_SPINS]`` in the simulator."""
-    WT = np.uint64 if packed else np.uint32
+    published (``spin_ns``: a ``nanosleep`` back-off between re-reads).
+
+    ``packed``: status and value share ONE word of ``SW`` 32-bit pieces (8 or 16 bytes,
+    :func:`status_words`), written with one relaxed vector store and read with one relaxed
+    vector load; the reader gets the value of the store whose status it sees, so no fence
+    is needed (``release``: a device fence before each store anyway, to compare). Otherwise
+    a 32-bit flag word plus separate value slots: values written before the flag's
+    ``store_release``, one fence after the flags are read and before the value slots are.
+    Deterministic mode reads aggregate slots only, except the prefix slot of the first tile
+    when ``pre0``. Spins are counted in ``counter[STAT_SPINS]`` in the simulator."""
 
     @cuda.jit(device=True)
     def _want(q, pre0):
@@ -196,20 +218,7 @@ def _make_status(acc_dtypes, packed: bool, det: bool, comb):
         return 1
 
     if packed:
-        DT = np.dtype(acc_dtypes[0]).type
-
-        @cuda.jit(device=True)
-        def pack(v, hi):
-            w = cuda.local.array(1, np.uint64)
-            w[0] = np.uint64(hi) << _U32
-            w.view(DT)[0] = v[0]
-            return w[0]
-
-        @cuda.jit(device=True)
-        def unpack(word):
-            w = cuda.local.array(1, np.uint64)
-            w[0] = word
-            return (w.view(DT)[0],)
+        SW = status_words(acc_dtypes)
 
         @cuda.jit(device=True)
         def slot(s, want):
@@ -222,39 +231,80 @@ def _make_status(acc_dtypes, packed: bool, det: bool, comb):
             idx = s
             if det:
                 idx = 2 * s + (1 if kind == 2 else 0)
-            fi.store_release(status, idx, pack(v, np.uint64(epoch) * np.uint64(4) + np.uint64(kind)))
+            if release:
+                fi.fence_device()
+            fw.store_relaxed_words(status, idx * SW,
+                                   fw.pack_words(np.uint32(epoch * 4 + kind), v, SW))
 
         @cuda.jit(device=True)
         def valid(w, want, epoch):
-            hi = w >> _U32
-            return (hi >> _U2) == np.uint64(epoch) and (hi & _U3) >= np.uint64(want if want > 0 else 1)
-
-        @cuda.jit(device=True)
-        def value(status, vals, s, w, want):
-            return (np.int32((w >> _U32) & _U3),) + unpack(w)
-
-    else:
-
-        @cuda.jit(device=True)
-        def slot(s, want):
-            return s
-
-        @cuda.jit(device=True)
-        def publish(status, vals, s, kind, v, epoch):
-            fi.store(vals, 2 * s + (1 if kind == 2 else 0), v)
-            fi.store_release(status, s, np.uint32(epoch * 4 + kind))
-
-        @cuda.jit(device=True)
-        def valid(w, want, epoch):
-            return (w >> np.uint32(2)) == np.uint32(epoch) and (w & np.uint32(3)) >= np.uint32(
+            h = w[0]
+            return (h >> np.uint32(2)) == np.uint32(epoch) and (h & np.uint32(3)) >= np.uint32(
                 want if want > 0 else 1)
 
         @cuda.jit(device=True)
-        def value(status, vals, s, w, want):
-            kind = np.int32(w & np.uint32(3))
-            if want == 1:
-                kind = np.int32(1)
-            return (kind,) + fi.load(vals, 2 * s + (1 if kind == 2 else 0))
+        def value(status, vals, s, w, like):
+            return (np.int32(w[0] & np.uint32(3)),) + fw.unpack_words(w, like)
+
+        # generated: V words in V variables (a local array cannot hold tuples)
+        def make_window(V):
+            g = {"cuda": cuda, "fi": fi, "fw": fw, "np": np, "slot": slot, "valid": valid,
+                 "value": value, "_want": _want, "comb": comb, "COUNT": COUNT,
+                 "STAT_SPINS": STAT_SPINS, "ZW": (np.uint32(0),) * SW}
+            L = ["def window(status, vals, mul, add, first, pre0, epoch, counter, init_t, empty):"]
+            for q in range(V):
+                L += [f"    p{q} = first + {q}",
+                      f"    w{q} = ZW",
+                      f"    if p{q} >= 0:",
+                      f"        w{q} = fw.load_relaxed_words(status, slot(p{q} * mul + add, "
+                      f"_want({q}, pre0)) * {SW}, {SW})"]
+            for q in range(V):
+                L += [f"    if p{q} >= 0:",
+                      f"        want = _want({q}, pre0)",
+                      f"        while not valid(w{q}, want, epoch):",
+                      "            if COUNT:",
+                      "                fi.atomic_add(counter, STAT_SPINS, np.uint64(1))"]
+                if spin_ns:
+                    L += [f"            fi.nanosleep({int(spin_ns)})"]
+                L += [f"            w{q} = fw.load_relaxed_words(status, slot(p{q} * mul + add, want) "
+                      f"* {SW}, {SW})"]
+            L += ["    like = empty[1:]", "    acc = empty"]
+            for q in range(V):
+                L += [f"    if p{q} >= 0:",
+                      f"        x = value(status, vals, p{q} * mul + add, w{q}, like)",
+                      f"    elif p{q} == -1:",
+                      "        x = init_t",
+                      "    else:",
+                      "        x = empty",
+                      "    acc = comb(acc, x)"]
+            L += ["    return acc"]
+            exec(compile("\n".join(L) + "\n", "<forge_array.kernels.scan window>", "exec"), g)
+            return cuda.jit(device=True)(g["window"])
+
+        return publish, make_window
+
+    WT = np.uint32
+
+    @cuda.jit(device=True)
+    def slot(s, want):
+        return s
+
+    @cuda.jit(device=True)
+    def publish(status, vals, s, kind, v, epoch):
+        fi.store(vals, 2 * s + (1 if kind == 2 else 0), v)
+        fi.store_release(status, s, np.uint32(epoch * 4 + kind))
+
+    @cuda.jit(device=True)
+    def valid(w, want, epoch):
+        return (w >> np.uint32(2)) == np.uint32(epoch) and (w & np.uint32(3)) >= np.uint32(
+            want if want > 0 else 1)
+
+    @cuda.jit(device=True)
+    def value(status, vals, s, w, want):
+        kind = np.int32(w & np.uint32(3))
+        if want == 1:
+            kind = np.int32(1)
+        return (kind,) + fi.load(vals, 2 * s + (1 if kind == 2 else 0))
 
     def make_window(V):
         @cuda.jit(device=True)
@@ -272,10 +322,11 @@ def _make_status(acc_dtypes, packed: bool, det: bool, comb):
                     while not valid(w, want, epoch):
                         if COUNT:
                             fi.atomic_add(counter, STAT_SPINS, np.uint64(1))
+                        if spin_ns:
+                            fi.nanosleep(spin_ns)
                         w = fi.load_relaxed(status, slot(p * mul + add, want))
                     words[q] = w
-            if not packed:
-                fi.fence_device()
+            fi.fence_device()
             acc = empty
             for q in range(V):
                 p = first + q
@@ -322,7 +373,8 @@ def _make_gather(n):
 
 
 def make_tile_scan(fn, tuple_op, in_dtypes, acc_dtypes, block, items, shift, has_init,
-                   det, vec, ovec=False):
+                   det, vec, ovec=False, ticket="atomic", wide=True, release=False, spin_ns=0,
+                   keep_items=False):
     """Kernel factory of the row (tile) scan; see the module docstring.
 
     Kernel arguments: ``src, dst, init`` (tuples of buffers; ``init`` holds one value),
@@ -331,7 +383,19 @@ def make_tile_scan(fn, tuple_op, in_dtypes, acc_dtypes, block, items, shift, has
     inner batch axes), ``lead`` (elements before the first tile's start, for 128-bit
     alignment; 0 without ``vec``), ``tpr`` (tiles per row), ``status, vals`` (tile states),
     ``counter`` (uint64: ticket and statistics), ``base`` (ticket of this launch's tile 0),
-    ``epoch``.
+    ``epoch``, ``ntiles`` (tiles of the launch).
+
+    ``ticket`` (how a block gets its tiles): ``"atomic"`` one tile per block, its id from
+    the atomic counter (a barrier broadcasts it); ``"block"`` one tile per block, tile =
+    ``blockIdx.x`` (CUB's way: no atomic, no barrier, loads start at once; relies on blocks
+    being dispatched in index order); ``"persist"`` a grid of resident blocks that loop,
+    thread 0 fetching the NEXT ticket at the start of a tile so that its latency hides under
+    the tile's work (progress never depends on scheduling; ``ntiles + grid`` tickets per
+    launch). Whatever ``ticket`` says, launches whose rows are one tile each (no look-back)
+    use ``blockIdx.x`` (grid-stride for ``"persist"``). ``wide``: 16-byte status words for
+    values of 5-12 bytes (else flag + slots); ``release`` / ``spin_ns``: see
+    :func:`_make_status`. ``keep_items``: a scalar's items stay in registers between the two
+    passes over the tile (else they are read back from shared memory).
 
     ``vec``: 128-bit input loads (contiguous rows, ``lead`` aligns the tiles). ``ovec``:
     128-bit output stores as well (the host checks that output element ``start + k +
@@ -344,12 +408,13 @@ def make_tile_scan(fn, tuple_op, in_dtypes, acc_dtypes, block, items, shift, has
     TILE = block * items
     NW = block // fi.WARP
     WSEG = fi.WARP * items  # a warp's segment of the tile
-    packed = packable(acc_dtypes)
+    packed = packable(acc_dtypes, wide)
     op_v = value_op(fn, tuple_op)
     comb = tagged_combine(op_v)
     warp_scan = fi.make_warp_scan(comb)
     conv = _make_converter(in_dtypes, acc_dtypes)
-    publish, make_window = _make_status(acc_dtypes, packed, det, comb)
+    publish, make_window = _make_status(acc_dtypes, packed, det, comb, release, spin_ns)
+    assert ticket in ("atomic", "block", "persist"), ticket
     LBV = 4  # predecessors per lane: the look-back reads 32 * LBV tiles per round trip
     W = 32 * LBV
     window = make_window(LBV)
@@ -360,14 +425,18 @@ def make_tile_scan(fn, tuple_op, in_dtypes, acc_dtypes, block, items, shift, has
     NV = items // VEC
     OUT_T = acc_dtypes[0].type
     IN_T = in_dtypes[0].type
-    REG = K == 1  # a scalar accumulator: the thread's items stay in registers
+    REG = K == 1  # a scalar accumulator: strided loads land in registers first
+    # keep_items: a scalar's items also stay in registers from the first pass to the second
+    # (16 fewer shared loads per thread, but 16+ more registers live across the look-back:
+    # 64 instead of 48 for float32 x 16, 72 instead of 56 for float64 x 8; ptxas -v)
+    KEEP = REG and keep_items
     ovec = bool(ovec and vec and ovec_ok(in_dtypes, acc_dtypes, items))
     VO = fi.VEC(acc_dtypes[0]) if ovec else 1
     NVO = items // VO
     gather = _make_gather(VO)
     assert K >= 1 and (not vec or _vec_ok(in_dtypes, acc_dtypes, block, items))
 
-    if REG:
+    if KEEP:
         @cuda.jit(device=True)
         def item(sh, xr, kb, j):
             return (xr[j],)
@@ -404,19 +473,25 @@ def make_tile_scan(fn, tuple_op, in_dtypes, acc_dtypes, block, items, shift, has
             hi -= W
         return acc
 
-    def body(sk, sh, src, dst, init, n, m, nb1, s_in, b0_in, b1_in, s_out, b0_out, b1_out,
-             lead, tpr, status, vals, counter, base, epoch):
+    @cuda.jit(device=True)
+    def tile(sk, sh, t, src, dst, init, n, m, nb1, s_in, b0_in, b1_in, s_out, b0_out, b1_out,
+             lead, tpr, status, vals, counter, epoch, ntiles):
         tid = cuda.threadIdx.x
         lane = tid & 31
         warp = tid >> 5
-        if tid == 0:
-            sk[NW + 1] = np.int64(fi.atomic_add(counter, 0, np.uint64(1))) - base
-        cuda.syncthreads()
-        t = sk[NW + 1]
-        row = t // tpr
-        ti = t - row * tpr
-        r0 = row // nb1
-        r1 = row - r0 * nb1
+        row = t  # 64-bit divisions are ~100 instructions: skip them when they are trivial
+        ti = t - t
+        if tpr != 1:
+            row = t - t
+            ti = t
+            if ntiles != tpr:
+                row = t // tpr
+                ti = t - row * tpr
+        r0 = row - row
+        r1 = row
+        if ntiles > tpr * nb1:  # more rows than the inner batch dimension holds
+            r0 = row // nb1
+            r1 = row - r0 * nb1
         ib = r0 * b0_in + r1 * b1_in
         ob = r0 * b0_out + r1 * b1_out
         start = ti * TILE - lead
@@ -557,19 +632,45 @@ def make_tile_scan(fn, tuple_op, in_dtypes, acc_dtypes, block, items, shift, has
         if shift and ti == 0 and tid == 0:
             fi.store(dst, ob, fi.load(init, 0))
 
-    inner = fi.with_shared_scratch(NKINDS, np.int64, cuda.jit(device=True)(body), nargs=20)
-    outer = fi.with_shared_scratch(NVALS, acc_dtypes, inner, nargs=19)
+    def body(sk, sh, src, dst, init, n, m, nb1, s_in, b0_in, b1_in, s_out, b0_out, b1_out,
+             lead, tpr, status, vals, counter, base, epoch, ntiles):
+        tid = cuda.threadIdx.x
+        # rows of one tile have no look-back, so their tiles need no ticket
+        if tpr == 1 or ticket == "block":
+            t = np.int64(cuda.blockIdx.x)
+        else:
+            if tid == 0:
+                sk[NW + 1] = np.int64(fi.atomic_add(counter, 0, np.uint64(1))) - base
+            cuda.syncthreads()
+            t = sk[NW + 1]
+        if ticket != "persist":
+            tile(sk, sh, t, src, dst, init, n, m, nb1, s_in, b0_in, b1_in, s_out, b0_out,
+                 b1_out, lead, tpr, status, vals, counter, epoch, ntiles)
+            return
+        while t < ntiles:
+            nxt = t + np.int64(cuda.gridDim.x)
+            if tpr != 1 and tid == 0:  # the next ticket, fetched now, needed after this tile
+                nxt = np.int64(fi.atomic_add(counter, 0, np.uint64(1))) - base
+            tile(sk, sh, t, src, dst, init, n, m, nb1, s_in, b0_in, b1_in, s_out, b0_out,
+                 b1_out, lead, tpr, status, vals, counter, epoch, ntiles)
+            if tid == 0:  # every thread read sk[NW + 1] before the tile's first barrier
+                sk[NW + 1] = nxt
+            cuda.syncthreads()  # also: shared memory is reused by the next tile
+            t = sk[NW + 1]
+
+    inner = fi.with_shared_scratch(NKINDS, np.int64, cuda.jit(device=True)(body), nargs=21)
+    outer = fi.with_shared_scratch(NVALS, acc_dtypes, inner, nargs=20)
 
     def tile_scan(src, dst, init, n, m, nb1, s_in, b0_in, b1_in, s_out, b0_out, b1_out,
-                  lead, tpr, status, vals, counter, base, epoch):
+                  lead, tpr, status, vals, counter, base, epoch, ntiles):
         outer(src, dst, init, n, m, nb1, s_in, b0_in, b1_in, s_out, b0_out, b1_out,
-              lead, tpr, status, vals, counter, base, epoch)
+              lead, tpr, status, vals, counter, base, epoch, ntiles)
 
     return tile_scan
 
 
 def make_column_scan(fn, tuple_op, in_dtypes, acc_dtypes, block, items, shift, has_init,
-                     det):
+                     det, wide=True, release=False, spin_ns=0):
     """Kernel factory of the column scan; see the module docstring.
 
     Kernel arguments: ``src, dst, init, n, m, nbatch, nb1, s_in, b0_in, b1_in, s_out,
@@ -578,18 +679,21 @@ def make_column_scan(fn, tuple_op, in_dtypes, acc_dtypes, block, items, shift, h
     (chunks of ``(block // cb) * items`` rows down the scan axis), ``status, vals,
     counter, base, epoch``. Tile ``t`` is chunk ``t // nstrips`` of strip
     ``t % nstrips``; column ``c`` of tile ``t`` keeps its state in slot ``t * cb + c``.
+    Launches of one chunk per column (no look-back) take tiles from ``blockIdx.x`` (no
+    ticket); ``wide``, ``release``, ``spin_ns`` as :func:`make_tile_scan`.
     """
     in_dtypes = tuple(np.dtype(d) for d in in_dtypes)
     acc_dtypes = tuple(np.dtype(d) for d in acc_dtypes)
     R = items
     REG = len(acc_dtypes) == 1
     OUT_T = acc_dtypes[0].type
-    packed = packable(acc_dtypes)
+    packed = packable(acc_dtypes, wide)
     op_v = value_op(fn, tuple_op)
     comb = tagged_combine(op_v)
     conv = _make_converter(in_dtypes, acc_dtypes)
-    publish, make_window = _make_status(acc_dtypes, packed, det, comb)
-    LBV = 8  # chunks read per round trip of a column's look-back
+    publish, make_window = _make_status(acc_dtypes, packed, det, comb, release, spin_ns)
+    # chunks read per round trip of a column's look-back (16-byte words: 4, for registers)
+    LBV = 4 if packed and status_words(acc_dtypes) == 4 else 8
     window = make_window(LBV)
     GV = block * R  # staged items, then group aggregates, then column prefixes
     CV = GV + block
@@ -612,12 +716,21 @@ def make_column_scan(fn, tuple_op, in_dtypes, acc_dtypes, block, items, shift, h
     def body(sk, sh, src, dst, init, n, m, nbatch, nb1, s_in, b0_in, b1_in, s_out, b0_out,
              b1_out, cb, nstrips, nchunks, status, vals, counter, base, epoch):
         tid = cuda.threadIdx.x
-        if tid == 0:
-            sk[2 * block] = np.int64(fi.atomic_add(counter, 0, np.uint64(1))) - base
-        cuda.syncthreads()
-        t = sk[2 * block]
-        chunk = t // nstrips
-        strip = t - chunk * nstrips
+        if nchunks == 1:  # no look-back: no ticket either
+            t = np.int64(cuda.blockIdx.x)
+        else:
+            if tid == 0:
+                sk[2 * block] = np.int64(fi.atomic_add(counter, 0, np.uint64(1))) - base
+            cuda.syncthreads()
+            t = sk[2 * block]
+        chunk = t - t
+        strip = t
+        if nstrips != 1:
+            chunk = t // nstrips
+            strip = t - chunk * nstrips
+        elif nchunks != 1:
+            chunk = t
+            strip = t - t
         G = block // cb
         g = tid // cb
         c = tid - g * cb
@@ -626,8 +739,11 @@ def make_column_scan(fn, tuple_op, in_dtypes, acc_dtypes, block, items, shift, h
         ib = 0
         ob = 0
         if active:
-            r0 = col // nb1
-            r1 = col - r0 * nb1
+            r0 = col - col
+            r1 = col
+            if nbatch > nb1:
+                r0 = col // nb1
+                r1 = col - r0 * nb1
             ib = r0 * b0_in + r1 * b1_in
             ob = r0 * b0_out + r1 * b1_out
         rows0 = (chunk * G + g) * R

@@ -429,7 +429,7 @@ class _State:
 
     def __init__(self, like, packed, acc_dtypes, slots):
         self.xp = _xp(like)
-        self.packed = packed
+        self.packed = packed  # 32-bit pieces per packed status word (2 or 4), 0: flag + slots
         self.acc_dtypes = acc_dtypes
         self.counter = self.xp.zeros(kscan.STAT_WORDS, dtype=np.uint64)
         self.base = 0
@@ -440,8 +440,8 @@ class _State:
     def grow(self, slots):
         """Room for ``slots`` tile states (fresh zeroed words: epoch 0 is never used)."""
         xp = self.xp
-        if self.packed:
-            self.status = xp.zeros(2 * slots, dtype=np.uint64)
+        if self.packed:  # 2 words per tile (deterministic mode: aggregate and prefix)
+            self.status = _zeros16(xp, 2 * slots * self.packed, np.uint32)
             self.vals = tuple(xp.zeros(1, dtype=d) for d in self.acc_dtypes)
         else:
             self.status = xp.zeros(slots, dtype=np.uint32)
@@ -459,6 +459,17 @@ class _State:
         return b
 
 
+def _zeros16(xp, n, dtype):
+    """Zeroed 1-D array of ``n`` elements starting on a 16-byte boundary (CuPy allocations
+    always do; NumPy ones are over-allocated and sliced)."""
+    if xp is not np:
+        return xp.zeros(n, dtype=dtype)
+    isz = np.dtype(dtype).itemsize
+    raw = np.zeros(n + 16 // isz, dtype=dtype)
+    k = (-raw.__array_interface__["data"][0] % 16) // isz
+    return raw[k:k + n]
+
+
 _local = threading.local()
 
 
@@ -468,11 +479,11 @@ def _state_key(like):
     return ("host",)
 
 
-def _state(like, acc_dtypes, slots):
+def _state(like, acc_dtypes, slots, wide=True):
     cache = getattr(_local, "states", None)
     if cache is None:
         cache = _local.states = {}
-    packed = kscan.packable(acc_dtypes)
+    packed = kscan.status_words(acc_dtypes) if kscan.packable(acc_dtypes, wide) else 0
     key = _state_key(like) + (packed, acc_dtypes)
     st = cache.get(key)
     if st is None:
@@ -522,9 +533,17 @@ def _init_buffers(like, acc_dtypes, init):
     return b
 
 
+_SMEM_LIMIT = 46 * 1024  # static shared memory of a block: 48 KiB, less the small arrays
+
+
 def _items_for(p, acc_dtypes):
+    """Items per thread of the tile scan: ``item_bytes`` (``item_bytes_8`` for values of
+    8 bytes or more when given) over the value size, capped by ``items_max`` and by the
+    padded tile's static shared memory, rounded down to a power of two."""
     nbytes = sum(d.itemsize for d in acc_dtypes)
-    items = max(1, min(p.get("items_max", 32), p["item_bytes"] // nbytes))
+    ib = p.get("item_bytes_8", p["item_bytes"]) if nbytes >= 8 else p["item_bytes"]
+    items = max(1, min(p.get("items_max", 32), ib // nbytes,
+                       _SMEM_LIMIT * 32 // (33 * p["block"] * nbytes)))
     return 1 << (items.bit_length() - 1)  # a power of two
 
 
@@ -548,7 +567,7 @@ class _Plan:
     output misalignment the kernel was specialised for."""
 
     __slots__ = ("kernel", "grid", "block", "init", "initb", "scalars", "state", "slots",
-                 "ntiles", "in_off", "out_off", "shape", "flat", "out_mis")
+                 "ntiles", "in_off", "out_off", "shape", "flat", "out_mis", "tail")
 
     def launch(self, src, dst):
         st = self.state
@@ -557,8 +576,8 @@ class _Plan:
         status, vals, counter = st.buffers()
         runtime.launch(self.kernel, self.grid, self.block,
                        (src, dst, self.initb) + self.scalars
-                       + (status, vals, counter, st.base, st.epoch))
-        _after_launch(st, self.ntiles)
+                       + (status, vals, counter, st.base, st.epoch) + self.tail)
+        _after_launch(st, self.ntiles)  # tickets taken from the counter
 
 
 def _buf_at(x, off):
@@ -682,10 +701,13 @@ def plan_scan(fn, tuple_op, xv, ov, in_dtypes, acc_dtypes, init, shift, n, m, nb
     like = xv[0]
     pt = tuning.params("scan")
     pc = tuning.params("scan_columns")
-    tile = pt["block"] * _items_for(pt, acc_dtypes)
+    items = _items_for(pt, acc_dtypes)
+    tile = pt["block"] * items
     columns = nb1 > 1 and abs(bx[1]) == 1 and abs(s_in) != 1 and n > 1
     short_rows = nbatch >= 64 and n * 4 < tile
     has_init = init is not None
+    wide = bool(pt.get("wide", True))
+    sync = (wide, bool(pt.get("release", False)), int(pt.get("spin_ns", 0)))
     p = _Plan()
     p.init = _init_buffers(like, acc_dtypes, init)
     p.initb = tuple(runtime.buffer_of(b) for b in p.init)
@@ -699,21 +721,22 @@ def plan_scan(fn, tuple_op, xv, ov, in_dtypes, acc_dtypes, init, shift, n, m, nb
         nstrips = -(-nbatch // cb)
         nchunks = -(-n // (G * items))
         ntiles = nstrips * nchunks
-        st = _state(like, acc_dtypes, ntiles * cb)
+        st = _state(like, acc_dtypes, ntiles * cb, wide)
         argtypes = (runtime.tuple_ptr_t(in_dtypes), runtime.tuple_ptr_t(acc_dtypes),
                     runtime.tuple_ptr_t(acc_dtypes)) + (I64,) * 13 + (
             runtime.ptr_t(st.status.dtype), runtime.tuple_ptr_t(acc_dtypes),
             runtime.ptr_t(np.uint64), I64, I64)
         p.kernel = runtime.compile_kernel(
             kscan.make_column_scan,
-            (fn, tuple_op, in_dtypes, acc_dtypes, block, items, shift, has_init, bool(det)),
+            (fn, tuple_op, in_dtypes, acc_dtypes, block, items, shift, has_init, bool(det)) + sync,
             argtypes)
         p.scalars = (n, m, nbatch, nb1, s_in, bx[0], bx[1], s_out, bo[0], bo[1], cb, nstrips,
                      nchunks)
-        p.grid, p.block, p.state, p.slots, p.ntiles = ntiles, block, st, ntiles * cb, ntiles
+        p.tail = ()
+        p.grid, p.block, p.state, p.slots = ntiles, block, st, ntiles * cb
+        p.ntiles = ntiles if nchunks > 1 else 0  # one chunk per column: tiles = blockIdx.x
         return p
     block = pt["block"]
-    items = _items_for(pt, acc_dtypes)
     tile = block * items
     lead = 0
     vec = False
@@ -735,19 +758,30 @@ def plan_scan(fn, tuple_op, xv, ov, in_dtypes, acc_dtypes, init, shift, n, m, nb
                 and all(b % V == 0 for b, sz in zip(bo, (nbatch // nb1, nb1)) if sz > 1))
     tpr = -(-(n + lead) // tile)
     ntiles = tpr * nbatch
-    st = _state(like, acc_dtypes, ntiles)
+    st = _state(like, acc_dtypes, ntiles, wide)
     argtypes = (runtime.tuple_ptr_t(in_dtypes), runtime.tuple_ptr_t(acc_dtypes),
                 runtime.tuple_ptr_t(acc_dtypes)) + (I64,) * 11 + (
         runtime.ptr_t(st.status.dtype), runtime.tuple_ptr_t(acc_dtypes),
-        runtime.ptr_t(np.uint64), I64, I64)
-    # 128-bit paths of <= 4-byte scalars fit in 48 registers without spilling (ptxas -v):
-    # 5 resident blocks of 256 threads per SM instead of 4 (52-56 registers unbounded)
+        runtime.ptr_t(np.uint64), I64, I64, I64)
+    # launch bound (min_blocks resident blocks per SM) for 128-bit paths of <= 4-byte
+    # scalars with <= 64 bytes per thread: float32 x 16 needs 48 registers without
+    # keep_items (5 blocks of 256 per SM without spilling), 64 with it (ptxas -v)
     mb = pt.get("min_blocks")
-    lb = (block, mb) if mb and vec and len(acc_dtypes) == 1 and acc_dtypes[0].itemsize <= 4 else None
+    small = len(acc_dtypes) == 1 and acc_dtypes[0].itemsize <= 4 and items * acc_dtypes[0].itemsize <= 64
+    lb = (block, mb) if mb and vec and small and block * mb <= 2048 else None
+    ticket = pt.get("ticket", "atomic")
     p.kernel = runtime.compile_kernel(
         kscan.make_tile_scan,
         (fn, tuple_op, in_dtypes, acc_dtypes, block, items, shift, has_init, bool(det), vec,
-         ovec), argtypes, launch_bounds=lb)
+         ovec, ticket) + sync + (bool(pt.get("keep_items", False)),), argtypes, launch_bounds=lb)
     p.scalars = (n, m, nb1, s_in, bx[0], bx[1], s_out, bo[0], bo[1], lead, tpr)
-    p.grid, p.block, p.state, p.slots, p.ntiles = ntiles, block, st, ntiles, ntiles
+    p.tail = (ntiles,)
+    grid = ntiles
+    if ticket == "persist":
+        per_sm = int(pt.get("persist", 0)) or (mb or 4)
+        grid = min(ntiles, per_sm * runtime.device_info()["sm_count"])
+    p.grid, p.block, p.state, p.slots = grid, block, st, ntiles
+    # tickets taken from the counter: one per tile, plus one per block that finds none left
+    # ("persist"); none when tiles come from blockIdx.x (rows of one tile, or "block")
+    p.ntiles = 0 if (tpr == 1 or ticket == "block") else ntiles + (grid if ticket == "persist" else 0)
     return p

@@ -32,7 +32,11 @@ TABLES: dict = {
         "rowcol": {"block": 256, "blocks_per_sm": 8, "max_blocks_per_sm": 8, "unroll": 4, "row_items": 2,
                    "warp_rows": 32, "min_items": 16, "row_tile_max": 128, "row_tile_vecs": 4,
                    "row_tile_min_blocks": 4, "col_vec": True},
-        "scan": {"block": 256, "item_bytes": 64, "items_max": 32, "min_blocks": 5},
+        # scan: ticket "atomic" | "block" | "persist" (+ "persist": blocks per SM, 0 = min_blocks);
+        # wide: 16-byte status words for 5-12 byte values; keep_items: items in registers
+        # across the look-back; spin_ns: look-back back-off; release: fence before publishing
+        "scan": {"block": 256, "item_bytes": 64, "items_max": 32, "min_blocks": 5, "ticket": "atomic",
+                 "persist": 0, "wide": True, "keep_items": False, "spin_ns": 0, "release": False},
         "scan_columns": {"block": 256, "items": 16},
     },
     "sm90": {
