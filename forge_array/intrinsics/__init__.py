@@ -42,7 +42,9 @@ from ._impl import (  # noqa: F401
     store_release,
     syncwarp,
     vload,
+    vload_hinted,
     vstore,
+    vstore_hinted,
     warp_id,
     with_shared_scratch,
 )

@@ -13,6 +13,8 @@ Example (inside a kernel compiled for the GPU)
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 from llvmlite import ir
 from numba import cuda, types
@@ -33,7 +35,7 @@ __all__ = [
     "WARP", "VEC", "lane_id", "warp_id", "ballot", "syncwarp", "shfl_idx", "shfl_up", "shfl_down", "shfl_xor",
     "fence_block", "fence_device", "fence_system", "load_acquire", "store_release",
     "load_relaxed", "atomic_add", "atomic_exch", "atomic_cas", "load", "store", "vload",
-    "vstore", "nanosleep", "cast_like", "with_shared_scratch", "device_op",
+    "vstore", "vload_hinted", "vstore_hinted", "nanosleep", "cast_like", "with_shared_scratch", "device_op",
 ]
 
 
@@ -530,35 +532,65 @@ def _check_vec_ptr(what, p, i):
         raise TypingError(f"{what}: index must be an integer, got {i}")
 
 
+def _words_to_tuple(context, builder, ty, rty, words):
+    """The tuple of ``VEC(ty)`` elements held in a ``<4 x i32>`` value."""
+    n = VEC(ty)
+    if n > 4:  # 1- and 2-byte elements: unpack the words with shifts (a bitcast to
+        # <16 x i8> lets the optimizer split the load into 4-byte pieces)
+        vals = [_unpack_narrow(context, builder, ty, words, k) for k in range(n)]
+        return context.make_tuple(builder, rty, vals)
+    vec = builder.bitcast(words, _elem_vec_type(context, ty))
+    vals = []
+    for k in range(n):
+        if isinstance(ty, types.Complex):
+            c = context.make_complex(builder, ty)
+            c.real = builder.extract_element(vec, ir.Constant(_i32, 2 * k))
+            c.imag = builder.extract_element(vec, ir.Constant(_i32, 2 * k + 1))
+            vals.append(c._getvalue())
+        else:
+            x = builder.extract_element(vec, ir.Constant(_i32, k))
+            vals.append(context.data_model_manager[ty].from_data(builder, x))
+    return context.make_tuple(builder, rty, vals)
+
+
+def _tuple_to_words(context, builder, ty, tty, values):
+    """The ``<4 x i32>`` value holding the ``VEC(ty)`` members of tuple ``values``."""
+    n = VEC(ty)
+    if n > 4:  # 1- and 2-byte elements: pack them into the words with shifts
+        xs = [context.cast(builder, builder.extract_value(values, k), tty.types[k], ty)
+              for k in range(n)]
+        return _pack_narrow(context, builder, ty, xs)
+    vec = ir.Constant(_elem_vec_type(context, ty), ir.Undefined)
+    for k in range(n):
+        x = context.cast(builder, builder.extract_value(values, k), tty.types[k], ty)
+        if isinstance(ty, types.Complex):
+            c = context.make_complex(builder, ty, value=x)
+            vec = builder.insert_element(vec, c.real, ir.Constant(_i32, 2 * k))
+            vec = builder.insert_element(vec, c.imag, ir.Constant(_i32, 2 * k + 1))
+        else:
+            d = context.data_model_manager[ty].as_data(builder, x)
+            vec = builder.insert_element(vec, d, ir.Constant(_i32, k))
+    return builder.bitcast(vec, _V4I32)
+
+
+def _check_vec_tuple(what, p, values):
+    n = VEC(p.dtype)
+    if not isinstance(values, types.BaseTuple) or len(values) != n:
+        raise TypingError(f"{what}: expected a tuple of {n} values for {p.dtype}, got {values}")
+
+
 @intrinsic
 def vload(typingctx, p, i):
     """128-bit load of ``VEC(dtype)`` elements ``p[i], ..., p[i + VEC - 1]`` (the address of
     ``p[i]`` must be 16-byte aligned) -> UniTuple."""
     _check_vec_ptr("vload", p, i)
-    n = VEC(p.dtype)
-    rty = types.UniTuple(p.dtype, n)
+    rty = types.UniTuple(p.dtype, VEC(p.dtype))
 
     def codegen(context, builder, sig, args):
         pty, ity = sig.args
-        ty = pty.dtype
         vptr = _vec_ptr(context, builder, pty, args[0], ity, args[1])
         words = builder.load(vptr, align=16)
-        if n > 4:  # 1- and 2-byte elements: unpack the words with shifts (a bitcast to
-            # <16 x i8> lets the optimizer split the load into 4-byte pieces)
-            vals = [_unpack_narrow(context, builder, ty, words, k) for k in range(n)]
-            return context.make_tuple(builder, sig.return_type, vals)
-        vec = builder.bitcast(words, _elem_vec_type(context, ty))
-        vals = []
-        for k in range(n):
-            if isinstance(ty, types.Complex):
-                c = context.make_complex(builder, ty)
-                c.real = builder.extract_element(vec, ir.Constant(_i32, 2 * k))
-                c.imag = builder.extract_element(vec, ir.Constant(_i32, 2 * k + 1))
-                vals.append(c._getvalue())
-            else:
-                x = builder.extract_element(vec, ir.Constant(_i32, k))
-                vals.append(context.data_model_manager[ty].from_data(builder, x))
-        return context.make_tuple(builder, sig.return_type, vals)
+        return _words_to_tuple(context, builder, pty.dtype, sig.return_type, words)
 
     return rty(p, i), codegen
 
@@ -568,34 +600,106 @@ def vstore(typingctx, p, i, values):
     """128-bit store of the ``VEC(dtype)`` values of a tuple at ``p[i], ...`` (16-byte
     aligned)."""
     _check_vec_ptr("vstore", p, i)
-    n = VEC(p.dtype)
-    if not isinstance(values, types.BaseTuple) or len(values) != n:
-        raise TypingError(f"vstore: expected a tuple of {n} values for {p.dtype}, got {values}")
+    _check_vec_tuple("vstore", p, values)
 
     def codegen(context, builder, sig, args):
         pty, ity, tty = sig.args
-        ty = pty.dtype
         vptr = _vec_ptr(context, builder, pty, args[0], ity, args[1])
-        if n > 4:  # 1- and 2-byte elements: pack them into the words with shifts
-            xs = [context.cast(builder, builder.extract_value(args[2], k), tty.types[k], ty)
-                  for k in range(n)]
-            words = _pack_narrow(context, builder, ty, xs)
-            builder.store(words, vptr, align=16)
-            return context.get_dummy_value()
-        vec = ir.Constant(_elem_vec_type(context, ty), ir.Undefined)
-        for k in range(n):
-            x = context.cast(builder, builder.extract_value(args[2], k), tty.types[k], ty)
-            if isinstance(ty, types.Complex):
-                c = context.make_complex(builder, ty, value=x)
-                vec = builder.insert_element(vec, c.real, ir.Constant(_i32, 2 * k))
-                vec = builder.insert_element(vec, c.imag, ir.Constant(_i32, 2 * k + 1))
-            else:
-                d = context.data_model_manager[ty].as_data(builder, x)
-                vec = builder.insert_element(vec, d, ir.Constant(_i32, k))
-        builder.store(builder.bitcast(vec, _V4I32), vptr, align=16)
+        words = _tuple_to_words(context, builder, pty.dtype, tty, args[2])
+        builder.store(words, vptr, align=16)
         return context.get_dummy_value()
 
     return types.void(p, i, values), codegen
+
+
+_HINT_RE = re.compile(r"(\.[A-Za-z0-9_:]+)*")
+_HINTED: dict = {}
+
+
+def _check_hint(hint):
+    if not isinstance(hint, str) or not _HINT_RE.fullmatch(hint):
+        raise ValueError(f"cache hint {hint!r}: expected PTX qualifiers such as '.nc.L2::256B' or ''")
+
+
+def _asm_addr(builder, vptr):
+    return builder.ptrtoint(vptr, _i64)
+
+
+def vload_hinted(hint: str):
+    """:func:`vload` issued as ``ld.global<hint>.v4.u32`` (inline PTX), e.g. ``hint=".nc"``
+    (read-only path: the memory must not be written while the kernel runs),
+    ``".L1::no_allocate.L2::256B"`` or ``".cs"``; ``""`` is :func:`vload` itself. A plain
+    Python function for kernel factories (the hint is fixed at compile time).
+
+    >>> vload_hinted("") is vload
+    True
+    """
+    _check_hint(hint)
+    if not hint:
+        return vload
+    key = ("ld", hint)
+    if key in _HINTED:
+        return _HINTED[key]
+    text = f"ld.global{hint}.v4.u32 {{$0, $1, $2, $3}}, [$4];"
+    ret = ir.LiteralStructType([_i32] * 4)
+
+    def vload_h(typingctx, p, i):
+        _check_vec_ptr("vload", p, i)
+        rty = types.UniTuple(p.dtype, VEC(p.dtype))
+
+        def codegen(context, builder, sig, args):
+            pty, ity = sig.args
+            vptr = _vec_ptr(context, builder, pty, args[0], ity, args[1])
+            fnty = ir.FunctionType(ret, [_i64])
+            # a non-.nc load may see stores of this kernel: keep it ordered (side effect)
+            asm = ir.InlineAsm(fnty, text, "=r,=r,=r,=r,l", side_effect=".nc" not in hint)
+            st = builder.call(asm, [_asm_addr(builder, vptr)])
+            words = ir.Constant(_V4I32, ir.Undefined)
+            for k in range(4):
+                words = builder.insert_element(words, builder.extract_value(st, k), ir.Constant(_i32, k))
+            return _words_to_tuple(context, builder, pty.dtype, sig.return_type, words)
+
+        return rty(p, i), codegen
+
+    vload_h.__name__ = vload_h.__qualname__ = "vload" + hint.replace(".", "_").replace(":", "_")
+    _HINTED[key] = intrinsic(vload_h)
+    return _HINTED[key]
+
+
+def vstore_hinted(hint: str):
+    """:func:`vstore` issued as ``st.global<hint>.v4.u32`` (inline PTX), e.g. ``hint=".cs"``
+    (streaming, evict first) or ``".L1::no_allocate"``; ``""`` is :func:`vstore` itself.
+
+    >>> vstore_hinted("") is vstore
+    True
+    """
+    _check_hint(hint)
+    if not hint:
+        return vstore
+    key = ("st", hint)
+    if key in _HINTED:
+        return _HINTED[key]
+    text = f"st.global{hint}.v4.u32 [$0], {{$1, $2, $3, $4}};"
+
+    def vstore_h(typingctx, p, i, values):
+        _check_vec_ptr("vstore", p, i)
+        _check_vec_tuple("vstore", p, values)
+
+        def codegen(context, builder, sig, args):
+            pty, ity, tty = sig.args
+            vptr = _vec_ptr(context, builder, pty, args[0], ity, args[1])
+            words = _tuple_to_words(context, builder, pty.dtype, tty, args[2])
+            ws = [builder.extract_element(words, ir.Constant(_i32, k)) for k in range(4)]
+            fnty = ir.FunctionType(ir.VoidType(), [_i64] + [_i32] * 4)
+            asm = ir.InlineAsm(fnty, text, "l,r,r,r,r,~{memory}", side_effect=True)
+            builder.call(asm, [_asm_addr(builder, vptr)] + ws)
+            return context.get_dummy_value()
+
+        return types.void(p, i, values), codegen
+
+    vstore_h.__name__ = vstore_h.__qualname__ = "vstore" + hint.replace(".", "_").replace(":", "_")
+    _HINTED[key] = intrinsic(vstore_h)
+    return _HINTED[key]
 
 
 # --------------------------------------------------------------------------- shared scratch

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import sys
 import threading
 import time
@@ -40,7 +41,8 @@ __all__ = [
     "WARP", "VEC", "lane_id", "warp_id", "ballot", "syncwarp", "shfl_idx", "shfl_up", "shfl_down", "shfl_xor",
     "fence_block", "fence_device", "fence_system", "load_acquire", "store_release",
     "load_relaxed", "atomic_add", "atomic_exch", "atomic_cas", "load", "store", "vload",
-    "vstore", "nanosleep", "cast_like", "with_shared_scratch", "memory_model", "device_op",
+    "vstore", "vload_hinted", "vstore_hinted", "nanosleep", "cast_like", "with_shared_scratch", "memory_model",
+    "device_op",
 ]
 
 
@@ -482,6 +484,36 @@ def vstore(p, i, values):
         raise TypeError(f"vstore: expected {n} values, got {len(values)}")
     for k in range(n):
         p[i + k] = values[k]
+
+
+_HINT_RE = re.compile(r"(\.[A-Za-z0-9_:]+)*")
+
+
+def _check_hint(hint):
+    if not isinstance(hint, str) or not _HINT_RE.fullmatch(hint):
+        raise ValueError(f"cache hint {hint!r}: expected PTX qualifiers such as '.nc.L2::256B' or ''")
+
+
+def vload_hinted(hint: str):
+    """:func:`vload` with a PTX cache hint (``ld.global<hint>.v4`` on the GPU); the simulator
+    has no caches, so it is :func:`vload` itself.
+
+    >>> vload_hinted(".nc") is vload
+    True
+    """
+    _check_hint(hint)
+    return vload
+
+
+def vstore_hinted(hint: str):
+    """:func:`vstore` with a PTX cache hint (``st.global<hint>.v4`` on the GPU); here
+    :func:`vstore` itself.
+
+    >>> vstore_hinted(".cs") is vstore
+    True
+    """
+    _check_hint(hint)
+    return vstore
 
 
 # --------------------------------------------------------------------------- shared scratch

@@ -27,7 +27,9 @@ from . import backend, config
 #: what differs. The values for H100 and H200 are the ones the H200 benchmarks were run with.
 TABLES: dict = {
     "default": {
-        "copy": {"block": 256, "items": 4, "blocks_per_sm": 8},
+        # copy: vecs, one_pass, load_hint, store_hint, realign: see primitives/copy.py
+        "copy": {"block": 256, "items": 4, "blocks_per_sm": 8, "vecs": 4, "one_pass": False,
+                 "load_hint": "", "store_hint": "", "realign": "shfl"},
         "reduce": {"block": 256, "items": 4, "blocks_per_sm": 4},
         "rowcol": {"block": 256, "blocks_per_sm": 8, "max_blocks_per_sm": 8, "unroll": 4, "row_items": 2,
                    "warp_rows": 32, "min_items": 16, "row_tile_max": 128, "row_tile_vecs": 4,
