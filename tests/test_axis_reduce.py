@@ -296,6 +296,79 @@ def test_row_kernel_staged_several_operands(bk, fresh_plans):
     assert _kinds() == {"make_rowtile_kernel"}
 
 
+# the launch variants that tuning parameters select (occupancy-sized grids and splits, one
+# warp per staged tile, narrow column tiles, four vectors in flight in the long-row kernel)
+NEW_VARIANTS = {"occupancy": True, "row_tile_warp": True, "row_tile_min_blocks": 0, "col_tile": 32,
+                "unroll": 8}
+
+
+@pytest.fixture
+def new_variants(monkeypatch):
+    from forge_array.runtime import tuning
+
+    monkeypatch.setitem(tuning.OVERRIDES, "rowcol", dict(tuning.OVERRIDES.get("rowcol", {}), **NEW_VARIANTS))
+    tuning._CACHE.clear()
+    ar._PLANS.clear()
+    ar._FAST.clear()
+    yield
+    tuning._CACHE.clear()
+    ar._PLANS.clear()
+    ar._FAST.clear()
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int16"])
+def test_new_variants_rows(bk, new_variants, dtype):
+    rng = np.random.default_rng(21)
+    acc = np.dtype("int64" if np.dtype(dtype).kind == "i" else "float64")
+    # staged short rows, one warp per tile: several rounds of row groups (p = 3), groups of
+    # lanes (p = 40, 100), misaligned starts, batches, index, no identity, init
+    for rows, p, off in [(300, 3, 1), (70, 10, 0), (33, 40, 3), (9, 100, 2)]:
+        flat = (rng.standard_normal(rows * p + 8) * 20).astype(dtype)
+        h = flat[off:off + rows * p].reshape(rows, p)
+        x = _dev(bk, flat)[off:off + rows * p].reshape(rows, p)
+        np.testing.assert_allclose(_host(ar.axis_mapreduce(None, ops.add, (x,), 1, None, False, acc)),
+                                   h.astype(acc).sum(axis=1), rtol=1e-5)
+        np.testing.assert_array_equal(_host(ar.argmax(x, 1)), np.argmax(h, axis=1))
+        np.testing.assert_array_equal(_host(ar.axis_mapreduce(None, _noident, (x,), 1, 5, False, acc)),
+                                      np.maximum(h.astype(acc).max(axis=1), 5))
+    b = (rng.standard_normal((3, 20, 7)) * 9).astype(dtype)
+    np.testing.assert_allclose(_host(ar.axis_mapreduce(None, ops.add, (_dev(bk, b),), 2, None, False, acc)),
+                               b.astype(acc).sum(axis=2), rtol=1e-5)
+    assert _kinds() == {"make_rowtile_kernel"}
+    # long rows split over several blocks (grid sized by the resident blocks), 4 vectors in flight
+    ar._PLANS.clear()
+    y = (rng.standard_normal((2, 2000)) * 9).astype(dtype)
+    np.testing.assert_allclose(_host(ar.axis_mapreduce(None, ops.add, (_dev(bk, y)[:, 1:],), 1, None, False,
+                                                       acc)), y[:, 1:].astype(acc).sum(axis=1), rtol=1e-5)
+    np.testing.assert_array_equal(_host(ar.argmin(_dev(bk, y), 1)), np.argmin(y, axis=1))
+    assert _kinds() == {"make_row_kernel"}
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int64"])
+def test_new_variants_columns(bk, new_variants, dtype):
+    rng = np.random.default_rng(22)
+    acc = np.dtype("int64" if np.dtype(dtype).kind == "i" else "float64")
+    # narrow column tiles (32 groups of VEC columns), split rows, misaligned first column
+    for rows, cols, c0 in [(60, 150, 1), (24, 291, 0), (5, 300, 3), (200, 20, 2)]:
+        width = -(-(cols + c0 + 1) // 8) * 8
+        base = (rng.standard_normal((rows, width)) * 20).astype(dtype)
+        h = base[:, c0:c0 + cols]
+        x = _dev(bk, base)[:, c0:c0 + cols]
+        np.testing.assert_allclose(_host(ar.axis_mapreduce(None, ops.add, (x,), 0, None, False, acc)),
+                                   h.astype(acc).sum(axis=0), rtol=1e-5)
+        np.testing.assert_array_equal(_host(ar.argmax(x, 0)), np.argmax(h, axis=0))
+        np.testing.assert_array_equal(_host(ar.axis_mapreduce(None, _noident, (x,), 0, 7, False, acc)),
+                                      np.maximum(h.astype(acc).max(axis=0), 7))
+    n, mean, m2 = ar.axis_mapreduce(_welford_f, ops.welford, (_dev(bk, base),), 0, None, False, (F64,) * 3)
+    np.testing.assert_allclose(_host(m2) / _host(n), base.astype(F64).var(axis=0), rtol=1e-9)
+    assert _kinds() == {"make_colvec_kernel"}
+    # scalar column kernel (odd row stride), split over many blocks
+    ar._PLANS.clear()
+    z = (rng.standard_normal((300, 13)) * 20).astype(dtype)
+    np.testing.assert_allclose(_sum(bk, _dev(bk, z), 0, dtype=acc), z.astype(acc).sum(axis=0), rtol=1e-5)
+    assert _kinds() == {"make_col_kernel"}
+
+
 def test_errors(bk):
     x = _dev(bk, np.zeros((3, 4)))
     with pytest.raises(IndexError):
@@ -381,6 +454,9 @@ cases += [
     (k.make_rowtile_kernel, (_f_pair_index, ops.argmax.fn, 1, (f64, i64d),
                              (np.float64(-np.inf), np.int64(2**63 - 1)), False, None, 4, 256, True, 2, (1,),
                              (f64,), 4), argt((f64,), (f64, i64d), 1), "v2.f64"),
+    # one warp per staged tile (row_tile_warp)
+    (k.make_rowtile_kernel, (_f_identity, ops.add.fn, 1, f32, np.float32(0), False, None, 1, 256, False, 4,
+                             (1,), (f32,), 4, True), argt((f32,), f32, 1), "v4.f32"),
 ]
 ptxas = os.path.join(os.environ.get("CUDA_HOME", ""), "bin", "ptxas")
 for fac, fargs, at, vec in cases:
@@ -403,4 +479,4 @@ print("ok", len(cases))
 
 
 def test_ptx_compiles_offline(offline_ptx):
-    assert offline_ptx(PTX_SRC).strip().endswith("ok 10")
+    assert offline_ptx(PTX_SRC).strip().endswith("ok 11")

@@ -277,6 +277,39 @@ def test_matvec_staged_short_rows(bk, fresh_plans, dtype, n, p, off):
 # --------------------------------------------------------------------------- errors
 
 
+@pytest.fixture
+def new_variants(monkeypatch):
+    """The launch variants that tuning parameters select: occupancy-sized grids, one warp per
+    staged tile, narrow column tiles, four vectors in flight in the long-row kernel."""
+    from forge_array.runtime import tuning
+
+    new = {"occupancy": True, "row_tile_warp": True, "row_tile_min_blocks": 0, "col_tile": 32, "unroll": 8}
+    monkeypatch.setitem(tuning.OVERRIDES, "rowcol", dict(tuning.OVERRIDES.get("rowcol", {}), **new))
+    tuning._CACHE.clear()
+    ar._PLANS.clear()
+    ar._FAST.clear()
+    yield
+    tuning._CACHE.clear()
+    ar._PLANS.clear()
+    ar._FAST.clear()
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int32"])
+def test_new_variants(bk, new_variants, dtype):
+    big = np.float64 if dtype == "float32" else np.int64
+    for n, p in [(300, 10), (9, 100), (70, 33), (40, 150), (3, 700)]:
+        A = _mat((n, p), dtype, n)
+        x = _mat(p, dtype, 1)
+        y = _mat(n, dtype, 2)
+        np.testing.assert_allclose(_h(mv.matvec(bk.asarray(A), bk.asarray(x))), A.astype(big) @ x,
+                                   rtol=1e-5, atol=1e-3)
+        np.testing.assert_allclose(_h(mv.vecmat(bk.asarray(y), bk.asarray(A))), y.astype(big) @ A,
+                                   rtol=1e-5, atol=1e-3)
+        d = mv.matvec(bk.asarray(A), bk.asarray(x), f=lambda a, b: a + b, op=ops.minimum)
+        np.testing.assert_array_equal(_h(d), (A + x[None, :]).min(axis=1))
+    assert {"make_rowtile_kernel", "make_colvec_kernel", "make_row_kernel"} <= _kinds()
+
+
 def test_errors(bk):
     A = bk.asarray(np.ones((3, 4)))
     with pytest.raises(ValueError, match="do not match"):

@@ -283,7 +283,21 @@ def _make_range_reduce(fd, opd, K, ID, FLAG, RED2, INDEX, VEC, UNROLL):
             acc = fi.cast_like(opd(acc, elem(ins, base, S0, S1, m1, kb, L0, L1, j)), ID)
             j += T
         q = t
-        if UNROLL >= 2:
+        if UNROLL >= 8:            # four vectors (16 elements) in flight per thread
+            while q + 3 * T < nv:
+                e0 = hv + q * VEC
+                e1 = e0 + T * VEC
+                e2 = e1 + T * VEC
+                e3 = e2 + T * VEC
+                a0 = vapply(ins, offs(base, S1, e0), kb + e0 * L1, L1, ID)
+                a1 = vapply(ins, offs(base, S1, e1), kb + e1 * L1, L1, ID)
+                a2 = vapply(ins, offs(base, S1, e2), kb + e2 * L1, L1, ID)
+                a3 = vapply(ins, offs(base, S1, e3), kb + e3 * L1, L1, ID)
+                a0 = fi.cast_like(opd(a0, a1), ID)
+                a2 = fi.cast_like(opd(a2, a3), ID)
+                acc = fi.cast_like(opd(acc, fi.cast_like(opd(a0, a2), ID)), ID)
+                q += 4 * T
+        if UNROLL >= 2:            # two vectors in flight
             while q + T < nv:
                 e0 = hv + q * VEC
                 e1 = e0 + T * VEC
@@ -402,7 +416,8 @@ def make_row_kernel(f, op, K, ACC, ID, FLAG, INIT, G, BLOCK, SPLIT, RED2, INDEX,
     / ``part`` are ``(bool buffer, value buffer(s))``); ``INIT``: None or a value combined
     once into every result (``op(INIT, total)``); ``G``: lanes per row (power of two
     <= 32) or ``BLOCK`` (blocks per row);
-    ``SPLIT``: blocks per row (``G == BLOCK`` only); ``RED2``: two reduction dims;
+    ``SPLIT``: 1, or > 1 for several blocks per row (``G == BLOCK`` only; their number is
+    ``ceil(J / chunk)``, a runtime value); ``RED2``: two reduction dims;
     ``VEC``: elements per 128-bit load (1: scalar loads); ``UNROLL``: loads in flight.
     """
     fd, opd, ID, finish = _prepare(f, op, ID, FLAG, INIT)
@@ -451,11 +466,14 @@ def make_row_kernel(f, op, K, ACC, ID, FLAG, INIT, G, BLOCK, SPLIT, RED2, INDEX,
         tid = cuda.threadIdx.x
         R = nb * nr
         J = m0 * m1
+        nsp = 1
+        if SPLIT > 1:
+            nsp = (J + chunk - 1) // chunk
         t = cuda.blockIdx.x
-        nwork = R * SPLIT
+        nwork = R * nsp
         while t < nwork:               # block-uniform
-            r = t // SPLIT
-            s = t - r * SPLIT
+            r = t // nsp
+            s = t - r * nsp
             b = r // nr
             i = r - b * nr
             base = bases(b, i, SB, SR)
@@ -471,18 +489,18 @@ def make_row_kernel(f, op, K, ACC, ID, FLAG, INIT, G, BLOCK, SPLIT, RED2, INDEX,
             else:
                 last = 0
                 if tid == 0:
-                    fi.store(part, r * SPLIT + s, acc)
+                    fi.store(part, r * nsp + s, acc)
                     fi.fence_device()
                     old = fi.atomic_add(tick, r, 1)
-                    if old == SPLIT - 1:
+                    if old == nsp - 1:
                         last = 1
                 last = bcast(last)
                 if last == 1:          # the last block of row r combines the partials
                     fi.fence_device()
                     acc = ID
                     q = tid
-                    while q < SPLIT:
-                        acc = fi.cast_like(opd(acc, fi.load(part, r * SPLIT + q)), ID)
+                    while q < nsp:
+                        acc = fi.cast_like(opd(acc, fi.load(part, r * nsp + q)), ID)
                         q += BLOCK
                     acc = block_reduce(acc)
                     if tid == 0:
@@ -501,7 +519,8 @@ def make_col_kernel(f, op, K, ACC, ID, FLAG, INIT, BLOCK, SPLIT, RED2, INDEX, UN
 
     Parameters as for :func:`make_row_kernel`. The runtime argument ``aux`` is ``C``, the
     outputs per block tile (1 <= C <= BLOCK);
-    ``BLOCK // C`` threads share an output. ``SPLIT`` blocks share a tile's rows.
+    ``BLOCK // C`` threads share an output. ``SPLIT > 1``: ``ceil(J / chunk)`` blocks (a runtime
+    value) share a tile's rows; the last one combines their partials, four in flight per thread.
     """
     fd, opd, ID, finish = _prepare(f, op, ID, FLAG, INIT)
     _, bases, _ = _make_offsets(K)
@@ -534,11 +553,14 @@ def make_col_kernel(f, op, K, ACC, ID, FLAG, INIT, BLOCK, SPLIT, RED2, INDEX, UN
         tiles = (nr + C - 1) // C
         J = m0 * m1
         ntot = nb * nr
-        nwork = nb * tiles * SPLIT
+        nsp = 1
+        if SPLIT > 1:
+            nsp = (J + chunk - 1) // chunk
+        nwork = nb * tiles * nsp
         t = cuda.blockIdx.x
         while t < nwork:               # block-uniform
-            bt = t // SPLIT
-            s = t - bt * SPLIT
+            bt = t // nsp
+            s = t - bt * nsp
             b = bt // tiles
             col = (bt - b * tiles) * C + c
             active = rho < RB and col < nr
@@ -562,16 +584,26 @@ def make_col_kernel(f, op, K, ACC, ID, FLAG, INIT, BLOCK, SPLIT, RED2, INDEX, UN
                 last = 0
                 if tid == 0:
                     old = fi.atomic_add(tick, bt, 1)
-                    if old == SPLIT - 1:
+                    if old == nsp - 1:
                         last = 1
                 last = bcast(last)
                 if last == 1:          # the last block of this tile combines
                     fi.fence_device()
                     acc = ID
                     if active:
+                        o = b * nr + col
                         q = rho
-                        while q < SPLIT:
-                            acc = fi.cast_like(opd(acc, fi.load(part, q * ntot + b * nr + col)), ID)
+                        while q + 3 * RB < nsp:    # four partials in flight
+                            p0 = fi.load(part, q * ntot + o)
+                            p1 = fi.load(part, (q + RB) * ntot + o)
+                            p2 = fi.load(part, (q + 2 * RB) * ntot + o)
+                            p3 = fi.load(part, (q + 3 * RB) * ntot + o)
+                            p0 = fi.cast_like(opd(p0, p1), ID)
+                            p2 = fi.cast_like(opd(p2, p3), ID)
+                            acc = fi.cast_like(opd(acc, fi.cast_like(opd(p0, p2), ID)), ID)
+                            q += 4 * RB
+                        while q < nsp:
+                            acc = fi.cast_like(opd(acc, fi.load(part, q * ntot + o)), ID)
                             q += RB
                     acc = combine(acc, tid, rho, C, RB)
                     if rho == 0 and col < nr:
@@ -726,6 +758,25 @@ def make_colvec_kernel(f, op, K, ACC, ID, FLAG, INIT, BLOCK, SPLIT, RED2, INDEX,
         def ids():
             return (ID, ID, ID, ID)
 
+    if VEC == 2:
+        @cuda.jit(device=True)
+        def part_row(part, o, cl):
+            return (fi.load(part, o + cl[0]), fi.load(part, o + cl[1]))
+
+        @cuda.jit(device=True)
+        def comb(a, v):
+            return (fi.cast_like(opd(a[0], v[0]), ID), fi.cast_like(opd(a[1], v[1]), ID))
+    else:
+        @cuda.jit(device=True)
+        def part_row(part, o, cl):
+            return (fi.load(part, o + cl[0]), fi.load(part, o + cl[1]), fi.load(part, o + cl[2]),
+                    fi.load(part, o + cl[3]))
+
+        @cuda.jit(device=True)
+        def comb(a, v):
+            return (fi.cast_like(opd(a[0], v[0]), ID), fi.cast_like(opd(a[1], v[1]), ID),
+                    fi.cast_like(opd(a[2], v[2]), ID), fi.cast_like(opd(a[3], v[3]), ID))
+
     @cuda.jit(device=True)
     def row_off(base, S0, S1, m1, kb, L0, L1, j):
         if RED2:
@@ -810,11 +861,14 @@ def make_colvec_kernel(f, op, K, ACC, ID, FLAG, INIT, BLOCK, SPLIT, RED2, INDEX,
         tiles = (nq + CQ - 1) // CQ
         J = m0 * m1
         ntot = nb * nr
-        nwork = nb * tiles * SPLIT
+        nsp = 1
+        if SPLIT > 1:
+            nsp = (J + chunk - 1) // chunk
+        nwork = nb * tiles * nsp
         t = cuda.blockIdx.x
         while t < nwork:               # block-uniform
-            bt = t // SPLIT
-            s = t - bt * SPLIT
+            bt = t // nsp
+            s = t - bt * nsp
             b = bt // tiles
             q = (bt - b * tiles) * CQ + cq
             c0 = q * VEC - ph
@@ -848,7 +902,7 @@ def make_colvec_kernel(f, op, K, ACC, ID, FLAG, INIT, BLOCK, SPLIT, RED2, INDEX,
                 last = 0
                 if tid == 0:
                     old = fi.atomic_add(tick, bt, 1)
-                    if old == SPLIT - 1:
+                    if old == nsp - 1:
                         last = 1
                 last = bcast(last)
                 if last == 1:          # the last block of this tile combines
@@ -857,17 +911,12 @@ def make_colvec_kernel(f, op, K, ACC, ID, FLAG, INIT, BLOCK, SPLIT, RED2, INDEX,
                     if active:
                         cl = clamp_cols(c0, nr)
                         w = rho
-                        while w < SPLIT:
-                            o = w * ntot + b * nr
-                            if VEC == 2:
-                                accs = (fi.cast_like(opd(accs[0], fi.load(part, o + cl[0])), ID),
-                                        fi.cast_like(opd(accs[1], fi.load(part, o + cl[1])), ID))
-                            else:
-                                accs = (fi.cast_like(opd(accs[0], fi.load(part, o + cl[0])), ID),
-                                        fi.cast_like(opd(accs[1], fi.load(part, o + cl[1])), ID),
-                                        fi.cast_like(opd(accs[2], fi.load(part, o + cl[2])), ID),
-                                        fi.cast_like(opd(accs[3], fi.load(part, o + cl[3])), ID))
-                            w += RB
+                        while w + RB < nsp:    # two rows of partials in flight
+                            accs = comb(comb(accs, part_row(part, w * ntot + b * nr, cl)),
+                                        part_row(part, (w + RB) * ntot + b * nr, cl))
+                            w += 2 * RB
+                        if w < nsp:
+                            accs = comb(accs, part_row(part, w * ntot + b * nr, cl))
                     accs = combine_all(accs, tid, rho, CQ, RB)
                     if rho == 0 and q < nq:
                         for e in range(VEC):
@@ -885,61 +934,64 @@ def make_colvec_kernel(f, op, K, ACC, ID, FLAG, INIT, BLOCK, SPLIT, RED2, INDEX,
 
 
 def _make_tile_loader(BLOCK, VEC):
-    """``(sh, p, start, n, mis)``: the block copies ``p[start : start + n]`` to ``sh[0 : n]``
-    with coalesced 128-bit loads (scalar head up to the 16-byte boundary, up to four vectors
-    in flight per thread, scalar tail); ``mis`` is the phase of ``p[0]`` in elements."""
+    """``(sh, so, p, start, n, mis, tid)``: ``BLOCK`` threads (``tid`` in ``0 .. BLOCK - 1``: a
+    block, or the 32 lanes of a warp) copy ``p[start : start + n]`` to ``sh[so : so + n]`` with
+    coalesced 128-bit loads (scalar head up to the 16-byte boundary, up to four vectors in
+    flight per thread, scalar tail); ``mis`` is the phase of ``p[0]`` in elements."""
 
+    # fi.store / fi.load: plain addressing (array indexing would add a negative-index
+    # wraparound select per access, which keeps every address in its own register)
     @cuda.jit(device=True)
     def put(sh, at, v):
         for e in range(VEC):
-            sh[at + e] = v[e]
+            fi.store(sh, at + e, v[e])
 
     @cuda.jit(device=True)
-    def load_tile(sh, p, start, n, mis):
-        tid = cuda.threadIdx.x
+    def load_tile(sh, so, p, start, n, mis, tid):
         ha = (VEC - (mis + start) % VEC) % VEC
         if ha > n:
             ha = n
         nv = (n - ha) // VEC
         if tid < ha:
-            sh[tid] = p[start + tid]
+            fi.store(sh, so + tid, fi.load(p, start + tid))
         g = start + ha
+        d = so + ha
         q = tid
         while q + 3 * BLOCK < nv:
             v0 = fi.vload(p, g + q * VEC)
             v1 = fi.vload(p, g + (q + BLOCK) * VEC)
             v2 = fi.vload(p, g + (q + 2 * BLOCK) * VEC)
             v3 = fi.vload(p, g + (q + 3 * BLOCK) * VEC)
-            put(sh, ha + q * VEC, v0)
-            put(sh, ha + (q + BLOCK) * VEC, v1)
-            put(sh, ha + (q + 2 * BLOCK) * VEC, v2)
-            put(sh, ha + (q + 3 * BLOCK) * VEC, v3)
+            put(sh, d + q * VEC, v0)
+            put(sh, d + (q + BLOCK) * VEC, v1)
+            put(sh, d + (q + 2 * BLOCK) * VEC, v2)
+            put(sh, d + (q + 3 * BLOCK) * VEC, v3)
             q += 4 * BLOCK
         if q + BLOCK < nv:
             v0 = fi.vload(p, g + q * VEC)
             v1 = fi.vload(p, g + (q + BLOCK) * VEC)
-            put(sh, ha + q * VEC, v0)
-            put(sh, ha + (q + BLOCK) * VEC, v1)
+            put(sh, d + q * VEC, v0)
+            put(sh, d + (q + BLOCK) * VEC, v1)
             q += 2 * BLOCK
         if q < nv:
-            put(sh, ha + q * VEC, fi.vload(p, g + q * VEC))
+            put(sh, d + q * VEC, fi.vload(p, g + q * VEC))
         tl = ha + nv * VEC + tid
         if tl < n:
-            sh[tl] = p[start + tl]
+            fi.store(sh, so + tl, fi.load(p, start + tl))
 
     return load_tile
 
 
 def _make_stage(load_tile, k, ks, mode):
-    """``(s, ins, start, n, aux)``: stages operand ``k`` into scratch ``s[ks]`` (``mode`` 1) or
-    does nothing (``mode`` 0: the operand is read from global memory)."""
+    """``(s, so, ins, start, n, aux, tid)``: stages operand ``k`` into scratch ``s[ks]`` at
+    ``so`` (``mode`` 1) or does nothing (``mode`` 0: the operand is read from global memory)."""
     if mode:
         @cuda.jit(device=True)
-        def stage(s, ins, start, n, aux):
-            load_tile(s[ks], ins[k], start, n, (aux >> (4 * k)) & 15)
+        def stage(s, so, ins, start, n, aux, tid):
+            load_tile(s[ks], so, ins[k], start, n, (aux >> (4 * k)) & 15, tid)
     else:
         @cuda.jit(device=True)
-        def stage(s, ins, start, n, aux):
+        def stage(s, so, ins, start, n, aux, tid):
             pass
     return stage
 
@@ -950,7 +1002,7 @@ def _make_get(k, ks, mode):
     if mode:
         @cuda.jit(device=True)
         def get(s, ins, e, o):
-            return s[ks][e]
+            return fi.load(s[ks], e)
     else:
         @cuda.jit(device=True)
         def get(s, ins, e, o):
@@ -958,7 +1010,7 @@ def _make_get(k, ks, mode):
     return get
 
 
-def make_rowtile_kernel(f, op, K, ACC, ID, FLAG, INIT, G, BLOCK, INDEX, VEC, MODES, DTS, TV):
+def make_rowtile_kernel(f, op, K, ACC, ID, FLAG, INIT, G, BLOCK, INDEX, VEC, MODES, DTS, TV, WARP=False):
     """Kernel factory: reduction along short contiguous rows (``J`` of a few to a few hundred
     elements, e.g. ``A @ x`` or ``sum(axis=1)`` of a (10^7, 10) matrix) with coalesced
     128-bit loads.
@@ -974,6 +1026,12 @@ def make_rowtile_kernel(f, op, K, ACC, ID, FLAG, INIT, G, BLOCK, INDEX, VEC, MOD
     bytes, cached). ``aux`` packs the 16-byte phase (in elements) of each staged operand's
     origin, 4 bits per operand. Other parameters as for :func:`make_row_kernel`.
 
+    ``WARP``: every warp works alone on its own tiles of ``RT = TW // J`` rows (``TW = TV * 32
+    * VEC`` elements, its slice of the block's shared memory), synchronised by ``syncwarp``
+    only: no block barrier couples the warps, so while one warp reduces its tile from shared
+    memory the others' loads are in flight. Groups of ``G`` lanes take the tile's rows in
+    rounds of ``32 // G``.
+
     >>> import numpy as np
     >>> k = make_rowtile_kernel(lambda a: a, lambda a, b: a + b, 1, np.dtype("float32"),
     ...                         np.float32(0), False, None, 1, 64, False, 4, (1,),
@@ -985,7 +1043,10 @@ def make_rowtile_kernel(f, op, K, ACC, ID, FLAG, INIT, G, BLOCK, INDEX, VEC, MOD
     call = _make_call(fd, K, INDEX, ID, FLAG)
     group_reduce = _make_group_reduce(opd, G, ID)
     TILE = TV * BLOCK * VEC
-    load_tile = _make_tile_loader(BLOCK, VEC)
+    TW = TV * 32 * VEC        # elements per warp tile (WARP)
+    NG = 32 // G              # row groups per warp
+    WPB = BLOCK // 32         # warps per block
+    load_tile = _make_tile_loader(32 if WARP else BLOCK, VEC)
     sdts = tuple(DTS[k] for k in range(K) if MODES[k])
     sidx = []
     n = 0
@@ -1001,27 +1062,27 @@ def make_rowtile_kernel(f, op, K, ACC, ID, FLAG, INIT, G, BLOCK, INDEX, VEC, MOD
 
     if K == 1:
         @cuda.jit(device=True)
-        def stage_all(s, ins, start, n, aux):
-            st0(s, ins, start, n, aux)
+        def stage_all(s, so, ins, start, n, aux, tid):
+            st0(s, so, ins, start, n, aux, tid)
 
         @cuda.jit(device=True)
         def value(s, ins, e, xo, kidx):
             return call(gt0(s, ins, e, xo[0]), kidx)
     elif K == 2:
         @cuda.jit(device=True)
-        def stage_all(s, ins, start, n, aux):
-            st0(s, ins, start, n, aux)
-            st1(s, ins, start, n, aux)
+        def stage_all(s, so, ins, start, n, aux, tid):
+            st0(s, so, ins, start, n, aux, tid)
+            st1(s, so, ins, start, n, aux, tid)
 
         @cuda.jit(device=True)
         def value(s, ins, e, xo, kidx):
             return call(gt0(s, ins, e, xo[0]), gt1(s, ins, e, xo[1]), kidx)
     else:
         @cuda.jit(device=True)
-        def stage_all(s, ins, start, n, aux):
-            st0(s, ins, start, n, aux)
-            st1(s, ins, start, n, aux)
-            st2(s, ins, start, n, aux)
+        def stage_all(s, so, ins, start, n, aux, tid):
+            st0(s, so, ins, start, n, aux, tid)
+            st1(s, so, ins, start, n, aux, tid)
+            st2(s, so, ins, start, n, aux, tid)
 
         @cuda.jit(device=True)
         def value(s, ins, e, xo, kidx):
@@ -1029,6 +1090,16 @@ def make_rowtile_kernel(f, op, K, ACC, ID, FLAG, INIT, G, BLOCK, INDEX, VEC, MOD
 
     _, bases, _ = _make_offsets(K)
     offs, _, _ = _make_offsets(K)
+
+    @cuda.jit(device=True)
+    def row_total(s, ins, e, b, SB, S1, kb, L1, j, J):
+        """Fold of this lane's elements ``j, j + G, ...`` of the staged row at ``e``."""
+        acc = ID
+        xb = bases(b, 0, SB, SB)   # broadcast operands: batch b, element j at j * S1
+        while j < J:
+            acc = fi.cast_like(opd(acc, value(s, ins, e + j, offs(xb, S1, j), kb + j * L1)), ID)
+            j += G
+        return acc
 
     def body(s, ins, out, nb, nr, m1, SB, S1, ob, orr, kb, L1, aux):
         tid = cuda.threadIdx.x
@@ -1046,7 +1117,7 @@ def make_rowtile_kernel(f, op, K, ACC, ID, FLAG, INIT, G, BLOCK, INDEX, VEC, MOD
             nrows = R - r0
             if nrows > RT:
                 nrows = RT
-            stage_all(s, ins, r0 * J, nrows * J, aux)
+            stage_all(s, 0, ins, r0 * J, nrows * J, aux, tid)
             cuda.syncthreads()
             r = r0 + rl
             acc = ID
@@ -1056,12 +1127,7 @@ def make_rowtile_kernel(f, op, K, ACC, ID, FLAG, INIT, G, BLOCK, INDEX, VEC, MOD
                 if nb > 1:
                     b = r // nr
                     i = r - b * nr
-                xb = bases(b, 0, SB, SB)   # broadcast operands: batch b, element j at j * S1
-                e = rl * J
-                j = l
-                while j < J:
-                    acc = fi.cast_like(opd(acc, value(s, ins, e + j, offs(xb, S1, j), kb + j * L1)), ID)
-                    j += G
+                acc = row_total(s, ins, rl * J, b, SB, S1, kb, L1, l, J)
             if G > 1:
                 acc = group_reduce(acc)
             if l == 0 and rl < nrows:
@@ -1069,7 +1135,47 @@ def make_rowtile_kernel(f, op, K, ACC, ID, FLAG, INIT, G, BLOCK, INDEX, VEC, MOD
             cuda.syncthreads()
             t += cuda.gridDim.x
 
-    run = fi.with_shared_scratch(TILE, sdts, body, 12)
+    def body_warp(s, ins, out, nb, nr, m1, SB, S1, ob, orr, kb, L1, aux):
+        tid = cuda.threadIdx.x
+        lane = tid % 32
+        wib = tid // 32
+        so = wib * TW
+        R = nb * nr
+        J = m1
+        RT = TW // J
+        grp = lane // G
+        l = lane - grp * G
+        tiles = (R + RT - 1) // RT
+        t = cuda.blockIdx.x * WPB + wib
+        step = cuda.gridDim.x * WPB
+        while t < tiles:               # warp-uniform
+            r0 = t * RT
+            nrows = R - r0
+            if nrows > RT:
+                nrows = RT
+            stage_all(s, so, ins, r0 * J, nrows * J, aux, lane)
+            fi.syncwarp()
+            rb = 0
+            while rb < nrows:          # warp-uniform: rounds of NG rows
+                rl = rb + grp
+                r = r0 + rl
+                acc = ID
+                b = 0
+                i = r
+                if rl < nrows:
+                    if nb > 1:
+                        b = r // nr
+                        i = r - b * nr
+                    acc = row_total(s, ins, so + rl * J, b, SB, S1, kb, L1, l, J)
+                if G > 1:
+                    acc = group_reduce(acc)
+                if l == 0 and rl < nrows:
+                    fi.store(out, b * ob + i * orr, finish(acc))
+                rb += NG
+            fi.syncwarp()
+            t += step
+
+    run = fi.with_shared_scratch(TILE, sdts, body_warp if WARP else body, 12)
 
     def rowtile_kernel(ins, out, part, tick, nb, nr, m0, m1, SB, SR, S0, S1, ob, orr,
                        kb, L0, L1, chunk, aux):

@@ -591,7 +591,6 @@ def _plan(f, op, ins, kdims, rdims, kb, acc, ident, init_v, index):
     p = tuning.params("rowcol")
     block = p["block"]
     sm = runtime.device_info()["sm_count"]
-    target = sm * p["blocks_per_sm"]
     unroll = p["unroll"]
     # output rows (b, i) and reduction (j0, j1); strides per operand, then out / index
     if len(kdims) == 2:
@@ -627,92 +626,165 @@ def _plan(f, op, ins, kdims, rdims, kb, acc, ident, init_v, index):
     rowtile = None
     if row and not red2 and J <= p.get("row_tile_max", 0):
         rowtile = _rowtile_modes(ins, K, nb, nr, J, SB, SR, S1)
+    occupancy = p.get("occupancy", False)
+    min_items = p["min_items"]
     if rowtile is not None:
         # short rows: tiles of whole rows staged through shared memory by 128-bit loads
         vec, modes, dts, aux = rowtile
         tv = p.get("row_tile_vecs", 2)
         if sum(modes) > 1:   # several staged operands: keep shared memory per block <= 24 KiB
             tv = max(1, tv // 2)
-        tile = tv * block * vec
+        warp = bool(p.get("row_tile_warp", False))
+        span = (32 if warp else block)
+        tile = tv * span * vec
+        if tile < J:
+            rowtile = None
+    if rowtile is not None:
         G = 1
-        while G < 32 and 2 * G <= block // max(1, tile // J):
+        while G < 32 and 2 * G <= span // max(1, tile // J):
             G *= 2
-        rt = min(tile // J, block // G)
-        split = 1
-        chunk = J
-        grid = max(1, min(-(-R // rt), sm * p["max_blocks_per_sm"] * 4))
+        rt = tile // J if warp else min(tile // J, block // G)
+        ntile = -(-R // rt)
         factory = _k.make_rowtile_kernel
         fargs = (f, op.fn, K, acc, ID, ident_missing, init_v, G, block, index, vec, modes, dts,
-                 tv)
-        aux = rowtile[3]
+                 tv, warp)
         nticks = 1
+
+        def shape(cap):
+            if warp:   # persistent: one wave, every warp loops over its tiles
+                return max(1, min(-(-ntile // (block // 32)), cap)), 1, J
+            return max(1, min(ntile, sm * p["max_blocks_per_sm"] * 4)), 1, J
     elif row:
         vec, mis = (1, 0) if red2 else _vec_phase(ins, K, nb, nr, SB, SR, S1, J)
         per_lane = p["row_items"] * vec
-        if J <= 32 * per_lane or R >= sm * p["warp_rows"]:
-            G = min(32, _next_pow2(-(-J // per_lane)))
-            split = 1
-            chunk = J
-            grid = max(1, min(-(-R // (block // G)), sm * p["max_blocks_per_sm"] * 4))
-        else:
-            G = block
-            split = max(1, min(-(-target // R), J // (block * p["min_items"] * vec)))
-            chunk = -(-J // split)
-            chunk = -(-chunk // vec) * vec
-            split = -(-J // chunk)
-            grid = R * split
         factory = _k.make_row_kernel
-        fargs = (f, op.fn, K, acc, ID, ident_missing, init_v, G, block, split, red2, index,
-                 vec, unroll)
         aux = mis
         nticks = R
-    elif colvec is not None:
-        # vectorised column kernel: VEC adjacent outputs per thread, 128-bit loads
-        vec, ph, modes = colvec
-        nq = -(-(nr + ph) // vec)
-        CQ = nq if nq <= block // 4 else min(block, -(-nq // 32) * 32)
+        if J <= 32 * per_lane or R >= sm * p["warp_rows"]:
+            G = min(32, _next_pow2(-(-J // per_lane)))
+
+            def shape(cap):
+                return max(1, min(-(-R // (block // G)), sm * p["max_blocks_per_sm"] * 4)), 1, J
+        else:
+            G = block
+            most = max(1, J // (block * min_items * vec))
+
+            def shape(cap):
+                # occupancy: one wave of blocks (the last of a second wave would run alone)
+                split = max(1, min(cap // R if occupancy else -(-cap // R), most))
+                chunk = -(-J // split)
+                chunk = -(-chunk // vec) * vec
+                split = -(-J // chunk)
+                return R * split, split, chunk
+        fargs = lambda split: (f, op.fn, K, acc, ID, ident_missing, init_v, G, block, min(split, 2),  # noqa: E731
+                               red2, index, vec, unroll)
+    else:
+        if colvec is not None:
+            # vectorised column kernel: VEC adjacent outputs per thread, 128-bit loads
+            vec, ph, modes = colvec
+            nq = -(-(nr + ph) // vec)
+        else:
+            # column kernel: the output index i must be the contiguous kept dim
+            vec, ph, nq = 1, 0, nr
+        ct = p.get("col_tile", 0)
+        if nq <= block // 4:
+            CQ = nq
+        elif ct:
+            # tiles of ct threads side by side (ct * VEC columns), RB = block / ct rows at a
+            # time, fewer rows per thread when J is short (RB = 1: no combine in the block)
+            rb = max(1, min(block // ct, J // min_items))
+            rb = 1 << (rb.bit_length() - 1)
+            CQ = min(block // rb, -(-nq // 32) * 32)
+        else:
+            CQ = min(block, -(-nq // 32) * 32)
         RB = block // CQ
         tiles = -(-nq // CQ)
-        split = max(1, min(-(-target // (nb * tiles)), J // (RB * p["min_items"])))
-        chunk = -(-J // split)
-        split = -(-J // chunk)
-        grid = nb * tiles * split
-        factory = _k.make_colvec_kernel
-        fargs = (f, op.fn, K, acc, ID, ident_missing, init_v, block, split, red2, index,
-                 p.get("col_unroll", unroll), vec, modes)
-        aux = CQ * 16 + ph
-        nticks = nb * tiles
-    else:
-        # column kernel: the output index i must be the contiguous kept dim
-        C = nr if nr <= block // 4 else min(block, -(-nr // 32) * 32)
-        RB = block // C
-        tiles = -(-nr // C)
-        split = max(1, min(-(-target // (nb * tiles)), J // (RB * p["min_items"])))
-        chunk = -(-J // split)
-        split = -(-J // chunk)
-        grid = nb * tiles * split
-        factory = _k.make_col_kernel
-        fargs = (f, op.fn, K, acc, ID, ident_missing, init_v, block, split, red2, index,
-                 p.get("col_unroll", unroll))
-        aux = C
-        nticks = nb * tiles
-    grid = min(grid, 2**31 - 1)
+        units = nb * tiles
+        most = max(1, J // (RB * min_items))
+
+        def shape(cap):
+            if occupancy:
+                split = 1 if units >= cap else max(1, min(cap // units, most))
+            else:
+                split = max(1, min(-(-cap // units), most))
+            chunk = -(-J // split)
+            split = -(-J // chunk)
+            return units * split, split, chunk
+        nticks = units
+        if colvec is not None:
+            factory = _k.make_colvec_kernel
+            aux = CQ * 16 + ph
+            fargs = lambda split: (f, op.fn, K, acc, ID, ident_missing, init_v, block, min(split, 2),  # noqa: E731
+                                   red2, index, p.get("col_unroll", unroll), vec, modes)
+        else:
+            factory = _k.make_col_kernel
+            aux = CQ
+            fargs = lambda split: (f, op.fn, K, acc, ID, ident_missing, init_v, block, min(split, 2),  # noqa: E731
+                                   red2, index, p.get("col_unroll", unroll))
     acc_full = (np.dtype(bool), acc) if ident_missing else acc
     ins_t = nt.Tuple(tuple(_buf_t(_entry_dtype(e)) for e in ins))
     out_t = _buf_t(acc_full)
     argtypes = (ins_t, out_t, out_t, runtime.ptr_t(np.uint32), runtime.i64, runtime.i64,
                 runtime.i64, runtime.i64) + (nt.UniTuple(runtime.i64, K),) * 4 + (runtime.i64,) * 7
-    fkey = fargs[:4] + (_hashable(ID),) + (fargs[5], _hashable(init_v)) + fargs[7:]
     lb = None
-    is_tuple_acc = isinstance(acc, tuple)
-    if (factory is _k.make_rowtile_kernel and p.get("row_tile_min_blocks") and not is_tuple_acc
-            and not ident_missing):
+    scalar_acc = not isinstance(acc, tuple) and not ident_missing
+    if factory is _k.make_rowtile_kernel and p.get("row_tile_min_blocks") and scalar_acc:
         lb = (block, p["row_tile_min_blocks"])   # caps registers so that blocks stay resident
-    kernel = _compile(factory, fargs, fkey, argtypes, op, lb)
+    elif factory is _k.make_colvec_kernel and p.get("col_min_blocks") and scalar_acc:
+        lb = (block, p["col_min_blocks"])
+
+    def build(split):
+        fa = fargs(split) if callable(fargs) else fargs
+        fkey = fa[:4] + (_hashable(ID),) + (fa[5], _hashable(init_v)) + fa[7:]
+        return _compile(factory, fa, fkey, argtypes, op, lb)
+
+    # launch shape for a provisional number of resident blocks, then (occupancy) for the
+    # number the compiled kernel really gets (registers, shared memory)
+    grid, split, chunk = shape(sm * p["blocks_per_sm"])
+    kernel = build(split)
+    if occupancy:
+        res = min(_resident(kernel, block, p["blocks_per_sm"]), p["blocks_per_sm"])
+        grid, split2, chunk = shape(sm * res)
+        if min(split2, 2) != min(split, 2):
+            kernel = build(split2)
+        split = split2
+    grid = min(grid, 2**31 - 1)
     return {"kernel": kernel, "kind": factory.__name__, "grid": grid, "block": block, "split": split,
             "nslots": R * split,
             "nticks": nticks, "acc_full": acc_full, "flag": ident_missing,
             "scalars": (nb, nr, m0, m1, SB, SR, S0, S1, ob, orr, int(kb), L0, L1, chunk, aux)}
+
+
+_RESIDENT: dict = {}
+
+
+def _resident(kernel, block, fallback):
+    """Blocks of ``block`` threads of ``kernel`` that fit on one SM (the driver's occupancy
+    calculator: registers, shared memory), or ``fallback`` where it cannot tell (simulator)."""
+    if runtime.SIMULATE:
+        return fallback
+    key = (kernel, block)
+    v = _RESIDENT.get(key)
+    if v is None:
+        v = 0
+        try:
+            from cupy.cuda import driver
+
+            v = int(driver.occupancyMaxActiveBlocksPerMultiprocessor(kernel.function().ptr, block, 0))
+        except Exception:  # pragma: no cover - depends on the CuPy build
+            try:   # by hand: registers (allocated per warp, 256 at a time), shared memory
+                fn = kernel.function()
+                warps = -(-block // 32)
+                per_warp = -(-int(fn.num_regs) * 32 // 256) * 256
+                by_regs = (65536 // max(per_warp, 1)) // warps
+                by_smem = (233472 // (int(fn.shared_size_bytes) + 1024))
+                v = min(by_regs, by_smem, 2048 // block, 32)
+            except Exception:
+                v = 0
+        if v <= 0:
+            v = fallback
+        _RESIDENT[key] = v
+    return v
 
 
 def _buf_at(x, off):

@@ -27,13 +27,19 @@ from . import backend, config
 #: what differs. The values for H100 and H200 are the ones the H200 benchmarks were run with.
 TABLES: dict = {
     "default": {
-        # copy: vecs, one_pass, load_hint, store_hint, realign: see primitives/copy.py
-        "copy": {"block": 256, "items": 4, "blocks_per_sm": 8, "vecs": 4, "one_pass": False,
+        # copy: vecs, one_pass, load_hint, store_hint, realign: see primitives/copy.py; one pass,
+        # 2 vectors per thread: H200 sweep tune-copy-vec (x[1:] 0.88 -> 0.97 of copy at 1e9)
+        "copy": {"block": 256, "items": 4, "blocks_per_sm": 8, "vecs": 2, "one_pass": True,
                  "load_hint": "", "store_hint": "", "realign": "shfl"},
         "reduce": {"block": 256, "items": 4, "blocks_per_sm": 4},
+        # rowcol: occupancy (grids / splits sized by the blocks that really fit per SM, one wave),
+        # row_tile_warp (staged short rows: each warp on its own tiles), col_tile (threads side
+        # by side in a column tile, 0 = up to a block), col_min_blocks (launch bound of the
+        # vectorised column kernel, 0 = none); see primitives/axis_reduce.py
         "rowcol": {"block": 256, "blocks_per_sm": 8, "max_blocks_per_sm": 8, "unroll": 4, "row_items": 2,
                    "warp_rows": 32, "min_items": 16, "row_tile_max": 128, "row_tile_vecs": 4,
-                   "row_tile_min_blocks": 4, "col_vec": True},
+                   "row_tile_min_blocks": 4, "col_vec": True, "occupancy": False, "row_tile_warp": False,
+                   "col_tile": 0, "col_min_blocks": 0},
         # scan: ticket "atomic" | "block" | "persist" (+ "persist": blocks per SM, 0 = min_blocks);
         # wide: 16-byte status words for 5-12 byte values; keep_items: items in registers
         # across the look-back; spin_ns: look-back back-off; release: fence before publishing
