@@ -49,6 +49,9 @@ TABLES: dict = {
     },
     "sm90": {
         "reduce": {"block": 512},
+        # H200 sweep (tune-rowcol-*.md): best overall of the rowcol variants
+        "rowcol": {"occupancy": True, "row_tile_warp": True, "row_tile_min_blocks": 0, "col_tile": 32,
+                   "col_min_blocks": 4},
     },
     "H100": {},
     "H200": {},
