@@ -154,6 +154,7 @@ def test_kernel_choice(bk, copy_tuning):
 #: tuning variants of the vector kernels (the simulator's block is 64 threads, 2 warps)
 VARIANTS = [
     {},
+    {"one_pass": False, "vecs": 4},
     {"realign": "reload"},
     {"realign": ""},
     {"vecs": 1},

@@ -168,7 +168,7 @@ def _vector_grid(work_items: int, block: int, p) -> int:
     ``blocks_per_sm`` blocks per SM (grid-stride)."""
     blocks = max(-(-work_items // block), 1)
     if p["one_pass"]:
-        return blocks
+        return min(blocks, 2**31 - 1)  # the kernels are grid-stride: beyond that, loops
     return min(blocks, runtime.device_info()["sm_count"] * p["blocks_per_sm"])
 
 
