@@ -643,3 +643,85 @@ def test_tile_sizes_are_tiny_in_simulator(sim):
     if sim:
         assert _tile("float32") <= 256
     assert math.isfinite(_tile("float64"))
+
+
+# --------------------------------------------------------------------------- staged columns, fitted tiles
+
+
+def _override(monkeypatch, **kinds):
+    for kind, over in kinds.items():
+        monkeypatch.setitem(tuning.OVERRIDES, kind, dict(tuning.OVERRIDES.get(kind, {}), **over))
+    monkeypatch.setattr(tuning, "_CACHE", {})
+    monkeypatch.setattr(pscan._local, "plans", {}, raising=False)
+
+
+@pytest.mark.parametrize("staged", [True, False], ids=["staged", "strided"])
+def test_column_kernel_staged(bk, monkeypatch, staged):
+    """The column kernel's staged path (each block's elements one dense range, read and
+    written through shared memory with coalesced accesses): tall narrow matrices along
+    axis 0 (one strip of contiguous rows), short contiguous rows along axis 1 (one chunk),
+    with include_initial / exclusive / reverse (staged loads only), out views, tuples of a
+    non-commutative operator, deterministic mode and a non-additive operator."""
+    _override(monkeypatch, scan_columns={"items": 8, "staged": staged})
+    rng = np.random.default_rng(41)
+    for shape, axis in [((301, 10), 0), ((33, 1), 0), ((97, 7), 1), ((130, 8), 1), ((64, 1), 1),
+                        ((257, 31), 0)]:
+        x = bk.asarray(rng.standard_normal(shape).astype(np.float32))
+        ref = np.cumsum(_np(x).astype(np.float64), axis=axis)
+        close(cumulative_sum(x, axis=axis), ref, rtol=1e-4, atol=1e-4)
+        close(cumulative_sum(x, axis=axis, include_initial=True),
+              np.concatenate([np.zeros_like(np.take(ref, [0], axis=axis)), ref], axis=axis),
+              rtol=1e-4, atol=1e-4)
+        close(accumulate(ops.add, x, axis=axis, reverse=True),
+              np.flip(np.cumsum(np.flip(_np(x).astype(np.float64), axis), axis=axis), axis),
+              rtol=1e-4, atol=1e-4)
+        close(accumulate(ops.maximum, x, axis=axis), np.maximum.accumulate(_np(x), axis=axis))
+        r1 = accumulate(ops.add, x, axis=axis, deterministic=True)
+        assert np.array_equal(_np(r1), _np(accumulate(ops.add, x, axis=axis, deterministic=True)))
+        close(r1, ref, rtol=1e-4, atol=1e-4)
+    # out: a view of another layout (staged loads, strided stores)
+    x = bk.asarray(rng.standard_normal((301, 10)))
+    o = bk.zeros((10, 301)).T
+    accumulate(ops.add, x, axis=0, out=o)
+    close(o, np.cumsum(_np(x), axis=0))
+    # int8 -> int64 conversion while staging
+    z = bk.asarray(rng.integers(-9, 9, (150, 6)).astype(np.int8))
+    close(cumulative_sum(z, axis=0), np.cumsum(_np(z).astype(np.int64), axis=0))
+    close(cumulative_sum(z, axis=1), np.cumsum(_np(z).astype(np.int64), axis=1))
+    # affine pairs (non-commutative tuples) along both axes
+    for shape, axis in [((203, 5), 0), ((90, 6), 1)]:
+        a = rng.uniform(0.5, 1.0, shape).astype(np.float32)
+        b = rng.standard_normal(shape).astype(np.float32)
+        got = accumulate(ops.affine, (bk.asarray(a), bk.asarray(b)), axis=axis)
+        want = ref_scan(ops.affine.fn, (a.astype(np.float64), b.astype(np.float64)), axis=axis)
+        for g, w in zip(got, want):
+            close(g, w.astype(np.float64), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("fit", [True, False], ids=["fit", "pow2"])
+def test_fitted_tiles(bk, monkeypatch, fit):
+    """Items per thread fitted to the row (fit_items: equal tiles, items a multiple of the
+    vector width, not a power of two) at sizes around tile edges, batches of rows, views,
+    include_initial, float64 and a tuple operator."""
+    _override(monkeypatch, scan={"block": 64, "item_bytes": 64, "items_max": 16, "fit_items": fit})
+    rng = np.random.default_rng(43)
+    T = 64 * 16
+    for n in (0, 1, 31, 32, 33, T - 1, T, T + 1, T + 300, 2 * T + 5, 5 * T + 3):
+        x = bk.asarray(rng.standard_normal(n).astype(np.float32))
+        close(cumulative_sum(x), np.cumsum(_np(x).astype(np.float64)), rtol=1e-4, atol=1e-4)
+    x = bk.asarray(rng.standard_normal((3, T + 200)).astype(np.float32))
+    close(cumulative_sum(x, axis=1), np.cumsum(_np(x).astype(np.float64), axis=1), rtol=1e-4, atol=1e-4)
+    close(cumulative_sum(x[:, 1:], axis=1, include_initial=True)[:, 1:],
+          np.cumsum(_np(x)[:, 1:].astype(np.float64), axis=1), rtol=1e-4, atol=1e-4)
+    y = bk.asarray(rng.standard_normal(T + 77))
+    close(cumulative_sum(y), np.cumsum(_np(y)))
+    r1 = accumulate(ops.add, y, deterministic=True)
+    assert np.array_equal(_np(r1), _np(accumulate(ops.add, y, deterministic=True)))
+    a = rng.uniform(0.5, 1.0, T + 50)
+    b = rng.standard_normal(T + 50)
+    A, H = accumulate(ops.affine, (bk.asarray(a), bk.asarray(b)))
+    wa, wh = ref_scan(ops.affine.fn, (a, b))
+    close(H, wh, rtol=1e-9, atol=1e-9)
+    if fit:
+        f32 = (np.dtype("float32"),)
+        assert pscan._fit_items({"block": 64}, 16, T + 300, f32, f32, False) == 12

@@ -44,11 +44,14 @@ TABLES: dict = {
         # wide: 16-byte status words for 5-12 byte values; keep_items: items in registers
         # across the look-back; spin_ns: look-back back-off; release: fence before publishing
         "scan": {"block": 256, "item_bytes": 64, "items_max": 32, "min_blocks": 5, "ticket": "atomic",
-                 "persist": 0, "wide": True, "keep_items": False, "spin_ns": 0, "release": False},
-        "scan_columns": {"block": 256, "items": 16},
+                 "persist": 0, "wide": True, "keep_items": False, "spin_ns": 0, "release": False,
+                 "fit_items": True},
+        # scan_columns.staged: blocks whose elements form one dense range stage it through shared memory
+        "scan_columns": {"block": 256, "items": 16, "staged": True},
     },
     "sm90": {
         "reduce": {"block": 512},
+        "scan": {"item_bytes": 128},
         # H200 sweep (tune-rowcol-*.md): best overall of the rowcol variants
         "rowcol": {"occupancy": True, "row_tile_warp": True, "row_tile_min_blocks": 0, "col_tile": 32,
                    "col_min_blocks": 4},
