@@ -302,11 +302,17 @@ NEW_VARIANTS = {"occupancy": True, "row_tile_warp": True, "row_tile_min_blocks":
                 "unroll": 8}
 
 
-@pytest.fixture
-def new_variants(monkeypatch):
+# + staged tiles laid out from the 16-byte boundary (st.shared.v4), bank-free lane groups
+V4_VARIANTS = {"row_tile_v4": True, "row_tile_banks": True}
+
+
+@pytest.fixture(params=["new", "v4"])
+def new_variants(monkeypatch, request):
     from forge_array.runtime import tuning
 
-    monkeypatch.setitem(tuning.OVERRIDES, "rowcol", dict(tuning.OVERRIDES.get("rowcol", {}), **NEW_VARIANTS))
+    extra = V4_VARIANTS if request.param == "v4" else {}
+    monkeypatch.setitem(tuning.OVERRIDES, "rowcol",
+                        dict(tuning.OVERRIDES.get("rowcol", {}), **NEW_VARIANTS, **extra))
     tuning._CACHE.clear()
     ar._PLANS.clear()
     ar._FAST.clear()
@@ -316,13 +322,14 @@ def new_variants(monkeypatch):
     ar._FAST.clear()
 
 
-@pytest.mark.parametrize("dtype", ["float32", "float64", "int16"])
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int16", "int8"])
 def test_new_variants_rows(bk, new_variants, dtype):
     rng = np.random.default_rng(21)
     acc = np.dtype("int64" if np.dtype(dtype).kind == "i" else "float64")
     # staged short rows, one warp per tile: several rounds of row groups (p = 3), groups of
     # lanes (p = 40, 100), misaligned starts, batches, index, no identity, init
-    for rows, p, off in [(300, 3, 1), (70, 10, 0), (33, 40, 3), (9, 100, 2)]:
+    for rows, p, off in [(300, 3, 1), (70, 10, 0), (33, 40, 3), (9, 100, 2), (33, 32, 1),
+                         (31, 31, 2), (32, 33, 0), (52, 10, 3)]:
         flat = (rng.standard_normal(rows * p + 8) * 20).astype(dtype)
         h = flat[off:off + rows * p].reshape(rows, p)
         x = _dev(bk, flat)[off:off + rows * p].reshape(rows, p)
@@ -418,6 +425,7 @@ from forge_array import ops
 from forge_array.runtime import compile_ptx_offline, ptr_t, i64
 from forge_array.kernels import rowcol as k
 from forge_array.primitives.axis_reduce import _f_identity, _f_pair_index, _buf_t
+from forge_array.primitives.matvec import _mul as _f_mul
 
 def argt(ins, acc, K):
     return ((nt.Tuple(tuple(_buf_t(d) for d in ins)), _buf_t(acc), _buf_t(acc), ptr_t(np.uint32))
@@ -457,6 +465,11 @@ cases += [
     # one warp per staged tile (row_tile_warp)
     (k.make_rowtile_kernel, (_f_identity, ops.add.fn, 1, f32, np.float32(0), False, None, 1, 256, False, 4,
                              (1,), (f32,), 4, True), argt((f32,), f32, 1), "v4.f32"),
+    # ... laid out from the 16-byte boundary, st.shared.v4 (row_tile_v4); A @ x with x global
+    (k.make_rowtile_kernel, (_f_identity, ops.add.fn, 1, f32, np.float32(0), False, None, 2, 256, False, 4,
+                             (1,), (f32,), 4, True, True), argt((f32,), f32, 1), "v4.u32"),
+    (k.make_rowtile_kernel, (_f_mul, ops.add.fn, 2, f32, np.float32(0), False, None, 4, 256, False, 4,
+                             (1, 0), (f32, f32), 4, True, True), argt((f32, f32), f32, 2), "v4.u32"),
 ]
 ptxas = os.path.join(os.environ.get("CUDA_HOME", ""), "bin", "ptxas")
 for fac, fargs, at, vec in cases:
@@ -465,6 +478,8 @@ for fac, fargs, at, vec in cases:
     if vec:
         want = "v4.f32" if vec is True else vec
         assert "ld.global." + want in ptx or "ld.global.nc." + want in ptx, "no 128-bit loads"
+        if fac is k.make_rowtile_kernel and len(fargs) > 15 and fargs[15]:
+            assert "st.shared.v4" in ptx, "no 128-bit shared stores"
     if os.path.exists(ptxas):   # no local-memory spills
         with tempfile.NamedTemporaryFile("w", suffix=".ptx", delete=False) as fh:
             fh.write(ptx)
@@ -479,4 +494,4 @@ print("ok", len(cases))
 
 
 def test_ptx_compiles_offline(offline_ptx):
-    assert offline_ptx(PTX_SRC).strip().endswith("ok 11")
+    assert offline_ptx(PTX_SRC).strip().endswith("ok 13")

@@ -277,13 +277,15 @@ def test_matvec_staged_short_rows(bk, fresh_plans, dtype, n, p, off):
 # --------------------------------------------------------------------------- errors
 
 
-@pytest.fixture
-def new_variants(monkeypatch):
+@pytest.fixture(params=["new", "v4"])
+def new_variants(monkeypatch, request):
     """The launch variants that tuning parameters select: occupancy-sized grids, one warp per
     staged tile, narrow column tiles, four vectors in flight in the long-row kernel."""
     from forge_array.runtime import tuning
 
     new = {"occupancy": True, "row_tile_warp": True, "row_tile_min_blocks": 0, "col_tile": 32, "unroll": 8}
+    if request.param == "v4":   # + st.shared.v4 tiles from the 16-byte boundary, bank-free groups
+        new.update(row_tile_v4=True, row_tile_banks=True)
     monkeypatch.setitem(tuning.OVERRIDES, "rowcol", dict(tuning.OVERRIDES.get("rowcol", {}), **new))
     tuning._CACHE.clear()
     ar._PLANS.clear()
@@ -297,7 +299,7 @@ def new_variants(monkeypatch):
 @pytest.mark.parametrize("dtype", ["float32", "int32"])
 def test_new_variants(bk, new_variants, dtype):
     big = np.float64 if dtype == "float32" else np.int64
-    for n, p in [(300, 10), (9, 100), (70, 33), (40, 150), (3, 700)]:
+    for n, p in [(300, 10), (9, 100), (70, 33), (40, 150), (3, 700), (33, 10), (31, 32)]:
         A = _mat((n, p), dtype, n)
         x = _mat(p, dtype, 1)
         y = _mat(n, dtype, 2)

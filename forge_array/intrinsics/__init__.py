@@ -45,6 +45,7 @@ from ._impl import (  # noqa: F401
     vload_hinted,
     vstore,
     vstore_hinted,
+    vstore_shared,
     warp_id,
     with_shared_scratch,
 )

@@ -35,7 +35,8 @@ __all__ = [
     "WARP", "VEC", "lane_id", "warp_id", "ballot", "syncwarp", "shfl_idx", "shfl_up", "shfl_down", "shfl_xor",
     "fence_block", "fence_device", "fence_system", "load_acquire", "store_release",
     "load_relaxed", "atomic_add", "atomic_exch", "atomic_cas", "load", "store", "vload",
-    "vstore", "vload_hinted", "vstore_hinted", "nanosleep", "cast_like", "with_shared_scratch", "device_op",
+    "vstore", "vstore_shared", "vload_hinted", "vstore_hinted", "nanosleep", "cast_like",
+    "with_shared_scratch", "device_op",
 ]
 
 
@@ -610,6 +611,32 @@ def vstore(typingctx, p, i, values):
         return context.get_dummy_value()
 
     return types.void(p, i, values), codegen
+
+
+@intrinsic
+def vstore_shared(typingctx, a, i, values):
+    """128-bit store (``st.shared.v4``) of the ``VEC(dtype)`` values of a tuple at ``a[i], ...``
+    of a 1-D block-shared array (the address must be 16-byte aligned): one conflict-free
+    store per warp-wide 512 bytes instead of ``VEC`` scalar stores at a ``VEC``-word stride."""
+    if not (isinstance(a, types.Array) and a.ndim == 1
+            and isinstance(a.dtype, (types.Boolean, types.Integer, types.Float, types.Complex))):
+        raise TypingError(f"vstore_shared: expected a 1-D shared numeric array, got {a}")
+    if not isinstance(i, types.Integer):
+        raise TypingError(f"vstore_shared: index must be an integer, got {i}")
+    n = VEC(a.dtype)
+    if not isinstance(values, types.BaseTuple) or len(values) != n:
+        raise TypingError(f"vstore_shared: expected a tuple of {n} values for {a.dtype}, got {values}")
+
+    def codegen(context, builder, sig, args):
+        aty, ity, tty = sig.args
+        data = _data_ptr(context, builder, aty, args[0])
+        ptr = _elem_ptr(context, builder, aty, data, ity, args[1])
+        sptr = builder.addrspacecast(ptr, ptr.type.pointee.as_pointer(3))
+        words = _tuple_to_words(context, builder, aty.dtype, tty, args[2])
+        builder.store(words, builder.bitcast(sptr, _V4I32.as_pointer(3)), align=16)
+        return context.get_dummy_value()
+
+    return types.void(a, i, values), codegen
 
 
 _HINT_RE = re.compile(r"(\.[A-Za-z0-9_:]+)*")

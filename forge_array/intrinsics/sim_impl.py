@@ -41,7 +41,8 @@ __all__ = [
     "WARP", "VEC", "lane_id", "warp_id", "ballot", "syncwarp", "shfl_idx", "shfl_up", "shfl_down", "shfl_xor",
     "fence_block", "fence_device", "fence_system", "load_acquire", "store_release",
     "load_relaxed", "atomic_add", "atomic_exch", "atomic_cas", "load", "store", "vload",
-    "vstore", "vload_hinted", "vstore_hinted", "nanosleep", "cast_like", "with_shared_scratch", "memory_model",
+    "vstore", "vstore_shared", "vload_hinted", "vstore_hinted", "nanosleep", "cast_like",
+    "with_shared_scratch", "memory_model",
     "device_op",
 ]
 
@@ -484,6 +485,18 @@ def vstore(p, i, values):
         raise TypeError(f"vstore: expected {n} values, got {len(values)}")
     for k in range(n):
         p[i + k] = values[k]
+
+
+def vstore_shared(a, i, values):
+    """:func:`vstore` into a block-shared array (``st.shared.v4`` on the GPU); the index must
+    be a multiple of ``VEC`` (the kernels lay shared tiles out from a 16-byte boundary)."""
+    n = VEC(_dtype_of(a))
+    if (int(i) * (16 // n)) % 16:
+        raise ValueError(f"vstore_shared: misaligned 128-bit access at element {int(i)}")
+    if len(values) != n:
+        raise TypeError(f"vstore_shared: expected {n} values, got {len(values)}")
+    for k in range(n):
+        a[i + k] = values[k]
 
 
 _HINT_RE = re.compile(r"(\.[A-Za-z0-9_:]+)*")

@@ -982,6 +982,50 @@ def _make_tile_loader(BLOCK, VEC):
     return load_tile
 
 
+def _make_tile_loader4(BLOCK, VEC):
+    """As :func:`_make_tile_loader`, but the tile is laid out from the 16-byte boundary:
+    ``p[start + e]`` goes to ``sh[so + ph + e]`` with ``ph = (mis + start) % VEC`` (``so`` a
+    multiple of ``VEC``), so every vector is one ``st.shared.v4`` (no bank conflicts) instead
+    of ``VEC`` scalar stores at a ``VEC``-word stride (4-way conflicts for 4-byte types)."""
+
+    @cuda.jit(device=True)
+    def load_tile(sh, so, p, start, n, mis, tid):
+        ph = (mis + start) % VEC
+        ha = (VEC - ph) % VEC
+        if ha > n:
+            ha = n
+        nv = (n - ha) // VEC
+        d0 = so + ph
+        if tid < ha:
+            fi.store(sh, d0 + tid, fi.load(p, start + tid))
+        g = start + ha
+        d = d0 + ha
+        q = tid
+        while q + 3 * BLOCK < nv:
+            v0 = fi.vload(p, g + q * VEC)
+            v1 = fi.vload(p, g + (q + BLOCK) * VEC)
+            v2 = fi.vload(p, g + (q + 2 * BLOCK) * VEC)
+            v3 = fi.vload(p, g + (q + 3 * BLOCK) * VEC)
+            fi.vstore_shared(sh, d + q * VEC, v0)
+            fi.vstore_shared(sh, d + (q + BLOCK) * VEC, v1)
+            fi.vstore_shared(sh, d + (q + 2 * BLOCK) * VEC, v2)
+            fi.vstore_shared(sh, d + (q + 3 * BLOCK) * VEC, v3)
+            q += 4 * BLOCK
+        if q + BLOCK < nv:
+            v0 = fi.vload(p, g + q * VEC)
+            v1 = fi.vload(p, g + (q + BLOCK) * VEC)
+            fi.vstore_shared(sh, d + q * VEC, v0)
+            fi.vstore_shared(sh, d + (q + BLOCK) * VEC, v1)
+            q += 2 * BLOCK
+        if q < nv:
+            fi.vstore_shared(sh, d + q * VEC, fi.vload(p, g + q * VEC))
+        tl = ha + nv * VEC + tid
+        if tl < n:
+            fi.store(sh, d0 + tl, fi.load(p, start + tl))
+
+    return load_tile
+
+
 def _make_stage(load_tile, k, ks, mode):
     """``(s, so, ins, start, n, aux, tid)``: stages operand ``k`` into scratch ``s[ks]`` at
     ``so`` (``mode`` 1) or does nothing (``mode`` 0: the operand is read from global memory)."""
@@ -997,20 +1041,21 @@ def _make_stage(load_tile, k, ks, mode):
 
 
 def _make_get(k, ks, mode):
-    """``(s, ins, e, o) -> value``: element ``e`` of the staged tile (``mode`` 1) or the
-    global element at offset ``o`` (``mode`` 0)."""
+    """``(s, ins, e, o, po) -> value``: element ``e`` of the staged tile (``mode`` 1; shifted
+    by the operand's 4-bit phase in ``po``) or the global element at offset ``o`` (``mode`` 0)."""
     if mode:
         @cuda.jit(device=True)
-        def get(s, ins, e, o):
-            return fi.load(s[ks], e)
+        def get(s, ins, e, o, po):
+            return fi.load(s[ks], e + ((po >> (4 * k)) & 15))
     else:
         @cuda.jit(device=True)
-        def get(s, ins, e, o):
+        def get(s, ins, e, o, po):
             return fi.load(ins[k], o)
     return get
 
 
-def make_rowtile_kernel(f, op, K, ACC, ID, FLAG, INIT, G, BLOCK, INDEX, VEC, MODES, DTS, TV, WARP=False):
+def make_rowtile_kernel(f, op, K, ACC, ID, FLAG, INIT, G, BLOCK, INDEX, VEC, MODES, DTS, TV, WARP=False,
+                        V4=False):
     """Kernel factory: reduction along short contiguous rows (``J`` of a few to a few hundred
     elements, e.g. ``A @ x`` or ``sum(axis=1)`` of a (10^7, 10) matrix) with coalesced
     128-bit loads.
@@ -1032,6 +1077,10 @@ def make_rowtile_kernel(f, op, K, ACC, ID, FLAG, INIT, G, BLOCK, INDEX, VEC, MOD
     memory the others' loads are in flight. Groups of ``G`` lanes take the tile's rows in
     rounds of ``32 // G``.
 
+    ``V4`` (with ``WARP``): tiles laid out from the 16-byte boundary in shared memory (each
+    warp's slice ``TW + VEC`` elements), stored with ``st.shared.v4`` (see
+    :func:`_make_tile_loader4`); reads shift by the tile's phase.
+
     >>> import numpy as np
     >>> k = make_rowtile_kernel(lambda a: a, lambda a, b: a + b, 1, np.dtype("float32"),
     ...                         np.float32(0), False, None, 1, 64, False, 4, (1,),
@@ -1046,7 +1095,9 @@ def make_rowtile_kernel(f, op, K, ACC, ID, FLAG, INIT, G, BLOCK, INDEX, VEC, MOD
     TW = TV * 32 * VEC        # elements per warp tile (WARP)
     NG = 32 // G              # row groups per warp
     WPB = BLOCK // 32         # warps per block
-    load_tile = _make_tile_loader(32 if WARP else BLOCK, VEC)
+    V4 = bool(V4 and WARP)
+    TWS = TW + VEC if V4 else TW   # shared elements per warp slice
+    load_tile = (_make_tile_loader4 if V4 else _make_tile_loader)(32 if WARP else BLOCK, VEC)
     sdts = tuple(DTS[k] for k in range(K) if MODES[k])
     sidx = []
     n = 0
@@ -1066,8 +1117,8 @@ def make_rowtile_kernel(f, op, K, ACC, ID, FLAG, INIT, G, BLOCK, INDEX, VEC, MOD
             st0(s, so, ins, start, n, aux, tid)
 
         @cuda.jit(device=True)
-        def value(s, ins, e, xo, kidx):
-            return call(gt0(s, ins, e, xo[0]), kidx)
+        def value(s, ins, e, xo, kidx, po):
+            return call(gt0(s, ins, e, xo[0], po), kidx)
     elif K == 2:
         @cuda.jit(device=True)
         def stage_all(s, so, ins, start, n, aux, tid):
@@ -1075,8 +1126,8 @@ def make_rowtile_kernel(f, op, K, ACC, ID, FLAG, INIT, G, BLOCK, INDEX, VEC, MOD
             st1(s, so, ins, start, n, aux, tid)
 
         @cuda.jit(device=True)
-        def value(s, ins, e, xo, kidx):
-            return call(gt0(s, ins, e, xo[0]), gt1(s, ins, e, xo[1]), kidx)
+        def value(s, ins, e, xo, kidx, po):
+            return call(gt0(s, ins, e, xo[0], po), gt1(s, ins, e, xo[1], po), kidx)
     else:
         @cuda.jit(device=True)
         def stage_all(s, so, ins, start, n, aux, tid):
@@ -1085,19 +1136,19 @@ def make_rowtile_kernel(f, op, K, ACC, ID, FLAG, INIT, G, BLOCK, INDEX, VEC, MOD
             st2(s, so, ins, start, n, aux, tid)
 
         @cuda.jit(device=True)
-        def value(s, ins, e, xo, kidx):
-            return call(gt0(s, ins, e, xo[0]), gt1(s, ins, e, xo[1]), gt2(s, ins, e, xo[2]), kidx)
+        def value(s, ins, e, xo, kidx, po):
+            return call(gt0(s, ins, e, xo[0], po), gt1(s, ins, e, xo[1], po), gt2(s, ins, e, xo[2], po), kidx)
 
     _, bases, _ = _make_offsets(K)
     offs, _, _ = _make_offsets(K)
 
     @cuda.jit(device=True)
-    def row_total(s, ins, e, b, SB, S1, kb, L1, j, J):
+    def row_total(s, ins, e, b, SB, S1, kb, L1, j, J, po):
         """Fold of this lane's elements ``j, j + G, ...`` of the staged row at ``e``."""
         acc = ID
         xb = bases(b, 0, SB, SB)   # broadcast operands: batch b, element j at j * S1
         while j < J:
-            acc = fi.cast_like(opd(acc, value(s, ins, e + j, offs(xb, S1, j), kb + j * L1)), ID)
+            acc = fi.cast_like(opd(acc, value(s, ins, e + j, offs(xb, S1, j), kb + j * L1, po)), ID)
             j += G
         return acc
 
@@ -1127,7 +1178,7 @@ def make_rowtile_kernel(f, op, K, ACC, ID, FLAG, INIT, G, BLOCK, INDEX, VEC, MOD
                 if nb > 1:
                     b = r // nr
                     i = r - b * nr
-                acc = row_total(s, ins, rl * J, b, SB, S1, kb, L1, l, J)
+                acc = row_total(s, ins, rl * J, b, SB, S1, kb, L1, l, J, 0)
             if G > 1:
                 acc = group_reduce(acc)
             if l == 0 and rl < nrows:
@@ -1139,7 +1190,7 @@ def make_rowtile_kernel(f, op, K, ACC, ID, FLAG, INIT, G, BLOCK, INDEX, VEC, MOD
         tid = cuda.threadIdx.x
         lane = tid % 32
         wib = tid // 32
-        so = wib * TW
+        so = wib * TWS
         R = nb * nr
         J = m1
         RT = TW // J
@@ -1154,6 +1205,11 @@ def make_rowtile_kernel(f, op, K, ACC, ID, FLAG, INIT, G, BLOCK, INDEX, VEC, MOD
             if nrows > RT:
                 nrows = RT
             stage_all(s, so, ins, r0 * J, nrows * J, aux, lane)
+            po = 0
+            if V4:   # per staged operand: (origin phase + tile start) % VEC, 4 bits each
+                st = r0 * J
+                po = (((aux & 15) + st) % VEC) | (((((aux >> 4) & 15) + st) % VEC) << 4) | (
+                    ((((aux >> 8) & 15) + st) % VEC) << 8)
             fi.syncwarp()
             rb = 0
             while rb < nrows:          # warp-uniform: rounds of NG rows
@@ -1166,7 +1222,7 @@ def make_rowtile_kernel(f, op, K, ACC, ID, FLAG, INIT, G, BLOCK, INDEX, VEC, MOD
                     if nb > 1:
                         b = r // nr
                         i = r - b * nr
-                    acc = row_total(s, ins, so + rl * J, b, SB, S1, kb, L1, l, J)
+                    acc = row_total(s, ins, so + rl * J, b, SB, S1, kb, L1, l, J, po)
                 if G > 1:
                     acc = group_reduce(acc)
                 if l == 0 and rl < nrows:
@@ -1175,7 +1231,7 @@ def make_rowtile_kernel(f, op, K, ACC, ID, FLAG, INIT, G, BLOCK, INDEX, VEC, MOD
             fi.syncwarp()
             t += step
 
-    run = fi.with_shared_scratch(TILE, sdts, body_warp if WARP else body, 12)
+    run = fi.with_shared_scratch(TILE + (WPB * VEC if V4 else 0), sdts, body_warp if WARP else body, 12)
 
     def rowtile_kernel(ins, out, part, tick, nb, nr, m0, m1, SB, SR, S0, S1, ob, orr,
                        kb, L0, L1, chunk, aux):

@@ -643,11 +643,15 @@ def _plan(f, op, ins, kdims, rdims, kb, acc, ident, init_v, index):
         G = 1
         while G < 32 and 2 * G <= span // max(1, tile // J):
             G *= 2
+        if p.get("row_tile_banks", False):
+            # groups of gcd(J, 32) lanes: the lanes of a round read distinct banks (J = 10:
+            # pairs instead of a thread per row, whose stride-10 reads conflict 2-way)
+            G = max(G, math.gcd(J, 32))
         rt = tile // J if warp else min(tile // J, block // G)
         ntile = -(-R // rt)
         factory = _k.make_rowtile_kernel
         fargs = (f, op.fn, K, acc, ID, ident_missing, init_v, G, block, index, vec, modes, dts,
-                 tv, warp)
+                 tv, warp, warp and bool(p.get("row_tile_v4", False)))
         nticks = 1
 
         def shape(cap):
