@@ -50,11 +50,13 @@ TABLES: dict = {
         "scan_columns": {"block": 256, "items": 16, "staged": True},
     },
     "sm90": {
+        # H200 sweep tune-copy.md: 128-thread blocks, x[1:] 1e9 0.97 -> 0.99 of copy, aligned 1e8 0.96 -> 0.99
+        "copy": {"block": 128},
         "reduce": {"block": 512},
         "scan": {"item_bytes": 128},
-        # H200 sweep (tune-rowcol-*.md): best overall of the rowcol variants
+        # H200 sweeps (tune-rowcol-*.md, tune-rowcol2-*.md): best overall of the rowcol variants
         "rowcol": {"occupancy": True, "row_tile_warp": True, "row_tile_min_blocks": 0, "col_tile": 32,
-                   "col_min_blocks": 4},
+                   "col_min_blocks": 4, "row_tile_v4": True},
     },
     "H100": {},
     "H200": {},
