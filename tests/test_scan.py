@@ -426,7 +426,7 @@ def test_plan_replay(bk, monkeypatch):
         got, want = call(rand(bk, (n,), "float32", seed=70 + k), rand(bk, (n,), "float32", seed=80 + k))
         close(got, want.astype(np.float64), rtol=1e-4, atol=1e-4)
     assert len(pscan._fast_plans()) == len(plans)
-    states = {id(p.state): p.state for p in plans.values()}
+    states = {id(p.state): p.state for p in plans.values() if p.state is not None}
     for st_ in states.values():  # tile states grown in place by a larger scan: still valid
         st_.grow(st_.slots + 64)
     x = rand(bk, (n,), "float32", seed=90)
@@ -725,3 +725,50 @@ def test_fitted_tiles(bk, monkeypatch, fit):
     if fit:
         f32 = (np.dtype("float32"),)
         assert pscan._fit_items({"block": 64}, 16, T + 300, f32, f32, False) == 12
+
+
+# --------------------------------------------------------------------------- direct column scan
+
+
+@pytest.mark.parametrize("cols", [1, 31, 32, 33, 257])
+@pytest.mark.parametrize("n", [1, 5, 16])
+def test_direct_columns(bk, sim, cols, n):
+    """Short columns along axis 0 (n <= direct_rows): one thread per group of adjacent
+    columns, registers only; 128-bit groups with scalar ends, misaligned views."""
+    x = rand(bk, (n, cols + 3), "float32", seed=cols + n)
+    for v in (x[:, :cols], x[:, 1:cols + 1], x[:, 3:]):
+        close(cumulative_sum(v, axis=0), np.cumsum(_np(v).astype(np.float64), axis=0), rtol=1e-5, atol=1e-5)
+        close(cumulative_sum(v, axis=0, include_initial=True),
+              ref_scan(lambda a, b: a + b, _np(v).astype(np.float64), axis=0, init=0.0, include_initial=True),
+              rtol=1e-5, atol=1e-5)
+    if n > 1 and cols > 1:  # the direct kernel took it (no tile states)
+        assert any(p.state is None for p in pscan._fast_plans().values())
+
+
+def test_direct_columns_generic(bk, sim):
+    x = rand(bk, (7, 45), "int32", seed=3)
+    close(cumulative_sum(x, axis=0), np.cumsum(_np(x).astype(np.int64), axis=0))   # int32 -> int64
+    x8 = rand(bk, (9, 40), "int8", seed=4)
+    close(cumulative_sum(x8, axis=0, dtype=np.int32), np.cumsum(_np(x8).astype(np.int32), axis=0))
+    f = rand(bk, (6, 3, 37), "float64", seed=5)      # two batch dimensions
+    close(cumulative_prod(f[:, :, 1:], axis=0), np.cumprod(_np(f)[:, :, 1:], axis=0), rtol=1e-9)
+    first = lambda a, b: a  # noqa: E731  non-commutative (keeps the first element)
+    for rev in (False, True):
+        g = rand(bk, (11, 50), "float32", seed=6)
+        close(accumulate(first, g, axis=0, reverse=rev),
+              ref_scan(first, _np(g), axis=0, reverse=rev))
+        close(accumulate(ops.add, g, axis=0, reverse=rev, exclusive=True),
+              ref_scan(lambda a, b: a + b, _np(g).astype(np.float64), axis=0, init=0.0, exclusive=True,
+                       reverse=rev), rtol=1e-5, atol=1e-5)
+        close(accumulate(ops.add, g, axis=0, reverse=rev, init=2.5),
+              ref_scan(lambda a, b: a + b, _np(g).astype(np.float64), axis=0, init=2.5, reverse=rev),
+              rtol=1e-5, atol=1e-5)
+    big = rand(bk, (17, 40), "float32", seed=7)     # n > direct_rows: the chunked kernel
+    close(cumulative_sum(big, axis=0), np.cumsum(_np(big).astype(np.float64), axis=0), rtol=1e-5, atol=1e-5)
+    a, b = rand(bk, (5, 33), "float32", seed=8), rand(bk, (5, 33), "float32", seed=9)   # tuples
+    A, H = accumulate(ops.affine, (a, b), axis=0)
+    wa, wh = ref_scan(ops.affine.fn, (_np(a).astype(np.float64), _np(b).astype(np.float64)), axis=0)
+    close(A, wa.astype(np.float64), rtol=1e-4, atol=1e-5)
+    close(H, wh.astype(np.float64), rtol=1e-4, atol=1e-5)
+    d = accumulate(ops.add, g, axis=0, deterministic=True)
+    assert np.array_equal(_np(d), _np(accumulate(ops.add, g, axis=0, deterministic=True)))

@@ -596,6 +596,9 @@ class _Plan:
 
     def launch(self, src, dst):
         st = self.state
+        if st is None:  # no tile states (direct column scan)
+            runtime.launch(self.kernel, self.grid, self.block, (src, dst, self.initb) + self.scalars)
+            return
         if st.slots < self.slots:
             st.grow(max(self.slots, 2 * st.slots))
         status, vals, counter = st.buffers()
@@ -738,6 +741,10 @@ def plan_scan(fn, tuple_op, xv, ov, in_dtypes, acc_dtypes, init, shift, n, m, nb
     p.initb = tuple(runtime.buffer_of(b) for b in p.init)
     p.flat = False
     I64 = runtime.i64
+    if (columns and not tuple_op and pc.get("direct", True) and abs(bx[1]) == 1
+            and n <= int(pc.get("direct_rows", 16))):
+        return _plan_direct(p, pc, fn, in_dtypes, acc_dtypes, xv, ov, shift, has_init, n, m,
+                            nbatch, nb1, s_in, bx, s_out, bo)
     if columns or short_rows:
         block = pc["block"]
         items = pc["items"]
@@ -816,4 +823,46 @@ def plan_scan(fn, tuple_op, xv, ov, in_dtypes, acc_dtypes, init, shift, n, m, nb
     # tickets taken from the counter: one per tile, plus one per block that finds none left
     # ("persist"); none when tiles come from blockIdx.x (rows of one tile, or "block")
     p.ntiles = 0 if (tpr == 1 or ticket == "block") else ntiles + (grid if ticket == "persist" else 0)
+    return p
+
+
+def _plan_direct(p, pc, fn, in_dtypes, acc_dtypes, xv, ov, shift, has_init, n, m, nbatch, nb1,
+                 s_in, bx, s_out, bo):
+    """Plan of :func:`..kernels.scan.make_column_direct`: short columns (``n <=
+    direct_rows``) adjacent in memory, one chunk per column, so no look-back: each thread
+    scans ``VC`` adjacent columns in registers (128-bit loads / stores where the layout
+    allows: one batch dimension, unit column stride, row strides multiples of the vector,
+    the same 16-byte phase for every group of ``VC`` columns)."""
+    block = int(pc.get("direct_block", pc["block"]))
+    rows = n  # compiled for the exact length ("direct_exact"), else a power of two >= n
+    if not pc.get("direct_exact", True):
+        rows = 4
+        while rows < n:
+            rows *= 2
+    isz = in_dtypes[0].itemsize
+    V = 16 // isz
+    vin = vout = False
+    lead = 0
+    if (pc.get("direct_vec", True) and 4 <= isz <= 8 and nbatch == nb1 and bx[1] == 1
+            and s_in % V == 0 and nbatch >= V):
+        mis = runtime.misalignment(xv[0])
+        if mis % isz == 0:
+            vin = True
+            lead = mis // isz
+            osz = acc_dtypes[0].itemsize
+            omis = runtime.misalignment(ov[0])
+            vout = (osz == isz and bo[1] == 1 and s_out % V == 0 and omis % osz == 0
+                    and omis // osz == lead)
+    VC = V if vin else 1
+    I64 = runtime.i64
+    argtypes = (runtime.tuple_ptr_t(in_dtypes), runtime.tuple_ptr_t(acc_dtypes),
+                runtime.tuple_ptr_t(acc_dtypes)) + (I64,) * 11
+    p.kernel = runtime.compile_kernel(
+        kscan.make_column_direct,
+        (fn, False, in_dtypes, acc_dtypes, block, rows, shift, has_init, vin, vout), argtypes)
+    p.scalars = (n, m, nbatch, nb1, s_in, bx[0], bx[1], s_out, bo[0], bo[1], lead)
+    groups = -(-(nbatch + lead) // VC)
+    p.grid, p.block = -(-groups // block), block
+    p.state, p.slots, p.ntiles = None, 0, 0
+    p.tail = ()
     return p
