@@ -326,16 +326,17 @@ def solve(x1, x2, /):
         if b.ndim == 1:
             if b.shape[0] != a.shape[-1]:
                 raise ValueError("linalg.solve(): incompatible shapes")
+            # broadcast views have zero strides, which CuPy's batched solve cannot take
             res = m.linalg.solve(a, b[..., None])[..., 0] if a.ndim == 2 else \
-                m.linalg.solve(a, m.broadcast_to(b, a.shape[:-1])[..., None])[..., 0]
+                m.linalg.solve(a, m.ascontiguousarray(m.broadcast_to(b, a.shape[:-1]))[..., None])[..., 0]
         else:
             if b.shape[-2] != a.shape[-1]:
                 raise ValueError("linalg.solve(): incompatible shapes")
             from ._manipulation import broadcast_shapes  # noqa: PLC0415
 
             batch = broadcast_shapes(tuple(a.shape[:-2]), tuple(b.shape[:-2]))
-            a = m.broadcast_to(a, batch + tuple(a.shape[-2:]))
-            b = m.broadcast_to(b, batch + tuple(b.shape[-2:]))
+            a = m.ascontiguousarray(m.broadcast_to(a, batch + tuple(a.shape[-2:])))
+            b = m.ascontiguousarray(m.broadcast_to(b, batch + tuple(b.shape[-2:])))
             res = m.linalg.solve(a, b)
     return Array._new(res.astype(dt, copy=False), dev)
 

@@ -293,5 +293,8 @@ def test_cupy_layout_matches_numpy(data, shape):
     got = layout.apply(cupy.asarray(host), cupy)
     assert got.shape == expected.shape
     if expected.size:  # empty arrays' strides differ between NumPy and CuPy
-        assert got.strides == expected.strides
+        # the stride of a length-1 axis is never used to address an element, and CuPy and NumPy
+        # differ there (e.g. broadcasting a (1, 1, 1) base to (1, 1, 2)): compare the others
+        assert [s for s, d in zip(got.strides, got.shape) if d > 1] == \
+            [s for s, d in zip(expected.strides, expected.shape) if d > 1]
     np.testing.assert_array_equal(cupy.asnumpy(got), expected)
