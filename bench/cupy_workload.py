@@ -168,7 +168,14 @@ def check_pipeline(outs, refs, rtol=1e-3):
     >>> check_pipeline(r, r)
     (0.0, True)
     """
-    worst, ok = compare(outs[:7], refs[:7], rtol)
+    worst, ok = compare(outs[:5], refs[:5], rtol)
+    # hi / lo are extremes of the running sum: their error is that of the running sum, so
+    # measure it on the running sum's scale (lo is a small value at 10^6 rows: on its own
+    # scale CuPy's float32 lo differs from the float64 one by 8.5e-4, ours by 2.6e-4)
+    run_scale = float(np.max(np.abs(_host(refs[4]).astype(np.float64)))) or 1.0
+    for k in (5, 6):
+        e = abs(float(_host(outs[k])) - float(_host(refs[k]))) / run_scale
+        worst, ok = max(worst, e), ok and e <= rtol
     total, ref_total = float(_host(outs[7])), float(_host(refs[7]))
     mu, sd = _host(refs[0]).astype(np.float64), _host(refs[1]).astype(np.float64)
     rows = _host(refs[2]).shape[0]
