@@ -933,29 +933,40 @@ def make_colvec_kernel(f, op, K, ACC, ID, FLAG, INIT, BLOCK, SPLIT, RED2, INDEX,
 # --------------------------------------------------------------------------- staged short-row kernel
 
 
-def _make_tile_loader(BLOCK, VEC):
+def _make_tile_loader(BLOCK, VEC, V4=False):
     """``(sh, so, p, start, n, mis, tid)``: ``BLOCK`` threads (``tid`` in ``0 .. BLOCK - 1``: a
-    block, or the 32 lanes of a warp) copy ``p[start : start + n]`` to ``sh[so : so + n]`` with
+    block, or the 32 lanes of a warp) copy ``p[start : start + n]`` to shared memory with
     coalesced 128-bit loads (scalar head up to the 16-byte boundary, up to four vectors in
-    flight per thread, scalar tail); ``mis`` is the phase of ``p[0]`` in elements."""
+    flight per thread, scalar tail); ``mis`` is the phase of ``p[0]`` in elements.
+
+    ``V4=False``: the tile goes to ``sh[so : so + n]``, each vector as ``VEC`` scalar stores.
+    ``V4=True``: it is laid out from the 16-byte boundary, ``p[start + e]`` to
+    ``sh[so + ph + e]`` with ``ph = (mis + start) % VEC`` (``so`` a multiple of ``VEC``), so every
+    vector is one ``st.shared.v4`` (no bank conflicts) instead of ``VEC`` scalar stores at a
+    ``VEC``-word stride (4-way conflicts for 4-byte types)."""
 
     # fi.store / fi.load: plain addressing (array indexing would add a negative-index
     # wraparound select per access, which keeps every address in its own register)
-    @cuda.jit(device=True)
-    def put(sh, at, v):
-        for e in range(VEC):
-            fi.store(sh, at + e, v[e])
+    if V4:
+        put = fi.vstore_shared
+    else:
+        @cuda.jit(device=True)
+        def put(sh, at, v):
+            for e in range(VEC):
+                fi.store(sh, at + e, v[e])
 
     @cuda.jit(device=True)
     def load_tile(sh, so, p, start, n, mis, tid):
-        ha = (VEC - (mis + start) % VEC) % VEC
+        ph = (mis + start) % VEC
+        ha = (VEC - ph) % VEC
         if ha > n:
             ha = n
         nv = (n - ha) // VEC
+        d0 = so + ph if V4 else so
         if tid < ha:
-            fi.store(sh, so + tid, fi.load(p, start + tid))
+            fi.store(sh, d0 + tid, fi.load(p, start + tid))
         g = start + ha
-        d = so + ha
+        d = d0 + ha
         q = tid
         while q + 3 * BLOCK < nv:
             v0 = fi.vload(p, g + q * VEC)
@@ -975,50 +986,6 @@ def _make_tile_loader(BLOCK, VEC):
             q += 2 * BLOCK
         if q < nv:
             put(sh, d + q * VEC, fi.vload(p, g + q * VEC))
-        tl = ha + nv * VEC + tid
-        if tl < n:
-            fi.store(sh, so + tl, fi.load(p, start + tl))
-
-    return load_tile
-
-
-def _make_tile_loader4(BLOCK, VEC):
-    """As :func:`_make_tile_loader`, but the tile is laid out from the 16-byte boundary:
-    ``p[start + e]`` goes to ``sh[so + ph + e]`` with ``ph = (mis + start) % VEC`` (``so`` a
-    multiple of ``VEC``), so every vector is one ``st.shared.v4`` (no bank conflicts) instead
-    of ``VEC`` scalar stores at a ``VEC``-word stride (4-way conflicts for 4-byte types)."""
-
-    @cuda.jit(device=True)
-    def load_tile(sh, so, p, start, n, mis, tid):
-        ph = (mis + start) % VEC
-        ha = (VEC - ph) % VEC
-        if ha > n:
-            ha = n
-        nv = (n - ha) // VEC
-        d0 = so + ph
-        if tid < ha:
-            fi.store(sh, d0 + tid, fi.load(p, start + tid))
-        g = start + ha
-        d = d0 + ha
-        q = tid
-        while q + 3 * BLOCK < nv:
-            v0 = fi.vload(p, g + q * VEC)
-            v1 = fi.vload(p, g + (q + BLOCK) * VEC)
-            v2 = fi.vload(p, g + (q + 2 * BLOCK) * VEC)
-            v3 = fi.vload(p, g + (q + 3 * BLOCK) * VEC)
-            fi.vstore_shared(sh, d + q * VEC, v0)
-            fi.vstore_shared(sh, d + (q + BLOCK) * VEC, v1)
-            fi.vstore_shared(sh, d + (q + 2 * BLOCK) * VEC, v2)
-            fi.vstore_shared(sh, d + (q + 3 * BLOCK) * VEC, v3)
-            q += 4 * BLOCK
-        if q + BLOCK < nv:
-            v0 = fi.vload(p, g + q * VEC)
-            v1 = fi.vload(p, g + (q + BLOCK) * VEC)
-            fi.vstore_shared(sh, d + q * VEC, v0)
-            fi.vstore_shared(sh, d + (q + BLOCK) * VEC, v1)
-            q += 2 * BLOCK
-        if q < nv:
-            fi.vstore_shared(sh, d + q * VEC, fi.vload(p, g + q * VEC))
         tl = ha + nv * VEC + tid
         if tl < n:
             fi.store(sh, d0 + tl, fi.load(p, start + tl))
@@ -1079,7 +1046,7 @@ def make_rowtile_kernel(f, op, K, ACC, ID, FLAG, INIT, G, BLOCK, INDEX, VEC, MOD
 
     ``V4`` (with ``WARP``): tiles laid out from the 16-byte boundary in shared memory (each
     warp's slice ``TW + VEC`` elements), stored with ``st.shared.v4`` (see
-    :func:`_make_tile_loader4`); reads shift by the tile's phase.
+    :func:`_make_tile_loader` with ``V4``); reads shift by the tile's phase.
 
     >>> import numpy as np
     >>> k = make_rowtile_kernel(lambda a: a, lambda a, b: a + b, 1, np.dtype("float32"),
@@ -1097,7 +1064,7 @@ def make_rowtile_kernel(f, op, K, ACC, ID, FLAG, INIT, G, BLOCK, INDEX, VEC, MOD
     WPB = BLOCK // 32         # warps per block
     V4 = bool(V4 and WARP)
     TWS = TW + VEC if V4 else TW   # shared elements per warp slice
-    load_tile = (_make_tile_loader4 if V4 else _make_tile_loader)(32 if WARP else BLOCK, VEC)
+    load_tile = _make_tile_loader(32 if WARP else BLOCK, VEC, V4)
     sdts = tuple(DTS[k] for k in range(K) if MODES[k])
     sidx = []
     n = 0
