@@ -520,9 +520,25 @@ def test_status_words_roundtrip():
     assert fw.unpack_words(w, v) == v
     c = (np.complex64(1 - 2j),)
     assert fw.unpack_words(fw.pack_words(np.uint32(1), c, 4), c) == c
-    buf = pscan._zeros16(np, 8, np.uint32)
-    fw.store_relaxed_words(buf, 4, w)
-    assert fw.load_relaxed_words(buf, 4, 4) == w
+    from forge_array.intrinsics import sim_impl
+
+    model = sim_impl.memory_model
+    saved = model.seed, model.stale
+    try:
+        # a relaxed load may see any published value not older than one it already saw:
+        # with stale reads off it sees the newest, with them on the old zeros or w
+        model.reset(stale=0.0)
+        buf = pscan._zeros16(np, 8, np.uint32)
+        fw.store_relaxed_words(buf, 4, w)
+        assert fw.load_relaxed_words(buf, 4, 4) == w
+        model.reset(seed=7, stale=1.0)
+        buf = pscan._zeros16(np, 8, np.uint32)
+        fw.store_relaxed_words(buf, 4, w)
+        seen = [fw.load_relaxed_words(buf, 4, 4) for _ in range(40)]
+        assert all(s in (w, (np.uint32(0),) * 4) for s in seen)
+        assert w in seen  # stale runs are bounded, so the newest value does show up
+    finally:
+        model.reset(seed=saved[0], stale=saved[1])
     with pytest.raises(ValueError):
         fw.store_relaxed_words(buf, 2, w)
 
