@@ -237,7 +237,25 @@ def test_column_kernel_vectorised(bk, fresh_plans, dtype, rows, cols, c0):
     assert "make_colvec_kernel" in _kinds()
 
 
-def test_column_kernel_vectorised_batches_tuples_and_fallbacks(bk, fresh_plans):
+@pytest.fixture
+def rowcol_params(monkeypatch):
+    """``set(**params)``: override the row / column kernels' tuning parameters (fresh plans)."""
+    from forge_array.runtime import tuning
+
+    def set_params(**params):
+        monkeypatch.setitem(tuning.OVERRIDES, "rowcol", {**tuning.OVERRIDES.get("rowcol", {}), **params})
+        tuning._CACHE.clear()
+        ar._PLANS.clear()
+        ar._FAST.clear()
+
+    yield set_params
+    tuning._CACHE.clear()
+    ar._PLANS.clear()
+    ar._FAST.clear()
+
+
+def test_column_kernel_vectorised_batches_tuples_and_fallbacks(bk, fresh_plans, rowcol_params):
+    rowcol_params(col_flat=0)   # thin C-contiguous matrices would take the flat kernel
     rng = np.random.default_rng(12)
     x = rng.standard_normal((3, 50, 16))                 # batches of (50, 16), axis 1
     n, mean, m2 = ar.axis_mapreduce(_welford_f, ops.welford, (_dev(bk, x),), 1, None, False, (F64,) * 3)
@@ -261,6 +279,117 @@ def test_column_kernel_vectorised_batches_tuples_and_fallbacks(bk, fresh_plans):
                           None, False, F64)
     np.testing.assert_allclose(_host(r), (zz[:, 1:17].astype(F64) * zz[:, 2:18]).sum(axis=0), rtol=1e-5)
     assert _kinds() == {"make_col_kernel"}
+
+
+# (rows, columns, offset of the first element): thin C-contiguous matrices read as one flat
+# run of vectors; p up to the simulator's block (64), heads and tails, one or several blocks
+FLAT_CASES = [(2, 4, 0), (50, 10, 1), (33, 5, 3), (9, 64, 2), (41, 33, 1), (7, 7, 0)]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int32", "int64"])
+@pytest.mark.parametrize("rows,p,off", FLAT_CASES)
+def test_column_kernel_flat(bk, fresh_plans, dtype, rows, p, off):
+    rng = np.random.default_rng(rows * p + off)
+    flat = (rng.standard_normal(rows * p + 8) * 20).astype(dtype)
+    h = flat[off:off + rows * p].reshape(rows, p)
+    x = _dev(bk, flat)[off:off + rows * p].reshape(rows, p)
+    acc = np.dtype("int64" if np.dtype(dtype).kind == "i" else "float64")
+    def exact(got, want):   # products of float32 elements are rounded before they are summed
+        if acc.kind == "i":
+            np.testing.assert_array_equal(got, want)
+        else:
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
+    exact(_host(ar.axis_mapreduce(None, ops.add, (x,), 0, None, False, acc)), h.astype(acc).sum(axis=0))
+    exact(_host(ar.axis_mapreduce(None, ops.maximum, (x,), 0, 7, False, acc)),
+          np.maximum(h.astype(acc).max(axis=0), 7))
+    # a row-indexed operand (x @ A), strided; and a second matrix of the same layout
+    w = (rng.standard_normal(2 * rows) * 3).astype(dtype)
+    wd = _dev(bk, w)[::2]
+    exact(_host(ar.axis_mapreduce(lambda a, v: a * v, ops.add, (x, _bcast_rows(bk, wd, p)), 0, None,
+                                  False, acc)),
+          (h.astype(acc) * w[::2, None].astype(acc)).sum(axis=0))
+    other = np.zeros(rows * p + 8, dtype)
+    other[off:off + rows * p] = flat[off:off + rows * p][::-1]
+    yh = other[off:off + rows * p].reshape(rows, p)
+    yv = _dev(bk, other)[off:off + rows * p].reshape(rows, p)
+    exact(_host(ar.axis_mapreduce(lambda a, b, v: a - b * v, ops.add, (x, yv, _bcast_rows(bk, wd, p)), 0, None,
+                                  False, acc)),
+          (h.astype(acc) - yh.astype(acc) * w[::2, None].astype(acc)).sum(axis=0))
+    assert _kinds() == {"make_colflat_kernel"}
+
+
+def _bcast_rows(bk, v, p):
+    """``v`` (rows,) as a (rows, p) view with column stride 0: indexed by the row only."""
+    return bk.broadcast_to(v[:, None], (v.shape[0], p))
+
+
+def test_column_kernel_flat_fallbacks(bk, fresh_plans, rowcol_params):
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((20, 12)).astype(np.float32)
+    x = _dev(bk, a)
+    # different 16-byte phases of two matrix operands, a column-strided operand, a batch,
+    # an operator without identity, a tuple accumulator: the other column kernels
+    r = ar.axis_mapreduce(lambda u, v: u * v, ops.add, (x[:, 1:9], _dev(bk, a)[:, 2:10]), 0, None, False, F64)
+    np.testing.assert_allclose(_host(r), (a[:, 1:9].astype(F64) * a[:, 2:10]).sum(axis=0), rtol=1e-5)
+    np.testing.assert_array_equal(_host(ar.argmax(x, 0)), np.argmax(a, axis=0))
+    np.testing.assert_array_equal(_host(ar.axis_mapreduce(None, _noident, (x,), 0, None, False, F64)),
+                                  a.astype(F64).max(axis=0))
+    b = rng.standard_normal((3, 9, 8)).astype(np.float32)
+    np.testing.assert_allclose(_sum(bk, _dev(bk, b), 1), b.astype(F64).sum(axis=1), rtol=1e-5)
+    assert "make_colflat_kernel" not in _kinds()
+    # more columns than the limit, or the kernel switched off
+    rowcol_params(col_flat=8)
+    np.testing.assert_allclose(_sum(bk, x, 0), a.astype(F64).sum(axis=0), rtol=1e-5)
+    rowcol_params(col_flat=0)
+    np.testing.assert_allclose(_sum(bk, x[:, :8], 0), a[:, :8].astype(F64).sum(axis=0), rtol=1e-5)
+    assert "make_colflat_kernel" not in _kinds()
+
+
+# (rows, row length, offset): long rows of A @ x, several rows per block sharing x (the
+# simulator's row_multi is 3: groups of 3, and of 3 + a clamped one for 7 rows); 1100 and
+# 1032 elements split rows over several blocks (partials + ticket)
+MULTI_CASES = [(3, 300, 1), (5, 1100, 2), (7, 1032, 0), (2, 260, 3)]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int32"])
+@pytest.mark.parametrize("rows,J,off", MULTI_CASES)
+def test_row_kernel_multi_rows(bk, fresh_plans, dtype, rows, J, off):
+    rng = np.random.default_rng(rows * J + off)
+    flat = (rng.standard_normal(rows * J + 8) * 9).astype(dtype)
+    h = flat[off:off + rows * J].reshape(rows, J)
+    a = _dev(bk, flat)[off:off + rows * J].reshape(rows, J)
+    xs = (rng.standard_normal(J + 8) * 3).astype(dtype)
+    xh = xs[off:off + J]
+    x = _dev(bk, xs)[off:off + J]                        # same 16-byte phase as A's rows
+    acc = np.dtype("int64" if np.dtype(dtype).kind == "i" else "float64")
+    want = (h.astype(acc) * xh.astype(acc)).sum(axis=1)
+    got = _host(ar.axis_mapreduce(lambda u, v: u * v, ops.add, (a, bk.broadcast_to(x, a.shape)), 1, 4,
+                                  False, acc))
+    if acc.kind == "i":
+        np.testing.assert_array_equal(got, want + 4)
+    else:
+        np.testing.assert_allclose(got, want + 4, rtol=1e-5, atol=1e-4)
+    assert _kinds() == {"make_rowmulti_kernel"}
+
+
+def test_row_kernel_multi_rows_batches_and_fallbacks(bk, fresh_plans, rowcol_params):
+    rng = np.random.default_rng(3)
+    A = rng.standard_normal((2, 3, 600)).astype(np.float32)
+    x = rng.standard_normal((2, 1, 600)).astype(np.float32)
+    r = ar.axis_mapreduce(lambda u, v: u * v, ops.maximum, (_dev(bk, A), bk.broadcast_to(_dev(bk, x), A.shape)),
+                          2, None, False, np.dtype("float32"))
+    np.testing.assert_allclose(_host(r), (A * x).max(axis=2), rtol=1e-6)
+    assert _kinds() == {"make_rowmulti_kernel"}
+    # x with another 16-byte phase than A's rows, or the kernel switched off: one row per block
+    rowcol_params()
+    xs = _dev(bk, rng.standard_normal(601).astype(np.float32))
+    a = _dev(bk, A[0])
+    r = ar.axis_mapreduce(lambda u, v: u * v, ops.add, (a, bk.broadcast_to(xs[1:], a.shape)), 1, None, False, F64)
+    np.testing.assert_allclose(_host(r), (A[0].astype(F64) * _host(xs)[1:]).sum(axis=1), rtol=1e-5)
+    rowcol_params(row_multi=0)
+    r = ar.axis_mapreduce(lambda u, v: u * v, ops.add, (a, bk.broadcast_to(xs[:600], a.shape)), 1, None, False, F64)
+    np.testing.assert_allclose(_host(r), (A[0].astype(F64) * _host(xs)[:600]).sum(axis=1), rtol=1e-5)
+    assert _kinds() == {"make_row_kernel"}
 
 
 # (rows, row length): short rows staged through shared memory
@@ -369,10 +498,11 @@ def test_new_variants_columns(bk, new_variants, dtype):
     n, mean, m2 = ar.axis_mapreduce(_welford_f, ops.welford, (_dev(bk, base),), 0, None, False, (F64,) * 3)
     np.testing.assert_allclose(_host(m2) / _host(n), base.astype(F64).var(axis=0), rtol=1e-9)
     assert _kinds() == {"make_colvec_kernel"}
-    # scalar column kernel (odd row stride), split over many blocks
+    # scalar column kernel (odd row stride, not one flat run), split over many blocks
     ar._PLANS.clear()
-    z = (rng.standard_normal((300, 13)) * 20).astype(dtype)
-    np.testing.assert_allclose(_sum(bk, _dev(bk, z), 0, dtype=acc), z.astype(acc).sum(axis=0), rtol=1e-5)
+    z = (rng.standard_normal((300, 15)) * 20).astype(dtype)
+    np.testing.assert_allclose(_sum(bk, _dev(bk, z)[:, :13], 0, dtype=acc), z[:, :13].astype(acc).sum(axis=0),
+                               rtol=1e-5)
     assert _kinds() == {"make_col_kernel"}
 
 

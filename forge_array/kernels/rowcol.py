@@ -30,6 +30,12 @@ inputs ``(A, x)`` where ``x`` has row stride 0). KernelForge's layout (its Figur
   row and operand) are the vectorised fast paths of the two; the host picks them when the
   layout allows (see :mod:`forge_array.primitives.axis_reduce`).
 
+- :func:`make_rowmulti_kernel` is the long-row kernel of ``A @ x`` with several rows per
+  block, so that each vector of ``x`` is loaded once for all of them.
+- :func:`make_colflat_kernel` reduces across the rows of a thin C-contiguous matrix
+  (``p = 10``: ``x @ A``, ``sum(A, axis=0)``) read as one flat run of 128-bit vectors, each
+  thread's lanes keeping their columns from step to step (the grid is sized for that).
+
 Layout of every kernel's arguments (the host flattens any view into this, see
 :mod:`forge_array.primitives.axis_reduce`):
 
@@ -511,6 +517,150 @@ def make_row_kernel(f, op, K, ACC, ID, FLAG, INIT, G, BLOCK, SPLIT, RED2, INDEX,
     return row_block_kernel
 
 
+# --------------------------------------------------------------------------- multi-row kernel
+
+
+def _make_rows_helpers(call, opd, ID, VEC, ROWS):
+    """Device functions on ``ROWS``-tuples of accumulators (generated for ``ROWS`` so that
+    they stay in registers): ``ids()``, ``offsets(base, i0, nr, SR0)`` (row origins, rows past
+    the last clamped to it), ``vfold`` / ``sfold`` (one 128-bit vector / one element of each
+    row against the shared operand), ``pfold`` (one partial per row) and ``comb``."""
+    g = {"fi": fi, "call": call, "opd": opd, "ID": ID}
+
+    def dot(acc, a, x):
+        for e in range(VEC):
+            acc = fi.cast_like(opd(acc, call(a[e], x[e], 0)), ID)
+        return acc
+
+    R = range(ROWS)
+    src = [
+        "def ids():\n    return (" + "".join("ID, " for _ in R) + ")\n",
+        "def offsets(base, i0, nr, SR0):\n    last = nr - 1\n    return ("
+        + "".join(f"base + min(i0 + {r}, last) * SR0, " for r in R) + ")\n",
+        "def vfold(accs, A, x, ro, ox, e):\n    xv = fi.vload(x, ox + e)\n"
+        + "".join(f"    a{r} = fi.vload(A, ro[{r}] + e)\n" for r in R)
+        + "    return (" + "".join(f"dot(accs[{r}], a{r}, xv), " for r in R) + ")\n",
+        "def sfold(accs, A, x, ro, ox, j):\n    xs = fi.load(x, ox + j)\n    return ("
+        + "".join(f"fi.cast_like(opd(accs[{r}], call(fi.load(A, ro[{r}] + j), xs, 0)), ID), " for r in R)
+        + ")\n",
+        "def pfold(accs, part, o, nsp, last, q):\n    return ("
+        + "".join(f"fi.cast_like(opd(accs[{r}], fi.load(part, o + min({r}, last) * nsp + q)), ID), " for r in R)
+        + ")\n",
+        "def comb(a, b):\n    return (" + "".join(f"fi.cast_like(opd(a[{r}], b[{r}]), ID), " for r in R) + ")\n",
+    ]
+    exec(compile("".join(src), "<forge_array.kernels.rowcol multi-row helpers>", "exec"), g)
+    g["dot"] = dot
+    names = ("dot", "ids", "offsets", "vfold", "sfold", "pfold", "comb")
+    for n in names:          # the generated functions find each other's device versions in g
+        g[n] = cuda.jit(device=True)(g[n])
+    return tuple(g[n] for n in names[1:])
+
+
+def make_rowmulti_kernel(f, op, K, ACC, ID, FLAG, INIT, BLOCK, SPLIT, ROWS, VEC, UNROLL):
+    """Kernel factory: ``y = A @ x`` for long rows with ``ROWS`` rows per block, so that each
+    128-bit vector of the shared operand ``x`` (``SR[1] == 0``) is loaded once for ``ROWS``
+    rows instead of once per row (the wide-and-short layout of KernelForge's matvec).
+
+    ``K`` must be 2 (``A``, ``x``), both contiguous along the reduction (``S1 == 1``) with the
+    same 16-byte phase in every row (``aux``: the phase of ``A``'s origin in elements); a scalar
+    accumulator with an identity (``FLAG`` False). A block owns rows ``i0 .. i0 + ROWS - 1``
+    of one batch (the last group clamps past the last row) and a chunk of the reduction; with
+    ``SPLIT > 1`` the blocks of a group write partials and the last one (ticket) combines
+    them. Other parameters as for :func:`make_row_kernel`.
+
+    >>> import numpy as np
+    >>> k = make_rowmulti_kernel(lambda a, b: a * b, lambda a, b: a + b, 2, np.dtype("float32"),
+    ...                          np.float32(0), False, None, 64, 1, 4, 4, 2)
+    >>> callable(k)
+    True
+    """
+    if K != 2 or FLAG or VEC < 2 or ROWS < 1:
+        raise ValueError("multi-row kernel: needs two operands, an identity and 128-bit loads")
+    fd, opd, ID, finish = _prepare(f, op, ID, False, INIT)
+    call = _make_call(fd, 2, False, ID)
+    ids, offsets, vfold, sfold, pfold, comb = _make_rows_helpers(call, opd, ID, VEC, ROWS)
+    block_reduce = fi.make_block_reduce(comb, BLOCK, (_dtypes_of(ID),) * ROWS)
+    bcast = _make_bcast()
+
+    def rowmulti_kernel(ins, out, part, tick, nb, nr, m0, m1, SB, SR, S0, S1, ob, orr,
+                        kb, L0, L1, chunk, aux):
+        tid = cuda.threadIdx.x
+        A = ins[0]
+        x = ins[1]
+        J = m1
+        ng = (nr + ROWS - 1) // ROWS
+        nsp = 1
+        if SPLIT > 1:
+            nsp = (J + chunk - 1) // chunk
+        nwork = nb * ng * nsp
+        t = cuda.blockIdx.x
+        while t < nwork:               # block-uniform
+            gi = t // nsp
+            s = t - gi * nsp
+            b = gi // ng
+            i0 = (gi - b * ng) * ROWS
+            ro = offsets(b * SB[0], i0, nr, SR[0])
+            ox = b * SB[1]
+            lo = s * chunk
+            hi = lo + chunk
+            if hi > J:
+                hi = J
+            ph = (aux + b * SB[0] + lo) % VEC      # every row and x share this phase
+            hv = lo + (VEC - ph) % VEC
+            if hv > hi:
+                hv = hi
+            nv = (hi - hv) // VEC
+            accs = ids()
+            j = lo + tid
+            if j < hv:                 # head (fewer than VEC elements)
+                accs = sfold(accs, A, x, ro, ox, j)
+            q = tid
+            if UNROLL >= 2:            # two vectors of every row in flight
+                while q + BLOCK < nv:
+                    accs = vfold(accs, A, x, ro, ox, hv + q * VEC)
+                    accs = vfold(accs, A, x, ro, ox, hv + (q + BLOCK) * VEC)
+                    q += 2 * BLOCK
+            while q < nv:
+                accs = vfold(accs, A, x, ro, ox, hv + q * VEC)
+                q += BLOCK
+            j = hv + nv * VEC + tid
+            if j < hi:                 # tail
+                accs = sfold(accs, A, x, ro, ox, j)
+            tot = block_reduce(accs)
+            i = i0 + tid
+            if SPLIT == 1:
+                if tid < ROWS and i < nr:
+                    fi.store(out, b * ob + i * orr, finish(tot[tid]))
+            else:
+                if tid < ROWS and i < nr:
+                    fi.store(part, (b * nr + i) * nsp + s, tot[tid])
+                fi.fence_device()
+                cuda.syncthreads()
+                last = 0
+                if tid == 0:
+                    old = fi.atomic_add(tick, gi, 1)
+                    if old == nsp - 1:
+                        last = 1
+                last = bcast(last)
+                if last == 1:          # the last block of this row group combines
+                    fi.fence_device()
+                    accs = ids()
+                    o = (b * nr + i0) * nsp
+                    lr = nr - 1 - i0
+                    q = tid
+                    while q < nsp:
+                        accs = pfold(accs, part, o, nsp, lr, q)
+                        q += BLOCK
+                    tot = block_reduce(accs)
+                    if tid < ROWS and i < nr:
+                        fi.store(out, b * ob + i * orr, finish(tot[tid]))
+                    if tid == 0:
+                        fi.atomic_exch(tick, gi, 0)
+            t += cuda.gridDim.x
+
+    return rowmulti_kernel
+
+
 # --------------------------------------------------------------------------- column kernel
 
 
@@ -928,6 +1078,266 @@ def make_colvec_kernel(f, op, K, ACC, ID, FLAG, INIT, BLOCK, SPLIT, RED2, INDEX,
             t += cuda.gridDim.x
 
     return colvec_kernel
+
+
+# --------------------------------------------------------------------------- flat column kernel
+
+
+def _make_flat_loader(mode, VEC):
+    """``(p, f, r, S, w) -> VEC values`` of one operand for the flat elements ``f .. f + VEC - 1``
+    of a C-contiguous matrix: a 128-bit load at ``f`` (``mode`` 1: the operand is laid out
+    like the matrix), or the row values ``p[r * S]`` (elements ``k < w``, still in row ``r``)
+    and ``p[(r + 1) * S]`` (the others) of an operand indexed by the row (``mode`` 0: ``x``
+    of ``x @ A``)."""
+    if mode:
+        @cuda.jit(device=True)
+        def ld(p, f, r, S, w):
+            return fi.vload(p, f)
+    elif VEC == 2:
+        @cuda.jit(device=True)
+        def ld(p, f, r, S, w):
+            a = fi.load(p, r * S)
+            b = a
+            if w < 2:
+                b = fi.load(p, r * S + S)
+            return (a, b)
+    elif VEC == 4:
+        @cuda.jit(device=True)
+        def ld(p, f, r, S, w):
+            a = fi.load(p, r * S)
+            b = a
+            if w < 4:
+                b = fi.load(p, r * S + S)
+            return (a, a if w > 1 else b, a if w > 2 else b, b)
+    else:
+        raise ValueError(f"flat column kernel: VEC must be 2 or 4, got {VEC}")
+    return ld
+
+
+def _make_flat_elem(mode):
+    """``(p, f, r, S) -> value`` of one operand at flat element ``f`` (row ``r``)."""
+    if mode:
+        @cuda.jit(device=True)
+        def el(p, f, r, S):
+            return fi.load(p, f)
+    else:
+        @cuda.jit(device=True)
+        def el(p, f, r, S):
+            return fi.load(p, r * S)
+    return el
+
+
+def _make_flat_access(call, K, VEC, MODES):
+    """``load_all(ins, f, r, S1, w)`` (a tuple of ``VEC``-tuples, one per operand) and
+    ``elem(ins, f, r, S1)`` (``f`` of one flat element, converted to the accumulator)."""
+    lds = [_make_flat_loader(MODES[k], VEC) for k in range(K)]
+    els = [_make_flat_elem(MODES[k]) for k in range(K)]
+    l0, e0 = lds[0], els[0]
+    l1, e1 = (lds[1], els[1]) if K > 1 else (None, None)
+    l2, e2 = (lds[2], els[2]) if K > 2 else (None, None)
+    if K == 1:
+        def load_all(ins, f, r, S1, w):
+            return (l0(ins[0], f, r, S1[0], w),)
+
+        def elem(ins, f, r, S1):
+            return call(e0(ins[0], f, r, S1[0]), 0)
+    elif K == 2:
+        def load_all(ins, f, r, S1, w):
+            return (l0(ins[0], f, r, S1[0], w), l1(ins[1], f, r, S1[1], w))
+
+        def elem(ins, f, r, S1):
+            return call(e0(ins[0], f, r, S1[0]), e1(ins[1], f, r, S1[1]), 0)
+    else:
+        def load_all(ins, f, r, S1, w):
+            return (l0(ins[0], f, r, S1[0], w), l1(ins[1], f, r, S1[1], w),
+                    l2(ins[2], f, r, S1[2], w))
+
+        def elem(ins, f, r, S1):
+            return call(e0(ins[0], f, r, S1[0]), e1(ins[1], f, r, S1[1]), e2(ins[2], f, r, S1[2]), 0)
+    dev = cuda.jit(device=True)
+    return dev(load_all), dev(elem)
+
+
+def make_colflat_kernel(f, op, K, ACC, ID, FLAG, INIT, BLOCK, VEC, MODES, UNROLL):
+    """Kernel factory: reduction across the rows of a thin C-contiguous matrix read as one flat
+    run of 128-bit vectors (``x @ A`` and ``sum(A, axis=0)`` for ``A`` of shape ``(n, p)`` with
+    ``VEC <= p <= BLOCK``, e.g. ``p = 10``, where a thread per column would load 40-byte rows).
+
+    Thread ``g`` of the ``T = gridDim * BLOCK`` loads the vectors ``g, g + T, ...`` of the
+    matrix, whose flat elements start at the 16-byte boundary ``aux`` (the head before it
+    and the tail after the last whole vector are folded in by the last block). The host
+    makes ``T * VEC`` a multiple of ``p``, so a thread's ``VEC`` lanes keep their columns
+    ``(f + e) % p`` on every step and fold into ``VEC`` accumulators, with no index
+    arithmetic in the loop beyond two additions. ``MODES[k]`` 1: operand ``k`` is laid out
+    like the matrix (``SR == 1``, ``S1 == p``, same 16-byte phase); 0: it is indexed by the
+    row only (``SR == 0``, row stride ``S1[k]``: ``x`` of ``x @ A``).
+
+    Each block combines its ``VEC * BLOCK`` lane totals per column in shared memory
+    (positions congruent modulo ``p`` share a column) into ``p`` partials; the last block to
+    take the ticket combines the ``gridDim * p`` partials the same way, adds the head and
+    tail, writes ``out`` and resets the ticket. The order is fixed by the launch shape: the
+    same results run to run. ``FLAG`` must be False (operators with an identity) and the
+    accumulator a scalar; no batch (``nb == 1``). Arguments as for :func:`make_row_kernel`.
+
+    >>> import numpy as np
+    >>> k = make_colflat_kernel(lambda a: a, lambda a, b: a + b, 1, np.dtype("float32"),
+    ...                         np.float32(0), False, None, 64, 4, (1,), 2)
+    >>> callable(k)
+    True
+    """
+    if FLAG:
+        raise ValueError("flat column kernel: operators without an identity are not supported")
+    if BLOCK % 32:
+        raise ValueError(f"flat column kernel: BLOCK must be a multiple of 32, got {BLOCK}")
+    fd, opd, ID, finish = _prepare(f, op, ID, False, INIT)
+    call = _make_call(fd, K, False, ID)
+    _, fold = _make_col_fold(call, opd, K, ID, VEC, (1,) * K)
+    load_all, elem = _make_flat_access(call, K, VEC, MODES)
+    bcast = _make_bcast()
+    NP = VEC * BLOCK
+
+    @cuda.jit(device=True)
+    def col_part(part, m, p, G, U):
+        """Total of the partials of position ``m`` (column ``m % p``): blocks ``m // p``,
+        ``m // p + U``, ... of the ``G``."""
+        v = ID
+        if m < U * p:
+            c = m % p
+            q = m // p
+            while q < G:
+                v = fi.cast_like(opd(v, fi.load(part, q * p + c)), ID)
+                q += U
+        return v
+
+    if VEC == 2:
+        @cuda.jit(device=True)
+        def ids():
+            return (ID, ID)
+
+        @cuda.jit(device=True)
+        def parts(part, tid, p, G, U):
+            m = VEC * tid
+            return (col_part(part, m, p, G, U), col_part(part, m + 1, p, G, U))
+    else:
+        @cuda.jit(device=True)
+        def ids():
+            return (ID, ID, ID, ID)
+
+        @cuda.jit(device=True)
+        def parts(part, tid, p, G, U):
+            m = VEC * tid
+            return (col_part(part, m, p, G, U), col_part(part, m + 1, p, G, U),
+                    col_part(part, m + 2, p, G, U), col_part(part, m + 3, p, G, U))
+
+    def cols_body(sh, accs, tid, p):
+        """Per-column totals of the block's ``VEC * BLOCK`` values (value ``e`` of thread
+        ``tid`` at position ``VEC * tid + e``; positions congruent modulo ``p`` share a
+        column): returns position ``tid``'s total, valid for ``tid < p``."""
+        for e in range(VEC):
+            fi.store(sh, VEC * tid + e, accs[e])
+        cuda.syncthreads()
+        L = (BLOCK // p) * p
+        v = accs[0]
+        if tid < L:
+            v = fi.load(sh, tid)
+            m = tid + L
+            while m < NP:
+                v = fi.cast_like(opd(v, fi.load(sh, m)), ID)
+                m += L
+        cuda.syncthreads()
+        if tid < L:
+            fi.store(sh, tid, v)
+        cuda.syncthreads()
+        q = BLOCK // p
+        while q > 1:                   # block-uniform: groups of p positions, halved
+            hq = (q + 1) // 2
+            if tid < (q - hq) * p:
+                fi.store(sh, tid, fi.cast_like(opd(fi.load(sh, tid), fi.load(sh, tid + hq * p)), ID))
+            cuda.syncthreads()
+            q = hq
+        v = fi.load(sh, tid)
+        cuda.syncthreads()
+        return v
+
+    cols = fi.with_shared_scratch(NP, _dtypes_of(ID), cols_body, 3)
+
+    def colflat_kernel(ins, out, part, tick, nb, nr, m0, m1, SB, SR, S0, S1, ob, orr,
+                       kb, L0, L1, chunk, aux):
+        tid = cuda.threadIdx.x
+        p = nr
+        N = m1 * nr
+        h = aux
+        nvec = 0
+        if N > h:
+            nvec = (N - h) // VEC
+        G = cuda.gridDim.x
+        T = G * BLOCK
+        g = cuda.blockIdx.x * BLOCK + tid
+        f = h + g * VEC
+        r = f // p
+        w = p - (f - r * p)            # lanes of a vector still in its first row
+        step = T * VEC
+        dr = step // p                 # rows per grid step (T * VEC is a multiple of p)
+        accs = ids()
+        k = g
+        if UNROLL >= 4:
+            while k + 3 * T < nvec:
+                v0 = load_all(ins, f, r, S1, w)
+                v1 = load_all(ins, f + step, r + dr, S1, w)
+                v2 = load_all(ins, f + 2 * step, r + 2 * dr, S1, w)
+                v3 = load_all(ins, f + 3 * step, r + 3 * dr, S1, w)
+                accs = fold(v0, 0, accs)
+                accs = fold(v1, 0, accs)
+                accs = fold(v2, 0, accs)
+                accs = fold(v3, 0, accs)
+                k += 4 * T
+                f += 4 * step
+                r += 4 * dr
+        elif UNROLL >= 2:
+            while k + T < nvec:
+                v0 = load_all(ins, f, r, S1, w)
+                v1 = load_all(ins, f + step, r + dr, S1, w)
+                accs = fold(v0, 0, accs)
+                accs = fold(v1, 0, accs)
+                k += 2 * T
+                f += 2 * step
+                r += 2 * dr
+        while k < nvec:
+            accs = fold(load_all(ins, f, r, S1, w), 0, accs)
+            k += T
+            f += step
+            r += dr
+        v = cols(accs, tid, p)
+        if tid < p:
+            c = (h + cuda.blockIdx.x * NP) % p + tid
+            if c >= p:
+                c -= p
+            fi.store(part, cuda.blockIdx.x * p + c, v)
+        fi.fence_device()
+        cuda.syncthreads()
+        last = 0
+        if tid == 0:
+            old = fi.atomic_add(tick, 0, 1)
+            if old == G - 1:
+                last = 1
+        last = bcast(last)
+        if last == 1:                  # the last block combines the partials
+            fi.fence_device()
+            v = cols(parts(part, tid, p, G, NP // p), tid, p)
+            if tid < p:
+                if tid < h and tid < N:          # head: flat element tid, row 0
+                    v = fi.cast_like(opd(v, elem(ins, tid, 0, S1)), ID)
+                e = h + nvec * VEC              # tail: fewer than VEC elements
+                while e < N:
+                    re = e // p
+                    if e - re * p == tid:
+                        v = fi.cast_like(opd(v, elem(ins, e, re, S1)), ID)
+                    e += 1
+                fi.store(out, tid * orr, finish(v))
+            if tid == 0:
+                fi.atomic_exch(tick, 0, 0)
+
+    return colflat_kernel
 
 
 # --------------------------------------------------------------------------- staged short-row kernel

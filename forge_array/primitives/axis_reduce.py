@@ -585,6 +585,56 @@ def _colvec_phase(ins, K, nb, nr, m0, red2, SB, SR, S0, S1):
     return vec, ph, modes
 
 
+def _rows_per_block(nr, most):
+    """Rows per block of the multi-row kernel for ``nr`` rows: the largest divisor of ``nr``
+    in ``2 .. most`` (no clamped duplicate rows), else ``most``; 1 (off) when ``most < 2``."""
+    if most < 2:
+        return 1
+    for r in range(min(most, nr), 1, -1):
+        if nr % r == 0:
+            return r
+    return min(most, nr)
+
+
+def _colflat_modes(ins, K, nr, J, SR, S1, limit):
+    """(VEC, MODES, head) for the flat column kernel, or None when it does not apply: operand
+    0 is a C-contiguous matrix (``SR == 1``, row stride ``S1 == nr``) of 4- or 8-byte
+    integers or floats with ``VEC <= nr <= limit`` columns; every other operand is laid out
+    the same way with the same item size and 16-byte phase (``MODES[k] = 1``) or is indexed
+    by the row only (``SR == 0``: ``x`` of ``x @ A``, ``MODES[k] = 0``). ``head``: elements
+    before operand 0's first 16-byte boundary."""
+    if any(isinstance(e, tuple) for e in ins):
+        return None
+    size = ins[0].dtype.itemsize
+    if ins[0].dtype.kind not in "iuf" or size not in (4, 8):
+        return None
+    vec = 16 // size
+    if not vec <= nr <= limit or J < 2:
+        return None
+    ph = None
+    modes = []
+    for k in range(K):
+        e = ins[k]
+        if SR[k] == 1 and S1[k] == nr:
+            if e.dtype.kind not in "iuf" or e.dtype.itemsize != size:
+                return None
+            m = runtime.misalignment(e)
+            if m % size:
+                return None
+            m = (m // size) % vec
+            if ph is not None and m != ph:
+                return None
+            ph = m
+            modes.append(1)
+        elif SR[k] == 0:
+            modes.append(0)
+        else:
+            return None
+    if not modes[0]:
+        return None
+    return vec, tuple(modes), (vec - ph) % vec
+
+
 def _plan(f, op, ins, kdims, rdims, kb, acc, ident, init_v, index):
     """Kernel, launch shape and scalar arguments of one reduction (a dict)."""
     K = len(ins)
@@ -623,6 +673,10 @@ def _plan(f, op, ins, kdims, rdims, kb, acc, ident, init_v, index):
     colvec = None
     if not row and p.get("col_vec", True):
         colvec = _colvec_phase(ins, K, nb, nr, m0, red2, SB, SR, S0, S1)
+    flat = None
+    if (not row and nb == 1 and not red2 and not index and not ident_missing
+            and not isinstance(acc, tuple) and p.get("col_flat", 0)):
+        flat = _colflat_modes(ins, K, nr, J, SR, S1, min(block, p["col_flat"]))
     rowtile = None
     if row and not red2 and J <= p.get("row_tile_max", 0):
         rowtile = _rowtile_modes(ins, K, nb, nr, J, SB, SR, S1)
@@ -672,16 +726,44 @@ def _plan(f, op, ins, kdims, rdims, kb, acc, ident, init_v, index):
         else:
             G = block
             most = max(1, J // (block * min_items * vec))
+            rows = 1
+            if (K == 2 and vec > 1 and SR[1] == 0 and nr > 1 and not red2 and not index
+                    and not ident_missing and not isinstance(acc, tuple)):
+                rows = _rows_per_block(nr, p.get("row_multi", 0))
+            units = nb * -(-nr // rows)
 
             def shape(cap):
                 # occupancy: one wave of blocks (the last of a second wave would run alone)
-                split = max(1, min(cap // R if occupancy else -(-cap // R), most))
+                split = max(1, min(cap // units if occupancy else -(-cap // units), most))
                 chunk = -(-J // split)
                 chunk = -(-chunk // vec) * vec
                 split = -(-J // chunk)
-                return R * split, split, chunk
-        fargs = lambda split: (f, op.fn, K, acc, ID, ident_missing, init_v, G, block, min(split, 2),  # noqa: E731
-                               red2, index, vec, unroll)
+                return units * split, split, chunk
+            if rows > 1:
+                # A @ x: several rows per block share each vector of x
+                factory = _k.make_rowmulti_kernel
+                nticks = units
+                fargs = lambda split: (f, op.fn, K, acc, ID, ident_missing, init_v, block,  # noqa: E731
+                                       min(split, 2), rows, vec, p.get("row_multi_unroll", 2))
+        if factory is _k.make_row_kernel:
+            fargs = lambda split: (f, op.fn, K, acc, ID, ident_missing, init_v, G, block,  # noqa: E731
+                                   min(split, 2), red2, index, vec, unroll)
+    elif flat is not None:
+        # thin C-contiguous matrix: one flat run of 128-bit vectors; T * VEC must be a
+        # multiple of p so that every thread's lanes keep their columns
+        vec, modes, head = flat
+        gq = nr // math.gcd(nr, vec * block)
+        nvec = max(1, (J * nr - head) // vec)
+        factory = _k.make_colflat_kernel
+        aux = head
+        nticks = 1
+
+        def shape(cap):
+            want = max(1, min(cap, -(-nvec // block)))
+            grid = max(gq, want // gq * gq)
+            return grid, max(grid, 2), 0
+        fargs = (f, op.fn, K, acc, ID, ident_missing, init_v, block, vec, modes,
+                 p.get("col_unroll", unroll))
     else:
         if colvec is not None:
             # vectorised column kernel: VEC adjacent outputs per thread, 128-bit loads
