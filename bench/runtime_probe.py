@@ -94,18 +94,19 @@ def main(argv=None):
     res["host_us_numba_dispatcher"] = host_times(lambda: numba_copy[4, 256](x, y), n=500)
     cp.cuda.runtime.deviceSynchronize()
 
+    def event_us(fn):
+        """GPU time of one call of ``fn`` (CUDA events on the current stream), in µs."""
+        a, b = cp.cuda.Event(), cp.cuda.Event()
+        a.record()
+        fn()
+        b.record()
+        b.synchronize()
+        return cp.cuda.get_elapsed_time(a, b) * 1e3
+
     def gpu_time(fn, reps):
         for _ in range(3):
             fn()
-        ts = []
-        for _ in range(reps):
-            a, b = cp.cuda.Event(), cp.cuda.Event()
-            a.record()
-            fn()
-            b.record()
-            b.synchronize()
-            ts.append(cp.cuda.get_elapsed_time(a, b) * 1e3)
-        return statistics.median(ts)
+        return statistics.median([event_us(fn) for _ in range(reps)])
 
     # nvbench's method for bandwidth-bound kernels: the L2 cache flushed (a memset of twice
     # its size) before every timed launch, ours and CuPy's interleaved (alternating which goes
@@ -122,12 +123,7 @@ def main(argv=None):
         for i in range(reps):
             for fn, ts in (((fa, ta), (fb, tb)) if i % 2 == 0 else ((fb, tb), (fa, ta))):
                 scratch.fill(i)
-                a, b = cp.cuda.Event(), cp.cuda.Event()
-                a.record()
-                fn()
-                b.record()
-                b.synchronize()
-                ts.append(cp.cuda.get_elapsed_time(a, b) * 1e3)
+                ts.append(event_us(fn))
         return statistics.median(ta), statistics.median(tb)
 
     for n in (10**6, 10**7, 10**8, 10**9):
