@@ -117,3 +117,23 @@ def numpy_routes(monkeypatch):
     from forge_array.runtime import config
 
     monkeypatch.setattr(config, "KERNELS_ENABLED", False)
+
+
+@pytest.fixture
+def rowcol_params(monkeypatch):
+    """``set(**params)``: override the row / column kernels' tuning parameters for this test,
+    with fresh launch plans (the plan caches are cleared on entry and exit)."""
+    from forge_array.primitives import axis_reduce as ar
+    from forge_array.runtime import tuning
+
+    def clear():
+        tuning._CACHE.clear()
+        ar._PLANS.clear()
+        ar._FAST.clear()
+
+    def set_params(**params):
+        monkeypatch.setitem(tuning.OVERRIDES, "rowcol", {**tuning.OVERRIDES.get("rowcol", {}), **params})
+        clear()
+
+    yield set_params
+    clear()

@@ -237,23 +237,6 @@ def test_column_kernel_vectorised(bk, fresh_plans, dtype, rows, cols, c0):
     assert "make_colvec_kernel" in _kinds()
 
 
-@pytest.fixture
-def rowcol_params(monkeypatch):
-    """``set(**params)``: override the row / column kernels' tuning parameters (fresh plans)."""
-    from forge_array.runtime import tuning
-
-    def set_params(**params):
-        monkeypatch.setitem(tuning.OVERRIDES, "rowcol", {**tuning.OVERRIDES.get("rowcol", {}), **params})
-        tuning._CACHE.clear()
-        ar._PLANS.clear()
-        ar._FAST.clear()
-
-    yield set_params
-    tuning._CACHE.clear()
-    ar._PLANS.clear()
-    ar._FAST.clear()
-
-
 def test_column_kernel_vectorised_batches_tuples_and_fallbacks(bk, fresh_plans, rowcol_params):
     rowcol_params(col_flat=0)   # thin C-contiguous matrices would take the flat kernel
     rng = np.random.default_rng(12)
@@ -436,19 +419,9 @@ V4_VARIANTS = {"row_tile_v4": True, "row_tile_banks": True}
 
 
 @pytest.fixture(params=["new", "v4"])
-def new_variants(monkeypatch, request):
-    from forge_array.runtime import tuning
-
+def new_variants(rowcol_params, request):
     extra = V4_VARIANTS if request.param == "v4" else {}
-    monkeypatch.setitem(tuning.OVERRIDES, "rowcol",
-                        dict(tuning.OVERRIDES.get("rowcol", {}), **NEW_VARIANTS, **extra))
-    tuning._CACHE.clear()
-    ar._PLANS.clear()
-    ar._FAST.clear()
-    yield
-    tuning._CACHE.clear()
-    ar._PLANS.clear()
-    ar._FAST.clear()
+    rowcol_params(**NEW_VARIANTS, **extra)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64", "int16", "int8"])

@@ -278,22 +278,13 @@ def test_matvec_staged_short_rows(bk, fresh_plans, dtype, n, p, off):
 
 
 @pytest.fixture(params=["new", "v4"])
-def new_variants(monkeypatch, request):
+def new_variants(rowcol_params, request):
     """The launch variants that tuning parameters select: occupancy-sized grids, one warp per
     staged tile, narrow column tiles, four vectors in flight in the long-row kernel."""
-    from forge_array.runtime import tuning
-
     new = {"occupancy": True, "row_tile_warp": True, "row_tile_min_blocks": 0, "col_tile": 32, "unroll": 8}
     if request.param == "v4":   # + st.shared.v4 tiles from the 16-byte boundary, bank-free groups
         new.update(row_tile_v4=True, row_tile_banks=True)
-    monkeypatch.setitem(tuning.OVERRIDES, "rowcol", dict(tuning.OVERRIDES.get("rowcol", {}), **new))
-    tuning._CACHE.clear()
-    ar._PLANS.clear()
-    ar._FAST.clear()
-    yield
-    tuning._CACHE.clear()
-    ar._PLANS.clear()
-    ar._FAST.clear()
+    rowcol_params(**new)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "int32"])
