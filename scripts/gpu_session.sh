@@ -5,6 +5,7 @@
 #   bash scripts/gpu_session.sh [steps...]     steps: main tests probe bench conformance tune (default: all but tune)
 #   BENCH_ARGS="--suite copy,reduce" TEST_ARGS="tests/test_copy.py" bash scripts/gpu_session.sh tests bench
 #   TUNE="scripts/tune-scan.sh" bash scripts/gpu_session.sh tune   (a file of bench.tune argument lines)
+#   PROFILE="scripts/profile-1.txt" bash scripts/gpu_session.sh profile   (bench.profile lines, under ncu)
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT/r"
@@ -33,6 +34,19 @@ for step in $steps; do
           echo "== tune $line"
           eval "timeout ${TUNE_TIMEOUT:-500} python3 -m bench.tune --out \"$OUT/r/tune\" $line"
         done 2>&1 | tee -a "$OUT/r/tune.txt" ;;
+    profile)
+      # each non-comment line of $PROFILE: "<name> <bench.profile arguments>", profiled by ncu
+      NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
+      grep -v '^\s*#' "${PROFILE:?set PROFILE to a file of bench.profile lines}" | grep -v '^\s*$' | \
+        while IFS= read -r line; do
+          name=${line%% *}; rest=${line#* }
+          echo "== profile $name: $rest"
+          eval "timeout ${PROFILE_TIMEOUT:-240} $NCU --profile-from-start off --clock-control none \
+            --section LaunchStats --section Occupancy --section SpeedOfLight --section WarpStateStats \
+            --section MemoryWorkloadAnalysis --section SchedulerStats \
+            python3 -m bench.profile $rest" > "$OUT/r/profile-$name.txt" 2>&1
+          grep -E "profiled:|^  [a-zA-Z_].*\(|Duration|DRAM Throughput|Registers Per|Block Size|Grid Size|Achieved Occupancy|Dynamic Shared|Static Shared|Warp Cycles Per Issued" "$OUT/r/profile-$name.txt" | head -150
+        done 2>&1 | tee -a "$OUT/r/profile.txt" ;;
     conformance)
       timeout ${CONF_TIMEOUT:-300} python3 conformance/run.py --suite .suite/array-api-tests --device cuda:0 \
         --max-examples ${CONF_EXAMPLES:-20} -n ${CONF_WORKERS:-12} --json "$OUT/r/conformance.json" 2>&1 \
