@@ -37,6 +37,10 @@ def parse_args(argv=None):
                    help="comma-separated implementation names (default forge_array)")
     p.add_argument("--calls", type=int, default=1, help="profiled calls of each (default 1)")
     p.add_argument("--list", action="store_true", help="list the selected cases and exit")
+    p.add_argument("--timing", action="store_true",
+                   help="no profiler: per implementation, the median µs of a call timed alone "
+                        "(events around one call, then a sync: bench.run's way), of a call "
+                        "in a back-to-back stream of calls, and of the host's time per call")
     return p.parse_args(argv)
 
 
@@ -57,6 +61,39 @@ def select(cases, filt: str | None, exact: bool):
     return [c for c in cases if any(k in c.label for k in keys)]
 
 
+def timings(ctx, fn, reps: int = 30):
+    """Median µs of one call timed alone (events, then a sync), of one call in a stream of
+    ``reps`` back-to-back calls (host and GPU overlap), and of the host's part of a call."""
+    import statistics
+    import time
+
+    cp = ctx.xp
+    start, end = cp.cuda.Event(), cp.cuda.Event()
+    alone = []
+    for _ in range(reps):
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        alone.append(cp.cuda.get_elapsed_time(start, end) * 1e3)
+    streams = []
+    for _ in range(3):
+        start.record()
+        for _ in range(reps):
+            fn()
+        end.record()
+        end.synchronize()
+        streams.append(cp.cuda.get_elapsed_time(start, end) * 1e3 / reps)
+    host = []
+    for _ in range(reps):
+        ctx.sync()
+        t0 = time.perf_counter()
+        fn()
+        host.append((time.perf_counter() - t0) * 1e6)
+    ctx.sync()
+    return statistics.median(alone), statistics.median(streams), statistics.median(host)
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
     ctx = harness.GpuBackend(quick=False)
@@ -73,6 +110,8 @@ def main(argv=None) -> int:
             print(c.label, "|", ", ".join(c.impls))
         return 0
     runtime = ctx.xp.cuda.runtime
+    if args.timing:
+        print(f"{'case':45s} {'impl':14s} {'alone µs':>9s} {'stream µs':>9s} {'host µs':>8s}")
     for case in cases:
         inputs = case.make_inputs(0)
         fns = []
@@ -90,6 +129,13 @@ def main(argv=None) -> int:
                 fn()
             fns.append((name, fn))
         ctx.sync()
+        if args.timing:
+            for name, fn in fns:
+                alone, stream, host = timings(ctx, fn)
+                print(f"{case.label:45s} {name:14s} {alone:9.1f} {stream:9.1f} {host:8.1f}", flush=True)
+            del inputs, fns
+            ctx.release()
+            continue
         runtime.profilerStart()
         for name, fn in fns:
             for _ in range(args.calls):

@@ -6,6 +6,7 @@
 #   BENCH_ARGS="--suite copy,reduce" TEST_ARGS="tests/test_copy.py" bash scripts/gpu_session.sh tests bench
 #   TUNE="scripts/tune-scan.sh" bash scripts/gpu_session.sh tune   (a file of bench.tune argument lines)
 #   PROFILE="scripts/profile-1.txt" bash scripts/gpu_session.sh profile   (bench.profile lines, under ncu)
+#   TIMING="scripts/timing-1.txt" bash scripts/gpu_session.sh timing   (bench.profile --timing lines)
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT/r"
@@ -47,6 +48,12 @@ for step in $steps; do
             python3 -m bench.profile $rest" > "$OUT/r/profile-$name.txt" 2>&1
           grep -E "profiled:|^  [a-zA-Z_].*\(|Duration|DRAM Throughput|Registers Per|Block Size|Grid Size|Achieved Occupancy|Dynamic Shared|Static Shared|Warp Cycles Per Issued" "$OUT/r/profile-$name.txt" | head -150
         done 2>&1 | tee -a "$OUT/r/profile.txt" ;;
+    timing)
+      # each non-comment line of $TIMING: bench.profile arguments, run with --timing (no ncu)
+      grep -v '^\s*#' "${TIMING:?set TIMING to a file of bench.profile lines}" | grep -v '^\s*$' | \
+        while IFS= read -r line; do
+          eval "timeout ${TIMING_TIMEOUT:-200} python3 -m bench.profile --timing $line"
+        done 2>&1 | tee -a "$OUT/r/timing.txt" ;;
     conformance)
       timeout ${CONF_TIMEOUT:-300} python3 conformance/run.py --suite .suite/array-api-tests --device cuda:0 \
         --max-examples ${CONF_EXAMPLES:-20} -n ${CONF_WORKERS:-12} --json "$OUT/r/conformance.json" 2>&1 \
