@@ -372,6 +372,87 @@ def _make_gather(n):
     return cuda.jit(device=True)(g["gather"])
 
 
+@cuda.jit(device=True)
+def tile_coords(t, tpr, nb1, ntiles):
+    """``(ti, r0, r1)`` of tile ``t``: its index in its row (``tpr`` tiles per row) and the
+    row's outer / inner batch indices (``nb1`` rows per outer index). The 64-bit divisions
+    (~100 instructions each) are skipped when they are trivial."""
+    row = t
+    ti = t - t
+    if tpr != 1:
+        row = t - t
+        ti = t
+        if ntiles != tpr:
+            row = t // tpr
+            ti = t - row * tpr
+    r0 = row - row
+    r1 = row
+    if ntiles > tpr * nb1:  # more rows than the inner batch dimension holds
+        r0 = row // nb1
+        r1 = row - r0 * nb1
+    return ti, r0, r1
+
+
+def make_tile_prefix(acc_dtypes, comb, det, wide, release, spin_ns, NW, TS, lbv=4):
+    """Device function ``tile_prefix(sk, sh, t, ti, tpr, tot, status, vals, counter, epoch,
+    init_t, empty) -> pre``: the exclusive prefix of tile ``t`` (the ``ti``-th of its row)
+    whose own total is the tagged ``tot``, for every thread of the block. Thread 0 publishes
+    the tile's aggregate, warp 0 looks back over windows of ``32 * lbv`` predecessors (a warp
+    scan of the segmented operator, restarting at the last PREFIX) and publishes the
+    inclusive prefix, then one block barrier hands the result to every warp through slot
+    ``NW`` of the shared scratch (``sk`` kinds, ``sh`` values at ``TS + NW``). The first tile
+    of a row takes ``init_t`` and publishes at once; the last one publishes nothing (no
+    successor reads it; deterministic mode still publishes aggregates)."""
+    packed = packable(acc_dtypes, wide)
+    publish, make_window = _make_status(acc_dtypes, packed, det, comb, release, spin_ns)
+    warp_scan = fi.make_warp_scan(comb)
+    LBV = int(lbv)  # predecessors per lane: the look-back reads 32 * LBV tiles per round trip
+    W = 32 * LBV
+    window = make_window(LBV)
+
+    @cuda.jit(device=True)
+    def lookback(status, vals, sbase, ti, epoch, counter, init_t, empty):
+        lane = fi.lane_id()
+        acc = empty
+        hi = ti
+        while True:
+            x = window(status, vals, 1, sbase, hi - W + lane * LBV, lane == 0, epoch, counter,
+                       init_t, empty)
+            s = warp_scan(x)
+            last = fi.shfl_idx(s, 31)
+            acc = comb(last, acc)
+            if det or last[0] == 2 or hi <= W:
+                break
+            if COUNT and lane == 0:
+                fi.atomic_add(counter, STAT_AGG_WINDOWS, np.uint64(1))
+            hi -= W
+        return acc
+
+    @cuda.jit(device=True)
+    def tile_prefix(sk, sh, t, ti, tpr, tot, status, vals, counter, epoch, init_t, empty):
+        tid = cuda.threadIdx.x
+        last_tile = ti + 1 >= tpr
+        if ti == 0:
+            pre = init_t
+            if tid == 0 and not last_tile:
+                if det:
+                    publish(status, vals, t, 1, tot[1:], epoch)
+                publish(status, vals, t, 2, comb(pre, tot)[1:], epoch)
+            return pre
+        if tid == 0 and (det or not last_tile):
+            publish(status, vals, t, 1, tot[1:], epoch)
+        if (tid >> 5) == 0:
+            lb = lookback(status, vals, t - ti, ti, epoch, counter, init_t, empty)
+            if tid == 0:
+                _st_tag(sk, NW, sh, TS + NW, lb)
+                if not last_tile:
+                    publish(status, vals, t, 2, comb(lb, tot)[1:], epoch)
+        cuda.syncthreads()
+        return _ld_tag(sk, NW, sh, TS + NW)
+
+    return tile_prefix
+
+
 def make_tile_scan(fn, tuple_op, in_dtypes, acc_dtypes, block, items, shift, has_init,
                    det, vec, ovec=False, ticket="atomic", wide=True, release=False, spin_ns=0,
                    keep_items=False):
@@ -408,16 +489,11 @@ def make_tile_scan(fn, tuple_op, in_dtypes, acc_dtypes, block, items, shift, has
     TILE = block * items
     NW = block // fi.WARP
     WSEG = fi.WARP * items  # a warp's segment of the tile
-    packed = packable(acc_dtypes, wide)
     op_v = value_op(fn, tuple_op)
     comb = tagged_combine(op_v)
     warp_scan = fi.make_warp_scan(comb)
     conv = _make_converter(in_dtypes, acc_dtypes)
-    publish, make_window = _make_status(acc_dtypes, packed, det, comb, release, spin_ns)
     assert ticket in ("atomic", "block", "persist"), ticket
-    LBV = 4  # predecessors per lane: the look-back reads 32 * LBV tiles per round trip
-    W = 32 * LBV
-    window = make_window(LBV)
     TS = TILE + TILE // 32  # padded tile, then NW warp totals, then the tile prefix
     NVALS = TS + NW + 1
     NKINDS = NW + 2  # kinds of the warp totals and the prefix, then the tile id
@@ -455,23 +531,7 @@ def make_tile_scan(fn, tuple_op, in_dtypes, acc_dtypes, block, items, shift, has
         def keep(sh, xr, kb, j):
             pass
 
-    @cuda.jit(device=True)
-    def lookback(status, vals, sbase, ti, epoch, counter, init_t, empty):
-        lane = fi.lane_id()
-        acc = empty
-        hi = ti
-        while True:
-            x = window(status, vals, 1, sbase, hi - W + lane * LBV, lane == 0, epoch, counter,
-                       init_t, empty)
-            s = warp_scan(x)
-            last = fi.shfl_idx(s, 31)
-            acc = comb(last, acc)
-            if det or last[0] == 2 or hi <= W:
-                break
-            if COUNT and lane == 0:
-                fi.atomic_add(counter, STAT_AGG_WINDOWS, np.uint64(1))
-            hi -= W
-        return acc
+    tile_prefix = make_tile_prefix(acc_dtypes, comb, det, wide, release, spin_ns, NW, TS)
 
     @cuda.jit(device=True)
     def tile(sk, sh, t, src, dst, init, n, m, nb1, s_in, b0_in, b1_in, s_out, b0_out, b1_out,
@@ -479,19 +539,7 @@ def make_tile_scan(fn, tuple_op, in_dtypes, acc_dtypes, block, items, shift, has
         tid = cuda.threadIdx.x
         lane = tid & 31
         warp = tid >> 5
-        row = t  # 64-bit divisions are ~100 instructions: skip them when they are trivial
-        ti = t - t
-        if tpr != 1:
-            row = t - t
-            ti = t
-            if ntiles != tpr:
-                row = t // tpr
-                ti = t - row * tpr
-        r0 = row - row
-        r1 = row
-        if ntiles > tpr * nb1:  # more rows than the inner batch dimension holds
-            r0 = row // nb1
-            r1 = row - r0 * nb1
+        ti, r0, r1 = tile_coords(t, tpr, nb1, ntiles)
         ib = r0 * b0_in + r1 * b1_in
         ob = r0 * b0_out + r1 * b1_out
         start = ti * TILE - lead
@@ -579,24 +627,7 @@ def make_tile_scan(fn, tuple_op, in_dtypes, acc_dtypes, block, items, shift, has
             init_t = (_TWO,) + fi.load(init, 0)
         else:
             init_t = empty
-        last_tile = ti + 1 >= tpr
-        if ti == 0:
-            pre = init_t
-            if tid == 0 and not last_tile:
-                if det:
-                    publish(status, vals, t, 1, tot[1:], epoch)
-                publish(status, vals, t, 2, comb(pre, tot)[1:], epoch)
-        else:
-            if tid == 0 and (det or not last_tile):
-                publish(status, vals, t, 1, tot[1:], epoch)
-            if warp == 0:
-                lb = lookback(status, vals, t - ti, ti, epoch, counter, init_t, empty)
-                if lane == 0:
-                    _st_tag(sk, NW, sh, TS + NW, lb)
-                    if not last_tile:
-                        publish(status, vals, t, 2, comb(lb, tot)[1:], epoch)
-            cuda.syncthreads()
-            pre = _ld_tag(sk, NW, sh, TS + NW)
+        pre = tile_prefix(sk, sh, t, ti, tpr, tot, status, vals, counter, epoch, init_t, empty)
         # ---- second pass: running values back into the thread's slots of shared memory
         run = comb(pre, texcl)
         if full:

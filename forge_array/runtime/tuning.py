@@ -46,9 +46,13 @@ TABLES: dict = {
         # scan: ticket "atomic" | "block" | "persist" (+ "persist": blocks per SM, 0 = min_blocks);
         # wide: 16-byte status words for 5-12 byte values; keep_items: items in registers
         # across the look-back; spin_ns: look-back back-off; release: fence before publishing
+        # stripe: the striped scan (kernels/scan_stripe.py) for contiguous scalar rows, with
+        # its own block, items (stripe_item_bytes per thread), launch bound and cache hints
         "scan": {"block": 256, "item_bytes": 64, "items_max": 32, "min_blocks": 5, "ticket": "atomic",
                  "persist": 0, "wide": True, "keep_items": False, "spin_ns": 0, "release": False,
-                 "fit_items": True},
+                 "fit_items": True, "stripe": True, "stripe_block": 256, "stripe_item_bytes": 128,
+                 "stripe_min_blocks": 0, "stripe_load_hint": "", "stripe_store_hint": "",
+                 "stripe_lookback": 4},
         # scan_columns.staged: blocks whose elements form one dense range stage it through shared memory
         "scan_columns": {"block": 256, "items": 16, "staged": True},
     },
@@ -69,7 +73,7 @@ TABLES: dict = {
         "rowcol": {"block": 64, "blocks_per_sm": 2, "max_blocks_per_sm": 1, "unroll": 2, "row_items": 1,
                    "warp_rows": 4, "min_items": 2, "row_tile_max": 128, "row_tile_vecs": 2, "col_vec": True,
                    "col_flat": 64, "row_multi": 3},
-        "scan": {"block": 64, "item_bytes": 16, "items_max": 4},
+        "scan": {"block": 64, "item_bytes": 16, "items_max": 4, "stripe_block": 64, "stripe_item_bytes": 32},
         "scan_columns": {"block": 64, "items": 2},
     },
 }
