@@ -455,7 +455,7 @@ def make_tile_prefix(acc_dtypes, comb, det, wide, release, spin_ns, NW, TS, lbv=
 
 def make_tile_scan(fn, tuple_op, in_dtypes, acc_dtypes, block, items, shift, has_init,
                    det, vec, ovec=False, ticket="atomic", wide=True, release=False, spin_ns=0,
-                   keep_items=False):
+                   keep_items=False, lookback=4):
     """Kernel factory of the row (tile) scan; see the module docstring.
 
     Kernel arguments: ``src, dst, init`` (tuples of buffers; ``init`` holds one value),
@@ -476,7 +476,8 @@ def make_tile_scan(fn, tuple_op, in_dtypes, acc_dtypes, block, items, shift, has
     use ``blockIdx.x`` (grid-stride for ``"persist"``). ``wide``: 16-byte status words for
     values of 5-12 bytes (else flag + slots); ``release`` / ``spin_ns``: see
     :func:`_make_status`. ``keep_items``: a scalar's items stay in registers between the two
-    passes over the tile (else they are read back from shared memory).
+    passes over the tile (else they are read back from shared memory). ``lookback``:
+    predecessors per lane in one look-back round trip (:func:`make_tile_prefix`).
 
     ``vec``: 128-bit input loads (contiguous rows, ``lead`` aligns the tiles). ``ovec``:
     128-bit output stores as well (the host checks that output element ``start + k +
@@ -531,7 +532,7 @@ def make_tile_scan(fn, tuple_op, in_dtypes, acc_dtypes, block, items, shift, has
         def keep(sh, xr, kb, j):
             pass
 
-    tile_prefix = make_tile_prefix(acc_dtypes, comb, det, wide, release, spin_ns, NW, TS)
+    tile_prefix = make_tile_prefix(acc_dtypes, comb, det, wide, release, spin_ns, NW, TS, lookback)
 
     @cuda.jit(device=True)
     def tile(sk, sh, t, src, dst, init, n, m, nb1, s_in, b0_in, b1_in, s_out, b0_out, b1_out,

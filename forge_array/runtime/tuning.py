@@ -50,7 +50,7 @@ TABLES: dict = {
         # its own block, items (stripe_item_bytes per thread), launch bound and cache hints
         "scan": {"block": 256, "item_bytes": 64, "items_max": 32, "min_blocks": 5, "ticket": "atomic",
                  "persist": 0, "wide": True, "keep_items": False, "spin_ns": 0, "release": False,
-                 "fit_items": True, "stripe": True, "stripe_block": 256, "stripe_item_bytes": 128,
+                 "fit_items": True, "lookback": 4, "stripe": True, "stripe_block": 256, "stripe_item_bytes": 128,
                  "stripe_min_blocks": 0, "stripe_load_hint": "", "stripe_store_hint": "",
                  "stripe_lookback": 4},
         # scan_columns.staged: blocks whose elements form one dense range stage it through shared memory
