@@ -446,6 +446,15 @@ def test_lookback_meets_unpublished_predecessors(bk, sim):
         assert after["spins"] > before["spins"]
 
 
+def test_lookback_beyond_one_window(bk):
+    """More tiles than one look-back window holds (32 x ``lookback`` predecessors): a tile
+    whose window has only aggregates goes further back; exact with integers."""
+    lb = tuning.params("scan").get("lookback", 4)
+    n = (32 * lb + 9) * _tile("int32") + 5
+    x = bk.asarray((np.arange(n) % 7 - 3).astype(np.int32))
+    close(cumulative_sum(x, dtype=np.int32), np.cumsum(_np(x)).astype(np.int32))
+
+
 def test_deterministic_reproducible(bk, sim):
     rng = np.random.default_rng(20)
     # more than 32 tiles: the window's lane 0 then waits for a PREFIX 32 tiles back
@@ -475,14 +484,19 @@ def test_deterministic_tuple(bk):
 
 
 @pytest.mark.parametrize("over", [{"ticket": "block"}, {"ticket": "persist", "persist": 1},
-                                  {"wide": False, "release": True, "spin_ns": 8}],
-                         ids=["block", "persist", "narrow-release-spin"])
+                                  {"wide": False, "release": True, "spin_ns": 8},
+                                  {"lookback": 4}, {"lookback": 2}],
+                         ids=["block", "persist", "narrow-release-spin", "lookback4", "lookback2"])
 def test_tile_variants(bk, monkeypatch, over):
     """Every tuning variant of the tile and column kernels (ticket modes, 16-byte or flag
-    status words, release fences, back-off) on multi-tile rows, batches of rows, rows of one
-    tile, the column kernel, 16-byte packed values (float64, (float32, float32)) and
+    status words, release fences, back-off, look-back widths: ``lookback`` predecessors per
+    lane, for the column kernel too) on multi-tile rows, batches of rows, rows of one tile,
+    the column kernel, 16-byte packed values (float64, (float32, float32)) and
     flag-and-slot values ((float64, float64))."""
     monkeypatch.setitem(tuning.OVERRIDES, "scan", dict(tuning.OVERRIDES.get("scan", {}), **over))
+    if "lookback" in over:
+        monkeypatch.setitem(tuning.OVERRIDES, "scan_columns",
+                            dict(tuning.OVERRIDES.get("scan_columns", {}), lookback=over["lookback"]))
     monkeypatch.setattr(tuning, "_CACHE", {})
     monkeypatch.setattr(pscan._local, "plans", {}, raising=False)
     T = _tile("float32")

@@ -15,7 +15,9 @@ on scalars or tuples) and the value type, specialised at compile time by their f
        BLOCK_LOAD_WARP_TRANSPOSE; padded against bank conflicts; a warp barrier only).
     3. Thread-sequential reduce (a scalar's items stay in registers for step 5), warp scan
        through shuffles, block combine.
-    4. Warp 0 looks back over a window of 32 predecessor tiles; a status word per tile
+    4. Warp 0 looks back over a window of ``32 * lookback`` predecessor tiles (lane ``l``
+       reads ``lookback`` consecutive ones; 1 by default: on an H200 a window of 32 beat
+       one of 128 by 17-19%, see docs/scans.md); a status word per tile
        says INVALID (0), AGGREGATE (1, the tile's own total) or PREFIX (2, inclusive of
        every tile before it). For values of <= 12 bytes, status and value share ONE 8- or
        16-byte word (CUB's transaction word), written and read with ONE relaxed vector
@@ -702,7 +704,7 @@ def make_tile_scan(fn, tuple_op, in_dtypes, acc_dtypes, block, items, shift, has
 
 
 def make_column_scan(fn, tuple_op, in_dtypes, acc_dtypes, block, items, shift, has_init,
-                     det, wide=True, release=False, spin_ns=0, staged=0):
+                     det, wide=True, release=False, spin_ns=0, staged=0, lookback=0):
     """Kernel factory of the column scan; see the module docstring.
 
     Kernel arguments: ``src, dst, init, n, m, nbatch, nb1, s_in, b0_in, b1_in, s_out,
@@ -720,7 +722,8 @@ def make_column_scan(fn, tuple_op, in_dtypes, acc_dtypes, block, items, shift, h
     coalesced loads (all ``items`` of a thread in flight) into shared memory, in the
     range's own order, and each thread reads its column from there; 2 = the results go
     out the same way (needs the output's layout equal to the input's and ``shift == 0``).
-    Instead of strided loads that touch 4-10 lines per warp access.
+    Instead of strided loads that touch 4-10 lines per warp access. ``lookback``: chunks a
+    column's look-back reads per round trip (0: 8, or 4 for 16-byte status words).
     """
     in_dtypes = tuple(np.dtype(d) for d in in_dtypes)
     acc_dtypes = tuple(np.dtype(d) for d in acc_dtypes)
@@ -733,7 +736,7 @@ def make_column_scan(fn, tuple_op, in_dtypes, acc_dtypes, block, items, shift, h
     conv = _make_converter(in_dtypes, acc_dtypes)
     publish, make_window = _make_status(acc_dtypes, packed, det, comb, release, spin_ns)
     # chunks read per round trip of a column's look-back (16-byte words: 4, for registers)
-    LBV = 4 if packed and status_words(acc_dtypes) == 4 else 8
+    LBV = int(lookback) or (4 if packed and status_words(acc_dtypes) == 4 else 8)
     window = make_window(LBV)
     GV = block * R  # staged items, then group aggregates, then column prefixes
     CV = GV + block

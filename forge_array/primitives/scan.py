@@ -26,7 +26,6 @@ import numpy as np
 
 from .. import runtime
 from ..kernels import scan as kscan
-from ..kernels import scan_stripe as kstripe
 from ..runtime import tuning
 from ._layout import collapse
 
@@ -548,21 +547,6 @@ def _items_for(p, acc_dtypes):
     return 1 << (items.bit_length() - 1)  # a power of two
 
 
-def _stripe_items(p, in_dtype, acc_dtype):
-    """Items per thread of the striped scan: ``stripe_item_bytes`` over the accumulator's
-    size, rounded down to a multiple of the input's 128-bit vector width (at least one
-    vector).
-
-    >>> f32, f64, i8, i64 = (np.dtype(d) for d in ("float32", "float64", "int8", "int64"))
-    >>> p = {"stripe_item_bytes": 128}
-    >>> _stripe_items(p, f32, f32), _stripe_items(p, f64, f64), _stripe_items(p, i8, i64)
-    (32, 16, 16)
-    """
-    v = max(1, 16 // in_dtype.itemsize)
-    items = int(p.get("stripe_item_bytes", 128)) // acc_dtype.itemsize
-    return max(v, items - items % v)
-
-
 def _fit_items(p, items, n, in_dtypes, acc_dtypes, tuple_op):
     """Items per thread so that a row's tiles are about equally full (``fit_items``): the
     fewest tiles of at most ``items`` per thread, then the fewest items (a multiple of the
@@ -783,7 +767,7 @@ def plan_scan(fn, tuple_op, xv, ov, in_dtypes, acc_dtypes, init, shift, n, m, nb
         p.kernel = runtime.compile_kernel(
             kscan.make_column_scan,
             (fn, tuple_op, in_dtypes, acc_dtypes, block, items, shift, has_init, bool(det)) + sync
-            + (staged,), argtypes)
+            + (staged, int(pc.get("lookback", 0))), argtypes)
         p.scalars = (n, m, nbatch, nb1, s_in, bx[0], bx[1], s_out, bo[0], bo[1], cb, nstrips,
                      nchunks)
         p.tail = ()
@@ -802,18 +786,8 @@ def plan_scan(fn, tuple_op, xv, ov, in_dtypes, acc_dtypes, init, shift, n, m, nb
         if mis % isz == 0 and all(b % V == 0 for b, sz in zip(bx, (nbatch // nb1, nb1)) if sz > 1):
             aligned = True
             lead = mis // isz
-    # the striped scan (elements stay in registers) when it applies, else the tile scan
-    stripe = (aligned and len(acc_dtypes) == 1 and bool(pt.get("stripe", True))
-              and ticket in ("atomic", "block"))
-    if stripe:
-        block = int(pt.get("stripe_block", pt["block"]))
-        items = _fit_items({"block": block, "fit_items": pt.get("fit_items", True)},
-                           _stripe_items(pt, in_dtypes[0], acc_dtypes[0]), n, in_dtypes,
-                           acc_dtypes, tuple_op)
-        stripe = kstripe.stripe_ok(in_dtypes[0], acc_dtypes[0], items)
-    if not stripe:
-        block = pt["block"]
-        items = _fit_items(pt, items, n, in_dtypes, acc_dtypes, tuple_op)
+    block = pt["block"]
+    items = _fit_items(pt, items, n, in_dtypes, acc_dtypes, tuple_op)
     tile = block * items
     vec = aligned and kscan._vec_ok(in_dtypes, acc_dtypes, block, items)
     if not vec:
@@ -839,20 +813,11 @@ def plan_scan(fn, tuple_op, xv, ov, in_dtypes, acc_dtypes, init, shift, n, m, nb
     mb = pt.get("min_blocks")
     small = len(acc_dtypes) == 1 and acc_dtypes[0].itemsize <= 4 and items * acc_dtypes[0].itemsize <= 64
     lb = (block, mb) if mb and vec and small and block * mb <= 2048 else None
-    if stripe:
-        smb = int(pt.get("stripe_min_blocks", 0))
-        p.kernel = runtime.compile_kernel(
-            kstripe.make_stripe_scan,
-            (fn, in_dtypes[0], acc_dtypes[0], block, items, shift, has_init, bool(det), ovec,
-             ticket) + sync + (str(pt.get("stripe_load_hint", "")), str(pt.get("stripe_store_hint", "")),
-                       int(pt.get("stripe_lookback", 4))),
-            argtypes, launch_bounds=(block, smb) if smb and block * smb <= 2048 else None)
-    else:
-        p.kernel = runtime.compile_kernel(
-            kscan.make_tile_scan,
-            (fn, tuple_op, in_dtypes, acc_dtypes, block, items, shift, has_init, bool(det), vec,
-             ovec, ticket) + sync + (bool(pt.get("keep_items", False)), int(pt.get("lookback", 4))),
-            argtypes, launch_bounds=lb)
+    p.kernel = runtime.compile_kernel(
+        kscan.make_tile_scan,
+        (fn, tuple_op, in_dtypes, acc_dtypes, block, items, shift, has_init, bool(det), vec,
+         ovec, ticket) + sync + (bool(pt.get("keep_items", False)), int(pt.get("lookback", 4))),
+        argtypes, launch_bounds=lb)
     p.scalars = (n, m, nb1, s_in, bx[0], bx[1], s_out, bo[0], bo[1], lead, tpr)
     p.tail = (ntiles,)
     grid = ntiles

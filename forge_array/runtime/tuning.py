@@ -46,15 +46,14 @@ TABLES: dict = {
         # scan: ticket "atomic" | "block" | "persist" (+ "persist": blocks per SM, 0 = min_blocks);
         # wide: 16-byte status words for 5-12 byte values; keep_items: items in registers
         # across the look-back; spin_ns: look-back back-off; release: fence before publishing
-        # stripe: the striped scan (kernels/scan_stripe.py) for contiguous scalar rows, with
-        # its own block, items (stripe_item_bytes per thread), launch bound and cache hints
+        # lookback: predecessors per lane in one look-back round trip (H200 sweep tune-stripe2:
+        # 1 beats 4 by 17% at 10^8 float32, 19% float64)
         "scan": {"block": 256, "item_bytes": 64, "items_max": 32, "min_blocks": 5, "ticket": "atomic",
                  "persist": 0, "wide": True, "keep_items": False, "spin_ns": 0, "release": False,
-                 "fit_items": True, "lookback": 4, "stripe": True, "stripe_block": 256, "stripe_item_bytes": 128,
-                 "stripe_min_blocks": 0, "stripe_load_hint": "", "stripe_store_hint": "",
-                 "stripe_lookback": 4},
+                 "fit_items": True, "lookback": 1},
         # scan_columns.staged: blocks whose elements form one dense range stage it through shared memory
-        "scan_columns": {"block": 256, "items": 16, "staged": True},
+        # lookback: chunks per round trip of a column's look-back (0: 8, 4 for 16-byte words)
+        "scan_columns": {"block": 256, "items": 16, "staged": True, "lookback": 0},
     },
     "sm90": {
         # H200 sweep tune-copy.md: 128-thread blocks, x[1:] 1e9 0.97 -> 0.99 of copy, aligned 1e8 0.96 -> 0.99
@@ -73,7 +72,7 @@ TABLES: dict = {
         "rowcol": {"block": 64, "blocks_per_sm": 2, "max_blocks_per_sm": 1, "unroll": 2, "row_items": 1,
                    "warp_rows": 4, "min_items": 2, "row_tile_max": 128, "row_tile_vecs": 2, "col_vec": True,
                    "col_flat": 64, "row_multi": 3},
-        "scan": {"block": 64, "item_bytes": 16, "items_max": 4, "stripe_block": 64, "stripe_item_bytes": 32},
+        "scan": {"block": 64, "item_bytes": 16, "items_max": 4},
         "scan_columns": {"block": 64, "items": 2},
     },
 }
