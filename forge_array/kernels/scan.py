@@ -738,13 +738,23 @@ def make_column_scan(fn, tuple_op, in_dtypes, acc_dtypes, block, items, shift, h
     # chunks read per round trip of a column's look-back (16-byte words: 4, for registers)
     LBV = int(lookback) or (4 if packed and status_words(acc_dtypes) == 4 else 8)
     window = make_window(LBV)
-    GV = block * R  # staged items, then group aggregates, then column prefixes
+    # staged items (padded by one slot per 32 when staged: a warp's threads of one column
+    # and different groups read positions 32 * k apart), then group aggregates, then
+    # column prefixes
+    GV = block * R + (block * R // 32 + 1 if staged else 0)
     CV = GV + block
+
+    @cuda.jit(device=True)
+    def pad(i):
+        if staged:
+            return i + (i >> 5)
+        return i
 
     @cuda.jit(device=True)
     def spos(pc, j, s_in, tid):
         if staged:
-            return pc + j * s_in
+            i = pc + j * s_in
+            return i + (i >> 5)
         return j * block + tid
 
     @cuda.jit(device=True)
@@ -817,10 +827,10 @@ def make_column_scan(fn, tuple_op, in_dtypes, acc_dtypes, block, items, shift, h
                 for j in range(R):
                     xs[j] = conv(fi.load(src, lo + min(j * block + tid, span - 1)))[0]
                 for j in range(R):
-                    fi.store(sh, j * block + tid, (xs[j],))
+                    fi.store(sh, pad(j * block + tid), (xs[j],))
             else:
                 for j in range(R):
-                    fi.store(sh, j * block + tid, conv(fi.load(src, lo + min(j * block + tid, span - 1))))
+                    fi.store(sh, pad(j * block + tid), conv(fi.load(src, lo + min(j * block + tid, span - 1))))
             cuda.syncthreads()
         elif REG:
             # every load in flight before the first use: branch-free (rows clamped, inactive
@@ -833,14 +843,21 @@ def make_column_scan(fn, tuple_op, in_dtypes, acc_dtypes, block, items, shift, h
         else:
             for j in range(R):
                 fi.store(sh, j * block + tid, conv(fi.load(src, ib + min(rows0 + j, n - 1) * s_in)))
-        for j in range(R):
-            if active and rows0 + j < n:
-                agg = comb(agg, (_ONE,) + fi.load(sh, spos(pc, j, s_in, tid)))
+        full = active and rows0 + R <= n  # the group's rows are all in the column
+        if full:  # untagged: no kind tests per element
+            a = fi.load(sh, spos(pc, 0, s_in, tid))
+            for j in range(1, R):
+                a = op_v(a, fi.load(sh, spos(pc, j, s_in, tid)))
+            agg = (_ONE,) + a
+        else:
+            for j in range(R):
+                if active and rows0 + j < n:
+                    agg = comb(agg, (_ONE,) + fi.load(sh, spos(pc, j, s_in, tid)))
         _st_tag(sk, tid, sh, GV + tid, agg)
         cuda.syncthreads()
         gex = empty
-        for h in range(G):
-            if h < g:
+        if active:
+            for h in range(g):  # the groups above this one
                 gex = comb(gex, _ld_tag(sk, h * cb + c, sh, GV + h * cb + c))
         if has_init:
             init_t = (_TWO,) + fi.load(init, 0)
@@ -865,7 +882,23 @@ def make_column_scan(fn, tuple_op, in_dtypes, acc_dtypes, block, items, shift, h
                     publish(status, vals, s, 2, comb(pre, tot)[1:], epoch)
             _st_tag(sk, block + c, sh, CV + c, pre)
         cuda.syncthreads()
-        if active:
+        if full:  # untagged, as the fold
+            run = comb(_ld_tag(sk, block + c, sh, CV + c), gex)
+            for j in range(R):
+                q = spos(pc, j, s_in, tid)
+                v = fi.load(sh, q)
+                if j > 0 or run[0] != 0:
+                    v = op_v(run[1:], v)
+                run = (_ONE,) + v
+                if staged == 2:  # back in place: every position is this thread's own
+                    fi.store(sh, q, v)
+                else:
+                    P = rows0 + j + shift
+                    if P < m:
+                        fi.store(dst, ob + P * s_out, v)
+            if shift and chunk == 0 and g == 0:
+                fi.store(dst, ob, fi.load(init, 0))
+        elif active:
             run = comb(_ld_tag(sk, block + c, sh, CV + c), gex)
             for j in range(R):
                 r = rows0 + j
@@ -886,7 +919,7 @@ def make_column_scan(fn, tuple_op, in_dtypes, acc_dtypes, block, items, shift, h
             for j in range(R):
                 i = j * block + tid
                 if i < span:
-                    fi.store(dst, olo + i, fi.load(sh, i))
+                    fi.store(dst, olo + i, fi.load(sh, pad(i)))
 
     inner = fi.with_shared_scratch(2 * block + 1, np.int64, cuda.jit(device=True)(body), nargs=22)
     outer = fi.with_shared_scratch(CV + block, acc_dtypes, inner, nargs=21)
