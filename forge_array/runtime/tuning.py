@@ -54,7 +54,9 @@ TABLES: dict = {
         # scan_columns.staged: blocks whose elements form one dense range stage it through shared memory
         # lookback: chunks per round trip of a column's look-back (0: 8, 4 for 16-byte words;
         # H200 sweep tune-scan4: 1 takes axis 0 of (10^4, 10^4) from 410 to 356 us)
-        "scan_columns": {"block": 256, "items": 16, "staged": True, "lookback": 1},
+        # direct_short_rows: many rows of <= direct_rows elements take the direct kernel too
+        # items 32: axis 0 of (10^4, 10^4) 356 -> 306 us on the H200 (tune-scan5)
+        "scan_columns": {"block": 256, "items": 32, "staged": True, "lookback": 1, "direct_short_rows": True},
     },
     "sm90": {
         # H200 sweep tune-copy.md: 128-thread blocks, x[1:] 1e9 0.97 -> 0.99 of copy, aligned 1e8 0.96 -> 0.99
