@@ -61,6 +61,7 @@ def cases(n: int):
         ("xp.var", lambda: xp.var(x)),
         ("xp.std", lambda: xp.std(x)),
         ("xp.argmax", lambda: xp.argmax(x)),
+        ("xp.cumulative_sum", lambda: xp.cumulative_sum(x)),
         ("xp.any", lambda: xp.any(b)),
         ("xp.all", lambda: xp.all(b)),
         ("primitives.reduce.sum", lambda: pr.sum(xs, None, f32)),
