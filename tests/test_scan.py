@@ -826,3 +826,22 @@ def test_direct_short_rows(bk, n):
     if n > 1:  # the direct kernel took it: no tile states for this plan
         plans = [pl for pl in pscan._fast_plans().values() if pl.shape == (300, n)]
         assert plans and all(pl.state is None for pl in plans)
+
+
+def test_column_warp_lookback(bk, monkeypatch):
+    """Few columns per block (axis 0 of a tall thin matrix): a warp looks back for each
+    column over windows of 32 chunks; more than one window of chunks, exact integers,
+    include_initial, reverse, a non-additive operator, deterministic mode."""
+    _override(monkeypatch, scan_columns={"warp_lookback_cols": 16})
+    rng = np.random.default_rng(60)
+    rows = 34 * (64 // 10) * tuning.params("scan_columns")["items"] + 5  # > 32 chunks in the simulator
+    z = bk.asarray(rng.integers(-9, 9, (rows, 10)).astype(np.int32))
+    close(cumulative_sum(z, axis=0, dtype=np.int32), np.cumsum(_np(z), axis=0).astype(np.int32))
+    x = bk.asarray(rng.standard_normal((100, 7)).astype(np.float32))
+    ref = np.cumsum(_np(x).astype(np.float64), axis=0)
+    close(cumulative_sum(x, axis=0, include_initial=True)[1:], ref, rtol=1e-5, atol=1e-5)
+    close(accumulate(ops.maximum, x, axis=0, reverse=True),
+          np.flip(np.maximum.accumulate(np.flip(_np(x), 0), axis=0), 0))
+    r1 = accumulate(ops.add, x, axis=0, deterministic=True)
+    assert np.array_equal(_np(r1), _np(accumulate(ops.add, x, axis=0, deterministic=True)))
+    close(r1, ref, rtol=1e-5, atol=1e-5)

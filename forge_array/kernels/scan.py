@@ -395,6 +395,42 @@ def tile_coords(t, tpr, nb1, ntiles):
     return ti, r0, r1
 
 
+def make_warp_lookback(acc_dtypes, comb, det, wide, release, spin_ns, lbv=1):
+    """Device function ``lookback(status, vals, mul, add, hi, epoch, counter, init_t, empty)
+    -> exclusive prefix``, called by all 32 lanes of a warp: the fold of the states of
+    predecessors ``0 .. hi - 1`` of a chain whose predecessor ``p`` keeps its state in slot
+    ``p * mul + add`` (``p == -1`` is ``init_t``). Lane ``l`` reads ``lbv`` consecutive
+    predecessors of a window of ``32 * lbv`` (all in flight at once, each re-read until
+    published); a warp scan of the segmented operator (a PREFIX restarts the fold) folds the
+    window; without a PREFIX in it the warp moves one window further back. Deterministic
+    mode: the window's first word is the PREFIX of its tile, the rest aggregates."""
+    packed = packable(acc_dtypes, wide)
+    _, make_window = _make_status(acc_dtypes, packed, det, comb, release, spin_ns)
+    warp_scan = fi.make_warp_scan(comb)
+    LBV = int(lbv)
+    W = 32 * LBV
+    window = make_window(LBV)
+
+    @cuda.jit(device=True)
+    def lookback(status, vals, mul, add, hi, epoch, counter, init_t, empty):
+        lane = fi.lane_id()
+        acc = empty
+        while True:
+            x = window(status, vals, mul, add, hi - W + lane * LBV, lane == 0, epoch, counter,
+                       init_t, empty)
+            s = warp_scan(x)
+            last = fi.shfl_idx(s, 31)
+            acc = comb(last, acc)
+            if det or last[0] == 2 or hi <= W:
+                break
+            if COUNT and lane == 0:
+                fi.atomic_add(counter, STAT_AGG_WINDOWS, np.uint64(1))
+            hi -= W
+        return acc
+
+    return lookback
+
+
 def make_tile_prefix(acc_dtypes, comb, det, wide, release, spin_ns, NW, TS, lbv=4):
     """Device function ``tile_prefix(sk, sh, t, ti, tpr, tot, status, vals, counter, epoch,
     init_t, empty) -> pre``: the exclusive prefix of tile ``t`` (the ``ti``-th of its row)
@@ -406,29 +442,8 @@ def make_tile_prefix(acc_dtypes, comb, det, wide, release, spin_ns, NW, TS, lbv=
     of a row takes ``init_t`` and publishes at once; the last one publishes nothing (no
     successor reads it; deterministic mode still publishes aggregates)."""
     packed = packable(acc_dtypes, wide)
-    publish, make_window = _make_status(acc_dtypes, packed, det, comb, release, spin_ns)
-    warp_scan = fi.make_warp_scan(comb)
-    LBV = int(lbv)  # predecessors per lane: the look-back reads 32 * LBV tiles per round trip
-    W = 32 * LBV
-    window = make_window(LBV)
-
-    @cuda.jit(device=True)
-    def lookback(status, vals, sbase, ti, epoch, counter, init_t, empty):
-        lane = fi.lane_id()
-        acc = empty
-        hi = ti
-        while True:
-            x = window(status, vals, 1, sbase, hi - W + lane * LBV, lane == 0, epoch, counter,
-                       init_t, empty)
-            s = warp_scan(x)
-            last = fi.shfl_idx(s, 31)
-            acc = comb(last, acc)
-            if det or last[0] == 2 or hi <= W:
-                break
-            if COUNT and lane == 0:
-                fi.atomic_add(counter, STAT_AGG_WINDOWS, np.uint64(1))
-            hi -= W
-        return acc
+    publish, _ = _make_status(acc_dtypes, packed, det, comb, release, spin_ns)
+    lookback = make_warp_lookback(acc_dtypes, comb, det, wide, release, spin_ns, lbv)
 
     @cuda.jit(device=True)
     def tile_prefix(sk, sh, t, ti, tpr, tot, status, vals, counter, epoch, init_t, empty):
@@ -444,7 +459,7 @@ def make_tile_prefix(acc_dtypes, comb, det, wide, release, spin_ns, NW, TS, lbv=
         if tid == 0 and (det or not last_tile):
             publish(status, vals, t, 1, tot[1:], epoch)
         if (tid >> 5) == 0:
-            lb = lookback(status, vals, t - ti, ti, epoch, counter, init_t, empty)
+            lb = lookback(status, vals, 1, t - ti, ti, epoch, counter, init_t, empty)
             if tid == 0:
                 _st_tag(sk, NW, sh, TS + NW, lb)
                 if not last_tile:
@@ -704,7 +719,8 @@ def make_tile_scan(fn, tuple_op, in_dtypes, acc_dtypes, block, items, shift, has
 
 
 def make_column_scan(fn, tuple_op, in_dtypes, acc_dtypes, block, items, shift, has_init,
-                     det, wide=True, release=False, spin_ns=0, staged=0, lookback=0):
+                     det, wide=True, release=False, spin_ns=0, staged=0, lookback=0,
+                     warp_lookback=False):
     """Kernel factory of the column scan; see the module docstring.
 
     Kernel arguments: ``src, dst, init, n, m, nbatch, nb1, s_in, b0_in, b1_in, s_out,
@@ -724,6 +740,12 @@ def make_column_scan(fn, tuple_op, in_dtypes, acc_dtypes, block, items, shift, h
     out the same way (needs the output's layout equal to the input's and ``shift == 0``).
     Instead of strided loads that touch 4-10 lines per warp access. ``lookback``: chunks a
     column's look-back reads per round trip (0: 8, or 4 for 16-byte status words).
+
+    ``warp_lookback`` (for few columns per block, e.g. axis 0 of (10^7, 10)): each column's
+    look-back is done by a whole warp over windows of 32 chunks (:func:`make_warp_lookback`;
+    warp ``w`` takes columns ``w, w + NW, ...``) instead of by one thread ``lookback``
+    chunks at a time: long chains of chunks settle in one or two round trips. One more
+    block barrier (the column totals go through shared memory first).
     """
     in_dtypes = tuple(np.dtype(d) for d in in_dtypes)
     acc_dtypes = tuple(np.dtype(d) for d in acc_dtypes)
@@ -738,6 +760,9 @@ def make_column_scan(fn, tuple_op, in_dtypes, acc_dtypes, block, items, shift, h
     # chunks read per round trip of a column's look-back (16-byte words: 4, for registers)
     LBV = int(lookback) or (4 if packed and status_words(acc_dtypes) == 4 else 8)
     window = make_window(LBV)
+    NW = block // 32
+    WLB = bool(warp_lookback)
+    wlookback = make_warp_lookback(acc_dtypes, comb, det, wide, release, spin_ns, 1)
     # staged items (padded by one slot per 32 when staged: a warp's threads of one column
     # and different groups read positions 32 * k apart), then group aggregates, then
     # column prefixes
@@ -863,10 +888,10 @@ def make_column_scan(fn, tuple_op, in_dtypes, acc_dtypes, block, items, shift, h
             init_t = (_TWO,) + fi.load(init, 0)
         else:
             init_t = empty
+        last = chunk + 1 >= nchunks
         if g == G - 1 and active:
             tot = comb(gex, agg)
             s = t * cb + c
-            last = chunk + 1 >= nchunks
             if chunk == 0:
                 pre = init_t
                 if not last:
@@ -876,12 +901,27 @@ def make_column_scan(fn, tuple_op, in_dtypes, acc_dtypes, block, items, shift, h
             else:
                 if det or not last:
                     publish(status, vals, s, 1, tot[1:], epoch)
-                pre = lookback(status, vals, chunk, strip, nstrips, cb, c, epoch, counter,
-                               init_t, empty)
-                if not last:
-                    publish(status, vals, s, 2, comb(pre, tot)[1:], epoch)
+                if WLB:
+                    pre = tot  # the column total, for the warp that looks back
+                else:
+                    pre = lookback(status, vals, chunk, strip, nstrips, cb, c, epoch, counter,
+                                   init_t, empty)
+                    if not last:
+                        publish(status, vals, s, 2, comb(pre, tot)[1:], epoch)
             _st_tag(sk, block + c, sh, CV + c, pre)
         cuda.syncthreads()
+        if WLB and chunk > 0:  # warp w looks back for columns w, w + NW, ...
+            lane = tid & 31
+            ncol = min(cb, nbatch - strip * cb)
+            for cc in range(tid >> 5, ncol, NW):
+                ctot = _ld_tag(sk, block + cc, sh, CV + cc)
+                lb = wlookback(status, vals, nstrips * cb, strip * cb + cc, chunk, epoch,
+                               counter, init_t, empty)
+                if lane == 0:
+                    _st_tag(sk, block + cc, sh, CV + cc, lb)
+                    if not last:
+                        publish(status, vals, t * cb + cc, 2, comb(lb, ctot)[1:], epoch)
+            cuda.syncthreads()
         if full:  # untagged, as the fold
             run = comb(_ld_tag(sk, block + c, sh, CV + c), gex)
             for j in range(R):

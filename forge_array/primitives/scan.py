@@ -762,6 +762,8 @@ def plan_scan(fn, tuple_op, xv, ov, in_dtypes, acc_dtypes, init, shift, n, m, nb
             # with coalesced loads (and stores when the output has the same layout)
             if (bx[1] == 1 and s_in == nbatch and nstrips == 1) or (s_in == 1 and bx[1] == n and nchunks == 1):
                 staged = 2 if (shift == 0 and s_out == s_in and bo[1] == bx[1]) else 1
+        # few columns per block: a warp per column's look-back (32 chunks per round trip)
+        wlb = nchunks > 1 and cb <= int(pc.get("warp_lookback_cols", 16))
         argtypes = (runtime.tuple_ptr_t(in_dtypes), runtime.tuple_ptr_t(acc_dtypes),
                     runtime.tuple_ptr_t(acc_dtypes)) + (I64,) * 13 + (
             runtime.ptr_t(st.status.dtype), runtime.tuple_ptr_t(acc_dtypes),
@@ -769,7 +771,7 @@ def plan_scan(fn, tuple_op, xv, ov, in_dtypes, acc_dtypes, init, shift, n, m, nb
         p.kernel = runtime.compile_kernel(
             kscan.make_column_scan,
             (fn, tuple_op, in_dtypes, acc_dtypes, block, items, shift, has_init, bool(det)) + sync
-            + (staged, int(pc.get("lookback", 0))), argtypes)
+            + (staged, int(pc.get("lookback", 0)), wlb), argtypes)
         p.scalars = (n, m, nbatch, nb1, s_in, bx[0], bx[1], s_out, bo[0], bo[1], cb, nstrips,
                      nchunks)
         p.tail = ()
