@@ -741,10 +741,8 @@ def plan_scan(fn, tuple_op, xv, ov, in_dtypes, acc_dtypes, init, shift, n, m, nb
     p.initb = tuple(runtime.buffer_of(b) for b in p.init)
     p.flat = False
     I64 = runtime.i64
-    direct = not tuple_op and pc.get("direct", True) and 1 <= n <= int(pc.get("direct_rows", 16))
-    # short columns adjacent in memory, or many short rows (e.g. axis 1 of (10^7, 10)): one
-    # thread per column / row, registers only, no look-back (make_column_direct)
-    if direct and ((columns and abs(bx[1]) == 1) or (short_rows and pc.get("direct_short_rows", True))):
+    if (columns and not tuple_op and pc.get("direct", True) and abs(bx[1]) == 1
+            and n <= int(pc.get("direct_rows", 16))):
         return _plan_direct(p, pc, fn, in_dtypes, acc_dtypes, xv, ov, shift, has_init, n, m,
                             nbatch, nb1, s_in, bx, s_out, bo)
     if columns or short_rows:
