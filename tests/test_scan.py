@@ -692,7 +692,7 @@ def test_column_kernel_staged(bk, monkeypatch, staged):
     axis 0 (one strip of contiguous rows), short contiguous rows along axis 1 (one chunk),
     with include_initial / exclusive / reverse (staged loads only), out views, tuples of a
     non-commutative operator, deterministic mode and a non-additive operator."""
-    _override(monkeypatch, scan_columns={"items": 8, "staged": staged, "direct_short_rows": False})
+    _override(monkeypatch, scan_columns={"items": 8, "staged": staged})
     rng = np.random.default_rng(41)
     for shape, axis in [((301, 10), 0), ((33, 1), 0), ((97, 7), 1), ((130, 8), 1), ((64, 1), 1),
                         ((257, 31), 0)]:
@@ -802,30 +802,6 @@ def test_direct_columns_generic(bk, sim):
     close(H, wh.astype(np.float64), rtol=1e-4, atol=1e-5)
     d = accumulate(ops.add, g, axis=0, deterministic=True)
     assert np.array_equal(_np(d), _np(accumulate(ops.add, g, axis=0, deterministic=True)))
-
-
-@pytest.mark.parametrize("n", [1, 2, 10, 16])
-def test_direct_short_rows(bk, n):
-    """Many rows of at most ``direct_rows`` elements (axis 1 of a tall matrix, or any batch
-    of short rows): one thread per row in registers (make_column_direct), any strides,
-    include_initial / exclusive / reverse, int8 -> int64, a non-additive operator."""
-    rng = np.random.default_rng(50 + n)
-    x = bk.asarray(rng.standard_normal((300, n + 3)).astype(np.float32))
-    for v in (x[:, :n], x[:, 3:], x[::2, 1:n + 1], x[::-1, :n]):
-        ref = np.cumsum(_np(v).astype(np.float64), axis=1)
-        close(cumulative_sum(v, axis=1), ref, rtol=1e-5, atol=1e-5)
-        close(cumulative_sum(v, axis=1, include_initial=True),
-              np.concatenate([np.zeros((v.shape[0], 1)), ref], axis=1), rtol=1e-5, atol=1e-5)
-        close(accumulate(ops.maximum, v, axis=1, reverse=True),
-              np.flip(np.maximum.accumulate(np.flip(_np(v), 1), axis=1), 1))
-    z = bk.asarray(rng.integers(-9, 9, (200, n)).astype(np.int8))
-    close(cumulative_sum(z, axis=1), np.cumsum(_np(z).astype(np.int64), axis=1))
-    w = bk.asarray(rng.integers(-9, 9, (200, n)).astype(np.int32))
-    close(accumulate(ops.add, w, axis=1, exclusive=True),
-          ref_scan(lambda a, b: a + b, _np(w).astype(np.int64), axis=1, init=0, exclusive=True))
-    if n > 1:  # the direct kernel took it: no tile states for this plan
-        plans = [pl for pl in pscan._fast_plans().values() if pl.shape == (300, n)]
-        assert plans and all(pl.state is None for pl in plans)
 
 
 def test_column_warp_lookback(bk, monkeypatch):

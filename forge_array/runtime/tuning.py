@@ -54,10 +54,10 @@ TABLES: dict = {
         # scan_columns.staged: blocks whose elements form one dense range stage it through shared memory
         # lookback: chunks per round trip of a column's look-back (0: 8, 4 for 16-byte words;
         # H200 sweep tune-scan4: 1 takes axis 0 of (10^4, 10^4) from 410 to 356 us)
-        # direct_short_rows: many rows of <= direct_rows elements take the direct kernel too
         # items 32: axis 0 of (10^4, 10^4) 356 -> 306 us on the H200 (tune-scan5)
-        # warp_lookback_cols: blocks of at most this many columns look back with a warp per column
-        "scan_columns": {"block": 256, "items": 32, "staged": True, "lookback": 1, "direct_short_rows": True,
+        # warp_lookback_cols: blocks of at most this many columns look back with a warp per
+        # column (H200, axis 0 of (10^7, 10): 605 -> 544-566 us, tune-scan6)
+        "scan_columns": {"block": 256, "items": 32, "staged": True, "lookback": 1,
                          "warp_lookback_cols": 16},
     },
     "sm90": {
