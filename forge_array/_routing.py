@@ -173,6 +173,14 @@ def argmin(x, axis, keepdims):
     return _out(x, _arg_inf_fix(x, res, axis, keepdims, np.inf), np.dtype(np.int64))
 
 
+def cumulative_fast(name, x, axis, dtype, include_initial):
+    """The replayed launch of ``name`` (cumulative_sum / cumulative_prod) when our kernels
+    run on ``x`` and a plan for its layout exists; None otherwise."""
+    if kernels_available(x):
+        return _scan.cumulative_fast(name, x, axis, dtype, include_initial)
+    return None
+
+
 def cumulative_sum(x, axis, dtype, include_initial):
     """Inclusive scan with + along ``axis`` (non-negative int) in ``dtype``; with
     ``include_initial`` the output starts with a 0 and is one longer."""

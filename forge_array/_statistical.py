@@ -263,6 +263,19 @@ def std(x, /, *, axis=None, correction=0.0, keepdims=False):
 
 
 def _cumulative(name, x, axis, dtype, include_initial):
+    # hot path: arguments of a kind checked before, a layout with a launch plan
+    if (type(x) is Array and type(include_initial) is bool and (axis is None or type(axis) is int)
+            and (dtype is None or isinstance(dtype, np.dtype))):
+        a = x._array
+        dt = _VALID.get((name, a.dtype, dtype, include_initial), _MISSING)
+        nd = a.ndim
+        ax = 0 if axis is None and nd == 1 else axis
+        if dt is not _MISSING and ax is not None and -nd <= ax < nd:
+            dev = x._device
+            if not (dev.is_cuda and dev.index != current_device()):
+                r = _routing.cumulative_fast(name, a, ax % nd, dt, include_initial)
+                if r is not None:
+                    return Array._new(r, dev)
     _check(x, name, "any")
     if x.ndim == 0:
         raise ValueError(f"{name}() requires an array with at least one dimension")
@@ -275,6 +288,10 @@ def _cumulative(name, x, axis, dtype, include_initial):
     if not isinstance(include_initial, bool):
         raise TypeError(f"{name}(): include_initial must be a bool")
     dt = accumulation_dtype(x.dtype, dtype, name)
+    if dtype is None or isinstance(dtype, np.dtype):
+        if len(_VALID) >= 4096:
+            _VALID.clear()
+        _VALID[(name, x.dtype, dtype, include_initial)] = dt
     fn = _routing.cumulative_sum if name == "cumulative_sum" else _routing.cumulative_prod
     with _dev.on(x.device):
         return _wrap(fn(x._array, ax, dt, include_initial), x)

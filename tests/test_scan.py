@@ -604,6 +604,39 @@ def test_cpu_path_matches(monkeypatch):
 # --------------------------------------------------------------------------- namespace
 
 
+def test_namespace_replay_never_serves_another_call():
+    """The namespace's hot path (arguments checked before, a plan for the layout) replays
+    only calls of the same kind: dtype argument, include_initial, axis (negative too),
+    layout (views, offsets), input dtype and the operation must all match; errors still
+    raise after a replay."""
+    rng = np.random.default_rng(70)
+    h = rng.standard_normal((6, 50)).astype(np.float32)
+    x = xp.asarray(h)
+    for _ in range(2):  # the second round replays
+        for name, ref in (("cumulative_sum", np.cumsum), ("cumulative_prod", np.cumprod)):
+            f = getattr(xp, name)
+            for axis in (0, 1, -1, -2):
+                got = np.from_dlpack(f(x, axis=axis), device="cpu")
+                close(got, ref(h.astype(np.float64), axis=axis), rtol=1e-4, atol=1e-4)
+            r = np.from_dlpack(f(x, axis=1, include_initial=True), device="cpu")
+            assert r.shape == (6, 51) and np.all(r[:, 0] == (0 if name == "cumulative_sum" else 1))
+            r64 = f(x, axis=1, dtype=xp.float64)
+            assert r64.dtype == xp.float64
+            close(np.from_dlpack(r64, device="cpu"), ref(h.astype(np.float64), axis=1), rtol=1e-4, atol=1e-4)
+            for v, hv in ((x[1:, 3:], h[1:, 3:]), (x[:, ::-2], h[:, ::-2]), (x[2], h[2])):
+                close(np.from_dlpack(f(v, axis=-1), device="cpu"), ref(hv.astype(np.float64), axis=-1),
+                      rtol=1e-4, atol=1e-4)
+        i = xp.asarray(np.arange(12, dtype=np.int8).reshape(3, 4))
+        assert xp.cumulative_sum(i, axis=1).dtype == xp.int64
+        assert xp.cumulative_sum(i, axis=1, dtype=xp.int8).dtype == xp.int8
+        with pytest.raises(ValueError):
+            xp.cumulative_sum(x)  # 2-D without axis
+        with pytest.raises((ValueError, IndexError)):
+            xp.cumulative_sum(x, axis=2)
+        with pytest.raises(TypeError):
+            xp.cumulative_sum(x, axis=0, include_initial=1)
+
+
 def test_namespace():
     x = xp.asarray(np.arange(10, dtype=np.int32))
     r = xp.cumulative_sum(x, include_initial=True)

@@ -293,6 +293,30 @@ def _cumulative(opname, x, axis, dtype, include_initial, out):
                        reverse=False, out=out, deterministic=False, flatten=False)
 
 
+def cumulative_fast(opname, x, axis, dtype, include_initial):
+    """``cumulative_sum`` / ``cumulative_prod`` (``opname``) of backend array ``x`` along
+    ``axis`` (a normalized int) in ``dtype`` when an earlier call of the same kind and layout
+    left a launch plan to replay; None otherwise (the caller then takes the full path).
+
+    >>> import numpy as np
+    >>> x = np.arange(4.0)
+    >>> r = cumulative_fast("cumulative_sum", x, 0, np.dtype("float64"), False)
+    >>> r is None or r.tolist() == [0.0, 1.0, 3.0, 6.0]
+    True
+    """
+    ent = _CUMULATIVE.get((opname, x.dtype, dtype))
+    if ent is None:
+        return None
+    op, _, acc = ent
+    # the key _fast_key builds for this call (one operand, no flags but include_initial)
+    fkey = (op.fn, False, acc, axis, include_initial, False, False, False, False,
+            (_layout_key(x),), _state_key(x))
+    plan = _fast_plans().get(fkey)
+    if plan is None:
+        return None
+    return _run_fast(plan, (x,), acc, False)
+
+
 def cumulative_sum(x, /, *, axis=None, dtype=None, include_initial=False, out=None):
     """Cumulative sum of backend array ``x`` along ``axis`` (optional for 1-D), accumulated in
     ``dtype`` (default: the standard's rule, int64 / uint64 for smaller integers and bool),
