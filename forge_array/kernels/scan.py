@@ -847,15 +847,19 @@ def make_column_scan(fn, tuple_op, in_dtypes, acc_dtypes, block, items, shift, h
             nrow = min(G * R, n - r0s)
             lo = c0 * b1_in + r0s * s_in
             span = (ncol - 1) * b1_in + (nrow - 1) * s_in + 1
+            # (rounds past the range are skipped: short rows fill few of the R rounds)
             if REG:
                 xs = cuda.local.array(R, OUT_T)
                 for j in range(R):
-                    xs[j] = conv(fi.load(src, lo + min(j * block + tid, span - 1)))[0]
+                    if j * block < span:
+                        xs[j] = conv(fi.load(src, lo + min(j * block + tid, span - 1)))[0]
                 for j in range(R):
-                    fi.store(sh, pad(j * block + tid), (xs[j],))
+                    if j * block < span:
+                        fi.store(sh, pad(j * block + tid), (xs[j],))
             else:
                 for j in range(R):
-                    fi.store(sh, pad(j * block + tid), conv(fi.load(src, lo + min(j * block + tid, span - 1))))
+                    if j * block < span:
+                        fi.store(sh, pad(j * block + tid), conv(fi.load(src, lo + min(j * block + tid, span - 1))))
             cuda.syncthreads()
         elif REG:
             # every load in flight before the first use: branch-free (rows clamped, inactive

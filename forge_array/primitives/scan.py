@@ -771,7 +771,7 @@ def plan_scan(fn, tuple_op, xv, ov, in_dtypes, acc_dtypes, init, shift, n, m, nb
                             nbatch, nb1, s_in, bx, s_out, bo)
     if columns or short_rows:
         block = pc["block"]
-        items = pc["items"]
+        items = pc["items"] if columns else int(pc.get("rows_items", pc["items"]))
         cb = min(block, nbatch)
         G = block // cb
         nstrips = -(-nbatch // cb)

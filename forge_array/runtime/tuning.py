@@ -57,8 +57,10 @@ TABLES: dict = {
         # items 32: axis 0 of (10^4, 10^4) 356 -> 306 us on the H200 (tune-scan5)
         # warp_lookback_cols: blocks of at most this many columns look back with a warp per
         # column (H200, axis 0 of (10^7, 10): 605 -> 544-566 us, tune-scan6)
+        # rows_items: items of the same kernel for many short rows (32 made axis 1 of
+        # (10^7, 10) 2.5x slower than 16: tune-scan5)
         "scan_columns": {"block": 256, "items": 32, "staged": True, "lookback": 1,
-                         "warp_lookback_cols": 16},
+                         "warp_lookback_cols": 16, "rows_items": 16},
     },
     "sm90": {
         # H200 sweep tune-copy.md: 128-thread blocks, x[1:] 1e9 0.97 -> 0.99 of copy, aligned 1e8 0.96 -> 0.99
