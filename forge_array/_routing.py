@@ -25,16 +25,18 @@ import importlib
 import numpy as np
 
 from . import primitives
-from .runtime import kernels_available
+from .runtime import config, kernels_available
 
 # the module (``primitives.reduce`` is the generic function of the same name)
 _red = importlib.import_module("forge_array.primitives.reduce")
 _scan = importlib.import_module("forge_array.primitives.scan")
+_mv = importlib.import_module("forge_array.primitives.matvec")
 
 __all__ = [
     "reduce_sum", "reduce_prod", "reduce_max", "reduce_min", "reduce_mean", "reduce_var",
     "reduce_std", "reduce_any", "reduce_all", "argmax", "argmin", "cumulative_sum",
-    "cumulative_prod", "matmul", "vecdot", "tensordot", "copy", "full_fast",
+    "cumulative_prod", "matmul", "vecdot", "tensordot", "copy", "full_fast", "axis_fast",
+    "matmul_fast", "vecdot_fast", "tensordot_fast",
 ]
 
 
@@ -78,6 +80,42 @@ def _cupy_inf_fix(x, res, axis, keepdims, target):
 #: cached launch, or None (see :func:`forge_array.primitives.reduce.full_fast`); the
 #: namespace calls it only with arguments it has checked before.
 full_fast = _red.full_fast
+
+
+def axis_fast(name, x, axis, dtype, keepdims):
+    """The replay of a named reduction's cached launch along ``axis`` (a sorted tuple of
+    non-negative ints) when our kernels are on, or None (see
+    :func:`forge_array.primitives.reduce.axis_fast`); the namespace calls it only with
+    arguments it has checked before."""
+    if config.KERNELS_ENABLED:
+        return _red.axis_fast(name, x, axis, dtype, keepdims)
+    return None
+
+
+def matmul_fast(a, b):
+    """The replay of ``a @ b``'s cached launch when our kernels are on, or None (see
+    :func:`forge_array.primitives.matvec.matmul_fast`); the caller has checked that both
+    operands are on the current device."""
+    if config.KERNELS_ENABLED:
+        return _mv.matmul_fast(a, b)
+    return None
+
+
+def vecdot_fast(a, b, axis):
+    """The replay of ``vecdot``'s cached launch along the negative ``axis`` when our kernels
+    are on, or None (see :func:`forge_array.primitives.matvec.vecdot_fast`)."""
+    if config.KERNELS_ENABLED:
+        return _mv.vecdot_fast(a, b, axis)
+    return None
+
+
+def tensordot_fast(a, b, axes):
+    """The replay of ``tensordot``'s cached launch over ``axes`` (a pair of tuples of
+    non-negative ints) when our kernels are on, or None (see
+    :func:`forge_array.primitives.matvec.tensordot_fast`)."""
+    if config.KERNELS_ENABLED:
+        return _mv.tensordot_fast(a, b, axes)
+    return None
 
 
 def reduce_sum(x, axis, dtype, keepdims):
@@ -200,8 +238,6 @@ def cumulative_prod(x, axis, dtype, include_initial):
 
 def matmul(a, b):
     """Matrix product; ``a`` and ``b`` share one dtype, shapes already checked."""
-    from .primitives import matvec as _mv  # noqa: PLC0415  (matrix-vector work: our kernels)
-
     r = _mv.route_matmul(a, b)
     if r is not None:
         return _out(a, r, a.dtype)
@@ -211,8 +247,6 @@ def matmul(a, b):
 def vecdot(a, b, axis):
     """sum(conj(a) * b) along ``axis`` (a NEGATIVE int, counted from the end of the
     broadcast shape, so operands of different ndim need no broadcasting copy)."""
-    from .primitives import matvec as _mv  # noqa: PLC0415
-
     r = _mv.route_vecdot(a, b, axis)
     if r is not None:
         return _out(a, r, a.dtype)
@@ -222,8 +256,6 @@ def vecdot(a, b, axis):
 def tensordot(a, b, axes):
     """Tensor contraction over ``axes = (axes_of_a, axes_of_b)`` (tuples of
     non-negative ints of equal length and matching sizes)."""
-    from .primitives import matvec as _mv  # noqa: PLC0415
-
     r = _mv.route_tensordot(a, b, axes)
     if r is not None:
         return _out(a, r, a.dtype)

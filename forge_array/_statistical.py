@@ -87,6 +87,49 @@ def full_fast(name, x, dtype=None, keepdims=False, extra=None):
     return Array._new(r, dev)
 
 
+def axis_fast(name, x, axis, dtype=None, keepdims=False):
+    """The result of the reduction ``name`` (sum, prod, max, min, any, all) of ``x`` along
+    ``axis`` (an int or a tuple of ints) when its arguments were checked before and the
+    primitive holds a launch for its layout; None otherwise (the caller then takes its
+    checked path).
+
+    >>> import forge_array as xp
+    >>> x = xp.ones((2, 3), device="cpu")
+    >>> r = axis_fast("sum", x, 0)     # None until sum(x, axis=0) ran once
+    >>> r is None or r.shape == (3,)
+    True
+    """
+    if type(x) is not Array or type(keepdims) is not bool:
+        return None
+    if dtype is not None and not isinstance(dtype, np.dtype):
+        return None
+    a = x._array
+    resolved = _VALID.get((name, a.dtype, dtype, None), _MISSING)
+    if resolved is _MISSING:
+        return None
+    nd = a.ndim
+    if type(axis) is int:
+        if not -nd <= axis < nd:
+            return None
+        axes = (axis % nd,)
+    elif type(axis) is tuple:
+        for v in axis:
+            if type(v) is not int or not -nd <= v < nd:
+                return None
+        axes = tuple(sorted([v % nd for v in axis]))
+        if len(set(axes)) != len(axes):
+            return None
+    else:
+        return None
+    dev = x._device
+    if dev.is_cuda and dev.index != current_device():
+        return None
+    r = _routing.axis_fast(name, a, axes, resolved, keepdims)
+    if r is None:
+        return None
+    return Array._new(r, dev)
+
+
 def _keepdims(keepdims, name):
     if not isinstance(keepdims, bool):
         raise TypeError(f"{name}(): keepdims must be a bool, got {type(keepdims).__name__}")
@@ -126,10 +169,10 @@ def sum(x, /, *, axis=None, dtype=None, keepdims=False):  # noqa: A001
     >>> xp.sum(xp.asarray([[1, 2], [3, 4]], device="cpu"), axis=0)
     Array([4, 6], dtype=int64, device=cpu)
     """
-    if axis is None:
-        r = full_fast("sum", x, dtype, keepdims)
-        if r is not None:
-            return r
+    r = (full_fast("sum", x, dtype, keepdims) if axis is None
+         else axis_fast("sum", x, axis, dtype, keepdims))
+    if r is not None:
+        return r
     _check(x, "sum", "any")
     axes = normalize_axes(axis, x.ndim, "sum")
     dt = accumulation_dtype(x.dtype, dtype, "sum")
@@ -145,10 +188,10 @@ def prod(x, /, *, axis=None, dtype=None, keepdims=False):
     >>> xp.prod(xp.asarray([1.0, 2.0, 3.0], device="cpu"))
     Array(6., dtype=float64, device=cpu)
     """
-    if axis is None:
-        r = full_fast("prod", x, dtype, keepdims)
-        if r is not None:
-            return r
+    r = (full_fast("prod", x, dtype, keepdims) if axis is None
+         else axis_fast("prod", x, axis, dtype, keepdims))
+    if r is not None:
+        return r
     _check(x, "prod", "any")
     axes = normalize_axes(axis, x.ndim, "prod")
     dt = accumulation_dtype(x.dtype, dtype, "prod")
@@ -158,10 +201,9 @@ def prod(x, /, *, axis=None, dtype=None, keepdims=False):
 
 
 def _extremum(name, x, axis, keepdims):
-    if axis is None:
-        r = full_fast(name, x, None, keepdims)
-        if r is not None:
-            return r
+    r = full_fast(name, x, None, keepdims) if axis is None else axis_fast(name, x, axis, None, keepdims)
+    if r is not None:
+        return r
     _check(x, name, "real numeric")
     checked(name, x, None, None, None)
     axes = normalize_axes(axis, x.ndim, name)

@@ -14,16 +14,15 @@ from . import _dtypes as _dt
 from . import _routing
 from ._array import Array
 from ._helpers import as_int, check_array, normalize_axes, normalize_axis
-from ._statistical import checked, full_fast
+from ._statistical import axis_fast, checked, full_fast
 
 __all__ = ["all", "any", "diff"]
 
 
 def _logical(name, x, axis, keepdims):
-    if axis is None:
-        r = full_fast(name, x, None, keepdims)
-        if r is not None:
-            return r
+    r = full_fast(name, x, None, keepdims) if axis is None else axis_fast(name, x, axis, None, keepdims)
+    if r is not None:
+        return r
     check_array(x, name)
     checked(name, x, None, None, None)
     axes = normalize_axes(axis, x.ndim, name)

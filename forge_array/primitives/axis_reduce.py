@@ -40,6 +40,7 @@ Example
 from __future__ import annotations
 
 import math
+import operator
 
 import numba
 import numpy as np
@@ -148,6 +149,9 @@ def _hashable(v):
 # --------------------------------------------------------------------------- public
 
 
+#: Replayable launches (:class:`_Replay`) by call: ``_fast_key`` of axis_mapreduce, matvec
+#: and vecmat calls, and the keys of the callers' own hot paths (named reductions along an
+#: axis, ``matmul``)
 _FAST: dict = {}
 
 
@@ -160,18 +164,81 @@ def _fast_key(tag, f, op, arrays, axis, keepdims, out_dtype, index):
         return None
 
 
-def _run_fast(ent, arrays):
-    plan, kshape, dtypes, is_tuple, fshape = ent
-    empty = plan["empty"]
-    if is_tuple:
-        outs = tuple(empty(kshape, dtype=d) for d in dtypes)
-        _execute(plan, arrays, outs)
-        if fshape is not None:
-            outs = tuple(o.reshape(fshape) for o in outs)
-        return outs
-    out = empty(kshape, dtype=dtypes[0])
-    _execute(plan, arrays, out)
-    return out if fshape is None else out.reshape(fshape)
+def _remember(key, ent):
+    """Cache the replay ``ent`` under ``key`` (bounded: new lambdas per call would grow the
+    cache without end)."""
+    if len(_FAST) > 4096:
+        _FAST.clear()
+    _FAST[key] = ent
+
+
+_PTR = operator.attrgetter("data.ptr")  # device address of a CuPy array
+#: kernel buffer of a plain array: its device address, or a SimBuffer in the simulator
+_BUF = runtime.buffer_of if runtime.SIMULATE else _PTR
+
+
+class _Replay:
+    """The replayable launch of one axis reduction (or matrix-vector product): everything
+    but the operands' and the result's addresses and the per-stream scratch (partials and
+    tickets) is fixed by the layout it was planned for. ``replay(arrays)`` allocates the
+    result and launches; the common case (plain operands, a scalar result, no moved
+    origins, no validity flags) builds nothing else.  ``swap``: the operands come in the
+    other order (``x @ A`` of ``matmul`` replays ``vecmat``'s ``(A, x)``)."""
+
+    __slots__ = ("plan", "kernel", "grid", "block", "scalars", "empty", "kshape", "dtypes",
+                 "dtype", "is_tuple", "fshape", "lean", "split", "scratch", "swap")
+
+    def __init__(self, plan, kshape, dtypes, is_tuple, fshape, plain, swap=False):
+        self.plan = plan
+        self.kernel = plan["kernel"]
+        self.grid = plan["grid"]
+        self.block = plan["block"]
+        self.scalars = plan["scalars"]
+        self.empty = plan["empty"]
+        self.kshape = kshape
+        self.dtypes = dtypes
+        self.dtype = dtypes[0]
+        self.is_tuple = is_tuple
+        self.fshape = fshape
+        self.lean = plain and not is_tuple and not plan["flag"] and not plan["moved"]
+        self.split = plan["split"] > 1
+        self.scratch = plan["scratch"]
+        self.swap = swap
+
+    def variant(self, fshape, swap=False):
+        """The same launch with another final shape of the result / order of the operands."""
+        return _Replay(self.plan, self.kshape, self.dtypes, self.is_tuple, fshape, self.lean,
+                       swap)
+
+    def __call__(self, arrays):
+        if not self.lean:
+            return self._general(arrays)
+        out = self.empty(self.kshape, self.dtype)
+        ob = _BUF(out)
+        ins_b = tuple([_BUF(a) for a in arrays])
+        if self.split:
+            sk = runtime.stream_key()
+            s = self.scratch.get(sk)
+            if s is None:
+                s = _plan_scratch(self.plan, arrays[0], sk)
+            runtime.launch(self.kernel, self.grid, self.block, (ins_b, ob, s[1], s[2]) + self.scalars,
+                           on=sk)
+        else:
+            # one block per output: no partials and no tickets (the kernel never reads them)
+            runtime.launch(self.kernel, self.grid, self.block, (ins_b, ob, ob, ob) + self.scalars)
+        return out if self.fshape is None else out.reshape(self.fshape)
+
+    def _general(self, arrays):
+        empty = self.empty
+        if self.is_tuple:
+            outs = tuple(empty(self.kshape, dtype=d) for d in self.dtypes)
+            _execute(self.plan, arrays, outs)
+            if self.fshape is not None:
+                outs = tuple(o.reshape(self.fshape) for o in outs)
+            return outs
+        out = empty(self.kshape, dtype=self.dtype)
+        _execute(self.plan, arrays, out)
+        return out if self.fshape is None else out.reshape(self.fshape)
 
 
 def axis_mapreduce(f, op, arrays, axis, init, keepdims, out_dtype, *, index=False,
@@ -195,7 +262,9 @@ def axis_mapreduce(f, op, arrays, axis, init, keepdims, out_dtype, *, index=Fals
         fkey = _fast_key("amr", f, op, arrays, axis, keepdims, out_dtype, index)
         ent = _FAST.get(fkey) if fkey is not None else None
         if ent is not None:
-            return _run_fast(ent, arrays)
+            if _replay is not None:
+                _remember(_replay, ent)
+            return ent(arrays)
     op = _ops.as_operator(op)
     if not isinstance(arrays, (tuple, list)) or not arrays:
         raise TypeError("arrays must be a non-empty tuple of arrays")
@@ -243,12 +312,11 @@ def axis_mapreduce(f, op, arrays, axis, init, keepdims, out_dtype, *, index=Fals
                                 init_v, index)
             if plan is not None and init is None:
                 fshape = tuple(1 if d in axes else n for d, n in enumerate(shape)) if keepdims else None
-                ent = (plan, out_shape, tuple(o.dtype for o in outs), is_tuple, fshape)
-                if len(_FAST) > 4096:
-                    _FAST.clear()
+                ent = _Replay(plan, out_shape, tuple(o.dtype for o in outs), is_tuple, fshape,
+                              not any(isinstance(e, tuple) for e in arrays))
                 for k in (fkey, _replay):
                     if k is not None:
-                        _FAST[k] = ent
+                        _remember(k, ent)
         else:
             _run_cpu(f, op, arrays, outs if is_tuple else outs[0], axes, acc, ident, init_v,
                      index)
@@ -446,6 +514,7 @@ def _run_kernels(f, op, arrays, out, axes, acc, ident, init_v, index, cache=True
     plan["out_off"] = out_off
     plan["moved"] = any(in_off) or bool(out_off)
     plan["empty"] = _xp(_first(ins[0])).empty
+    plan["scratch"] = {}  # stream key -> (buffers kept alive, partials, ticket) of _plan_scratch
     if key is not None:
         if len(_PLANS) > 4096:  # new lambdas per call would grow it without bound
             _PLANS.clear()
@@ -887,6 +956,31 @@ def _bufs_at(entry, off):
     return _buf_at(entry, off)
 
 
+def _plan_scratch(plan, like, sk):
+    """(buffers kept alive, partials' kernel buffers, ticket buffer) of ``plan`` on the stream
+    of key ``sk``, made once per plan and stream: the partials are carved out of the stream's
+    scratch bytes (:func:`forge_array.runtime.temp.scratch`, uninitialised: every block writes
+    its slot before the last one reads them all), the tickets are the stream's counters
+    (zero, and left zero by the kernels)."""
+    like = _first(like)
+    dts = _flat_dtypes(plan["acc_full"])
+    n = plan["nslots"]
+    sizes = [-(-n * np.dtype(d).itemsize // 256) * 256 for d in dts]
+    raw = temp.scratch(sum(sizes), like, sk)
+    parts = []
+    off = 0
+    for d, size in zip(dts, sizes):
+        parts.append(raw[off:off + n * np.dtype(d).itemsize].view(d))
+        off += size
+    part_b = _unflatten([runtime.buffer_of(t) for t in parts], plan["acc_full"])
+    tick = temp.counters(plan["nticks"], like)
+    cache = plan["scratch"]
+    if len(cache) >= 64:  # many streams (or simulator threads) over time
+        cache.clear()
+    s = cache[sk] = ((raw, parts, tick), part_b, runtime.buffer_of(tick))
+    return s
+
+
 def _execute(plan, ins, out):
     if plan["flag"]:
         out = (plan["empty"](_first(out).shape, dtype=bool), out)
@@ -897,16 +991,16 @@ def _execute(plan, ins, out):
         out_b = _buffer(out)
         ins_b = tuple(_buffer(e) for e in ins)
     if plan["split"] > 1:
-        like = _first(ins[0])
-        acc_full = plan["acc_full"]
-        part = [temp.empty(plan["nslots"], d, like) for d in _flat_dtypes(acc_full)]
-        part_b = _unflatten([runtime.buffer_of(t) for t in part], acc_full)
-        tick = runtime.buffer_of(temp.counters(plan["nticks"], like))
+        sk = runtime.stream_key()
+        s = plan["scratch"].get(sk)
+        if s is None:
+            s = _plan_scratch(plan, ins[0], sk)
+        runtime.launch(plan["kernel"], plan["grid"], plan["block"], (ins_b, out_b, s[1], s[2]) + plan["scalars"],
+                       on=sk)
     else:
         # one block per output: no partials and no tickets (the kernel never reads them)
-        part_b = out_b
         tick = _first_leaf(out_b)
-    runtime.launch(plan["kernel"], plan["grid"], plan["block"], (ins_b, out_b, part_b, tick) + plan["scalars"])
+        runtime.launch(plan["kernel"], plan["grid"], plan["block"], (ins_b, out_b, out_b, tick) + plan["scalars"])
 
 
 def _first_leaf(b):

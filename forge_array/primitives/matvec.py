@@ -38,9 +38,10 @@ from numba.np import numpy_support
 
 from .. import ops as _ops
 from .. import runtime
-from .axis_reduce import _FAST, _fast_key, _run_fast, axis_mapreduce
+from .axis_reduce import _FAST, _fast_key, _layout_key, _remember, axis_mapreduce
 
-__all__ = ["matvec", "vecmat", "result_dtype", "route_matmul", "route_vecdot", "route_tensordot"]
+__all__ = ["matvec", "vecmat", "result_dtype", "route_matmul", "route_vecdot", "route_tensordot",
+           "matmul_fast", "vecdot_fast", "tensordot_fast"]
 
 
 def _xp(x):
@@ -170,7 +171,7 @@ def matvec(A, x, /, *, f=None, op=None, init=None):
         key = _fast_key("matvec", f, op, (A, x), None, False, None, False)
         ent = _FAST.get(key) if key is not None else None
         if ent is not None:   # replay the launch plan of an identical earlier call
-            return _run_fast(ent, (A, x))
+            return ent((A, x))
     _check(A, x, "matvec")
     n, p = A.shape[-2:]
     dta = A.dtype
@@ -216,7 +217,7 @@ def vecmat(x, A, /, *, f=None, op=None, init=None):
         key = _fast_key("vecmat", f, op, (A, x), None, False, None, False)
         ent = _FAST.get(key) if key is not None else None
         if ent is not None:
-            return _run_fast(ent, (A, x))
+            return ent((A, x))
     _check(A, x, "vecmat")
     n, p = A.shape[-2:]
     dta = A.dtype
@@ -264,7 +265,8 @@ def _mul_conj(b, a):
 def route_matmul(a, b):
     """``a @ b`` on the kernels when it is matrix-vector work (2-d @ 1-d, 1-d @ 2-d,
     batched stacks @ a vector or a stack of one-column matrices, 1-d @ 1-d), else None.
-    ``a`` and ``b`` share a numeric dtype; shapes are checked.
+    ``a`` and ``b`` share a numeric dtype; shapes are checked. The launch is remembered for
+    :func:`matmul_fast` on operands of the same layouts.
 
     >>> import numpy as np
     >>> route_matmul(np.ones((2, 3)), np.arange(3.0)).tolist()
@@ -275,21 +277,58 @@ def route_matmul(a, b):
     if not runtime.kernels_available(a) or a.dtype.kind == "b" or a.size == 0 or b.size == 0:
         return None
     if a.ndim == 1 and b.ndim == 1:
-        return matvec(a[None, :], b).reshape(())
-    if b.ndim == 1:
-        return matvec(a, b)
-    if a.ndim == 1:
-        return vecmat(a, b)
-    if b.shape[-1] == 1:
-        return matvec(a, b[..., 0])[..., None]
-    if a.shape[-2] == 1:
-        return vecmat(a[..., 0, :], b)[..., None, :]
-    return None
+        A, x, tag = a[None, :], b, "matvec"
+        r = matvec(A, x).reshape(())
+        fshape = ()
+    elif b.ndim == 1:
+        A, x, tag = a, b, "matvec"
+        r = matvec(A, x)
+        fshape = None
+    elif a.ndim == 1:
+        A, x, tag = b, a, "vecmat"
+        r = vecmat(x, A)
+        fshape = None
+    elif b.shape[-1] == 1:
+        A, x, tag = a, b[..., 0], "matvec"
+        r = matvec(A, x)
+        fshape = r.shape + (1,)
+        r = r[..., None]
+    elif a.shape[-2] == 1:
+        A, x, tag = b, a[..., 0, :], "vecmat"
+        r = vecmat(x, A)
+        fshape = r.shape[:-1] + (1, r.shape[-1])
+        r = r[..., None, :]
+    else:
+        return None
+    if a.dtype == b.dtype:
+        # every operand above is a view of a or b at the same address: the launch replays
+        # on (a, b) themselves
+        _alias(_fast_key(tag, None, None, (A, x), None, False, None, False),
+               _pair_key("matmul", None, a, b), tag == "vecmat", fshape)
+    return r
+
+
+def matmul_fast(a, b):
+    """``a @ b`` by replaying the launch :func:`route_matmul` made for operands of the same
+    layouts (dtype, shape, strides, 16-byte phase, device), or None when there is none.
+    The caller makes sure that our kernels are on and that ``a``'s device is current.
+
+    >>> import numpy as np
+    >>> r = matmul_fast(np.ones((2, 3)), np.arange(3.0))   # None until route_matmul ran
+    >>> r is None or r.tolist() == [3.0, 3.0]
+    True
+    """
+    try:
+        key = ("matmul", None, _layout_key(a), _layout_key(b))
+    except (TypeError, AttributeError):
+        return None
+    return _replay(key, a, b)
 
 
 def route_vecdot(a, b, axis):
     """``sum(conj(a) * b)`` along the negative ``axis`` of the broadcast shape on the
-    kernels (no broadcasting copy), else None.
+    kernels (no broadcasting copy), else None. The launch is remembered for
+    :func:`vecdot_fast` on operands of the same layouts.
 
     >>> import numpy as np
     >>> route_vecdot(np.ones((2, 3)), np.arange(3.0), -1).tolist()
@@ -304,16 +343,64 @@ def route_vecdot(a, b, axis):
     ab = xp.broadcast_to(a, shape)
     bb = xp.broadcast_to(b, shape)
     cplx = a.dtype.kind == "c"
-    if b.size > a.size:   # the larger operand decides the layout (operand 0)
-        return axis_mapreduce(_mul_conj if cplx else _mul, _ops.add, (bb, ab), axis, None, False,
-                              a.dtype)
-    return axis_mapreduce(_conj_mul if cplx else _mul, _ops.add, (ab, bb), axis, None, False,
-                          a.dtype)
+    swap = b.size > a.size   # the larger operand decides the layout (operand 0)
+    if swap:
+        f, arrays = (_mul_conj if cplx else _mul), (bb, ab)
+    else:
+        f, arrays = (_conj_mul if cplx else _mul), (ab, bb)
+    r = axis_mapreduce(f, _ops.add, arrays, axis, None, False, a.dtype)
+    if a.dtype == b.dtype:
+        # the broadcast views start at a's and b's addresses: the launch replays on them
+        _alias(_fast_key("amr", f, _ops.add, arrays, axis, False, a.dtype, False),
+               _pair_key("vecdot", axis, a, b), swap)
+    return r
+
+
+def _pair_key(tag, arg, a, b):
+    try:
+        return (tag, arg, _layout_key(a), _layout_key(b))
+    except (TypeError, AttributeError):
+        return None
+
+
+def _alias(src, key, swap, fshape=None):
+    """Remember the replay cached under ``src`` (if any) under ``key`` too."""
+    ent = _FAST.get(src) if src is not None else None
+    if ent is not None and key is not None:
+        _remember(key, ent.variant(fshape, swap))
+
+
+def _replay(key, a, b):
+    try:
+        ent = _FAST.get(key)
+    except TypeError:
+        return None
+    if ent is None:
+        return None
+    return ent((b, a) if ent.swap else (a, b))
+
+
+def vecdot_fast(a, b, axis):
+    """``vecdot(a, b)`` along the negative ``axis`` by replaying the launch
+    :func:`route_vecdot` made for operands of the same layouts, or None when there is none.
+    The caller makes sure that our kernels are on and that ``a``'s device is current.
+
+    >>> import numpy as np
+    >>> r = vecdot_fast(np.ones((2, 3)), np.arange(3.0), -1)   # None until route_vecdot ran
+    >>> r is None or r.tolist() == [3.0, 3.0]
+    True
+    """
+    try:
+        key = ("vecdot", axis, _layout_key(a), _layout_key(b))
+    except (TypeError, AttributeError):
+        return None
+    return _replay(key, a, b)
 
 
 def route_tensordot(a, b, axes):
     """``tensordot(a, b, axes)`` on the kernels when one operand is contracted entirely
-    (a matrix-vector product in disguise), else None. ``axes = (axes_a, axes_b)``.
+    (a matrix-vector product in disguise), else None. ``axes = (axes_a, axes_b)``. The
+    launch is remembered for :func:`tensordot_fast` on operands of the same layouts.
 
     >>> import numpy as np
     >>> route_tensordot(np.ones((2, 3, 4)), np.ones((4, 3)), ((1, 2), (1, 0))).tolist()
@@ -337,4 +424,28 @@ def route_tensordot(a, b, axes):
     if free:
         sm = xp.expand_dims(sm, free)
     sm = xp.broadcast_to(sm, big.shape)
-    return axis_mapreduce(_mul, _ops.add, (big, sm), tuple(sorted(xbig)), None, False, a.dtype)
+    red = tuple(sorted(xbig))
+    r = axis_mapreduce(_mul, _ops.add, (big, sm), red, None, False, a.dtype)
+    if a.dtype == b.dtype:
+        # sm is a view of the small operand at its address: the launch replays on a and b
+        _alias(_fast_key("amr", _mul, _ops.add, (big, sm), red, False, a.dtype, False),
+               _pair_key("tensordot", (xa, xb), a, b), big is b)
+    return r
+
+
+def tensordot_fast(a, b, axes):
+    """``tensordot(a, b, axes)`` (``axes``: a pair of tuples of non-negative ints) by
+    replaying the launch :func:`route_tensordot` made for operands of the same layouts, or
+    None when there is none. The caller makes sure that our kernels are on and that ``a``'s
+    device is current.
+
+    >>> import numpy as np
+    >>> r = tensordot_fast(np.ones((2, 3)), np.ones(3), ((1,), (0,)))   # None until routed
+    >>> r is None or r.tolist() == [3.0, 3.0]
+    True
+    """
+    try:
+        key = ("tensordot", axes, _layout_key(a), _layout_key(b))
+    except (TypeError, AttributeError):
+        return None
+    return _replay(key, a, b)

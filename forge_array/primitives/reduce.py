@@ -67,6 +67,7 @@ __all__ = [
     "argmin",
     "normalize_axis",
     "full_fast",
+    "axis_fast",
 ]
 
 _builtin_sum = sum
@@ -544,13 +545,53 @@ def _use_kernel(x, axis):
     return kernels_available(x) and _full(x, axis) and x.size > 0
 
 
-def _axis_named(x, axis, f, op, out_dtype, keepdims):
-    """Axis reduction through the axis kernels when they exist; None otherwise."""
+def _axis_named(x, axis, f, op, out_dtype, keepdims, hot=None):
+    """Axis reduction through the axis kernels when they exist; None otherwise. With
+    ``hot = (name, dtype)`` (the caller's arguments) its launch is cached for
+    :func:`axis_fast`."""
     if _axis is None or not hasattr(_axis, "axis_mapreduce") or not kernels_available(x):
         return None
     if axis is None or len(axis) == x.ndim or x.size == 0:
         return None
-    return _axis.axis_mapreduce(f, op, (x,), axis, None, keepdims, np.dtype(out_dtype))
+    key = None
+    if hot is not None:
+        key = _axis_hot_key(hot[0], x, axis, hot[1], keepdims)
+    return _axis.axis_mapreduce(f, op, (x,), axis, None, keepdims, np.dtype(out_dtype),
+                                _replay=key)
+
+
+def _axis_hot_key(name, x, axes, dtype, keepdims):
+    try:
+        key = ("axis", name, axes, dtype, keepdims, _axis._layout_key(x))
+        hash(key)
+    except (TypeError, AttributeError):  # an unhashable argument; not an array
+        return None
+    return key
+
+
+def axis_fast(name, x, axes, dtype=None, keepdims=False):
+    """The host fast path of the named reduction ``name`` ("sum", "prod", "max", "min",
+    "any", "all") of backend array ``x`` along ``axes`` (a sorted tuple of non-negative
+    ints, not all of them): replay the launch an earlier call with the same arguments
+    (``dtype`` of sum / prod) left for an array of the same layout (dtype, shape, strides,
+    16-byte phase, device).  Returns the result, or None when there is none (then call the
+    reduction itself, which leaves one).
+
+    >>> import numpy as np
+    >>> x = np.ones((2, 3))
+    >>> r = axis_fast("sum", x, (0,), np.dtype("float64"))   # None until sum(x, (0,)) ran
+    >>> r is None or r.tolist() == [2.0, 2.0, 2.0]
+    True
+    """
+    if _axis is None:
+        return None
+    try:
+        ent = _axis._FAST.get(("axis", name, axes, dtype, keepdims, _axis._layout_key(x)))
+    except (TypeError, AttributeError):
+        return None
+    if ent is None:
+        return None
+    return ent((x,))
 
 
 def _axis_kernels():
@@ -620,7 +661,7 @@ def _sum_or_prod(name, op, identity, x, axis, dtype, keepdims):
     if _use_kernel(x, axis):
         spec = _named_spec(name, op, (dtype,), (_py(dtype.type(identity)),))
         return _launch_named(spec, x, 0.0, keepdims, (name, arg, None))
-    r = _axis_named(x, axis, None, op, dtype, keepdims)
+    r = _axis_named(x, axis, None, op, dtype, keepdims, (name, arg))
     if r is not None:
         return r
     return getattr(_xp(x), name)(x, axis=_np_axis(axis), dtype=dtype, keepdims=keepdims)
@@ -647,7 +688,7 @@ def _extremum(x, axis, keepdims, op, name):
         ident = op.identity(x.dtype)
         spec = _named_spec(name, op, (x.dtype,), (_py(ident),))
         return _launch_named(spec, x, 0.0, keepdims, (name, None, None))
-    r = _axis_named(x, axis, None, op, x.dtype, keepdims)
+    r = _axis_named(x, axis, None, op, x.dtype, keepdims, (name, None))
     if r is not None:
         return r
     return getattr(_xp(x), name)(x, axis=_np_axis(axis), keepdims=keepdims)
@@ -681,7 +722,7 @@ def _logical(x, axis, keepdims, op, name):
     if _use_kernel(x, axis):
         spec = _named_spec(name, op, (np.bool_,), (_py(op.identity(np.dtype(np.bool_))),))
         return _launch_named(spec, x, 0.0, keepdims, (name, None, None))
-    r = _axis_named(x, axis, _TRUTH, op, np.bool_, keepdims)
+    r = _axis_named(x, axis, _TRUTH, op, np.bool_, keepdims, (name, None))
     if r is not None:
         return r
     return getattr(_xp(x), name)(x, axis=_np_axis(axis), keepdims=keepdims)

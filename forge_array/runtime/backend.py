@@ -69,7 +69,8 @@ def stream_key():
     """What temporaries reused across launches are keyed by: launches on one stream of one
     device are ordered, so a scratch buffer cached per (device, stream) can be reused by the
     next launch.  Simulated kernels run synchronously in the calling thread, so there it is
-    the host thread.
+    the host thread.  ``(device, stream address)``, and the host thread for CUDA's
+    per-thread default stream (address 2, one stream per thread under the same handle).
 
     >>> stream_key() == stream_key()
     True
@@ -77,7 +78,10 @@ def stream_key():
     if config.SIMULATE:
         return threading.get_ident()
     fns = _STREAM_FNS or _bind_stream_fns()
-    return (fns[0](), fns[1]().ptr)
+    ptr = fns[1]().ptr
+    if ptr == 2:  # cudaStreamPerThread
+        return (fns[0](), ptr, threading.get_ident())
+    return (fns[0](), ptr)
 
 
 _STREAM_FNS: tuple = ()

@@ -272,10 +272,11 @@ class Kernel:
         return f"Kernel({self.name}, {'simulated' if self._sim is not None else self.entry})"
 
 
-def launch(kernel: Kernel, grid: int, block: int, args: tuple, shared: int = 0) -> None:
+def launch(kernel: Kernel, grid: int, block: int, args: tuple, shared: int = 0, on=None) -> None:
     """Launch ``kernel`` with ``grid`` blocks of ``block`` threads on CuPy's current stream
     (or in the simulator). ``args`` are buffers (see :mod:`.memory`), ints and floats in the
-    order of the kernel's parameters."""
+    order of the kernel's parameters. ``on``: :func:`.backend.stream_key` of this moment when
+    the caller has it (saves asking CuPy for the current device and stream again)."""
     if grid <= 0:
         return
     sim = kernel._sim
@@ -284,7 +285,12 @@ def launch(kernel: Kernel, grid: int, block: int, args: tuple, shared: int = 0) 
         return
     st = kernel._struct
     if st is not None and _FAST_LAUNCH:
-        dev = _get_device()
+        if on is None:
+            dev = _get_device()
+            sptr = _stream_ptr()
+        else:
+            dev = on[0]
+            sptr = on[1]
         ptr = kernel._ptrs.get(dev)
         if ptr is None:
             fn = kernel.function()
@@ -294,7 +300,7 @@ def launch(kernel: Kernel, grid: int, block: int, args: tuple, shared: int = 0) 
             st.pack_into(buf, 0, *args)
         else:
             st.pack_into(buf, 0, *kernel._flatten(args))
-        _launch_kernel(ptr, grid, 1, 1, block, 1, 1, shared, _stream_ptr(), 0, extra)
+        _launch_kernel(ptr, grid, 1, 1, block, 1, 1, shared, sptr, 0, extra)
         return
     fns = kernel._fns
     fn = fns.get(_get_device()) if fns else None

@@ -39,6 +39,35 @@ def zeros(n: int, dtype, like):
     return _xp(like).zeros(int(n), dtype=dtype)
 
 
+def scratch(nbytes: int, like, key=None):
+    """A cached uninitialised byte buffer (``uint8``) of at least ``nbytes`` for the current
+    device and stream (the host thread in the simulator): ``key`` is
+    :func:`forge_array.runtime.backend.stream_key` when the caller has it. Launches on one
+    stream are ordered, so kernels on one stream may share it, one launch after another.
+    It grows by doubling; a buffer handed out before stays valid for as long as its holder
+    keeps a reference (the older ones together take less memory than the newest).
+
+    >>> b = scratch(100, np.zeros(1))
+    >>> b.dtype == np.uint8 and b.size >= 100
+    True
+    """
+    if key is None:
+        key = backend.stream_key()
+    cache = _SCRATCH.get(type(like))
+    if cache is None:
+        cache = _SCRATCH[type(like)] = {}
+    buf = cache.get(key)
+    if buf is None and len(cache) >= 64:  # many streams (or simulator threads) over time
+        cache.clear()
+    if buf is None or buf.size < nbytes:
+        size = max(int(nbytes), 4096, 2 * buf.size if buf is not None else 0)
+        buf = cache[key] = _xp(like).empty(size, dtype=np.uint8)
+    return buf
+
+
+_SCRATCH: dict = {}
+
+
 def counters(n: int, like, dtype=np.uint32):
     """A cached zeroed buffer of at least ``n`` integers for the current device, stream and
     host thread. The kernel that uses it must leave every word it touched back at zero."""
