@@ -7,6 +7,7 @@
 #   TUNE="scripts/tune-scan.sh" bash scripts/gpu_session.sh tune   (a file of bench.tune argument lines)
 #   PROFILE="scripts/profile-1.txt" bash scripts/gpu_session.sh profile   (bench.profile lines, under ncu)
 #   TIMING="scripts/timing-1.txt" bash scripts/gpu_session.sh timing   (bench.profile --timing lines)
+#   SCRIPTS="scripts/scan_gap_probe.py" bash scripts/gpu_session.sh script   (python probes)
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT/r"
@@ -54,6 +55,12 @@ for step in $steps; do
         while IFS= read -r line; do
           eval "timeout ${TIMING_TIMEOUT:-200} python3 -m bench.profile --timing $line"
         done 2>&1 | tee -a "$OUT/r/timing.txt" ;;
+    script)
+      # each word of $SCRIPTS: a python script run as is (probes), output kept per script
+      for f in ${SCRIPTS:?set SCRIPTS to python scripts}; do
+        echo "== script $f"
+        timeout ${SCRIPT_TIMEOUT:-200} python3 "$f" 2>&1 | tee "$OUT/r/$(basename "$f" .py).txt"
+      done ;;
     conformance)
       timeout ${CONF_TIMEOUT:-300} python3 conformance/run.py --suite .suite/array-api-tests --device cuda:0 \
         --max-examples ${CONF_EXAMPLES:-20} -n ${CONF_WORKERS:-12} --json "$OUT/r/conformance.json" 2>&1 \
