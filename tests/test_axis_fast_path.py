@@ -14,9 +14,13 @@ from forge_array.primitives import matvec as mv
 from forge_array.runtime import config
 
 
+_DEVICE = xp.__array_namespace_info__().default_device()
+
+
 def _x(a):
-    """An Array on the default device (cpu in the simulator, the GPU with CuPy)."""
-    return xp.asarray(a)
+    """An Array on the default device (cpu in the simulator, the GPU with CuPy): asarray of
+    a NumPy array alone would stay on the cpu, where the kernels do not run on a GPU machine."""
+    return xp.asarray(a, device=_DEVICE)
 
 
 def _np(r):
