@@ -59,7 +59,7 @@ for step in $steps; do
       # each word of $SCRIPTS: a python script run as is (probes), output kept per script
       for f in ${SCRIPTS:?set SCRIPTS to python scripts}; do
         echo "== script $f"
-        PYTHONPATH=$PWD timeout ${SCRIPT_TIMEOUT:-200} python3 "$f" 2>&1 | tee "$OUT/r/$(basename "$f" .py).txt"
+        PYTHONPATH=$PWD:${PYTHONPATH:-} timeout ${SCRIPT_TIMEOUT:-200} python3 "$f" 2>&1 | tee "$OUT/r/$(basename "$f" .py).txt"
       done ;;
     conformance)
       timeout ${CONF_TIMEOUT:-300} python3 conformance/run.py --suite .suite/array-api-tests --device cuda:0 \

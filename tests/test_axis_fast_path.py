@@ -13,7 +13,6 @@ from forge_array.primitives import axis_reduce as ar
 from forge_array.primitives import matvec as mv
 from forge_array.runtime import config
 
-
 _DEVICE = xp.__array_namespace_info__().default_device()
 
 

@@ -453,6 +453,22 @@ def test_new_variants_rows(bk, new_variants, dtype):
     assert _kinds() == {"make_row_kernel"}
 
 
+@pytest.mark.parametrize("warp", [True, False])
+def test_rowtile_wide_staging(bk, fresh_plans, rowcol_params, warp):
+    """Tiles of 8 vectors per lane staged with 8 loads in flight (``row_tile_wide``): a warp's
+    tile of 102 rows of 10 float32 takes 254 vectors, so most lanes run the 8-load loop once;
+    misaligned start, several tiles, a partial last tile."""
+    rowcol_params(**{**NEW_VARIANTS, **V4_VARIANTS, "row_tile_warp": warp, "row_tile_vecs": 8,
+                     "row_tile_wide": True})
+    rng = np.random.default_rng(23)
+    flat = (rng.standard_normal(4120) * 20).astype(np.float32)
+    h = flat[3:3 + 410 * 10].reshape(410, 10)
+    x = _dev(bk, flat)[3:3 + 410 * 10].reshape(410, 10)
+    np.testing.assert_allclose(_host(ar.axis_mapreduce(None, ops.add, (x,), 1, None, False, F64)),
+                               h.astype(np.float64).sum(axis=1), rtol=1e-6)
+    assert _kinds() == {"make_rowtile_kernel"}
+
+
 @pytest.mark.parametrize("dtype", ["float32", "int64"])
 def test_new_variants_columns(bk, new_variants, dtype):
     rng = np.random.default_rng(22)

@@ -1343,11 +1343,12 @@ def make_colflat_kernel(f, op, K, ACC, ID, FLAG, INIT, BLOCK, VEC, MODES, UNROLL
 # --------------------------------------------------------------------------- staged short-row kernel
 
 
-def _make_tile_loader(BLOCK, VEC, V4=False):
+def _make_tile_loader(BLOCK, VEC, V4=False, WIDE=False):
     """``(sh, so, p, start, n, mis, tid)``: ``BLOCK`` threads (``tid`` in ``0 .. BLOCK - 1``: a
     block, or the 32 lanes of a warp) copy ``p[start : start + n]`` to shared memory with
     coalesced 128-bit loads (scalar head up to the 16-byte boundary, up to four vectors in
-    flight per thread, scalar tail); ``mis`` is the phase of ``p[0]`` in elements.
+    flight per thread, eight with ``WIDE``, scalar tail); ``mis`` is the phase of ``p[0]`` in
+    elements.
 
     ``V4=False``: the tile goes to ``sh[so : so + n]``, each vector as ``VEC`` scalar stores.
     ``V4=True``: it is laid out from the 16-byte boundary, ``p[start + e]`` to
@@ -1378,6 +1379,25 @@ def _make_tile_loader(BLOCK, VEC, V4=False):
         g = start + ha
         d = d0 + ha
         q = tid
+        if WIDE:
+            while q + 7 * BLOCK < nv:
+                v0 = fi.vload(p, g + q * VEC)
+                v1 = fi.vload(p, g + (q + BLOCK) * VEC)
+                v2 = fi.vload(p, g + (q + 2 * BLOCK) * VEC)
+                v3 = fi.vload(p, g + (q + 3 * BLOCK) * VEC)
+                v4 = fi.vload(p, g + (q + 4 * BLOCK) * VEC)
+                v5 = fi.vload(p, g + (q + 5 * BLOCK) * VEC)
+                v6 = fi.vload(p, g + (q + 6 * BLOCK) * VEC)
+                v7 = fi.vload(p, g + (q + 7 * BLOCK) * VEC)
+                put(sh, d + q * VEC, v0)
+                put(sh, d + (q + BLOCK) * VEC, v1)
+                put(sh, d + (q + 2 * BLOCK) * VEC, v2)
+                put(sh, d + (q + 3 * BLOCK) * VEC, v3)
+                put(sh, d + (q + 4 * BLOCK) * VEC, v4)
+                put(sh, d + (q + 5 * BLOCK) * VEC, v5)
+                put(sh, d + (q + 6 * BLOCK) * VEC, v6)
+                put(sh, d + (q + 7 * BLOCK) * VEC, v7)
+                q += 8 * BLOCK
         while q + 3 * BLOCK < nv:
             v0 = fi.vload(p, g + q * VEC)
             v1 = fi.vload(p, g + (q + BLOCK) * VEC)
@@ -1432,7 +1452,7 @@ def _make_get(k, ks, mode):
 
 
 def make_rowtile_kernel(f, op, K, ACC, ID, FLAG, INIT, G, BLOCK, INDEX, VEC, MODES, DTS, TV, WARP=False,
-                        V4=False):
+                        V4=False, WIDE=False):
     """Kernel factory: reduction along short contiguous rows (``J`` of a few to a few hundred
     elements, e.g. ``A @ x`` or ``sum(axis=1)`` of a (10^7, 10) matrix) with coalesced
     128-bit loads.
@@ -1458,6 +1478,9 @@ def make_rowtile_kernel(f, op, K, ACC, ID, FLAG, INIT, G, BLOCK, INDEX, VEC, MOD
     warp's slice ``TW + VEC`` elements), stored with ``st.shared.v4`` (see
     :func:`_make_tile_loader` with ``V4``); reads shift by the tile's phase.
 
+    ``WIDE``: eight 128-bit loads in flight per lane while staging instead of four (tiles of
+    ``TV >= 8`` vectors per lane).
+
     >>> import numpy as np
     >>> k = make_rowtile_kernel(lambda a: a, lambda a, b: a + b, 1, np.dtype("float32"),
     ...                         np.float32(0), False, None, 1, 64, False, 4, (1,),
@@ -1474,7 +1497,7 @@ def make_rowtile_kernel(f, op, K, ACC, ID, FLAG, INIT, G, BLOCK, INDEX, VEC, MOD
     WPB = BLOCK // 32         # warps per block
     V4 = bool(V4 and WARP)
     TWS = TW + VEC if V4 else TW   # shared elements per warp slice
-    load_tile = _make_tile_loader(32 if WARP else BLOCK, VEC, V4)
+    load_tile = _make_tile_loader(32 if WARP else BLOCK, VEC, V4, WIDE)
     sdts = tuple(DTS[k] for k in range(K) if MODES[k])
     sidx = []
     n = 0

@@ -774,7 +774,8 @@ def _plan(f, op, ins, kdims, rdims, kb, acc, ident, init_v, index):
         ntile = -(-R // rt)
         factory = _k.make_rowtile_kernel
         fargs = (f, op.fn, K, acc, ID, ident_missing, init_v, G, block, index, vec, modes, dts,
-                 tv, warp, warp and bool(p.get("row_tile_v4", False)))
+                 tv, warp, warp and bool(p.get("row_tile_v4", False)),
+                 tv >= 8 and bool(p.get("row_tile_wide", False)))
         nticks = 1
 
         def shape(cap):
