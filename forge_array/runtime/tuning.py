@@ -68,8 +68,11 @@ TABLES: dict = {
         "reduce": {"block": 512},
         "scan": {"item_bytes": 128},
         # H200 sweeps (tune-rowcol-*.md, tune-rowcol2-*.md): best overall of the rowcol variants
+        # row_tile_vecs 8 (session 5, tune-rowtile / tune-rowtile2): sum(axis=1) of (10^7, 10)
+        # 177 -> 144 and 174 -> 141 us, A @ x (10^7, 10) 180 -> 146 and 175 -> 147 us; 16 vectors
+        # and 8 loads in flight (row_tile_wide) were no better
         "rowcol": {"occupancy": True, "row_tile_warp": True, "row_tile_min_blocks": 0, "col_tile": 32,
-                   "col_min_blocks": 4, "row_tile_v4": True},
+                   "col_min_blocks": 4, "row_tile_v4": True, "row_tile_vecs": 8},
     },
     "H100": {},
     "H200": {},
