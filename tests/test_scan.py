@@ -725,7 +725,8 @@ def test_column_kernel_staged(bk, monkeypatch, staged):
     axis 0 (one strip of contiguous rows), short contiguous rows along axis 1 (one chunk),
     with include_initial / exclusive / reverse (staged loads only), out views, tuples of a
     non-commutative operator, deterministic mode and a non-additive operator."""
-    _override(monkeypatch, scan_columns={"items": 8, "staged": staged})
+    # rows_staged_vecs 0: short rows along axis 1 go to the column kernel, not make_row_scan
+    _override(monkeypatch, scan_columns={"items": 8, "staged": staged, "rows_staged_vecs": 0})
     rng = np.random.default_rng(41)
     for shape, axis in [((301, 10), 0), ((33, 1), 0), ((97, 7), 1), ((130, 8), 1), ((64, 1), 1),
                         ((257, 31), 0)]:
@@ -759,6 +760,61 @@ def test_column_kernel_staged(bk, monkeypatch, staged):
         want = ref_scan(ops.affine.fn, (a.astype(np.float64), b.astype(np.float64)), axis=axis)
         for g, w in zip(got, want):
             close(g, w.astype(np.float64), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int32", "int64"])
+def test_row_scan_staged(bk, monkeypatch, dtype):
+    """Many short contiguous rows scanned in shared memory by warps (make_row_scan): rows of
+    1 .. a whole warp tile, tiles split across warps and blocks (partial last tile),
+    misaligned starts of the input and of an ``out`` view with another phase, an init, a
+    non-commutative operator; include_initial, reverse and tuple operators keep the other
+    kernels (checked here through the plan's kernel)."""
+    _override(monkeypatch, scan_columns={"rows_staged_vecs": 1, "rows_staged_block": 64,
+                                         "rows_staged_blocks_per_sm": 1})
+    dt = np.dtype(dtype)
+    vec = 16 // dt.itemsize
+    tw = 32 * vec           # elements per warp tile
+    rng = np.random.default_rng(47)
+    made = []
+    orig = pscan._plan_rows
+    monkeypatch.setattr(pscan, "_plan_rows", lambda *a: made.append(1) or orig(*a))
+    exact = dt.kind == "i"
+    for rows, n, off in [(64, 1, 0), (100, 10, 1), (200, 3, 3), (70, 7, 2), (65, tw // 2 + 1, 1),
+                         (66, tw, 0), (300, 5, 1)]:
+        flat = rng.integers(-50, 50, rows * n + 8) if exact else rng.standard_normal(rows * n + 8)
+        flat = flat.astype(dt)
+        h = flat[off:off + rows * n].reshape(rows, n)
+        x = bk.asarray(flat)[off:off + rows * n].reshape(rows, n)
+        before = len(made)
+        got = accumulate(ops.add, x, axis=1)
+        assert len(made) == before + 1, (rows, n, off)
+        want = np.cumsum(h.astype(np.int64 if exact else np.float64), axis=1)
+        close(got, want, rtol=1e-4 if dt.itemsize == 4 else 1e-9, atol=1e-4)
+        # out view whose 16-byte phase differs from the input's
+        buf = bk.zeros(rows * n + 8, dtype=dt)
+        o = buf[off + 1:off + 1 + rows * n].reshape(rows, n)
+        accumulate(ops.add, x, axis=1, out=o)
+        close(o, want, rtol=1e-4 if dt.itemsize == 4 else 1e-9, atol=1e-4)
+        # init and a non-commutative operator: the last element seen (cast to the dtype)
+        close(accumulate(ops.add, x, axis=1, init=dt.type(3)), want + 3,
+              rtol=1e-4 if dt.itemsize == 4 else 1e-9, atol=1e-4)
+        close(accumulate(lambda a, b: b, x, axis=1), h)
+    # namespace: cumulative_sum along the last axis in the input's dtype
+    if dt.kind == "f":
+        y = rng.standard_normal((90, 6)).astype(dt)
+        close(xp.cumulative_sum(xp.asarray(bk.asarray(y)), axis=1, dtype=getattr(xp, dtype)),
+              np.cumsum(y.astype(np.float64), axis=1), rtol=1e-4, atol=1e-4)
+    # not taken: include_initial, reverse (negative stride), a conversion, a tuple operator
+    x = bk.asarray(rng.standard_normal((80, 6)).astype(np.float32))
+    before = len(made)
+    close(cumulative_sum(x, axis=1, include_initial=True)[:, 1:],
+          np.cumsum(_np(x).astype(np.float64), axis=1), rtol=1e-4, atol=1e-4)
+    close(accumulate(ops.add, x, axis=1, reverse=True),
+          np.flip(np.cumsum(np.flip(_np(x).astype(np.float64), 1), axis=1), 1), rtol=1e-4, atol=1e-4)
+    close(cumulative_sum(x, axis=1, dtype=np.float64), np.cumsum(_np(x).astype(np.float64), axis=1))
+    a = rng.uniform(0.5, 1.0, (80, 6)).astype(np.float32)
+    accumulate(ops.affine, (bk.asarray(a), x), axis=1)
+    assert len(made) == before
 
 
 @pytest.mark.parametrize("fit", [True, False], ids=["fit", "pow2"])

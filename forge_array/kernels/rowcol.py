@@ -75,6 +75,7 @@ import numpy as np
 from numba import cuda
 
 from .. import intrinsics as fi
+from .staging import make_tile_loader
 
 #: largest number of input arrays a kernel takes
 MAX_INPUTS = 3
@@ -1343,86 +1344,6 @@ def make_colflat_kernel(f, op, K, ACC, ID, FLAG, INIT, BLOCK, VEC, MODES, UNROLL
 # --------------------------------------------------------------------------- staged short-row kernel
 
 
-def _make_tile_loader(BLOCK, VEC, V4=False, WIDE=False):
-    """``(sh, so, p, start, n, mis, tid)``: ``BLOCK`` threads (``tid`` in ``0 .. BLOCK - 1``: a
-    block, or the 32 lanes of a warp) copy ``p[start : start + n]`` to shared memory with
-    coalesced 128-bit loads (scalar head up to the 16-byte boundary, up to four vectors in
-    flight per thread, eight with ``WIDE``, scalar tail); ``mis`` is the phase of ``p[0]`` in
-    elements.
-
-    ``V4=False``: the tile goes to ``sh[so : so + n]``, each vector as ``VEC`` scalar stores.
-    ``V4=True``: it is laid out from the 16-byte boundary, ``p[start + e]`` to
-    ``sh[so + ph + e]`` with ``ph = (mis + start) % VEC`` (``so`` a multiple of ``VEC``), so every
-    vector is one ``st.shared.v4`` (no bank conflicts) instead of ``VEC`` scalar stores at a
-    ``VEC``-word stride (4-way conflicts for 4-byte types)."""
-
-    # fi.store / fi.load: plain addressing (array indexing would add a negative-index
-    # wraparound select per access, which keeps every address in its own register)
-    if V4:
-        put = fi.vstore_shared
-    else:
-        @cuda.jit(device=True)
-        def put(sh, at, v):
-            for e in range(VEC):
-                fi.store(sh, at + e, v[e])
-
-    @cuda.jit(device=True)
-    def load_tile(sh, so, p, start, n, mis, tid):
-        ph = (mis + start) % VEC
-        ha = (VEC - ph) % VEC
-        if ha > n:
-            ha = n
-        nv = (n - ha) // VEC
-        d0 = so + ph if V4 else so
-        if tid < ha:
-            fi.store(sh, d0 + tid, fi.load(p, start + tid))
-        g = start + ha
-        d = d0 + ha
-        q = tid
-        if WIDE:
-            while q + 7 * BLOCK < nv:
-                v0 = fi.vload(p, g + q * VEC)
-                v1 = fi.vload(p, g + (q + BLOCK) * VEC)
-                v2 = fi.vload(p, g + (q + 2 * BLOCK) * VEC)
-                v3 = fi.vload(p, g + (q + 3 * BLOCK) * VEC)
-                v4 = fi.vload(p, g + (q + 4 * BLOCK) * VEC)
-                v5 = fi.vload(p, g + (q + 5 * BLOCK) * VEC)
-                v6 = fi.vload(p, g + (q + 6 * BLOCK) * VEC)
-                v7 = fi.vload(p, g + (q + 7 * BLOCK) * VEC)
-                put(sh, d + q * VEC, v0)
-                put(sh, d + (q + BLOCK) * VEC, v1)
-                put(sh, d + (q + 2 * BLOCK) * VEC, v2)
-                put(sh, d + (q + 3 * BLOCK) * VEC, v3)
-                put(sh, d + (q + 4 * BLOCK) * VEC, v4)
-                put(sh, d + (q + 5 * BLOCK) * VEC, v5)
-                put(sh, d + (q + 6 * BLOCK) * VEC, v6)
-                put(sh, d + (q + 7 * BLOCK) * VEC, v7)
-                q += 8 * BLOCK
-        while q + 3 * BLOCK < nv:
-            v0 = fi.vload(p, g + q * VEC)
-            v1 = fi.vload(p, g + (q + BLOCK) * VEC)
-            v2 = fi.vload(p, g + (q + 2 * BLOCK) * VEC)
-            v3 = fi.vload(p, g + (q + 3 * BLOCK) * VEC)
-            put(sh, d + q * VEC, v0)
-            put(sh, d + (q + BLOCK) * VEC, v1)
-            put(sh, d + (q + 2 * BLOCK) * VEC, v2)
-            put(sh, d + (q + 3 * BLOCK) * VEC, v3)
-            q += 4 * BLOCK
-        if q + BLOCK < nv:
-            v0 = fi.vload(p, g + q * VEC)
-            v1 = fi.vload(p, g + (q + BLOCK) * VEC)
-            put(sh, d + q * VEC, v0)
-            put(sh, d + (q + BLOCK) * VEC, v1)
-            q += 2 * BLOCK
-        if q < nv:
-            put(sh, d + q * VEC, fi.vload(p, g + q * VEC))
-        tl = ha + nv * VEC + tid
-        if tl < n:
-            fi.store(sh, d0 + tl, fi.load(p, start + tl))
-
-    return load_tile
-
-
 def _make_stage(load_tile, k, ks, mode):
     """``(s, so, ins, start, n, aux, tid)``: stages operand ``k`` into scratch ``s[ks]`` at
     ``so`` (``mode`` 1) or does nothing (``mode`` 0: the operand is read from global memory)."""
@@ -1476,7 +1397,7 @@ def make_rowtile_kernel(f, op, K, ACC, ID, FLAG, INIT, G, BLOCK, INDEX, VEC, MOD
 
     ``V4`` (with ``WARP``): tiles laid out from the 16-byte boundary in shared memory (each
     warp's slice ``TW + VEC`` elements), stored with ``st.shared.v4`` (see
-    :func:`_make_tile_loader` with ``V4``); reads shift by the tile's phase.
+    :func:`.staging.make_tile_loader` with ``V4``); reads shift by the tile's phase.
 
     ``WIDE``: eight 128-bit loads in flight per lane while staging instead of four (tiles of
     ``TV >= 8`` vectors per lane).
@@ -1497,7 +1418,7 @@ def make_rowtile_kernel(f, op, K, ACC, ID, FLAG, INIT, G, BLOCK, INDEX, VEC, MOD
     WPB = BLOCK // 32         # warps per block
     V4 = bool(V4 and WARP)
     TWS = TW + VEC if V4 else TW   # shared elements per warp slice
-    load_tile = _make_tile_loader(32 if WARP else BLOCK, VEC, V4, WIDE)
+    load_tile = make_tile_loader(32 if WARP else BLOCK, VEC, V4, WIDE)
     sdts = tuple(DTS[k] for k in range(K) if MODES[k])
     sidx = []
     n = 0

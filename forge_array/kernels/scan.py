@@ -70,6 +70,7 @@ from numba import cuda
 
 from .. import intrinsics as fi
 from ..intrinsics import words as fw
+from .staging import make_tile_loader, make_tile_storer
 
 __all__ = [
     "EMPTY", "AGG", "PREFIX", "packable", "value_op", "tagged_combine",
@@ -982,6 +983,74 @@ def _make_pack(n):
     items = ", ".join(f"xs[b + {e}]" for e in range(n))
     exec(compile(f"def pack(xs, b):\n    return ({items},)\n", "<forge_array.kernels.scan pack>", "exec"), g)
     return cuda.jit(device=True)(g["pack"])
+
+
+def make_row_scan(fn, acc_dtype, block, vecs, has_init):
+    """Kernel factory of the short-row scan: inclusive scans of many short contiguous rows
+    (``n`` elements each, rows adjacent: ``R * n`` consecutive elements, e.g. axis 1 of a
+    (10^7, 10) matrix), input and output of one 4- or 8-byte dtype, scalar operator ``fn``.
+    Each warp works alone on tiles of ``RT = TW // n`` whole rows (``TW = vecs * 32 * VEC``
+    elements, its slice of the block's shared memory): it stages the tile in with 128-bit
+    loads (:func:`.staging.make_tile_loader`), each lane scans rows ``lane, lane + 32, ...``
+    in place in shared memory, and the warp stores the tile out with 128-bit stores
+    (:func:`.staging.make_tile_storer`; input and output may have different 16-byte
+    phases). No look-back, no ticket, no block barrier: the rows are independent.
+
+    Kernel arguments: ``src, dst, init`` (1-tuples of pointers), ``n`` (row length, at most
+    ``TW``), ``R`` (rows), ``aux`` (the 16-byte phase in elements of ``src[0]``, plus 16 times
+    that of ``dst[0]``).
+
+    >>> import numpy as np
+    >>> callable(make_row_scan(lambda a, b: a + b, np.dtype("float32"), 64, 2, False))
+    True
+    """
+    acc_dtype = np.dtype(acc_dtype)
+    VEC = fi.VEC(acc_dtype)
+    TW = int(vecs) * 32 * VEC
+    WPB = block // 32
+    op = fi.as_device(fn)
+    load_tile = make_tile_loader(32, VEC)
+    store_tile = make_tile_storer(32, VEC)
+
+    def body(s, src, dst, init, n, R, aux):
+        tid = cuda.threadIdx.x
+        lane = tid % 32
+        so = (tid // 32) * TW
+        RT = TW // n
+        tiles = (R + RT - 1) // RT
+        t = np.int64(cuda.blockIdx.x) * WPB + tid // 32
+        step = np.int64(cuda.gridDim.x) * WPB
+        mis_in = aux & 15
+        mis_out = aux >> 4
+        while t < tiles:               # warp-uniform
+            r0 = t * RT
+            rows = R - r0
+            if rows > RT:
+                rows = RT
+            load_tile(s, so, src[0], r0 * n, rows * n, mis_in, lane)
+            fi.syncwarp()
+            r = lane
+            while r < rows:
+                e = so + r * n
+                a = fi.load(s, e)
+                if has_init:
+                    a = fi.cast_like(op(fi.load(init[0], 0), a), a)
+                    fi.store(s, e, a)
+                for j in range(1, n):
+                    a = fi.cast_like(op(a, fi.load(s, e + j)), a)
+                    fi.store(s, e + j, a)
+                r += 32
+            fi.syncwarp()
+            store_tile(s, so, dst[0], r0 * n, rows * n, mis_out, lane)
+            fi.syncwarp()
+            t += step
+
+    run = fi.with_shared_scratch(WPB * TW, acc_dtype, body, 6)
+
+    def row_scan(src, dst, init, n, R, aux):
+        run(src, dst, init, n, R, aux)
+
+    return row_scan
 
 
 def make_column_direct(fn, tuple_op, in_dtypes, acc_dtypes, block, rows, shift, has_init,

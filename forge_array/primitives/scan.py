@@ -769,6 +769,9 @@ def plan_scan(fn, tuple_op, xv, ov, in_dtypes, acc_dtypes, init, shift, n, m, nb
             and n <= int(pc.get("direct_rows", 16))):
         return _plan_direct(p, pc, fn, in_dtypes, acc_dtypes, xv, ov, shift, has_init, n, m,
                             nbatch, nb1, s_in, bx, s_out, bo)
+    if nbatch >= 64 and not tuple_op and _rows_staged_fit(pc, in_dtypes, acc_dtypes, xv, ov, shift,
+                                                         n, m, nbatch, nb1, s_in, bx, s_out, bo):
+        return _plan_rows(p, pc, fn, acc_dtypes[0], xv, ov, has_init, n, nbatch)
     if columns or short_rows:
         block = pc["block"]
         items = pc["items"] if columns else int(pc.get("rows_items", pc["items"]))
@@ -854,6 +857,49 @@ def plan_scan(fn, tuple_op, xv, ov, in_dtypes, acc_dtypes, init, shift, n, m, nb
     # tickets taken from the counter: one per tile, plus one per block that finds none left
     # ("persist"); none when tiles come from blockIdx.x (rows of one tile, or "block")
     p.ntiles = 0 if (tpr == 1 or ticket == "block") else ntiles + (grid if ticket == "persist" else 0)
+    return p
+
+
+def _rows_staged_fit(pc, in_dtypes, acc_dtypes, xv, ov, shift, n, m, nbatch, nb1, s_in, bx,
+                     s_out, bo):
+    """Whether :func:`..kernels.scan.make_row_scan` takes this batched scan: one operand of
+    a 4- or 8-byte dtype scanned in its own dtype, inclusive (no ``include_initial``), rows
+    of at most ``rows_staged_max`` elements, adjacent and contiguous in the input and in the
+    output (``R * n`` consecutive elements each), both naturally aligned."""
+    vecs = int(pc.get("rows_staged_vecs", 0))
+    if not vecs or len(in_dtypes) != 1 or in_dtypes[0] != acc_dtypes[0]:
+        return False
+    isz = acc_dtypes[0].itemsize
+    if isz not in (4, 8) or shift or m != n:
+        return False
+    if n > min(int(pc.get("rows_staged_max", 128)), vecs * 32 * (16 // isz)):
+        return False
+    if nbatch != nb1 or s_in != 1 or bx[1] != n or s_out != 1 or bo[1] != n:
+        return False
+    return runtime.misalignment(xv[0]) % isz == 0 and runtime.misalignment(ov[0]) % isz == 0
+
+
+def _plan_rows(p, pc, fn, acc, xv, ov, has_init, n, nbatch):
+    """Plan of :func:`..kernels.scan.make_row_scan` (see :func:`_rows_staged_fit`): one wave
+    of persistent blocks whose warps take tiles of whole rows in turn."""
+    block = int(pc.get("rows_staged_block", 256))
+    vecs = int(pc["rows_staged_vecs"])
+    isz = acc.itemsize
+    tw = vecs * 32 * (16 // isz)
+    tiles = -(-nbatch // (tw // n))
+    wpb = block // 32
+    per_sm = int(pc.get("rows_staged_blocks_per_sm", 4))
+    I64 = runtime.i64
+    argtypes = (runtime.tuple_ptr_t((acc,)), runtime.tuple_ptr_t((acc,)),
+                runtime.tuple_ptr_t((acc,)), I64, I64, I64)
+    p.kernel = runtime.compile_kernel(kscan.make_row_scan, (fn, acc, block, vecs, has_init),
+                                      argtypes)
+    aux = runtime.misalignment(xv[0]) // isz + 16 * (runtime.misalignment(ov[0]) // isz)
+    p.scalars = (n, nbatch, aux)
+    p.grid = max(1, min(-(-tiles // wpb), per_sm * runtime.device_info()["sm_count"]))
+    p.block = block
+    p.state, p.slots, p.ntiles = None, 0, 0
+    p.tail = ()
     return p
 
 

@@ -59,8 +59,13 @@ TABLES: dict = {
         # column (H200, axis 0 of (10^7, 10): 605 -> 544-566 us, tune-scan6)
         # rows_items: items of the same kernel for many short rows (32 made axis 1 of
         # (10^7, 10) 2.5x slower than 16: tune-scan5)
+        # rows_staged_vecs: many short rows (at most rows_staged_max elements) of a 4- or 8-byte
+        # dtype scanned in place in shared memory by warps (kernels.scan.make_row_scan), tiles
+        # of this many 16-byte vectors per lane (0 = off: the column kernel takes them)
         "scan_columns": {"block": 256, "items": 32, "staged": True, "lookback": 1,
-                         "warp_lookback_cols": 16, "rows_items": 16},
+                         "warp_lookback_cols": 16, "rows_items": 16, "rows_staged_vecs": 8,
+                         "rows_staged_max": 128, "rows_staged_block": 256,
+                         "rows_staged_blocks_per_sm": 4},
     },
     "sm90": {
         # H200 sweep tune-copy.md: 128-thread blocks, x[1:] 1e9 0.97 -> 0.99 of copy, aligned 1e8 0.96 -> 0.99
@@ -85,7 +90,8 @@ TABLES: dict = {
         "scan": {"block": 64, "item_bytes": 16, "items_max": 4},
         # warp look-backs are slow in the simulator (32 simulated lanes per column): off, except
         # in the tests that ask for them
-        "scan_columns": {"block": 64, "items": 2, "warp_lookback_cols": 0},
+        "scan_columns": {"block": 64, "items": 2, "warp_lookback_cols": 0, "rows_staged_vecs": 1,
+                         "rows_staged_block": 64, "rows_staged_blocks_per_sm": 1},
     },
 }
 
