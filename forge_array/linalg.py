@@ -8,6 +8,7 @@ Array(8., dtype=float64, device=cpu)
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 from . import _devices as _dev
@@ -326,6 +327,8 @@ def solve(x1, x2, /):
         if b.ndim == 1:
             if b.shape[0] != a.shape[-1]:
                 raise ValueError("linalg.solve(): incompatible shapes")
+            if a.size == 0:
+                return Array._new(m.zeros(a.shape[:-1], dtype=dt), dev)
             # broadcast views have zero strides, which CuPy's batched solve cannot take
             res = m.linalg.solve(a, b[..., None])[..., 0] if a.ndim == 2 else \
                 m.linalg.solve(a, m.ascontiguousarray(m.broadcast_to(b, a.shape[:-1]))[..., None])[..., 0]
@@ -335,8 +338,12 @@ def solve(x1, x2, /):
             from ._manipulation import broadcast_shapes  # noqa: PLC0415
 
             batch = broadcast_shapes(tuple(a.shape[:-2]), tuple(b.shape[:-2]))
+            shape = batch + tuple(b.shape[-2:])
+            if math.prod(shape) == 0 or a.shape[-1] == 0:
+                # nothing to solve (CuPy's batched solve divides by a zero stride here)
+                return Array._new(m.zeros(shape, dtype=dt), dev)
             a = m.ascontiguousarray(m.broadcast_to(a, batch + tuple(a.shape[-2:])))
-            b = m.ascontiguousarray(m.broadcast_to(b, batch + tuple(b.shape[-2:])))
+            b = m.ascontiguousarray(m.broadcast_to(b, shape))
             res = m.linalg.solve(a, b)
     return Array._new(res.astype(dt, copy=False), dev)
 

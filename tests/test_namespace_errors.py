@@ -182,3 +182,15 @@ def test_searching_and_sets():
         xp.where(x, x, x)
     assert np.asarray(xp.sort(x, descending=True)).tolist() == [3.0, 2.0, 1.0, 1.0]
     assert np.asarray(xp.argsort(x, descending=True)).tolist() == [0, 2, 1, 3]
+
+
+@pytest.mark.parametrize("device", ["cpu", None], ids=["cpu", "default"])
+def test_solve_empty_operands(device):
+    """linalg.solve with nothing to solve (zero right-hand sides, 0x0 systems) returns the
+    empty result of the broadcast shape (CuPy's batched solve divides by a zero stride)."""
+    a = xp.ones((1, 1, 1), device=device)
+    assert xp.linalg.solve(a, xp.ones((1, 1, 0), device=device)).shape == (1, 1, 0)
+    assert xp.linalg.solve(xp.ones((3, 0, 0), device=device), xp.ones((0, 2), device=device)).shape == (3, 0, 2)
+    assert xp.linalg.solve(xp.ones((0, 0), device=device), xp.ones(0, device=device)).shape == (0,)
+    r = xp.linalg.solve(a, xp.full((2, 1, 3), 2.0, device=device))
+    assert r.shape == (2, 1, 3) and float(xp.max(r)) == 2.0
