@@ -725,8 +725,10 @@ def test_column_kernel_staged(bk, monkeypatch, staged):
     axis 0 (one strip of contiguous rows), short contiguous rows along axis 1 (one chunk),
     with include_initial / exclusive / reverse (staged loads only), out views, tuples of a
     non-commutative operator, deterministic mode and a non-additive operator."""
-    # rows_staged_vecs 0: short rows along axis 1 go to the column kernel, not make_row_scan
-    _override(monkeypatch, scan_columns={"items": 8, "staged": staged, "rows_staged_vecs": 0})
+    # rows_staged_vecs 0 / narrow_max 0: short rows along axis 1 and few columns along axis 0
+    # go to the column kernel, not make_row_scan / make_narrow_scan
+    _override(monkeypatch, scan_columns={"items": 8, "staged": staged, "rows_staged_vecs": 0,
+                                         "narrow_max": 0})
     rng = np.random.default_rng(41)
     for shape, axis in [((301, 10), 0), ((33, 1), 0), ((97, 7), 1), ((130, 8), 1), ((64, 1), 1),
                         ((257, 31), 0)]:
@@ -898,7 +900,7 @@ def test_column_warp_lookback(bk, monkeypatch):
     """Few columns per block (axis 0 of a tall thin matrix): a warp looks back for each
     column over windows of 32 chunks; more than one window of chunks, exact integers,
     include_initial, reverse, a non-additive operator, deterministic mode."""
-    _override(monkeypatch, scan_columns={"warp_lookback_cols": 16})
+    _override(monkeypatch, scan_columns={"warp_lookback_cols": 16, "narrow_max": 0})
     rng = np.random.default_rng(60)
     rows = 34 * (64 // 10) * tuning.params("scan_columns")["items"] + 5  # > 32 chunks in the simulator
     z = bk.asarray(rng.integers(-9, 9, (rows, 10)).astype(np.int32))
@@ -911,3 +913,66 @@ def test_column_warp_lookback(bk, monkeypatch):
     r1 = accumulate(ops.add, x, axis=0, deterministic=True)
     assert np.array_equal(_np(r1), _np(accumulate(ops.add, x, axis=0, deterministic=True)))
     close(r1, ref, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int64"])
+def test_narrow_scan(bk, monkeypatch, dtype):
+    """Axis 0 of C-contiguous matrices of 2 .. 32 columns scanned as rows of p-vectors
+    (make_narrow_scan): one tile and many, a partial last tile, look-backs over several
+    windows of aggregates only (``narrow_prefix_every``), misaligned starts of the input and
+    of an ``out`` view with another 16-byte phase, an init, a non-commutative operator; the
+    cases it does not take (include_initial, reverse, a conversion, deterministic mode, a
+    tuple operator, more than ``narrow_max`` columns) keep the column kernel."""
+    # tiles of 64 * 2 elements: 10 columns -> 6 groups x 2 rows = 12 rows per tile
+    _override(monkeypatch, scan_columns={"narrow_block": 64, "narrow_bytes": 2 * np.dtype(dtype).itemsize,
+                                         "narrow_prefix_every": 40, "direct_rows": 4})
+    dt = np.dtype(dtype)
+    rng = np.random.default_rng(48)
+    made = []
+    orig = pscan._plan_narrow
+    monkeypatch.setattr(pscan, "_plan_narrow", lambda *a: made.append(1) or orig(*a))
+    exact = dt.kind == "i"
+    tol = {} if exact else {"rtol": 1e-4, "atol": 1e-4}
+    for n, p, off in [(5, 2, 0), (12, 10, 1), (13, 10, 0), (70, 32, 2), (100, 3, 1)]:
+        flat = rng.integers(-50, 50, n * p + 8) if exact else rng.standard_normal(n * p + 8)
+        flat = flat.astype(dt)
+        h = flat[off:off + n * p].reshape(n, p)
+        x = bk.asarray(flat)[off:off + n * p].reshape(n, p)
+        before = len(made)
+        want = np.cumsum(h.astype(np.int64 if exact else np.float64), axis=0)
+        close(accumulate(ops.add, x, axis=0), want, **tol)
+        assert len(made) == before + 1, (n, p, off)
+        buf = bk.zeros(n * p + 8, dtype=dt)
+        o = buf[off + 1:off + 1 + n * p].reshape(n, p)
+        accumulate(ops.add, x, axis=0, out=o)
+        close(o, want, **tol)
+        close(accumulate(ops.add, x, axis=0, init=dt.type(3)), want + 3, **tol)
+        close(accumulate(lambda a, b: b, x, axis=0), h)  # non-commutative: the last one seen
+        close(accumulate(ops.maximum, x, axis=0), np.maximum.accumulate(h, axis=0))
+    # 46 tiles, prefixes only at tiles 0 and 40: look-backs over two windows of aggregates
+    h = (rng.integers(-50, 50, (45 * 12 + 7, 10)) if exact else rng.standard_normal((45 * 12 + 7, 10))).astype(dt)
+    close(accumulate(ops.add, bk.asarray(h), axis=0),
+          np.cumsum(h.astype(np.int64 if exact else np.float64), axis=0), **tol)
+    # namespace: cumulative_sum along axis 0 in the input's dtype
+    y = rng.standard_normal((30, 10)).astype(np.float32)
+    before = len(made)
+    r = xp.cumulative_sum(xp.asarray(bk.asarray(y)), axis=0)
+    close(np.asarray(r.to_device("cpu")), np.cumsum(y.astype(np.float64), axis=0), rtol=1e-4,
+          atol=1e-4)
+    assert len(made) == before + 1
+    # not taken
+    x = bk.asarray(rng.standard_normal((80, 6)).astype(np.float32))
+    ref = np.cumsum(_np(x).astype(np.float64), axis=0)
+    before = len(made)
+    close(cumulative_sum(x, axis=0, include_initial=True)[1:], ref, rtol=1e-4, atol=1e-4)
+    close(accumulate(ops.add, x, axis=0, reverse=True),
+          np.flip(np.cumsum(np.flip(_np(x).astype(np.float64), 0), axis=0), 0), rtol=1e-4,
+          atol=1e-4)
+    close(cumulative_sum(x, axis=0, dtype=np.float64), ref)
+    close(accumulate(ops.add, x, axis=0, deterministic=True), ref, rtol=1e-4, atol=1e-4)
+    a = rng.uniform(0.5, 1.0, (80, 6)).astype(np.float32)
+    accumulate(ops.affine, (bk.asarray(a), x), axis=0)
+    w = bk.asarray(rng.standard_normal((40, 33)).astype(np.float32))
+    close(cumulative_sum(w, axis=0), np.cumsum(_np(w).astype(np.float64), axis=0), rtol=1e-4,
+          atol=1e-4)
+    assert len(made) == before

@@ -25,6 +25,7 @@ import numba
 import numpy as np
 
 from .. import runtime
+from ..kernels import narrow_scan as knarrow
 from ..kernels import scan as kscan
 from ..runtime import tuning
 from ._layout import collapse
@@ -503,11 +504,14 @@ def _state_key(like):
     return ("host",)
 
 
-def _state(like, acc_dtypes, slots, wide=True):
+def _state(like, acc_dtypes, slots, wide=True, flags=False):
+    """The :class:`_State` of this stream and value type with room for ``slots`` tile
+    states; ``flags``: a flag word per tile plus separate value slots even when the value
+    would fit a packed word (the narrow scan keeps ``p`` values per tile)."""
     cache = getattr(_local, "states", None)
     if cache is None:
         cache = _local.states = {}
-    packed = kscan.status_words(acc_dtypes) if kscan.packable(acc_dtypes, wide) else 0
+    packed = 0 if flags else (kscan.status_words(acc_dtypes) if kscan.packable(acc_dtypes, wide) else 0)
     key = _state_key(like) + (packed, acc_dtypes)
     st = cache.get(key)
     if st is None:
@@ -772,6 +776,10 @@ def plan_scan(fn, tuple_op, xv, ov, in_dtypes, acc_dtypes, init, shift, n, m, nb
     if nbatch >= 64 and not tuple_op and _rows_staged_fit(pc, in_dtypes, acc_dtypes, xv, ov, shift,
                                                          n, m, nbatch, nb1, s_in, bx, s_out, bo):
         return _plan_rows(p, pc, fn, acc_dtypes[0], xv, ov, has_init, n, nbatch)
+    if (columns and not tuple_op and not det
+            and _narrow_fit(pc, in_dtypes, acc_dtypes, xv, ov, shift, n, m, nbatch, nb1, s_in, bx,
+                            s_out, bo)):
+        return _plan_narrow(p, pc, fn, acc_dtypes, xv, ov, has_init, n, nbatch)
     if columns or short_rows:
         block = pc["block"]
         items = pc["items"] if columns else int(pc.get("rows_items", pc["items"]))
@@ -900,6 +908,49 @@ def _plan_rows(p, pc, fn, acc, xv, ov, has_init, n, nbatch):
     p.block = block
     p.state, p.slots, p.ntiles = None, 0, 0
     p.tail = ()
+    return p
+
+
+def _narrow_fit(pc, in_dtypes, acc_dtypes, xv, ov, shift, n, m, nbatch, nb1, s_in, bx, s_out,
+                bo):
+    """Whether :func:`..kernels.narrow_scan.make_narrow_scan` takes this batched scan: axis 0
+    of a C-contiguous ``(n, p)`` block (input and output alike: row stride ``p``, unit column
+    stride) of ``2 .. narrow_max`` columns, one 4- or 8-byte dtype scanned in itself,
+    inclusive, both naturally aligned."""
+    cols = min(int(pc.get("narrow_max", 0)), knarrow.MAX_COLUMNS, int(pc.get("narrow_block", 256)))
+    if not 2 <= nbatch <= cols or len(in_dtypes) != 1 or in_dtypes[0] != acc_dtypes[0]:
+        return False
+    isz = acc_dtypes[0].itemsize
+    if isz not in (4, 8) or shift or m != n:
+        return False
+    if nbatch != nb1 or bx[1] != 1 or s_in != nbatch or bo[1] != 1 or s_out != nbatch:
+        return False
+    return runtime.misalignment(xv[0]) % isz == 0 and runtime.misalignment(ov[0]) % isz == 0
+
+
+def _plan_narrow(p, pc, fn, acc_dtypes, xv, ov, has_init, n, nbatch):
+    """Plan of :func:`..kernels.narrow_scan.make_narrow_scan` (see :func:`_narrow_fit`): one
+    block per tile of ``T`` whole rows, tile ids from the ticket counter, ``p`` value slots
+    per tile behind one flag word."""
+    acc = acc_dtypes[0]
+    block = int(pc.get("narrow_block", 256))
+    items = max(1, int(pc.get("narrow_bytes", 128)) // acc.itemsize)
+    _, _, T = knarrow.tile_rows(block, items, nbatch)
+    ntiles = -(-n // T)
+    st = _state(xv[0], acc_dtypes, ntiles * nbatch, flags=True)
+    I64 = runtime.i64
+    argtypes = (runtime.tuple_ptr_t((acc,)),) * 3 + (I64,) * 3 + (
+        runtime.ptr_t(st.status.dtype), runtime.tuple_ptr_t((acc,)), runtime.ptr_t(np.uint64),
+        I64, I64)
+    p.kernel = runtime.compile_kernel(
+        knarrow.make_narrow_scan,
+        (fn, acc, block, items, has_init, int(pc.get("narrow_prefix_every", 1))), argtypes)
+    isz = acc.itemsize
+    aux = runtime.misalignment(xv[0]) // isz + 16 * (runtime.misalignment(ov[0]) // isz)
+    p.scalars = (n, nbatch, aux)
+    p.tail = ()
+    p.grid, p.block, p.state = ntiles, block, st
+    p.slots, p.ntiles = ntiles * nbatch, ntiles
     return p
 
 

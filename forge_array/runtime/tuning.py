@@ -62,10 +62,14 @@ TABLES: dict = {
         # rows_staged_vecs: many short rows (at most rows_staged_max elements) of a 4- or 8-byte
         # dtype scanned in place in shared memory by warps (kernels.scan.make_row_scan), tiles
         # of this many 16-byte vectors per lane (0 = off: the column kernel takes them)
+        # narrow_max: axis 0 of C-contiguous matrices of 2 .. narrow_max (<= 32) columns scanned
+        # as rows of p-vectors (kernels.narrow_scan: one look-back per tile, not per column;
+        # 0 = off), blocks of narrow_block threads, narrow_bytes of tile per thread
         "scan_columns": {"block": 256, "items": 32, "staged": True, "lookback": 1,
                          "warp_lookback_cols": 16, "rows_items": 16, "rows_staged_vecs": 8,
                          "rows_staged_max": 128, "rows_staged_block": 256,
-                         "rows_staged_blocks_per_sm": 4},
+                         "rows_staged_blocks_per_sm": 4, "narrow_max": 32, "narrow_block": 256,
+                         "narrow_bytes": 128},
     },
     "sm90": {
         # H200 sweep tune-copy.md: 128-thread blocks, x[1:] 1e9 0.97 -> 0.99 of copy, aligned 1e8 0.96 -> 0.99
@@ -91,7 +95,8 @@ TABLES: dict = {
         # warp look-backs are slow in the simulator (32 simulated lanes per column): off, except
         # in the tests that ask for them
         "scan_columns": {"block": 64, "items": 2, "warp_lookback_cols": 0, "rows_staged_vecs": 1,
-                         "rows_staged_block": 64, "rows_staged_blocks_per_sm": 1},
+                         "rows_staged_block": 64, "rows_staged_blocks_per_sm": 1,
+                         "narrow_block": 64, "narrow_bytes": 16},
     },
 }
 

@@ -1,0 +1,265 @@
+"""Scan down the rows of a narrow C-contiguous matrix: axis 0 of an ``(n, p)`` array with few
+columns (``2 <= p <= 32``), e.g. ten running sums of 10^7 rows, treated as ONE scan of
+``n`` rows whose elements are ``p``-vectors (a single-pass decoupled look-back, Merrill &
+Garland, NVR-2016-002, with one status word per tile and ``p`` values behind it).
+
+The column scan of :mod:`.scan` gives each column its own chain of tiles and its own
+look-back; with ten columns of 10^7 rows its loads touch 40 bytes per row and its ten
+chains of look-backs cost more than the data. Here a block's tile is ``T`` whole rows,
+``T * p`` consecutive elements:
+
+1. A tile id from an atomic counter (tile ``t`` covers rows ``t * T .. t * T + T - 1``).
+2. The tile is staged into shared memory with coalesced 128-bit loads
+   (:func:`.staging.make_tile_loader`, padded by one slot per 32 words against bank
+   conflicts), whatever the 16-byte phase of its start.
+3. Thread ``(g, c)`` (``g < G`` groups of ``p`` threads, ``G * p <= block``) folds rows
+   ``g * R .. g * R + R - 1`` of column ``c`` in shared memory; the groups' totals go
+   through shared memory: each thread folds those of the groups above its own, the last
+   group's threads get the tile's column totals (the tile aggregate, a ``p``-vector).
+4. Warp 0 publishes the aggregate (``p`` values, then the tile's flag with a release
+   store), looks back over windows of 32 predecessor tiles (lane ``l`` reads the flag of
+   tile ``t - 32 + l``, one ballot finds the last PREFIX, then lane ``c`` folds column ``c``
+   of the values from there, all loads in flight), and publishes the inclusive prefix.
+5. Each thread rescans its rows in place with the column's exclusive prefix, and the tile
+   goes out with coalesced 128-bit stores (:func:`.staging.make_tile_storer`; the output
+   may have another 16-byte phase than the input).
+
+Every input element is read once and every output element written once; four block
+barriers per tile. Status words carry the launch *epoch* and tile ids come from a monotone
+counter minus a host-kept ``base``, as in :mod:`.scan`, so nothing is cleared between
+launches. Values of tile ``t``, column ``c`` live at ``vals[2 * (t * p + c) + k]``
+(``k`` = 0: aggregate, 1: inclusive prefix): a flag word plus separate slots, values
+written before the flag's release store and read after the flag's relaxed load and a fence.
+
+Example (the public way in is :func:`forge_array.accumulate` / ``cumulative_sum`` with
+``axis=0`` on a C-contiguous matrix of a few columns):
+
+>>> import numpy as np
+>>> callable(make_narrow_scan(lambda a, b: a + b, np.dtype("float32"), 64, 4, False))
+True
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import cuda
+
+from .. import intrinsics as fi
+from .staging import make_tile_loader, make_tile_storer, padded
+
+__all__ = ["make_narrow_scan", "MAX_COLUMNS", "tile_rows"]
+
+#: Widest matrix the kernel takes: one look-back lane per column.
+MAX_COLUMNS = 32
+
+AGG, PREFIX = 1, 2
+
+
+def tile_rows(block: int, items: int, p: int) -> tuple[int, int, int]:
+    """``(G, R, T)`` of a tile for ``p`` columns: ``G`` groups of ``p`` threads (at most 32),
+    ``R`` rows per thread, ``T = G * R`` rows per tile (``T * p <= block * items``). The
+    kernel computes the same from its runtime ``p``.
+
+    >>> tile_rows(256, 32, 10)
+    (25, 32, 800)
+    >>> tile_rows(256, 32, 2)
+    (32, 128, 4096)
+    """
+    G = min(block // p, 32)
+    R = (block * items) // (G * p)
+    return G, R, G * R
+
+
+def make_narrow_scan(fn, acc_dtype, block, items, has_init, prefix_every=1):
+    """Kernel factory of the narrow-matrix scan (see the module docstring): inclusive scan
+    along axis 0 of a C-contiguous ``(n, p)`` matrix of one 4- or 8-byte dtype (input and
+    output alike), scalar operator ``fn`` (associative, commutative or not), tiles of at
+    most ``block * items`` elements.
+
+    Kernel arguments: ``src, dst, init`` (1-tuples of pointers to element 0), ``n`` (rows),
+    ``p`` (columns, ``2 .. MAX_COLUMNS``, at most ``block``), ``aux`` (16-byte phase in
+    elements of ``src[0]`` plus 16 times that of ``dst[0]``), ``status`` (uint32 flag per
+    tile), ``vals`` (1-tuple: ``2 * p`` values per tile), ``counter`` (uint64 ticket at
+    ``[0]``), ``base``, ``epoch``; the grid has one block per tile.
+
+    ``prefix_every`` (tests): tiles ``t > 0`` publish their inclusive prefix only when ``t`` is
+    a multiple of it, so that successors must fold long chains of aggregates, over several
+    windows (1: every tile does, the normal case).
+    """
+    PE = int(prefix_every)
+    acc = np.dtype(acc_dtype)
+    if acc.itemsize not in (4, 8):
+        raise ValueError(f"make_narrow_scan: 4- or 8-byte values only, got {acc}")
+    VEC = fi.VEC(acc)
+    E = int(block) * int(items)           # tile capacity (elements)
+    GT = E + E // 32 + 1                  # group totals: GT + g * p + c (< block values)
+    CA = GT + int(block)                  # column aggregates of the tile (32)
+    CP = CA + MAX_COLUMNS                 # column exclusive prefixes (32)
+    NS = CP + MAX_COLUMNS
+    ACC_T = acc.type
+    ZERO = ACC_T(0)
+    op = fi.as_device(fn)
+    load_tile = make_tile_loader(block, VEC, PAD=True)
+    store_tile = make_tile_storer(block, VEC, PAD=True)
+
+    @cuda.jit(device=True)
+    def f(a, b):
+        return fi.cast_like(op(a, b), a)
+
+    @cuda.jit(device=True)
+    def publish(status, vals, t, p, lane, kind, v, epoch):
+        """Warp 0: lane ``c < p`` writes column ``c``'s value, then lane 0 the flag."""
+        if lane < p:
+            fi.store(vals, 2 * (t * p + lane) + (kind - 1), v)
+            fi.fence_device()
+        fi.syncwarp()
+        if lane == 0:
+            fi.store_release(status, t, np.uint32(epoch * 4 + kind))
+
+    @cuda.jit(device=True)
+    def lookback(status, vals, t, p, lane, epoch):
+        """Warp 0: lane ``c < p`` gets column ``c`` of the fold of tiles ``0 .. t - 1``."""
+        hi = t
+        acc_v = ZERO
+        have = False
+        while True:
+            first = hi - 32
+            q = first + lane
+            kind = np.uint32(0)
+            if q >= 0:
+                w = fi.load_relaxed(status, q)
+                while (w >> np.uint32(2)) != np.uint32(epoch) or (w & np.uint32(3)) == 0:
+                    w = fi.load_relaxed(status, q)
+                kind = w & np.uint32(3)
+            m = fi.ballot(kind == np.uint32(PREFIX))
+            fi.fence_device()
+            start = 0
+            if first < 0:
+                start = -first
+            for k in range(32):
+                if (m >> np.uint32(k)) & np.uint32(1):
+                    start = k
+            if lane < p:
+                # every value load in flight before the first use (registers, unrolled)
+                xs = cuda.local.array(32, ACC_T)
+                for k in range(32):
+                    if k >= start:
+                        slot = 2 * ((first + k) * p + lane)
+                        if k == start and m != 0:
+                            slot += 1
+                        xs[k] = fi.load(vals, slot)
+                v = ZERO
+                hv = False
+                for k in range(32):
+                    if k >= start:
+                        if hv:
+                            v = f(v, xs[k])
+                        else:
+                            v = xs[k]
+                        hv = True
+                if have:
+                    acc_v = f(v, acc_v)
+                else:
+                    acc_v = v
+                have = True
+            if m != 0:
+                return acc_v
+            hi = first
+
+    def body(sx, s, src, dst, init, n, p, aux, status, vals, counter, base, epoch):
+        tid = cuda.threadIdx.x
+        if tid == 0:
+            sx[0] = np.int64(fi.atomic_add(counter, 0, np.uint64(1))) - base
+        cuda.syncthreads()
+        t = sx[0]
+        G = block // p
+        if G > 32:
+            G = 32
+        R = E // (G * p)
+        T = G * R
+        r0 = t * T
+        rows = n - r0
+        if rows > T:
+            rows = T
+        load_tile(s, 0, src[0], r0 * p, rows * p, aux & 15, tid)
+        cuda.syncthreads()
+        # thread (g, c): rows rb .. rb + nr - 1 of column c
+        g = tid // p
+        c = tid - g * p
+        rb = g * R
+        nr = rows - rb
+        if nr > R:
+            nr = R
+        mine = g < G and nr > 0
+        e0 = rb * p + c
+        a = ZERO
+        if mine:
+            a = fi.load(s, padded(e0))
+            for j in range(1, nr):
+                a = f(a, fi.load(s, padded(e0 + j * p)))
+            fi.store(s, GT + tid, a)
+        cuda.syncthreads()
+        gx = a
+        if mine and g > 0:  # the groups above are full: fold their totals in order
+            gx = fi.load(s, GT + c)
+            for h in range(1, g):
+                gx = f(gx, fi.load(s, GT + h * p + c))
+        if mine and g == (rows - 1) // R:  # the last group: column totals of the tile
+            tot = a
+            if g > 0:
+                tot = f(gx, a)
+            fi.store(s, CA + c, tot)
+        cuda.syncthreads()
+        last = r0 + T >= n
+        if tid < 32:  # warp 0: publish, look back, publish
+            lane = tid
+            agg = ZERO
+            if lane < p:
+                agg = fi.load(s, CA + lane)
+            if t == 0:
+                inc = agg
+                if has_init:
+                    x0 = fi.load(init[0], 0)
+                    inc = f(x0, agg)
+                    if lane < p:
+                        fi.store(s, CP + lane, x0)
+                if not last:
+                    publish(status, vals[0], t, p, lane, PREFIX, inc, epoch)
+            else:
+                if not last:
+                    publish(status, vals[0], t, p, lane, AGG, agg, epoch)
+                ex = lookback(status, vals[0], t, p, lane, epoch)
+                if lane < p:
+                    fi.store(s, CP + lane, ex)
+                if not last and (PE == 1 or t % PE == 0):
+                    publish(status, vals[0], t, p, lane, PREFIX, f(ex, agg), epoch)
+        cuda.syncthreads()
+        if mine:  # rescan with the column's exclusive prefix, in place
+            have = t > 0 or has_init
+            run = a
+            if have:
+                run = fi.load(s, CP + c)
+            if g > 0:
+                if have:
+                    run = f(run, gx)
+                else:
+                    run = gx
+                have = True
+            for j in range(nr):
+                q = padded(e0 + j * p)
+                v = fi.load(s, q)
+                if have:
+                    v = f(run, v)
+                fi.store(s, q, v)
+                run = v
+                have = True
+        cuda.syncthreads()
+        store_tile(s, 0, dst[0], r0 * p, rows * p, aux >> 4, tid)
+
+    inner = fi.with_shared_scratch(1, np.int64, cuda.jit(device=True)(body), nargs=12)
+    outer = fi.with_shared_scratch(NS, acc, inner, nargs=11)
+
+    def narrow_scan(src, dst, init, n, p, aux, status, vals, counter, base, epoch):
+        outer(src, dst, init, n, p, aux, status, vals, counter, base, epoch)
+
+    return narrow_scan
