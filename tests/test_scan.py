@@ -915,17 +915,19 @@ def test_column_warp_lookback(bk, monkeypatch):
     close(r1, ref, rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("dtype", ["float32", "int64"])
-def test_narrow_scan(bk, monkeypatch, dtype):
+@pytest.mark.parametrize("dtype,packed", [("float32", 0), ("int64", 0), ("float32", 8), ("int64", 4)])
+def test_narrow_scan(bk, monkeypatch, dtype, packed):
     """Axis 0 of C-contiguous matrices of 2 .. 32 columns scanned as rows of p-vectors
     (make_narrow_scan): one tile and many, a partial last tile, look-backs over several
     windows of aggregates only (``narrow_prefix_every``), misaligned starts of the input and
     of an ``out`` view with another 16-byte phase, an init, a non-commutative operator; the
     cases it does not take (include_initial, reverse, a conversion, deterministic mode, a
-    tuple operator, more than ``narrow_max`` columns) keep the column kernel."""
+    tuple operator, more than ``narrow_max`` columns) keep the column kernel. With a flag word
+    per tile, and with packed words per (tile, column) looked back 8 or 4 tiles at a time."""
     # tiles of 64 * 2 elements: 10 columns -> 6 groups x 2 rows = 12 rows per tile
     _override(monkeypatch, scan_columns={"narrow_block": 64, "narrow_bytes": 2 * np.dtype(dtype).itemsize,
-                                         "narrow_prefix_every": 40, "direct_rows": 4})
+                                         "narrow_prefix_every": 40, "direct_rows": 4,
+                                         "narrow_packed": packed})
     dt = np.dtype(dtype)
     rng = np.random.default_rng(48)
     made = []

@@ -45,6 +45,7 @@ import numpy as np
 from numba import cuda
 
 from .. import intrinsics as fi
+from . import scan as kscan
 from .staging import make_tile_loader, make_tile_storer, padded
 
 __all__ = ["make_narrow_scan", "MAX_COLUMNS", "tile_rows"]
@@ -70,7 +71,7 @@ def tile_rows(block: int, items: int, p: int) -> tuple[int, int, int]:
     return G, R, G * R
 
 
-def make_narrow_scan(fn, acc_dtype, block, items, has_init, prefix_every=1):
+def make_narrow_scan(fn, acc_dtype, block, items, has_init, prefix_every=1, packed=0):
     """Kernel factory of the narrow-matrix scan (see the module docstring): inclusive scan
     along axis 0 of a C-contiguous ``(n, p)`` matrix of one 4- or 8-byte dtype (input and
     output alike), scalar operator ``fn`` (associative, commutative or not), tiles of at
@@ -85,8 +86,15 @@ def make_narrow_scan(fn, acc_dtype, block, items, has_init, prefix_every=1):
     ``prefix_every`` (tests): tiles ``t > 0`` publish their inclusive prefix only when ``t`` is
     a multiple of it, so that successors must fold long chains of aggregates, over several
     windows (1: every tile does, the normal case).
+
+    ``packed`` (> 0): instead of one flag per tile, each (tile, column) has its own status
+    word with the value packed in (8 or 16 bytes, :func:`.scan.packable`; slot ``t * p + c``),
+    written and read with single relaxed vector accesses and no fence; lane ``c`` of warp 0
+    looks back along column ``c`` alone, ``packed`` tiles per round trip. The host then
+    gives the packed status buffer (``vals`` unused).
     """
     PE = int(prefix_every)
+    PK = int(packed)
     acc = np.dtype(acc_dtype)
     if acc.itemsize not in (4, 8):
         raise ValueError(f"make_narrow_scan: 4- or 8-byte values only, got {acc}")
@@ -166,6 +174,25 @@ def make_narrow_scan(fn, acc_dtype, block, items, has_init, prefix_every=1):
                 return acc_v
             hi = first
 
+    if PK:
+        comb = kscan.tagged_combine(kscan.value_op(fn, False))
+        pk_publish, make_window = kscan._make_status((acc,), True, False, comb)
+        window = make_window(PK)
+        EMPTY_T = (np.int32(0), ZERO)
+
+        @cuda.jit(device=True)
+        def pk_lookback(status, vals, t, p, lane, epoch, counter):
+            """Lane ``c < p``: column ``c`` of the fold of tiles ``0 .. t - 1``."""
+            acc_t = EMPTY_T
+            hi = t
+            while True:
+                x = window(status, vals, p, lane, hi - PK, True, epoch, counter, EMPTY_T,
+                           EMPTY_T)
+                acc_t = comb(x, acc_t)
+                if x[0] == 2 or hi <= PK:
+                    return acc_t[1]
+                hi -= PK
+
     def body(sx, s, src, dst, init, n, p, aux, status, vals, counter, base, epoch):
         tid = cuda.threadIdx.x
         if tid == 0:
@@ -216,7 +243,25 @@ def make_narrow_scan(fn, acc_dtype, block, items, has_init, prefix_every=1):
             agg = ZERO
             if lane < p:
                 agg = fi.load(s, CA + lane)
-            if t == 0:
+            if PK:
+                if lane < p:
+                    sl = t * p + lane
+                    if t == 0:
+                        inc = agg
+                        if has_init:
+                            x0 = fi.load(init[0], 0)
+                            inc = f(x0, agg)
+                            fi.store(s, CP + lane, x0)
+                        if not last:
+                            pk_publish(status, vals, sl, PREFIX, (inc,), epoch)
+                    else:
+                        if not last:
+                            pk_publish(status, vals, sl, AGG, (agg,), epoch)
+                        ex = pk_lookback(status, vals, t, p, lane, epoch, counter)
+                        fi.store(s, CP + lane, ex)
+                        if not last and (PE == 1 or t % PE == 0):
+                            pk_publish(status, vals, sl, PREFIX, (f(ex, agg),), epoch)
+            elif t == 0:
                 inc = agg
                 if has_init:
                     x0 = fi.load(init[0], 0)

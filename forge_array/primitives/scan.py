@@ -937,14 +937,16 @@ def _plan_narrow(p, pc, fn, acc_dtypes, xv, ov, has_init, n, nbatch):
     items = max(1, int(pc.get("narrow_bytes", 128)) // acc.itemsize)
     _, _, T = knarrow.tile_rows(block, items, nbatch)
     ntiles = -(-n // T)
-    st = _state(xv[0], acc_dtypes, ntiles * nbatch, flags=True)
+    packed = int(pc.get("narrow_packed", 0))  # > 0: packed word per (tile, column)
+    st = _state(xv[0], acc_dtypes, ntiles * nbatch, flags=not packed)
     I64 = runtime.i64
     argtypes = (runtime.tuple_ptr_t((acc,)),) * 3 + (I64,) * 3 + (
         runtime.ptr_t(st.status.dtype), runtime.tuple_ptr_t((acc,)), runtime.ptr_t(np.uint64),
         I64, I64)
     p.kernel = runtime.compile_kernel(
         knarrow.make_narrow_scan,
-        (fn, acc, block, items, has_init, int(pc.get("narrow_prefix_every", 1))), argtypes)
+        (fn, acc, block, items, has_init, int(pc.get("narrow_prefix_every", 1)), packed),
+        argtypes)
     isz = acc.itemsize
     aux = runtime.misalignment(xv[0]) // isz + 16 * (runtime.misalignment(ov[0]) // isz)
     p.scalars = (n, nbatch, aux)
