@@ -71,7 +71,8 @@ def tile_rows(block: int, items: int, p: int) -> tuple[int, int, int]:
     return G, R, G * R
 
 
-def make_narrow_scan(fn, acc_dtype, block, items, has_init, prefix_every=1, packed=0):
+def make_narrow_scan(fn, acc_dtype, block, items, has_init, prefix_every=1, packed=0,
+                     wide=False):
     """Kernel factory of the narrow-matrix scan (see the module docstring): inclusive scan
     along axis 0 of a C-contiguous ``(n, p)`` matrix of one 4- or 8-byte dtype (input and
     output alike), scalar operator ``fn`` (associative, commutative or not), tiles of at
@@ -91,7 +92,8 @@ def make_narrow_scan(fn, acc_dtype, block, items, has_init, prefix_every=1, pack
     word with the value packed in (8 or 16 bytes, :func:`.scan.packable`; slot ``t * p + c``),
     written and read with single relaxed vector accesses and no fence; lane ``c`` of warp 0
     looks back along column ``c`` alone, ``packed`` tiles per round trip. The host then
-    gives the packed status buffer (``vals`` unused).
+    gives the packed status buffer (``vals`` unused). ``wide``: 8 vector loads in flight per
+    thread while staging the tile (else 4).
     """
     PE = int(prefix_every)
     PK = int(packed)
@@ -107,7 +109,7 @@ def make_narrow_scan(fn, acc_dtype, block, items, has_init, prefix_every=1, pack
     ACC_T = acc.type
     ZERO = ACC_T(0)
     op = fi.as_device(fn)
-    load_tile = make_tile_loader(block, VEC, PAD=True)
+    load_tile = make_tile_loader(block, VEC, WIDE=bool(wide), PAD=True)
     store_tile = make_tile_storer(block, VEC, PAD=True)
 
     @cuda.jit(device=True)

@@ -945,7 +945,8 @@ def _plan_narrow(p, pc, fn, acc_dtypes, xv, ov, has_init, n, nbatch):
         I64, I64)
     p.kernel = runtime.compile_kernel(
         knarrow.make_narrow_scan,
-        (fn, acc, block, items, has_init, int(pc.get("narrow_prefix_every", 1)), packed),
+        (fn, acc, block, items, has_init, int(pc.get("narrow_prefix_every", 1)), packed,
+         bool(pc.get("narrow_wide", False))),
         argtypes)
     isz = acc.itemsize
     aux = runtime.misalignment(xv[0]) // isz + 16 * (runtime.misalignment(ov[0]) // isz)

@@ -63,13 +63,17 @@ TABLES: dict = {
         # dtype scanned in place in shared memory by warps (kernels.scan.make_row_scan), tiles
         # of this many 16-byte vectors per lane (0 = off: the column kernel takes them)
         # narrow_max: axis 0 of C-contiguous matrices of 2 .. narrow_max (<= 32) columns scanned
-        # as rows of p-vectors (kernels.narrow_scan: one look-back per tile, not per column;
-        # 0 = off), blocks of narrow_block threads, narrow_bytes of tile per thread
+        # as rows of p-vectors (kernels.narrow_scan; 0 = off), blocks of narrow_block threads,
+        # narrow_bytes of tile per thread, narrow_packed: packed status words per (tile, column),
+        # that many tiles per round trip of a lane's look-back (0: a flag word per tile);
+        # narrow_wide: 8 vector loads in flight per thread while staging (else 4).
+        # H200, axis 0 of (10^7, 10) (tune-narrowscan, -2): column kernel 680-707 us; flags with
+        # blocks of 256 x 128 bytes 830, 128 x 256 bytes 565-576; packed 4 at 128 x 256: 402
         "scan_columns": {"block": 256, "items": 32, "staged": True, "lookback": 1,
                          "warp_lookback_cols": 16, "rows_items": 16, "rows_staged_vecs": 8,
                          "rows_staged_max": 128, "rows_staged_block": 256,
-                         "rows_staged_blocks_per_sm": 4, "narrow_max": 32, "narrow_block": 256,
-                         "narrow_bytes": 128},
+                         "rows_staged_blocks_per_sm": 4, "narrow_max": 32, "narrow_block": 128,
+                         "narrow_bytes": 256, "narrow_packed": 4, "narrow_wide": False},
     },
     "sm90": {
         # H200 sweep tune-copy.md: 128-thread blocks, x[1:] 1e9 0.97 -> 0.99 of copy, aligned 1e8 0.96 -> 0.99
@@ -96,7 +100,7 @@ TABLES: dict = {
         # in the tests that ask for them
         "scan_columns": {"block": 64, "items": 2, "warp_lookback_cols": 0, "rows_staged_vecs": 1,
                          "rows_staged_block": 64, "rows_staged_blocks_per_sm": 1,
-                         "narrow_block": 64, "narrow_bytes": 16},
+                         "narrow_block": 64, "narrow_bytes": 16, "narrow_packed": 0},
     },
 }
 
