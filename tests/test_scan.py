@@ -915,29 +915,34 @@ def test_column_warp_lookback(bk, monkeypatch):
     close(r1, ref, rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("dtype,packed", [("float32", 0), ("int64", 0), ("float32", 8), ("int64", 4)])
+@pytest.mark.parametrize("dtype,packed", [("float32", 0), ("int64", 0), ("float32", 4)])
 def test_narrow_scan(bk, monkeypatch, dtype, packed):
     """Axis 0 of C-contiguous matrices of 2 .. 32 columns scanned as rows of p-vectors
-    (make_narrow_scan): one tile and many, a partial last tile, look-backs over several
-    windows of aggregates only (``narrow_prefix_every``), misaligned starts of the input and
-    of an ``out`` view with another 16-byte phase, an init, a non-commutative operator; the
-    cases it does not take (include_initial, reverse, a conversion, deterministic mode, a
-    tuple operator, more than ``narrow_max`` columns) keep the column kernel. With a flag word
-    per tile, and with packed words per (tile, column) looked back 8 or 4 tiles at a time."""
-    # tiles of 64 * 2 elements: 10 columns -> 6 groups x 2 rows = 12 rows per tile
-    _override(monkeypatch, scan_columns={"narrow_block": 64, "narrow_bytes": 2 * np.dtype(dtype).itemsize,
-                                         "narrow_prefix_every": 40, "direct_rows": 4,
-                                         "narrow_packed": packed})
+    (make_narrow_scan): one tile and many, a partial last tile, one and several rows per
+    thread, look-backs over several windows of aggregates only (``narrow_prefix_every``),
+    misaligned starts of the input and of an ``out`` view with another 16-byte phase, an
+    init, a non-commutative operator; the cases it does not take (include_initial, reverse,
+    a conversion, deterministic mode, a tuple operator, more than ``narrow_max`` columns) keep
+    the column kernel. With a flag word per tile, and with packed words per (tile, column)
+    looked back 4 tiles at a time."""
     dt = np.dtype(dtype)
+    base = {"narrow_block": 64, "narrow_bytes": 8 * dt.itemsize, "narrow_prefix_every": 40,
+            "direct_rows": 4, "narrow_packed": packed}
+    _override(monkeypatch, scan_columns=base)
     rng = np.random.default_rng(48)
     made = []
     orig = pscan._plan_narrow
     monkeypatch.setattr(pscan, "_plan_narrow", lambda *a: made.append(1) or orig(*a))
     exact = dt.kind == "i"
     tol = {} if exact else {"rtol": 1e-4, "atol": 1e-4}
-    for n, p, off in [(5, 2, 0), (12, 10, 1), (13, 10, 0), (70, 32, 2), (100, 3, 1)]:
-        flat = rng.integers(-50, 50, n * p + 8) if exact else rng.standard_normal(n * p + 8)
-        flat = flat.astype(dt)
+
+    def values(shape):
+        v = rng.integers(-50, 50, shape) if exact else rng.standard_normal(shape)
+        return v.astype(dt)
+
+    # tiles of 512 elements: (G, R) = (6, 1) for 10 columns, (4, 7) for 16, (2, 8) for 32
+    for n, p, off in [(5, 2, 0), (6, 10, 1), (13, 10, 0), (70, 32, 2), (40, 16, 3), (50, 3, 1)]:
+        flat = values(n * p + 8)
         h = flat[off:off + n * p].reshape(n, p)
         x = bk.asarray(flat)[off:off + n * p].reshape(n, p)
         before = len(made)
@@ -951,10 +956,15 @@ def test_narrow_scan(bk, monkeypatch, dtype, packed):
         close(accumulate(ops.add, x, axis=0, init=dt.type(3)), want + 3, **tol)
         close(accumulate(lambda a, b: b, x, axis=0), h)  # non-commutative: the last one seen
         close(accumulate(ops.maximum, x, axis=0), np.maximum.accumulate(h, axis=0))
-    # 46 tiles, prefixes only at tiles 0 and 40: look-backs over two windows of aggregates
-    h = (rng.integers(-50, 50, (45 * 12 + 7, 10)) if exact else rng.standard_normal((45 * 12 + 7, 10))).astype(dt)
+    # 46 tiles of 6 rows, prefixes only at tiles 0 and 40: look-backs over two windows
+    h = values((45 * 6 + 5, 10))
     close(accumulate(ops.add, bk.asarray(h), axis=0),
           np.cumsum(h.astype(np.int64 if exact else np.float64), axis=0), **tol)
+    # tiles of 2048 elements: 33 rows per thread (R = 1 mod 16 for 10 columns), two tiles
+    _override(monkeypatch, scan_columns=dict(base, narrow_bytes=32 * dt.itemsize))
+    h = values((250, 10))
+    close(accumulate(ops.add, bk.asarray(h)[1:], axis=0),
+          np.cumsum(h[1:].astype(np.int64 if exact else np.float64), axis=0), **tol)
     # namespace: cumulative_sum along axis 0 in the input's dtype
     y = rng.standard_normal((30, 10)).astype(np.float32)
     before = len(made)

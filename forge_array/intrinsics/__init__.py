@@ -43,6 +43,7 @@ from ._impl import (  # noqa: F401
     syncwarp,
     vload,
     vload_hinted,
+    vload_shared,
     vstore,
     vstore_hinted,
     vstore_shared,

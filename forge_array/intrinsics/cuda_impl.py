@@ -35,7 +35,7 @@ __all__ = [
     "WARP", "VEC", "lane_id", "warp_id", "ballot", "syncwarp", "shfl_idx", "shfl_up", "shfl_down", "shfl_xor",
     "fence_block", "fence_device", "fence_system", "load_acquire", "store_release",
     "load_relaxed", "atomic_add", "atomic_exch", "atomic_cas", "load", "store", "vload",
-    "vstore", "vstore_shared", "vload_hinted", "vstore_hinted", "nanosleep", "cast_like",
+    "vstore", "vstore_shared", "vload_shared", "vload_hinted", "vstore_hinted", "nanosleep", "cast_like",
     "with_shared_scratch", "device_op",
 ]
 
@@ -637,6 +637,28 @@ def vstore_shared(typingctx, a, i, values):
         return context.get_dummy_value()
 
     return types.void(a, i, values), codegen
+
+
+@intrinsic
+def vload_shared(typingctx, a, i):
+    """128-bit load (``ld.shared.v4``) of the ``VEC(dtype)`` elements ``a[i], ...`` of a 1-D
+    block-shared array (16-byte aligned) -> UniTuple: the mirror of :func:`vstore_shared`."""
+    if not (isinstance(a, types.Array) and a.ndim == 1
+            and isinstance(a.dtype, (types.Boolean, types.Integer, types.Float, types.Complex))):
+        raise TypingError(f"vload_shared: expected a 1-D shared numeric array, got {a}")
+    if not isinstance(i, types.Integer):
+        raise TypingError(f"vload_shared: index must be an integer, got {i}")
+    rty = types.UniTuple(a.dtype, VEC(a.dtype))
+
+    def codegen(context, builder, sig, args):
+        aty, ity = sig.args
+        data = _data_ptr(context, builder, aty, args[0])
+        ptr = _elem_ptr(context, builder, aty, data, ity, args[1])
+        sptr = builder.addrspacecast(ptr, ptr.type.pointee.as_pointer(3))
+        words = builder.load(builder.bitcast(sptr, _V4I32.as_pointer(3)), align=16)
+        return _words_to_tuple(context, builder, aty.dtype, sig.return_type, words)
+
+    return rty(a, i), codegen
 
 
 _HINT_RE = re.compile(r"(\.[A-Za-z0-9_:]+)*")

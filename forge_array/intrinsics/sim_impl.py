@@ -41,7 +41,7 @@ __all__ = [
     "WARP", "VEC", "lane_id", "warp_id", "ballot", "syncwarp", "shfl_idx", "shfl_up", "shfl_down", "shfl_xor",
     "fence_block", "fence_device", "fence_system", "load_acquire", "store_release",
     "load_relaxed", "atomic_add", "atomic_exch", "atomic_cas", "load", "store", "vload",
-    "vstore", "vstore_shared", "vload_hinted", "vstore_hinted", "nanosleep", "cast_like",
+    "vstore", "vstore_shared", "vload_shared", "vload_hinted", "vstore_hinted", "nanosleep", "cast_like",
     "with_shared_scratch", "memory_model",
     "device_op",
 ]
@@ -497,6 +497,15 @@ def vstore_shared(a, i, values):
         raise TypeError(f"vstore_shared: expected {n} values, got {len(values)}")
     for k in range(n):
         a[i + k] = values[k]
+
+
+def vload_shared(a, i):
+    """:func:`vload` from a block-shared array (``ld.shared.v4`` on the GPU); the index must be
+    a multiple of ``VEC``."""
+    n = VEC(_dtype_of(a))
+    if (int(i) * (16 // n)) % 16:
+        raise ValueError(f"vload_shared: misaligned 128-bit access at element {int(i)}")
+    return tuple(a[i + k] for k in range(n))
 
 
 _HINT_RE = re.compile(r"(\.[A-Za-z0-9_:]+)*")

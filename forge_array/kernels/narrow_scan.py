@@ -9,11 +9,13 @@ chains of look-backs cost more than the data. Here a block's tile is ``T`` whole
 ``T * p`` consecutive elements:
 
 1. A tile id from an atomic counter (tile ``t`` covers rows ``t * T .. t * T + T - 1``).
-2. The tile is staged into shared memory with coalesced 128-bit loads
-   (:func:`.staging.make_tile_loader`, padded by one slot per 32 words against bank
-   conflicts), whatever the 16-byte phase of its start.
+2. The tile is staged into shared memory with coalesced 128-bit loads and ``st.shared.v4``
+   (:func:`.staging.make_tile_loader`, laid out from the 16-byte boundary), whatever the
+   16-byte phase of its start.
 3. Thread ``(g, c)`` (``g < G`` groups of ``p`` threads, ``G * p <= block``) folds rows
-   ``g * R .. g * R + R - 1`` of column ``c`` in shared memory; the groups' totals go
+   ``g * R .. g * R + R - 1`` of column ``c`` in shared memory. ``R = 1 (mod 32 / gcd(p,
+   32))``, so ``R * p = p (mod 32)`` and lane ``l = g * p + c`` of a warp reads bank
+   ``l + const``: conflict-free without padding, all index arithmetic in 32 bits. The groups' totals go
    through shared memory: each thread folds those of the groups above its own, the last
    group's threads get the tile's column totals (the tile aggregate, a ``p``-vector).
 4. Warp 0 publishes the aggregate (``p`` values, then the tile's flag with a release
@@ -21,8 +23,8 @@ chains of look-backs cost more than the data. Here a block's tile is ``T`` whole
    tile ``t - 32 + l``, one ballot finds the last PREFIX, then lane ``c`` folds column ``c``
    of the values from there, all loads in flight), and publishes the inclusive prefix.
 5. Each thread rescans its rows in place with the column's exclusive prefix, and the tile
-   goes out with coalesced 128-bit stores (:func:`.staging.make_tile_storer`; the output
-   may have another 16-byte phase than the input).
+   goes out with ``ld.shared.v4`` and coalesced 128-bit stores (:func:`.staging.make_tile_storer`;
+   an output with another 16-byte phase than the input's gathers its vectors from scalars).
 
 Every input element is read once and every output element written once; four block
 barriers per tile. Status words carry the launch *epoch* and tile ids come from a monotone
@@ -46,7 +48,7 @@ from numba import cuda
 
 from .. import intrinsics as fi
 from . import scan as kscan
-from .staging import make_tile_loader, make_tile_storer, padded
+from .staging import make_tile_loader, make_tile_storer
 
 __all__ = ["make_narrow_scan", "MAX_COLUMNS", "tile_rows"]
 
@@ -58,16 +60,19 @@ AGG, PREFIX = 1, 2
 
 def tile_rows(block: int, items: int, p: int) -> tuple[int, int, int]:
     """``(G, R, T)`` of a tile for ``p`` columns: ``G`` groups of ``p`` threads (at most 32),
-    ``R`` rows per thread, ``T = G * R`` rows per tile (``T * p <= block * items``). The
-    kernel computes the same from its runtime ``p``.
+    ``R`` rows per thread with ``R = 1 (mod 32 / gcd(p, 32))`` (conflict-free shared-memory
+    reads), ``T = G * R`` rows per tile (``T * p <= block * items``). The kernel computes
+    the same from its runtime ``p``.
 
-    >>> tile_rows(256, 32, 10)
-    (25, 32, 800)
-    >>> tile_rows(256, 32, 2)
-    (32, 128, 4096)
+    >>> tile_rows(128, 64, 10)
+    (12, 65, 780)
+    >>> tile_rows(128, 64, 32)
+    (4, 64, 256)
     """
     G = min(block // p, 32)
-    R = (block * items) // (G * p)
+    lsb = min(p & -p, 32)
+    M = 32 // lsb
+    R = ((block * items) // (G * p) - 1) // M * M + 1
     return G, R, G * R
 
 
@@ -102,15 +107,16 @@ def make_narrow_scan(fn, acc_dtype, block, items, has_init, prefix_every=1, pack
         raise ValueError(f"make_narrow_scan: 4- or 8-byte values only, got {acc}")
     VEC = fi.VEC(acc)
     E = int(block) * int(items)           # tile capacity (elements)
-    GT = E + E // 32 + 1                  # group totals: GT + g * p + c (< block values)
+    GT = E + VEC                          # group totals: GT + g * p + c (< block values)
     CA = GT + int(block)                  # column aggregates of the tile (32)
     CP = CA + MAX_COLUMNS                 # column exclusive prefixes (32)
     NS = CP + MAX_COLUMNS
     ACC_T = acc.type
     ZERO = ACC_T(0)
     op = fi.as_device(fn)
-    load_tile = make_tile_loader(block, VEC, WIDE=bool(wide), PAD=True)
-    store_tile = make_tile_storer(block, VEC, PAD=True)
+    load_tile = make_tile_loader(block, VEC, V4=True, WIDE=bool(wide))
+    store_tile = make_tile_storer(block, VEC, V4=True)
+    I32 = np.int32
 
     @cuda.jit(device=True)
     def f(a, b):
@@ -201,38 +207,48 @@ def make_narrow_scan(fn, acc_dtype, block, items, has_init, prefix_every=1, pack
             sx[0] = np.int64(fi.atomic_add(counter, 0, np.uint64(1))) - base
         cuda.syncthreads()
         t = sx[0]
-        G = block // p
+        p32 = I32(p)
+        G = I32(block) // p32
         if G > 32:
-            G = 32
-        R = E // (G * p)
+            G = I32(32)
+        lsb = p32 & (-p32)
+        if lsb > 32:
+            lsb = I32(32)
+        M = I32(32) // lsb
+        R = (I32(E) // (G * p32) - I32(1)) // M * M + I32(1)
         T = G * R
         r0 = t * T
-        rows = n - r0
-        if rows > T:
-            rows = T
-        load_tile(s, 0, src[0], r0 * p, rows * p, aux & 15, tid)
+        rows = I32(T)
+        if n - r0 < T:
+            rows = I32(n - r0)
+        mis_in = aux & 15
+        ph = I32((mis_in + r0 * p) % VEC)  # shared position of the tile's element 0
+        load_tile(s, 0, src[0], r0 * p, rows * p32, mis_in, tid)
         cuda.syncthreads()
         # thread (g, c): rows rb .. rb + nr - 1 of column c
-        g = tid // p
-        c = tid - g * p
+        tid32 = I32(tid)
+        g = tid32 // p32
+        c = tid32 - g * p32
         rb = g * R
         nr = rows - rb
         if nr > R:
             nr = R
         mine = g < G and nr > 0
-        e0 = rb * p + c
+        e0 = ph + rb * p32 + c
         a = ZERO
         if mine:
-            a = fi.load(s, padded(e0))
-            for j in range(1, nr):
-                a = f(a, fi.load(s, padded(e0 + j * p)))
-            fi.store(s, GT + tid, a)
+            e = e0
+            a = fi.load(s, e)
+            for _ in range(1, nr):
+                e += p32
+                a = f(a, fi.load(s, e))
+            fi.store(s, GT + tid32, a)
         cuda.syncthreads()
         gx = a
         if mine and g > 0:  # the groups above are full: fold their totals in order
             gx = fi.load(s, GT + c)
             for h in range(1, g):
-                gx = f(gx, fi.load(s, GT + h * p + c))
+                gx = f(gx, fi.load(s, GT + h * p32 + c))
         if mine and g == (rows - 1) // R:  # the last group: column totals of the tile
             tot = a
             if g > 0:
@@ -292,16 +308,17 @@ def make_narrow_scan(fn, acc_dtype, block, items, has_init, prefix_every=1, pack
                 else:
                     run = gx
                 have = True
-            for j in range(nr):
-                q = padded(e0 + j * p)
-                v = fi.load(s, q)
+            e = e0
+            for _ in range(nr):
+                v = fi.load(s, e)
                 if have:
                     v = f(run, v)
-                fi.store(s, q, v)
+                fi.store(s, e, v)
                 run = v
                 have = True
+                e += p32
         cuda.syncthreads()
-        store_tile(s, 0, dst[0], r0 * p, rows * p, aux >> 4, tid)
+        store_tile(s, 0, dst[0], r0 * p, rows * p32, aux >> 4, tid, ph)
 
     inner = fi.with_shared_scratch(1, np.int64, cuda.jit(device=True)(body), nargs=12)
     outer = fi.with_shared_scratch(NS, acc, inner, nargs=11)

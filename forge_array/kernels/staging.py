@@ -16,23 +16,10 @@ from numba import cuda
 
 from .. import intrinsics as fi
 
-__all__ = ["make_tile_loader", "make_tile_storer", "padded"]
+__all__ = ["make_tile_loader", "make_tile_storer"]
 
 
-@cuda.jit(device=True)
-def padded(i):
-    """Shared-memory position of tile element ``i`` in a tile padded by one slot per 32
-    (``i + i // 32``): the ``PAD`` layout of the loader and storer, against bank conflicts
-    when threads read the tile at a stride that is a multiple of 32 words."""
-    return i + (i >> 5)
-
-
-@cuda.jit(device=True)
-def _dense(i):
-    return i
-
-
-def make_tile_loader(BLOCK, VEC, V4=False, WIDE=False, PAD=False):
+def make_tile_loader(BLOCK, VEC, V4=False, WIDE=False):
     """``(sh, so, p, start, n, mis, tid)``: ``BLOCK`` threads (``tid`` in ``0 .. BLOCK - 1``: a
     block, or the 32 lanes of a warp) copy ``p[start : start + n]`` to shared memory with
     coalesced 128-bit loads (scalar head up to the 16-byte boundary, up to four vectors in
@@ -43,12 +30,7 @@ def make_tile_loader(BLOCK, VEC, V4=False, WIDE=False, PAD=False):
     ``V4=True``: it is laid out from the 16-byte boundary, ``p[start + e]`` to
     ``sh[so + ph + e]`` with ``ph = (mis + start) % VEC`` (``so`` a multiple of ``VEC``), so every
     vector is one ``st.shared.v4`` (no bank conflicts) instead of ``VEC`` scalar stores at a
-    ``VEC``-word stride (4-way conflicts for 4-byte types).
-    ``PAD=True`` (not with ``V4``): tile element ``i`` goes to ``sh[padded(so + i)]``, which also
-    spreads the scalar stores of the vectors over all 32 banks."""
-    if V4 and PAD:
-        raise ValueError("make_tile_loader: V4 and PAD exclude each other")
-    at = padded if PAD else _dense
+    ``VEC``-word stride (4-way conflicts for 4-byte types)."""
 
     # fi.store / fi.load: plain addressing (array indexing would add a negative-index
     # wraparound select per access, which keeps every address in its own register)
@@ -56,9 +38,9 @@ def make_tile_loader(BLOCK, VEC, V4=False, WIDE=False, PAD=False):
         put = fi.vstore_shared
     else:
         @cuda.jit(device=True)
-        def put(sh, i, v):
+        def put(sh, at, v):
             for e in range(VEC):
-                fi.store(sh, at(i + e), v[e])
+                fi.store(sh, at + e, v[e])
 
     @cuda.jit(device=True)
     def load_tile(sh, so, p, start, n, mis, tid):
@@ -69,7 +51,7 @@ def make_tile_loader(BLOCK, VEC, V4=False, WIDE=False, PAD=False):
         nv = (n - ha) // VEC
         d0 = so + ph if V4 else so
         if tid < ha:
-            fi.store(sh, at(d0 + tid), fi.load(p, start + tid))
+            fi.store(sh, d0 + tid, fi.load(p, start + tid))
         g = start + ha
         d = d0 + ha
         q = tid
@@ -112,35 +94,65 @@ def make_tile_loader(BLOCK, VEC, V4=False, WIDE=False, PAD=False):
             put(sh, d + q * VEC, fi.vload(p, g + q * VEC))
         tl = ha + nv * VEC + tid
         if tl < n:
-            fi.store(sh, at(d0 + tl), fi.load(p, start + tl))
+            fi.store(sh, d0 + tl, fi.load(p, start + tl))
 
     return load_tile
 
 
-def make_tile_storer(BLOCK, VEC, PAD=False):
+def make_tile_storer(BLOCK, VEC, V4=False):
     """``(sh, so, p, start, n, mis, tid)``: ``BLOCK`` threads (``tid`` in ``0 .. BLOCK - 1``)
     copy ``sh[so : so + n]`` to ``p[start : start + n]`` with coalesced 128-bit stores (scalar
     head up to the 16-byte boundary, each vector gathered from ``VEC`` shared words, scalar
     tail); ``mis`` is the phase of ``p[0]`` in elements. ``VEC`` is 2 or 4 (8- or 4-byte
     elements): the mirror of :func:`make_tile_loader` without ``V4``, so a tile staged in
-    with one phase can go out with another. ``PAD``: the tile is read from the padded layout
-    (``sh[padded(so + i)]``).
+    with one phase can go out with another.
+
+    ``V4=True``: the mirror of the loader's ``V4`` layout, with one more argument, ``ph``: tile
+    element ``i`` is at ``sh[so + ph + i]`` (``so`` a multiple of ``VEC``). When the output's
+    16-byte phase is the tile's (``(mis + start) % VEC == ph``) every vector is one
+    ``ld.shared.v4`` and one 128-bit store; otherwise the vectors are gathered from scalars.
 
     >>> callable(make_tile_storer(32, 4))
     True
     """
-    at = padded if PAD else _dense
     if VEC == 4:
         @cuda.jit(device=True)
         def gather(sh, a):
-            return (fi.load(sh, at(a)), fi.load(sh, at(a + 1)), fi.load(sh, at(a + 2)),
-                    fi.load(sh, at(a + 3)))
+            return (fi.load(sh, a), fi.load(sh, a + 1), fi.load(sh, a + 2), fi.load(sh, a + 3))
     elif VEC == 2:
         @cuda.jit(device=True)
         def gather(sh, a):
-            return (fi.load(sh, at(a)), fi.load(sh, at(a + 1)))
+            return (fi.load(sh, a), fi.load(sh, a + 1))
     else:
         raise ValueError(f"make_tile_storer: VEC must be 2 or 4, got {VEC}")
+
+    if V4:
+        @cuda.jit(device=True)
+        def store_tile_v4(sh, so, p, start, n, mis, tid, ph):
+            po = (mis + start) % VEC
+            ha = (VEC - po) % VEC
+            if ha > n:
+                ha = n
+            nv = (n - ha) // VEC
+            s0 = so + ph
+            if tid < ha:
+                fi.store(p, start + tid, fi.load(sh, s0 + tid))
+            g = start + ha
+            d = s0 + ha
+            q = tid
+            if po == ph:  # the same phase: shared vectors are 16-byte aligned
+                while q < nv:
+                    fi.vstore(p, g + q * VEC, fi.vload_shared(sh, d + q * VEC))
+                    q += BLOCK
+            else:
+                while q < nv:
+                    fi.vstore(p, g + q * VEC, gather(sh, d + q * VEC))
+                    q += BLOCK
+            tl = ha + nv * VEC + tid
+            if tl < n:
+                fi.store(p, start + tl, fi.load(sh, s0 + tl))
+
+        return store_tile_v4
 
     @cuda.jit(device=True)
     def store_tile(sh, so, p, start, n, mis, tid):
@@ -150,7 +162,7 @@ def make_tile_storer(BLOCK, VEC, PAD=False):
             ha = n
         nv = (n - ha) // VEC
         if tid < ha:
-            fi.store(p, start + tid, fi.load(sh, at(so + tid)))
+            fi.store(p, start + tid, fi.load(sh, so + tid))
         g = start + ha
         d = so + ha
         q = tid
@@ -159,6 +171,6 @@ def make_tile_storer(BLOCK, VEC, PAD=False):
             q += BLOCK
         tl = ha + nv * VEC + tid
         if tl < n:
-            fi.store(p, start + tl, fi.load(sh, at(so + tl)))
+            fi.store(p, start + tl, fi.load(sh, so + tl))
 
     return store_tile
