@@ -926,7 +926,9 @@ def test_narrow_scan(bk, monkeypatch, dtype, packed):
     the column kernel. With a flag word per tile, and with packed words per (tile, column)
     looked back 4 tiles at a time."""
     dt = np.dtype(dtype)
-    base = {"narrow_block": 64, "narrow_bytes": 8 * dt.itemsize, "narrow_prefix_every": 40,
+    # prefixes only every 40 tiles (12 with look-back windows of 4 tiles)
+    every = 12 if packed else 40
+    base = {"narrow_block": 64, "narrow_bytes": 8 * dt.itemsize, "narrow_prefix_every": every,
             "direct_rows": 4, "narrow_packed": packed}
     _override(monkeypatch, scan_columns=base)
     rng = np.random.default_rng(48)
@@ -956,8 +958,9 @@ def test_narrow_scan(bk, monkeypatch, dtype, packed):
         close(accumulate(ops.add, x, axis=0, init=dt.type(3)), want + 3, **tol)
         close(accumulate(lambda a, b: b, x, axis=0), h)  # non-commutative: the last one seen
         close(accumulate(ops.maximum, x, axis=0), np.maximum.accumulate(h, axis=0))
-    # 46 tiles of 6 rows, prefixes only at tiles 0 and 40: look-backs over two windows
-    h = values((45 * 6 + 5, 10))
+    # tiles of 6 rows, prefixes only at tile 0 and every `every` tiles: look-backs over two
+    # windows of 32 tiles (7 of 4 tiles when packed)
+    h = values(((every + 5) * 6 + 5, 10))
     close(accumulate(ops.add, bk.asarray(h), axis=0),
           np.cumsum(h.astype(np.int64 if exact else np.float64), axis=0), **tol)
     # tiles of 2048 elements: 33 rows per thread (R = 1 mod 16 for 10 columns), two tiles

@@ -67,13 +67,14 @@ TABLES: dict = {
         # narrow_bytes of tile per thread, narrow_packed: packed status words per (tile, column),
         # that many tiles per round trip of a lane's look-back (0: a flag word per tile);
         # narrow_wide: 8 vector loads in flight per thread while staging (else 4).
-        # H200, axis 0 of (10^7, 10) (tune-narrowscan, -2): column kernel 680-707 us; flags with
-        # blocks of 256 x 128 bytes 830, 128 x 256 bytes 565-576; packed 4 at 128 x 256: 402
+        # H200, axis 0 of (10^7, 10) (tune-narrowscan, -2 .. -5): column kernel 680-707 us; flag
+        # words with blocks of 256 x 128 bytes 830, 128 x 256 bytes 565-576; packed 4 at
+        # 128 x 256: 402; dense conflict-free tiles: 362; 96 x 384 bytes, 8 loads in flight: 328
         "scan_columns": {"block": 256, "items": 32, "staged": True, "lookback": 1,
                          "warp_lookback_cols": 16, "rows_items": 16, "rows_staged_vecs": 8,
                          "rows_staged_max": 128, "rows_staged_block": 256,
-                         "rows_staged_blocks_per_sm": 4, "narrow_max": 32, "narrow_block": 128,
-                         "narrow_bytes": 256, "narrow_packed": 4, "narrow_wide": False},
+                         "rows_staged_blocks_per_sm": 4, "narrow_max": 32, "narrow_block": 96,
+                         "narrow_bytes": 384, "narrow_packed": 4, "narrow_wide": True},
     },
     "sm90": {
         # H200 sweep tune-copy.md: 128-thread blocks, x[1:] 1e9 0.97 -> 0.99 of copy, aligned 1e8 0.96 -> 0.99
