@@ -301,6 +301,19 @@ def test_column_kernel_flat(bk, fresh_plans, dtype, rows, p, off):
     assert _kinds() == {"make_colflat_kernel"}
 
 
+def test_column_kernel_flat_many_partials(bk, fresh_plans, rowcol_params):
+    """The last block's fold of many per-block partials (eight loads in flight per
+    position): 64 columns over 40 blocks, 4 positions per column, 10 partials each."""
+    rowcol_params(blocks_per_sm=20, occupancy=False)
+    rng = np.random.default_rng(9)
+    a = (rng.standard_normal((170, 64)) * 20).astype(np.float32)
+    z = rng.integers(-1000, 1000, (170, 64)).astype(np.int64)
+    np.testing.assert_allclose(_sum(bk, _dev(bk, a), 0), a.astype(F64).sum(axis=0), rtol=1e-5, atol=1e-4)
+    np.testing.assert_array_equal(_host(ar.axis_mapreduce(None, ops.add, (_dev(bk, z),), 0, None, False,
+                                                          np.dtype("int64"))), z.sum(axis=0))
+    assert _kinds() == {"make_colflat_kernel"}
+
+
 def _bcast_rows(bk, v, p):
     """``v`` (rows,) as a (rows, p) view with column stride 0: indexed by the row only."""
     return bk.broadcast_to(v[:, None], (v.shape[0], p))

@@ -1205,6 +1205,26 @@ def make_colflat_kernel(f, op, K, ACC, ID, FLAG, INIT, BLOCK, VEC, MODES, UNROLL
         if m < U * p:
             c = m % p
             q = m // p
+            # eight loads in flight, then their fold in the same order as one at a time
+            # (p = 100: 65 partials per position, each load an L2 round trip)
+            while q + 7 * U < G:
+                a0 = fi.load(part, q * p + c)
+                a1 = fi.load(part, (q + U) * p + c)
+                a2 = fi.load(part, (q + 2 * U) * p + c)
+                a3 = fi.load(part, (q + 3 * U) * p + c)
+                a4 = fi.load(part, (q + 4 * U) * p + c)
+                a5 = fi.load(part, (q + 5 * U) * p + c)
+                a6 = fi.load(part, (q + 6 * U) * p + c)
+                a7 = fi.load(part, (q + 7 * U) * p + c)
+                v = fi.cast_like(opd(v, a0), ID)
+                v = fi.cast_like(opd(v, a1), ID)
+                v = fi.cast_like(opd(v, a2), ID)
+                v = fi.cast_like(opd(v, a3), ID)
+                v = fi.cast_like(opd(v, a4), ID)
+                v = fi.cast_like(opd(v, a5), ID)
+                v = fi.cast_like(opd(v, a6), ID)
+                v = fi.cast_like(opd(v, a7), ID)
+                q += 8 * U
             while q < G:
                 v = fi.cast_like(opd(v, fi.load(part, q * p + c)), ID)
                 q += U
