@@ -1,7 +1,7 @@
 """Scan down the rows of a narrow C-contiguous matrix: axis 0 of an ``(n, p)`` array with few
 columns (``2 <= p <= 32``), e.g. ten running sums of 10^7 rows, treated as ONE scan of
 ``n`` rows whose elements are ``p``-vectors (a single-pass decoupled look-back, Merrill &
-Garland, NVR-2016-002, with one status word per tile and ``p`` values behind it).
+Garland, NVR-2016-002, with one look-back per tile for all ``p`` columns).
 
 The column scan of :mod:`.scan` gives each column its own chain of tiles and its own
 look-back; with ten columns of 10^7 rows its loads touch 40 bytes per row and its ten
@@ -18,10 +18,14 @@ chains of look-backs cost more than the data. Here a block's tile is ``T`` whole
    ``l + const``: conflict-free without padding, all index arithmetic in 32 bits. The groups' totals go
    through shared memory: each thread folds those of the groups above its own, the last
    group's threads get the tile's column totals (the tile aggregate, a ``p``-vector).
-4. Warp 0 publishes the aggregate (``p`` values, then the tile's flag with a release
-   store), looks back over windows of 32 predecessor tiles (lane ``l`` reads the flag of
-   tile ``t - 32 + l``, one ballot finds the last PREFIX, then lane ``c`` folds column ``c``
-   of the values from there, all loads in flight), and publishes the inclusive prefix.
+4. Warp 0 publishes the aggregate, looks back and publishes the inclusive prefix. Two status
+   layouts (``packed``): by default each (tile, column) has its own status word with the
+   value packed in (:func:`.scan.packable`), written and read with single relaxed vector
+   accesses and no fence, and lane ``c`` looks back along column ``c`` alone, a few tiles per
+   round trip; or (``packed=0``) one flag word per tile with ``p`` value slots behind it:
+   lane ``l`` reads the flag of tile ``t - 32 + l``, one ballot finds the last PREFIX, then
+   lane ``c`` folds column ``c`` of the values from there (all loads in flight), with a fence
+   on each side. On an H200 the packed words were 1.7x faster (``docs/scans.md``).
 5. Each thread rescans its rows in place with the column's exclusive prefix, and the tile
    goes out with ``ld.shared.v4`` and coalesced 128-bit stores (:func:`.staging.make_tile_storer`;
    an output with another 16-byte phase than the input's gathers its vectors from scalars).
@@ -29,9 +33,9 @@ chains of look-backs cost more than the data. Here a block's tile is ``T`` whole
 Every input element is read once and every output element written once; four block
 barriers per tile. Status words carry the launch *epoch* and tile ids come from a monotone
 counter minus a host-kept ``base``, as in :mod:`.scan`, so nothing is cleared between
-launches. Values of tile ``t``, column ``c`` live at ``vals[2 * (t * p + c) + k]``
-(``k`` = 0: aggregate, 1: inclusive prefix): a flag word plus separate slots, values
-written before the flag's release store and read after the flag's relaxed load and a fence.
+launches. With flag words, the values of tile ``t``, column ``c`` live at
+``vals[2 * (t * p + c) + k]`` (``k`` = 0: aggregate, 1: inclusive prefix), written before the
+flag's release store and read after the flag's relaxed load and a fence.
 
 Example (the public way in is :func:`forge_array.accumulate` / ``cumulative_sum`` with
 ``axis=0`` on a C-contiguous matrix of a few columns):
