@@ -921,9 +921,9 @@ def test_narrow_scan(bk, monkeypatch, dtype, packed):
     (make_narrow_scan): one tile and many, a partial last tile, one and several rows per
     thread, look-backs over several windows of aggregates only (``narrow_prefix_every``),
     misaligned starts of the input and of an ``out`` view with another 16-byte phase, an
-    init, a non-commutative operator; the cases it does not take (include_initial, reverse,
-    a conversion, deterministic mode, a tuple operator, more than ``narrow_max`` columns) keep
-    the column kernel. With a flag word per tile, and with packed words per (tile, column)
+    init, a non-commutative operator, include_initial and exclusive scans; the cases it does
+    not take (reverse, a conversion, deterministic mode, a tuple operator, more than
+    ``narrow_max`` columns) keep the column kernel. With a flag word per tile, and with packed words per (tile, column)
     looked back 4 tiles at a time."""
     dt = np.dtype(dtype)
     # prefixes only every 40 tiles (12 with look-back windows of 4 tiles)
@@ -958,6 +958,16 @@ def test_narrow_scan(bk, monkeypatch, dtype, packed):
         close(accumulate(ops.add, x, axis=0, init=dt.type(3)), want + 3, **tol)
         close(accumulate(lambda a, b: b, x, axis=0), h)  # non-commutative: the last one seen
         close(accumulate(ops.maximum, x, axis=0), np.maximum.accumulate(h, axis=0))
+        # include_initial and exclusive (output shifted by a row), into an out view of another
+        # 16-byte phase too
+        zero = np.zeros((1, p), want.dtype)
+        close(cumulative_sum(x, axis=0, include_initial=True), np.concatenate([zero, want]), **tol)
+        close(accumulate(ops.add, x, axis=0, exclusive=True, init=dt.type(2)),
+              np.concatenate([zero, want[:-1]]) + 2, **tol)
+        buf = bk.zeros((n + 1) * p + 8, dtype=dt)
+        o = buf[off + 3:off + 3 + (n + 1) * p].reshape(n + 1, p)
+        accumulate(ops.add, x, axis=0, include_initial=True, out=o)
+        close(o, np.concatenate([zero, want]), **tol)
     # tiles of 6 rows, prefixes only at tile 0 and every `every` tiles: look-backs over two
     # windows of 32 tiles (7 of 4 tiles when packed)
     h = values(((every + 5) * 6 + 5, 10))
@@ -979,7 +989,6 @@ def test_narrow_scan(bk, monkeypatch, dtype, packed):
     x = bk.asarray(rng.standard_normal((80, 6)).astype(np.float32))
     ref = np.cumsum(_np(x).astype(np.float64), axis=0)
     before = len(made)
-    close(cumulative_sum(x, axis=0, include_initial=True)[1:], ref, rtol=1e-4, atol=1e-4)
     close(accumulate(ops.add, x, axis=0, reverse=True),
           np.flip(np.cumsum(np.flip(_np(x).astype(np.float64), 0), axis=0), 0), rtol=1e-4,
           atol=1e-4)

@@ -81,17 +81,22 @@ def tile_rows(block: int, items: int, p: int) -> tuple[int, int, int]:
 
 
 def make_narrow_scan(fn, acc_dtype, block, items, has_init, prefix_every=1, packed=0,
-                     wide=False):
+                     wide=False, shift=0):
     """Kernel factory of the narrow-matrix scan (see the module docstring): inclusive scan
     along axis 0 of a C-contiguous ``(n, p)`` matrix of one 4- or 8-byte dtype (input and
     output alike), scalar operator ``fn`` (associative, commutative or not), tiles of at
     most ``block * items`` elements.
 
     Kernel arguments: ``src, dst, init`` (1-tuples of pointers to element 0), ``n`` (rows),
-    ``p`` (columns, ``2 .. MAX_COLUMNS``, at most ``block``), ``aux`` (16-byte phase in
+    ``m`` (output rows), ``p`` (columns, ``2 .. MAX_COLUMNS``, at most ``block``), ``aux`` (16-byte phase in
     elements of ``src[0]`` plus 16 times that of ``dst[0]``), ``status`` (uint32 flag per
     tile), ``vals`` (1-tuple: ``2 * p`` values per tile), ``counter`` (uint64 ticket at
     ``[0]``), ``base``, ``epoch``; the grid has one block per tile.
+
+    ``shift`` (1: exclusive results and ``include_initial``, as in :mod:`.scan`): row ``r``'s
+    inclusive result goes to output row ``r + 1`` (rows ``>= m`` dropped) and the first tile
+    writes ``init`` to row 0; the tile goes out from shared memory to a start one row later,
+    whatever its 16-byte phase.
 
     ``prefix_every`` (tests): tiles ``t > 0`` publish their inclusive prefix only when ``t`` is
     a multiple of it, so that successors must fold long chains of aggregates, over several
@@ -105,6 +110,7 @@ def make_narrow_scan(fn, acc_dtype, block, items, has_init, prefix_every=1, pack
     thread while staging the tile (else 4).
     """
     PE = int(prefix_every)
+    SHIFT = int(shift)
     PK = int(packed)
     acc = np.dtype(acc_dtype)
     if acc.itemsize not in (4, 8):
@@ -205,7 +211,7 @@ def make_narrow_scan(fn, acc_dtype, block, items, has_init, prefix_every=1, pack
                     return acc_t[1]
                 hi -= PK
 
-    def body(sx, s, src, dst, init, n, p, aux, status, vals, counter, base, epoch):
+    def body(sx, s, src, dst, init, n, m, p, aux, status, vals, counter, base, epoch):
         tid = cuda.threadIdx.x
         if tid == 0:
             sx[0] = np.int64(fi.atomic_add(counter, 0, np.uint64(1))) - base
@@ -322,12 +328,21 @@ def make_narrow_scan(fn, acc_dtype, block, items, has_init, prefix_every=1, pack
                 have = True
                 e += p32
         cuda.syncthreads()
-        store_tile(s, 0, dst[0], r0 * p, rows * p32, aux >> 4, tid, ph)
+        if SHIFT == 0:
+            store_tile(s, 0, dst[0], r0 * p, rows * p32, aux >> 4, tid, ph)
+        else:
+            ro = rows
+            if m - r0 - 1 < ro:
+                ro = I32(m - r0 - 1)
+            if ro > 0:
+                store_tile(s, 0, dst[0], (r0 + 1) * p, ro * p32, aux >> 4, tid, ph)
+            if t == 0 and tid32 < p32:
+                fi.store(dst[0], tid32, fi.load(init[0], 0))
 
-    inner = fi.with_shared_scratch(1, np.int64, cuda.jit(device=True)(body), nargs=12)
-    outer = fi.with_shared_scratch(NS, acc, inner, nargs=11)
+    inner = fi.with_shared_scratch(1, np.int64, cuda.jit(device=True)(body), nargs=13)
+    outer = fi.with_shared_scratch(NS, acc, inner, nargs=12)
 
-    def narrow_scan(src, dst, init, n, p, aux, status, vals, counter, base, epoch):
-        outer(src, dst, init, n, p, aux, status, vals, counter, base, epoch)
+    def narrow_scan(src, dst, init, n, m, p, aux, status, vals, counter, base, epoch):
+        outer(src, dst, init, n, m, p, aux, status, vals, counter, base, epoch)
 
     return narrow_scan

@@ -779,7 +779,7 @@ def plan_scan(fn, tuple_op, xv, ov, in_dtypes, acc_dtypes, init, shift, n, m, nb
     if (columns and not tuple_op and not det
             and _narrow_fit(pc, in_dtypes, acc_dtypes, xv, ov, shift, n, m, nbatch, nb1, s_in, bx,
                             s_out, bo)):
-        return _plan_narrow(p, pc, fn, acc_dtypes, xv, ov, has_init, n, nbatch)
+        return _plan_narrow(p, pc, fn, acc_dtypes, xv, ov, has_init, shift, n, m, nbatch)
     if columns or short_rows:
         block = pc["block"]
         items = pc["items"] if columns else int(pc.get("rows_items", pc["items"]))
@@ -915,20 +915,20 @@ def _narrow_fit(pc, in_dtypes, acc_dtypes, xv, ov, shift, n, m, nbatch, nb1, s_i
                 bo):
     """Whether :func:`..kernels.narrow_scan.make_narrow_scan` takes this batched scan: axis 0
     of a C-contiguous ``(n, p)`` block (input and output alike: row stride ``p``, unit column
-    stride) of ``2 .. narrow_max`` columns, one 4- or 8-byte dtype scanned in itself,
-    inclusive, both naturally aligned."""
+    stride) of ``2 .. narrow_max`` columns, one 4- or 8-byte dtype scanned in itself, both
+    naturally aligned (inclusive, exclusive or with ``include_initial``)."""
     cols = min(int(pc.get("narrow_max", 0)), knarrow.MAX_COLUMNS, int(pc.get("narrow_block", 256)))
     if not 2 <= nbatch <= cols or len(in_dtypes) != 1 or in_dtypes[0] != acc_dtypes[0]:
         return False
     isz = acc_dtypes[0].itemsize
-    if isz not in (4, 8) or shift or m != n:
+    if isz not in (4, 8):
         return False
     if nbatch != nb1 or bx[1] != 1 or s_in != nbatch or bo[1] != 1 or s_out != nbatch:
         return False
     return runtime.misalignment(xv[0]) % isz == 0 and runtime.misalignment(ov[0]) % isz == 0
 
 
-def _plan_narrow(p, pc, fn, acc_dtypes, xv, ov, has_init, n, nbatch):
+def _plan_narrow(p, pc, fn, acc_dtypes, xv, ov, has_init, shift, n, m, nbatch):
     """Plan of :func:`..kernels.narrow_scan.make_narrow_scan` (see :func:`_narrow_fit`): one
     block per tile of ``T`` whole rows, tile ids from the ticket counter, ``p`` value slots
     per tile behind one flag word."""
@@ -940,17 +940,17 @@ def _plan_narrow(p, pc, fn, acc_dtypes, xv, ov, has_init, n, nbatch):
     packed = int(pc.get("narrow_packed", 0))  # > 0: packed word per (tile, column)
     st = _state(xv[0], acc_dtypes, ntiles * nbatch, flags=not packed)
     I64 = runtime.i64
-    argtypes = (runtime.tuple_ptr_t((acc,)),) * 3 + (I64,) * 3 + (
+    argtypes = (runtime.tuple_ptr_t((acc,)),) * 3 + (I64,) * 4 + (
         runtime.ptr_t(st.status.dtype), runtime.tuple_ptr_t((acc,)), runtime.ptr_t(np.uint64),
         I64, I64)
     p.kernel = runtime.compile_kernel(
         knarrow.make_narrow_scan,
         (fn, acc, block, items, has_init, int(pc.get("narrow_prefix_every", 1)), packed,
-         bool(pc.get("narrow_wide", False))),
+         bool(pc.get("narrow_wide", False)), int(shift)),
         argtypes)
     isz = acc.itemsize
     aux = runtime.misalignment(xv[0]) // isz + 16 * (runtime.misalignment(ov[0]) // isz)
-    p.scalars = (n, nbatch, aux)
+    p.scalars = (n, m, nbatch, aux)
     p.tail = ()
     p.grid, p.block, p.state = ntiles, block, st
     p.slots, p.ntiles = ntiles * nbatch, ntiles
