@@ -126,51 +126,41 @@ def make_tile_storer(BLOCK, VEC, V4=False):
     else:
         raise ValueError(f"make_tile_storer: VEC must be 2 or 4, got {VEC}")
 
+    @cuda.jit(device=True)
+    def store_from(sh, s0, p, start, n, mis, tid, aligned):
+        """``sh[s0 + i]`` to ``p[start + i]``; ``aligned``: the shared vectors behind the global
+        16-byte boundaries are 16-byte aligned too (one ``ld.shared.v4`` each)."""
+        po = (mis + start) % VEC
+        ha = (VEC - po) % VEC
+        if ha > n:
+            ha = n
+        nv = (n - ha) // VEC
+        if tid < ha:
+            fi.store(p, start + tid, fi.load(sh, s0 + tid))
+        g = start + ha
+        d = s0 + ha
+        q = tid
+        if aligned:
+            while q < nv:
+                fi.vstore(p, g + q * VEC, fi.vload_shared(sh, d + q * VEC))
+                q += BLOCK
+        else:
+            while q < nv:
+                fi.vstore(p, g + q * VEC, gather(sh, d + q * VEC))
+                q += BLOCK
+        tl = ha + nv * VEC + tid
+        if tl < n:
+            fi.store(p, start + tl, fi.load(sh, s0 + tl))
+
     if V4:
         @cuda.jit(device=True)
         def store_tile_v4(sh, so, p, start, n, mis, tid, ph):
-            po = (mis + start) % VEC
-            ha = (VEC - po) % VEC
-            if ha > n:
-                ha = n
-            nv = (n - ha) // VEC
-            s0 = so + ph
-            if tid < ha:
-                fi.store(p, start + tid, fi.load(sh, s0 + tid))
-            g = start + ha
-            d = s0 + ha
-            q = tid
-            if po == ph:  # the same phase: shared vectors are 16-byte aligned
-                while q < nv:
-                    fi.vstore(p, g + q * VEC, fi.vload_shared(sh, d + q * VEC))
-                    q += BLOCK
-            else:
-                while q < nv:
-                    fi.vstore(p, g + q * VEC, gather(sh, d + q * VEC))
-                    q += BLOCK
-            tl = ha + nv * VEC + tid
-            if tl < n:
-                fi.store(p, start + tl, fi.load(sh, s0 + tl))
+            store_from(sh, so + ph, p, start, n, mis, tid, (mis + start) % VEC == ph)
 
         return store_tile_v4
 
     @cuda.jit(device=True)
     def store_tile(sh, so, p, start, n, mis, tid):
-        ph = (mis + start) % VEC
-        ha = (VEC - ph) % VEC
-        if ha > n:
-            ha = n
-        nv = (n - ha) // VEC
-        if tid < ha:
-            fi.store(p, start + tid, fi.load(sh, so + tid))
-        g = start + ha
-        d = so + ha
-        q = tid
-        while q < nv:
-            fi.vstore(p, g + q * VEC, gather(sh, d + q * VEC))
-            q += BLOCK
-        tl = ha + nv * VEC + tid
-        if tl < n:
-            fi.store(p, start + tl, fi.load(sh, so + tl))
+        store_from(sh, so, p, start, n, mis, tid, False)
 
     return store_tile
