@@ -484,9 +484,11 @@ def test_deterministic_tuple(bk):
 
 
 @pytest.mark.parametrize("over", [{"ticket": "block"}, {"ticket": "persist", "persist": 1},
+                                  {"ticket": "persist", "persist": 2, "prefetch": True},
                                   {"wide": False, "release": True, "spin_ns": 8},
                                   {"lookback": 4}, {"lookback": 2}],
-                         ids=["block", "persist", "narrow-release-spin", "lookback4", "lookback2"])
+                         ids=["block", "persist", "persist-prefetch", "narrow-release-spin",
+                              "lookback4", "lookback2"])
 def test_tile_variants(bk, monkeypatch, over):
     """Every tuning variant of the tile and column kernels (ticket modes, 16-byte or flag
     status words, release fences, back-off, look-back widths: ``lookback`` predecessors per
@@ -503,6 +505,8 @@ def test_tile_variants(bk, monkeypatch, over):
     rng = np.random.default_rng(31)
     x = rand(bk, (5 * T + 3,), "float32", seed=30)
     close(cumulative_sum(x), np.cumsum(_np(x).astype(np.float64)), rtol=1e-4, atol=1e-4)
+    for v in (x[1:], x[3:-2]):  # misaligned: the first tile starts `lead` elements early
+        close(cumulative_sum(v), np.cumsum(_np(v).astype(np.float64)), rtol=1e-4, atol=1e-4)
     y = bk.asarray(rng.standard_normal(4 * _tile("float64") + 1))
     close(cumulative_sum(y, include_initial=True), np.concatenate([[0.0], np.cumsum(_np(y))]))
     z = bk.asarray(rng.integers(-9, 9, (3, 2 * T + 5)).astype(np.int8))

@@ -34,8 +34,9 @@ WARP = 32
 if sys.getswitchinterval() > 0.001:
     sys.setswitchinterval(0.001)
 
-#: seconds a lane waits at a warp barrier before the run is declared deadlocked
-BARRIER_TIMEOUT = float(os.environ.get("FORGE_ARRAY_SIM_BARRIER_TIMEOUT", "30"))
+#: seconds a lane waits at a warp barrier before the run is declared deadlocked (generous:
+#: a loaded 2-core machine can starve simulated lanes for tens of seconds)
+BARRIER_TIMEOUT = float(os.environ.get("FORGE_ARRAY_SIM_BARRIER_TIMEOUT", "120"))
 
 __all__ = [
     "WARP", "VEC", "lane_id", "warp_id", "ballot", "syncwarp", "shfl_idx", "shfl_up", "shfl_down", "shfl_xor",
@@ -113,6 +114,11 @@ class _WarpBarrier:
                     self.broken = "simulated kernel aborted"
                     self.cond.notify_all()
                     raise RuntimeError(self.broken)
+                failed = _failed_sibling(t)
+                if failed is not None:  # a lane of this block raised and will never arrive
+                    self.broken = f"simulated kernel aborted: {failed}"
+                    self.cond.notify_all()
+                    raise RuntimeError(self.broken)
                 if time.monotonic() > deadline:
                     self.broken = (
                         f"{what}: deadlock in warp {t.thread_id // WARP} of block "
@@ -123,6 +129,18 @@ class _WarpBarrier:
                     self.cond.notify_all()
                     raise RuntimeError(self.broken)
                 self.cond.wait(0.05)
+
+
+def _failed_sibling(t):
+    """The exception of a thread of ``t``'s block that has died raising (numba's simulator
+    can miss it: it drops finished threads before looking at their exceptions), or None."""
+    mgr = getattr(t, "_manager", None)
+    if mgr is None:
+        return None
+    for o in threading.enumerate():
+        if o is not t and getattr(o, "_manager", None) is mgr and getattr(o, "exception", None):
+            return o.exception[0]
+    return None
 
 
 class _Warp:

@@ -34,7 +34,7 @@ import numpy as np
 from numba import cuda
 from numba import types as nt
 
-from . import backend, config
+from . import backend, config, temp
 from .fingerprint import Unfingerprintable, digest
 
 try:
@@ -272,6 +272,28 @@ class Kernel:
         return f"Kernel({self.name}, {'simulated' if self._sim is not None else self.entry})"
 
 
+def _restore_cuda_globals() -> None:
+    """After a simulated kernel raised: put ``numba.cuda`` back into module globals.
+
+    numba's simulator swaps the ``cuda`` global of a function's module for a fake module while
+    one of its threads runs the function, and swaps it back when the thread returns. Threads of
+    a failed launch that are left blocked at a barrier never return, so the fake stays, and
+    every later kernel factory of that module (``cuda.jit`` at build time) would fail."""
+    import sys
+
+    deadline = time.monotonic() + 10.0  # let the aborted threads unwind (and swap back) first
+    for t in threading.enumerate():
+        if t is not threading.current_thread() and hasattr(t, "syncthreads_event"):
+            t.join(max(0.0, deadline - time.monotonic()))
+    for mod in list(sys.modules.values()):
+        d = getattr(mod, "__dict__", None)
+        if not d:
+            continue
+        for k, v in list(d.items()):
+            if type(v).__name__ == "FakeCUDAModule":
+                d[k] = cuda
+
+
 def launch(kernel: Kernel, grid: int, block: int, args: tuple, shared: int = 0, on=None) -> None:
     """Launch ``kernel`` with ``grid`` blocks of ``block`` threads on CuPy's current stream
     (or in the simulator). ``args`` are buffers (see :mod:`.memory`), ints and floats in the
@@ -281,7 +303,12 @@ def launch(kernel: Kernel, grid: int, block: int, args: tuple, shared: int = 0, 
         return
     sim = kernel._sim
     if sim is not None:
-        sim[grid, block](*args)
+        try:
+            sim[grid, block](*args)
+        except BaseException:
+            temp.discard()  # a kernel stopped half-way may leave counters and tickets dirty
+            _restore_cuda_globals()
+            raise
         return
     st = kernel._struct
     if st is not None and _FAST_LAUNCH:

@@ -67,6 +67,31 @@ def scratch(nbytes: int, like, key=None):
 
 _SCRATCH: dict = {}
 
+_ON_DISCARD: list = []
+
+
+def on_discard(fn) -> None:
+    """Register ``fn()`` to drop cached per-thread kernel state (e.g. scan tile states)
+    whenever :func:`discard` runs."""
+    _ON_DISCARD.append(fn)
+
+
+def discard() -> None:
+    """Zero this host thread's counters in place and reset the state registered with
+    :func:`on_discard`.
+
+    Called after a kernel launch fails (in the simulator a kernel can stop half-way, e.g. on
+    a Python exception in one thread): such a launch may leave a ticket counter non-zero or
+    scan tickets unaccounted for. The buffers stay the same objects, so launch plans that
+    replay them stay valid.
+
+    >>> discard()
+    """
+    for buf in getattr(_local, "counters", {}).values():
+        buf[...] = 0
+    for fn in _ON_DISCARD:
+        fn()
+
 
 def counters(n: int, like, dtype=np.uint32):
     """A cached zeroed buffer of at least ``n`` integers for the current device, stream and
