@@ -484,11 +484,9 @@ def test_deterministic_tuple(bk):
 
 
 @pytest.mark.parametrize("over", [{"ticket": "block"}, {"ticket": "persist", "persist": 1},
-                                  {"ticket": "persist", "persist": 2, "prefetch": True},
                                   {"wide": False, "release": True, "spin_ns": 8},
                                   {"lookback": 4}, {"lookback": 2}],
-                         ids=["block", "persist", "persist-prefetch", "narrow-release-spin",
-                              "lookback4", "lookback2"])
+                         ids=["block", "persist", "narrow-release-spin", "lookback4", "lookback2"])
 def test_tile_variants(bk, monkeypatch, over):
     """Every tuning variant of the tile and column kernels (ticket modes, 16-byte or flag
     status words, release fences, back-off, look-back widths: ``lookback`` predecessors per

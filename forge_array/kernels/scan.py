@@ -473,7 +473,7 @@ def make_tile_prefix(acc_dtypes, comb, det, wide, release, spin_ns, NW, TS, lbv=
 
 def make_tile_scan(fn, tuple_op, in_dtypes, acc_dtypes, block, items, shift, has_init,
                    det, vec, ovec=False, ticket="atomic", wide=True, release=False, spin_ns=0,
-                   keep_items=False, lookback=4, prefetch=False):
+                   keep_items=False, lookback=4):
     """Kernel factory of the row (tile) scan; see the module docstring.
 
     Kernel arguments: ``src, dst, init`` (tuples of buffers; ``init`` holds one value),
@@ -501,12 +501,6 @@ def make_tile_scan(fn, tuple_op, in_dtypes, acc_dtypes, block, items, shift, has
     128-bit output stores as well (the host checks that output element ``start + k +
     shift`` is 16-byte aligned whenever input element ``start + k`` is, see
     :func:`ovec_ok`).
-
-    ``prefetch`` (with ``ticket="persist"`` and ``vec``): a block issues the 128-bit loads of
-    its NEXT tile into registers right after the block scan of the current one, so that they
-    are in flight during the current tile's look-back, second pass and stores (the look-back
-    otherwise leaves the block's share of the memory system idle); the next tile is staged
-    from those registers. Costs ``items`` registers per thread.
     """
     in_dtypes = tuple(np.dtype(d) for d in in_dtypes)
     acc_dtypes = tuple(np.dtype(d) for d in acc_dtypes)
@@ -519,10 +513,9 @@ def make_tile_scan(fn, tuple_op, in_dtypes, acc_dtypes, block, items, shift, has
     warp_scan = fi.make_warp_scan(comb)
     conv = _make_converter(in_dtypes, acc_dtypes)
     assert ticket in ("atomic", "block", "persist"), ticket
-    PF = bool(prefetch and vec and ticket == "persist")
     TS = TILE + TILE // 32  # padded tile, then NW warp totals, then the tile prefix
     NVALS = TS + NW + 1
-    NKINDS = NW + 3  # kinds of the warp totals and the prefix, the tile id, the next tile id
+    NKINDS = NW + 2  # kinds of the warp totals and the prefix, then the tile id
     VEC = fi.VEC(in_dtypes[0]) if vec else 1
     NV = items // VEC
     OUT_T = acc_dtypes[0].type
@@ -561,10 +554,7 @@ def make_tile_scan(fn, tuple_op, in_dtypes, acc_dtypes, block, items, shift, has
 
     @cuda.jit(device=True)
     def tile(sk, sh, t, src, dst, init, n, m, nb1, s_in, b0_in, b1_in, s_out, b0_out, b1_out,
-             lead, tpr, status, vals, counter, epoch, ntiles, xin, have):
-        """Scan tile ``t``. ``xin``: registers holding this tile's input when ``have`` (a
-        prefetch); with ``PF`` the next tile's input (``sk[NW + 2]``) is loaded into them,
-        and the result says whether it was."""
+             lead, tpr, status, vals, counter, epoch, ntiles):
         tid = cuda.threadIdx.x
         lane = tid & 31
         warp = tid >> 5
@@ -578,11 +568,11 @@ def make_tile_scan(fn, tuple_op, in_dtypes, acc_dtypes, block, items, shift, has
         # to the accumulator type (CUB's BLOCK_LOAD_WARP_TRANSPOSE; padded against bank
         # conflicts); only the warp reads them back, so a warp barrier suffices
         if vec and full:
-            if not (PF and have):  # every load in flight before the first use
-                for j in range(NV):
-                    vv = fi.vload(src[0], ib + start + wseg + (j * 32 + lane) * VEC)
-                    for e in range(VEC):
-                        xin[j * VEC + e] = vv[e]
+            xin = cuda.local.array(items, IN_T)  # every load in flight before the first use
+            for j in range(NV):
+                vv = fi.vload(src[0], ib + start + wseg + (j * 32 + lane) * VEC)
+                for e in range(VEC):
+                    xin[j * VEC + e] = vv[e]
             for j in range(NV):
                 q = wseg + (j * 32 + lane) * VEC
                 q += q >> 5  # VEC divides 32: the VEC elements share one padding offset
@@ -651,20 +641,6 @@ def make_tile_scan(fn, tuple_op, in_dtypes, acc_dtypes, block, items, shift, has
         texcl = wp
         if lane > 0:
             texcl = comb(wp, up)
-        # ---- prefetch: the next tile's loads go out now, before the look-back
-        got = False
-        if PF:
-            nx = sk[NW + 2]
-            if nx < ntiles:
-                ti2, q0, q1 = tile_coords(nx, tpr, nb1, ntiles)
-                start2 = ti2 * TILE - lead
-                if start2 >= 0 and start2 + TILE <= n:
-                    got = True
-                    ib2 = q0 * b0_in + q1 * b1_in + start2 + wseg
-                    for j in range(NV):
-                        vv = fi.vload(src[0], ib2 + (j * 32 + lane) * VEC)
-                        for e in range(VEC):
-                            xin[j * VEC + e] = vv[e]
         # ---- tile prefix: decoupled look-back by warp 0 while the others wait at a barrier
         if has_init:
             init_t = (_TWO,) + fi.load(init, 0)
@@ -705,7 +681,6 @@ def make_tile_scan(fn, tuple_op, in_dtypes, acc_dtypes, block, items, shift, has
                     fi.store(dst, ob + P * s_out, fi.load(sh, k + (k >> 5)))
         if shift and ti == 0 and tid == 0:
             fi.store(dst, ob, fi.load(init, 0))
-        return got
 
     def body(sk, sh, src, dst, init, n, m, nb1, s_in, b0_in, b1_in, s_out, b0_out, b1_out,
              lead, tpr, status, vals, counter, base, epoch, ntiles):
@@ -718,21 +693,16 @@ def make_tile_scan(fn, tuple_op, in_dtypes, acc_dtypes, block, items, shift, has
                 sk[NW + 1] = np.int64(fi.atomic_add(counter, 0, np.uint64(1))) - base
             cuda.syncthreads()
             t = sk[NW + 1]
-        xin = cuda.local.array(items, IN_T)  # staged input in registers (vec, full tiles)
         if ticket != "persist":
             tile(sk, sh, t, src, dst, init, n, m, nb1, s_in, b0_in, b1_in, s_out, b0_out,
-                 b1_out, lead, tpr, status, vals, counter, epoch, ntiles, xin, False)
+                 b1_out, lead, tpr, status, vals, counter, epoch, ntiles)
             return
-        have = False
         while t < ntiles:
             nxt = t + np.int64(cuda.gridDim.x)
             if tpr != 1 and tid == 0:  # the next ticket, fetched now, needed after this tile
                 nxt = np.int64(fi.atomic_add(counter, 0, np.uint64(1))) - base
-            if PF and tid == 0:  # read by every thread after the tile's first barrier
-                sk[NW + 2] = nxt
-            have = tile(sk, sh, t, src, dst, init, n, m, nb1, s_in, b0_in, b1_in, s_out,
-                        b0_out, b1_out, lead, tpr, status, vals, counter, epoch, ntiles, xin,
-                        have)
+            tile(sk, sh, t, src, dst, init, n, m, nb1, s_in, b0_in, b1_in, s_out, b0_out,
+                 b1_out, lead, tpr, status, vals, counter, epoch, ntiles)
             if tid == 0:  # every thread read sk[NW + 1] before the tile's first barrier
                 sk[NW + 1] = nxt
             cuda.syncthreads()  # also: shared memory is reused by the next tile

@@ -867,20 +867,16 @@ def plan_scan(fn, tuple_op, xv, ov, in_dtypes, acc_dtypes, init, shift, n, m, nb
     mb = pt.get("min_blocks")
     small = len(acc_dtypes) == 1 and acc_dtypes[0].itemsize <= 4 and items * acc_dtypes[0].itemsize <= 64
     lb = (block, mb) if mb and vec and small and block * mb <= 2048 else None
-    per_sm = int(pt.get("persist", 0)) or (mb or 4)
-    if ticket == "persist" and pt.get("persist") and vec and block * per_sm <= 2048:
-        lb = (block, per_sm)  # the grid is one wave of `persist` blocks per SM: make it fit
-    prefetch = bool(pt.get("prefetch", False)) and ticket == "persist" and vec
     p.kernel = runtime.compile_kernel(
         kscan.make_tile_scan,
         (fn, tuple_op, in_dtypes, acc_dtypes, block, items, shift, has_init, bool(det), vec,
-         ovec, ticket) + sync + (bool(pt.get("keep_items", False)), int(pt.get("lookback", 4)),
-                                 prefetch),
+         ovec, ticket) + sync + (bool(pt.get("keep_items", False)), int(pt.get("lookback", 4))),
         argtypes, launch_bounds=lb)
     p.scalars = (n, m, nb1, s_in, bx[0], bx[1], s_out, bo[0], bo[1], lead, tpr)
     p.tail = (ntiles,)
     grid = ntiles
     if ticket == "persist":
+        per_sm = int(pt.get("persist", 0)) or (mb or 4)
         grid = min(ntiles, per_sm * runtime.device_info()["sm_count"])
     p.grid, p.block, p.state, p.slots = grid, block, st, ntiles
     # tickets taken from the counter: one per tile, plus one per block that finds none left
