@@ -237,6 +237,21 @@ def test_column_kernel_vectorised(bk, fresh_plans, dtype, rows, cols, c0):
     assert "make_colvec_kernel" in _kinds()
 
 
+@pytest.mark.parametrize("cols", [40, 300])  # threads sharing a column group, or not
+@pytest.mark.parametrize("rows", [2, 3, 6, 7, 10, 11])
+def test_column_kernel_vectorised_row_tail(bk, fresh_plans, rowcol_params, rows, cols):
+    """Four rows in flight, then the last 1-3 rows of a thread in one round trip (rows past
+    the end re-read a valid row and are not folded): sums, argmax (row indices) and a
+    reduction split over blocks."""
+    rowcol_params(unroll=4, col_flat=0, min_items=1)
+    h = (np.random.default_rng(rows).standard_normal((rows, cols)) * 10).astype(np.float32)
+    x = _dev(bk, h)
+    np.testing.assert_allclose(_host(ar.axis_mapreduce(None, ops.add, (x,), 0, None, False, F64)),
+                               h.astype(F64).sum(axis=0), rtol=1e-6, atol=1e-9)
+    np.testing.assert_array_equal(_host(ar.argmax(x, 0)), np.argmax(h, axis=0))
+    assert _kinds() == {"make_colvec_kernel"}
+
+
 def test_column_kernel_vectorised_batches_tuples_and_fallbacks(bk, fresh_plans, rowcol_params):
     rowcol_params(col_flat=0)   # thin C-contiguous matrices would take the flat kernel
     rng = np.random.default_rng(12)

@@ -863,7 +863,7 @@ def _make_col_fold(call, opd, K, ID, VEC, MODES):
 
 
 def make_colvec_kernel(f, op, K, ACC, ID, FLAG, INIT, BLOCK, SPLIT, RED2, INDEX, UNROLL, VEC,
-                       MODES):
+                       MODES, TAIL=True):
     """Kernel factory: reduction across the contiguous axis with ``VEC`` adjacent outputs per
     thread read by 128-bit loads (the vectorised form of :func:`make_col_kernel`).
 
@@ -878,7 +878,9 @@ def make_colvec_kernel(f, op, K, ACC, ID, FLAG, INIT, BLOCK, SPLIT, RED2, INDEX,
     covers columns ``q * VEC - ph .. q * VEC - ph + VEC - 1``; the first and last groups may
     be partial and use scalar loads at clamped columns (only the valid ones are stored).
     ``BLOCK // CQ`` threads share a group (strided rows); ``SPLIT`` blocks share a tile's
-    rows (partials + last-block ticket). Other parameters as for :func:`make_row_kernel`.
+    rows (partials + last-block ticket). ``TAIL`` (with ``UNROLL >= 4``): a thread's last 1-3
+    rows go out in one round trip (else one at a time). Other parameters as for
+    :func:`make_row_kernel`.
 
     >>> import numpy as np
     >>> k = make_colvec_kernel(lambda a: a, lambda a, b: a + b, 1, np.dtype("float32"),
@@ -953,6 +955,27 @@ def make_colvec_kernel(f, op, K, ACC, ID, FLAG, INIT, BLOCK, SPLIT, RED2, INDEX,
                 accs = fold(v2, k2, accs)
                 accs = fold(v3, k3, accs)
                 j += 4 * T
+            if TAIL and j < hi:  # the last 1-3 rows in one round trip (rows past `hi` re-read row j)
+                ja = j + T
+                jb = j + 2 * T
+                va = ja < hi
+                vb = jb < hi
+                if not va:
+                    ja = j
+                if not vb:
+                    jb = j
+                o0, k0 = row_off(base, S0, S1, m1, kb, L0, L1, j)
+                o1, k1 = row_off(base, S0, S1, m1, kb, L0, L1, ja)
+                o2, k2 = row_off(base, S0, S1, m1, kb, L0, L1, jb)
+                v0 = load_all(ins, o0, c0, cl, full)
+                v1 = load_all(ins, o1, c0, cl, full)
+                v2 = load_all(ins, o2, c0, cl, full)
+                accs = fold(v0, k0, accs)
+                if va:
+                    accs = fold(v1, k1, accs)
+                if vb:
+                    accs = fold(v2, k2, accs)
+                j = hi
         elif UNROLL >= 2:
             while j + T < hi:
                 o0, k0 = row_off(base, S0, S1, m1, kb, L0, L1, j)

@@ -871,7 +871,8 @@ def _plan(f, op, ins, kdims, rdims, kb, acc, ident, init_v, index):
             factory = _k.make_colvec_kernel
             aux = CQ * 16 + ph
             fargs = lambda split: (f, op.fn, K, acc, ID, ident_missing, init_v, block, min(split, 2),  # noqa: E731
-                                   red2, index, p.get("col_unroll", unroll), vec, modes)
+                                   red2, index, p.get("col_unroll", unroll), vec, modes,
+                                   bool(p.get("col_tail", True)))
         else:
             factory = _k.make_col_kernel
             aux = CQ

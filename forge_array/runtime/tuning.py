@@ -37,12 +37,13 @@ TABLES: dict = {
         # by side in a column tile, 0 = up to a block), col_min_blocks (launch bound of the
         # vectorised column kernel, 0 = none), col_flat (flat column kernel for C-contiguous
         # matrices of up to this many columns, 0 = off), row_multi (rows per block of A @ x
-        # with long rows, sharing each vector of x; < 2 = off); see primitives/axis_reduce.py
+        # with long rows, sharing each vector of x; < 2 = off), col_tail (vectorised column
+        # kernel: a thread's last 1-3 rows in one round trip); see primitives/axis_reduce.py
         "rowcol": {"block": 256, "blocks_per_sm": 8, "max_blocks_per_sm": 8, "unroll": 4, "row_items": 2,
                    "warp_rows": 32, "min_items": 16, "row_tile_max": 128, "row_tile_vecs": 4,
                    "row_tile_min_blocks": 4, "col_vec": True, "occupancy": False, "row_tile_warp": False,
                    "col_tile": 0, "col_min_blocks": 0, "col_flat": 256,
-                   "row_multi": 8, "row_multi_unroll": 2},
+                   "row_multi": 8, "row_multi_unroll": 2, "col_tail": True},
         # scan: ticket "atomic" | "block" | "persist" (+ "persist": blocks per SM, 0 = min_blocks);
         # wide: 16-byte status words for 5-12 byte values; keep_items: items in registers
         # across the look-back; spin_ns: look-back back-off; release: fence before publishing
