@@ -872,7 +872,7 @@ def _plan(f, op, ins, kdims, rdims, kb, acc, ident, init_v, index):
             aux = CQ * 16 + ph
             fargs = lambda split: (f, op.fn, K, acc, ID, ident_missing, init_v, block, min(split, 2),  # noqa: E731
                                    red2, index, p.get("col_unroll", unroll), vec, modes,
-                                   bool(p.get("col_tail", True)))
+                                   bool(p.get("col_tail", True)) and all(modes))
         else:
             factory = _k.make_col_kernel
             aux = CQ

@@ -38,7 +38,10 @@ TABLES: dict = {
         # vectorised column kernel, 0 = none), col_flat (flat column kernel for C-contiguous
         # matrices of up to this many columns, 0 = off), row_multi (rows per block of A @ x
         # with long rows, sharing each vector of x; < 2 = off), col_tail (vectorised column
-        # kernel: a thread's last 1-3 rows in one round trip); see primitives/axis_reduce.py
+        # kernel: a thread's last 1-3 rows in one round trip when no operand is broadcast;
+        # H200, tune-coltail: sum(axis=0) (10, 10^7) 144 -> 135 us, (100, 10^6) 129 -> 122,
+        # (10^3, 10^5) 119 -> 111; x @ A (10, 10^7) 150 -> 171, so not for x @ A); see
+        # primitives/axis_reduce.py
         "rowcol": {"block": 256, "blocks_per_sm": 8, "max_blocks_per_sm": 8, "unroll": 4, "row_items": 2,
                    "warp_rows": 32, "min_items": 16, "row_tile_max": 128, "row_tile_vecs": 4,
                    "row_tile_min_blocks": 4, "col_vec": True, "occupancy": False, "row_tile_warp": False,
