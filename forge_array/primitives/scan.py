@@ -584,15 +584,11 @@ _SMEM_LIMIT = 46 * 1024  # static shared memory of a block: 48 KiB, less the sma
 def _items_for(p, acc_dtypes):
     """Items per thread of the tile scan: ``item_bytes`` (``item_bytes_8`` for values of
     8 bytes or more when given) over the value size, capped by ``items_max`` and by the
-    padded tile's static shared memory, rounded down to a power of two (``items_pow2``, else
-    to a multiple of the 128-bit vector)."""
+    padded tile's static shared memory, rounded down to a power of two."""
     nbytes = sum(d.itemsize for d in acc_dtypes)
     ib = p.get("item_bytes_8", p["item_bytes"]) if nbytes >= 8 else p["item_bytes"]
     items = max(1, min(p.get("items_max", 32), ib // nbytes,
                        _SMEM_LIMIT * 32 // (33 * p["block"] * nbytes)))
-    if not p.get("items_pow2", True):
-        v = max(1, 16 // nbytes)
-        return max(v, items // v * v) if items >= v else items
     return 1 << (items.bit_length() - 1)  # a power of two
 
 
@@ -615,12 +611,6 @@ def _fit_items(p, items, n, in_dtypes, acc_dtypes, tuple_op):
         return items
     block = p["block"]
     span = n + v - 1  # the lead (< v elements) shifts the first tile
-    one = int(p.get("row_tile_bytes", 0)) // acc_dtypes[0].itemsize
-    if one > items and block * items < span <= block * one:
-        # a row that fits one tile of up to `row_tile_bytes` per thread: no look-back at all
-        fit = -(-(-(-span // block)) // v) * v
-        if fit <= one and block * fit * acc_dtypes[0].itemsize * 33 // 32 <= _SMEM_LIMIT:
-            return fit
     nt = -(-span // (block * items))
     fit = -(-span // (nt * block))
     fit = -(-fit // v) * v

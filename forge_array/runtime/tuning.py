@@ -51,10 +51,7 @@ TABLES: dict = {
         # wide: 16-byte status words for 5-12 byte values; keep_items: items in registers
         # across the look-back; spin_ns: look-back back-off; release: fence before publishing
         # lookback: predecessors per lane in one look-back round trip (H200 sweep tune-stripe2:
-        # 1 beats 4 by 17% at 10^8 float32, 19% float64); items_pow2: items per thread rounded
-        # down to a power of two (else to a multiple of the 128-bit vector); row_tile_bytes:
-        # rows of a batch that fit one tile of up to this many bytes per thread get that tile
-        # (no look-back), 0 = off
+        # 1 beats 4 by 17% at 10^8 float32, 19% float64)
         "scan": {"block": 256, "item_bytes": 64, "items_max": 32, "min_blocks": 5, "ticket": "atomic",
                  "persist": 0, "wide": True, "keep_items": False, "spin_ns": 0, "release": False,
                  "fit_items": True, "lookback": 1},
