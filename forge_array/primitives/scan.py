@@ -776,7 +776,9 @@ def plan_scan(fn, tuple_op, xv, ov, in_dtypes, acc_dtypes, init, shift, n, m, nb
     pc = tuning.params("scan_columns")
     items = _items_for(pt, acc_dtypes)
     tile = pt["block"] * items
-    columns = nb1 > 1 and abs(bx[1]) == 1 and abs(s_in) != 1 and n > 1
+    # columns: the batch runs along the contiguous axis; a scan of length 1 is one too,
+    # whatever its stride (a row of one-element scans, e.g. axis 0 of a (1, p) matrix)
+    columns = nb1 > 1 and abs(bx[1]) == 1 and (n == 1 or (abs(s_in) != 1 and n > 1))
     short_rows = nbatch >= 64 and n * 4 < tile
     has_init = init is not None
     wide = bool(pt.get("wide", True))
