@@ -783,7 +783,7 @@ def test_row_scan_staged(bk, monkeypatch, dtype):
     orig = pscan._plan_rows
     monkeypatch.setattr(pscan, "_plan_rows", lambda *a: made.append(1) or orig(*a))
     exact = dt.kind == "i"
-    for rows, n, off in [(64, 1, 0), (100, 10, 1), (200, 3, 3), (70, 7, 2), (65, tw // 2 + 1, 1),
+    for rows, n, off in [(64, 2, 0), (100, 10, 1), (200, 3, 3), (70, 7, 2), (65, tw // 2 + 1, 1),
                          (66, tw, 0), (300, 5, 1)]:
         flat = rng.integers(-50, 50, rows * n + 8) if exact else rng.standard_normal(rows * n + 8)
         flat = flat.astype(dt)
@@ -887,6 +887,12 @@ def test_direct_columns_generic(bk, sim):
         close(accumulate(ops.add, g, axis=0, reverse=rev, init=2.5),
               ref_scan(lambda a, b: a + b, _np(g).astype(np.float64), axis=0, init=2.5, reverse=rev),
               rtol=1e-5, atol=1e-5)
+    for w in (rand(bk, (64, 1), "float32", seed=10), rand(bk, (1, 64), "float64", seed=11)[:, 1:]):
+        pscan._fast_plans().clear()  # scans of length 1 along either axis: the direct kernel
+        close(cumulative_sum(w, axis=w.shape.index(1)), _np(w))
+        close(cumulative_sum(w, axis=w.shape.index(1), include_initial=True),
+              np.concatenate([np.zeros_like(_np(w)), _np(w)], axis=w.shape.index(1)))
+        assert all(p.state is None for p in pscan._fast_plans().values())
     big = rand(bk, (17, 40), "float32", seed=7)     # n > direct_rows: the chunked kernel
     close(cumulative_sum(big, axis=0), np.cumsum(_np(big).astype(np.float64), axis=0), rtol=1e-5, atol=1e-5)
     a, b = rand(bk, (5, 33), "float32", seed=8), rand(bk, (5, 33), "float32", seed=9)   # tuples
