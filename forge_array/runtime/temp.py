@@ -71,8 +71,8 @@ _ON_DISCARD: list = []
 
 
 def on_discard(fn) -> None:
-    """Register ``fn()`` to drop cached per-thread kernel state (e.g. scan tile states)
-    whenever :func:`discard` runs."""
+    """Register ``fn()`` to reset cached per-thread kernel state in place (e.g. scan tile
+    states) whenever :func:`discard` runs."""
     _ON_DISCARD.append(fn)
 
 
