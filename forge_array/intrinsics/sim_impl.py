@@ -106,8 +106,7 @@ class _WarpBarrier:
                 self.generation += 1
                 self.cond.notify_all()
                 return
-            t0 = time.monotonic()
-            deadline = t0 + BARRIER_TIMEOUT
+            deadline = time.monotonic() + BARRIER_TIMEOUT
             while gen == self.generation:
                 if self.broken:
                     raise RuntimeError(self.broken)
@@ -115,9 +114,7 @@ class _WarpBarrier:
                     self.broken = "simulated kernel aborted"
                     self.cond.notify_all()
                     raise RuntimeError(self.broken)
-                # a lane of this block that raised never arrives (looked for only after a
-                # while: scanning the threads at every barrier would cost O(threads^2))
-                failed = _failed_sibling(t) if time.monotonic() - t0 > 0.5 else None
+                failed = _failed_sibling(t)  # a lane of this block that raised never arrives
                 if failed is not None:
                     self.broken = f"simulated kernel aborted: {failed}"
                     self.cond.notify_all()
@@ -137,13 +134,30 @@ class _WarpBarrier:
 def _failed_sibling(t):
     """The exception of a thread of ``t``'s block that has died raising (numba's simulator
     can miss it: it drops finished threads before looking at their exceptions), or None."""
-    mgr = getattr(t, "_manager", None)
-    if mgr is None:
-        return None
-    for o in threading.enumerate():
-        if o is not t and getattr(o, "_manager", None) is mgr and getattr(o, "exception", None):
-            return o.exception[0]
-    return None
+    return getattr(getattr(t, "_manager", None), "forge_failed", None)
+
+
+def _note_block_failures():
+    """Make every simulated thread that dies raising leave its exception on its block's
+    manager (one per block), where the lanes waiting for it at a warp barrier look."""
+    try:
+        from numba.cuda.simulator import kernel as simk
+    except ImportError:  # not simulating
+        return
+    if getattr(simk.BlockThread.run, "_forge_notes", False):
+        return
+    run = simk.BlockThread.run
+
+    def noting_run(self):
+        run(self)
+        if self.exception is not None:
+            self._manager.forge_failed = self.exception[0]
+
+    noting_run._forge_notes = True
+    simk.BlockThread.run = noting_run
+
+
+_note_block_failures()
 
 
 class _Warp:
