@@ -137,3 +137,21 @@ def rowcol_params(monkeypatch):
 
     yield set_params
     clear()
+
+
+def pytest_runtest_protocol(item, nextitem):
+    """In the simulator, run a test once more when it failed on a simulated warp-barrier
+    deadlock: numba's simulator, rarely, leaves lanes of a warp unscheduled for minutes on
+    a loaded 2-core machine (never seen on a GPU); a real deadlock fails both runs."""
+    if not runtime.SIMULATE:
+        return None
+    from _pytest.runner import runtestprotocol
+
+    item.ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
+    reports = runtestprotocol(item, nextitem=nextitem, log=False)
+    if any(r.failed and "deadlock in warp" in str(r.longrepr) for r in reports):
+        reports = runtestprotocol(item, nextitem=nextitem, log=False)
+    for r in reports:
+        item.ihook.pytest_runtest_logreport(report=r)
+    item.ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
+    return True
