@@ -34,9 +34,9 @@ WARP = 32
 if sys.getswitchinterval() > 0.001:
     sys.setswitchinterval(0.001)
 
-#: seconds a lane waits at a warp barrier before the run is declared deadlocked (generous:
-#: a loaded 2-core machine can starve simulated lanes for tens of seconds)
-BARRIER_TIMEOUT = float(os.environ.get("FORGE_ARRAY_SIM_BARRIER_TIMEOUT", "120"))
+#: seconds a lane waits at a warp barrier before the run is declared deadlocked (the tests
+#: run a test that failed on such a deadlock once more: tests/conftest.py)
+BARRIER_TIMEOUT = float(os.environ.get("FORGE_ARRAY_SIM_BARRIER_TIMEOUT", "30"))
 
 __all__ = [
     "WARP", "VEC", "lane_id", "warp_id", "ballot", "syncwarp", "shfl_idx", "shfl_up", "shfl_down", "shfl_xor",
