@@ -155,6 +155,121 @@ def _note_block_failures():
 
     noting_run._forge_notes = True
     simk.BlockThread.run = noting_run
+    simk.BlockThread.syncthreads = _signalling_syncthreads
+    simk.BlockManager.run = _event_driven_run
+    call = simk.FakeCUDAKernel.__call__
+
+    def direct_device_call(self, *args):
+        if self._device and simk._kernel_context is not None and not _uses_cuda(self.fn):
+            return self.fn(*args)
+        return call(self, *args)
+
+    simk.FakeCUDAKernel.__call__ = direct_device_call
+
+
+def _code_names(code):
+    names = set(code.co_names)
+    for c in code.co_consts:
+        if hasattr(c, "co_names"):
+            names |= _code_names(c)
+    return names
+
+
+def _uses_cuda(fn):
+    """Whether ``fn`` may reach the ``cuda`` module through its globals (then numba's simulator
+    swaps in the kernel's fake module around each call, taking two locks: most device
+    functions do not, and are called directly)."""
+    names = getattr(fn, "_forge_names", None)
+    if names is None:
+        code = getattr(fn, "__code__", None)
+        if code is None:
+            return True
+        names = fn._forge_names = tuple(_code_names(code))
+    g = fn.__globals__
+    for n in names:
+        v = g.get(n)
+        if v is not None and (type(v).__name__ == "FakeCUDAModule" or getattr(v, "__name__", "") == "numba.cuda"):
+            return True
+    return False
+
+
+def _signalling_syncthreads(self):
+    """numba's ``BlockThread.syncthreads``, telling the block's manager that one more thread
+    waits (numba's manager finds out by polling every thread, which keeps the interpreter
+    busy while the simulated threads need it)."""
+    if self.abort:
+        raise RuntimeError("abort flag set on syncthreads call")
+    m = self._manager
+    with m.forge_cv:
+        self.syncthreads_blocked = True
+        m.forge_blocked += 1
+        m.forge_cv.notify()
+    self.syncthreads_event.wait()
+    self.syncthreads_event.clear()
+    if self.abort:
+        raise RuntimeError("abort flag set on syncthreads clear")
+
+
+def _event_driven_run(self, grid_point, *args):
+    """numba's ``BlockManager.run`` without polling: the manager sleeps on a condition that
+    a thread signals when it reaches ``syncthreads`` or ends, releases the block when every
+    live thread waits there, and raises the first exception of a thread (after telling the
+    others to abort), as numba's does."""
+    from numba.cuda.simulator import kernel as simk
+
+    self.forge_cv = cv = threading.Condition()
+    self.forge_blocked = 0
+    done = [0]
+    failed = []
+
+    def target():
+        try:
+            self._f(*args)
+        finally:
+            with cv:
+                done[0] += 1
+                cv.notify()
+
+    threads = [simk.BlockThread(target, self, grid_point, point, self._debug)
+               for point in np.ndindex(*self._block_dim)]
+
+    def watch(t):  # the exception is set after target returns: wake the manager again
+        run = t.run
+
+        def run_and_report():
+            run()
+            if t.exception is not None:
+                with cv:
+                    failed.append(t)
+                    cv.notify()
+        t.run = run_and_report
+
+    for t in threads:
+        watch(t)
+        t.start()
+    with cv:
+        while True:
+            if failed:
+                for other in threads:
+                    other.abort = True
+                    other.syncthreads_blocked = False
+                    other.syncthreads_event.set()
+                raise failed[0].exception[0].with_traceback(failed[0].exception[1])
+            live = len(threads) - done[0]
+            if live == 0:
+                break
+            if self.forge_blocked == live:
+                self.forge_blocked = 0
+                for t in threads:
+                    if t.syncthreads_blocked:
+                        t.syncthreads_blocked = False
+                        t.syncthreads_event.set()
+                continue
+            cv.wait(1.0)
+    for t in threads:
+        t.join()
+        if t.exception:
+            raise t.exception[0].with_traceback(t.exception[1])
 
 
 _note_block_failures()
