@@ -187,3 +187,50 @@ def test_copy_errors_and_fallbacks_after_warm_up(bk):
     e = bk.zeros((0, 3))
     for _ in range(2):
         assert primitives.copy(e).shape == (0, 3)
+
+
+def _square(v):
+    return v * v
+
+
+def _pair(v):
+    return (v, v)
+
+
+def test_replayed_generic_reductions(monkeypatch):
+    """``reduce`` / ``mapreduce`` of one array over all axes replay the launch of an earlier
+    call with the same function and operator objects on the same layout, on new data; another
+    function, operator, keepdims, dtype or layout is planned on its own, and a replay never
+    runs the checked path again."""
+    from forge_array import ops
+    pr = importlib.import_module("forge_array.primitives.reduce")
+    rng = np.random.default_rng(5)
+    host = rng.standard_normal(90).astype(np.float32)
+    X = _x(host.copy())
+    v = X[1:38]
+    h = host[1:38].astype(np.float64)
+    first = [xp.mapreduce(_square, ops.add, v), xp.reduce(ops.maximum, v),
+             xp.mapreduce(_pair, ops.minmax, v), xp.mapreduce(_square, ops.add, v, keepdims=True)]
+    calls = []
+    orig = pr.mapreduce
+    monkeypatch.setattr(pr, "mapreduce", lambda *a, **k: calls.append(1) or orig(*a, **k))
+    new = host * np.float32(-3.0) + np.float32(0.5)
+    X[...] = _x(new)
+    hn = new[1:38].astype(np.float64)
+    again = [xp.mapreduce(_square, ops.add, v), xp.reduce(ops.maximum, v),
+             xp.mapreduce(_pair, ops.minmax, v), xp.mapreduce(_square, ops.add, v, keepdims=True)]
+    assert not calls  # every second call was a replay
+    for (sq, mx, (lo, hi), sqk), a in ((first, h), (again, hn)):
+        assert sq.shape == () and sqk.shape == (1,) and sq.dtype == xp.float32
+        np.testing.assert_allclose(float(sq), np.sum(a * a), rtol=1e-5)
+        np.testing.assert_allclose(float(sqk[0]), np.sum(a * a), rtol=1e-5)
+        assert float(mx) == np.max(a) and float(hi) == np.max(a) and float(lo) == np.min(a)
+    # another operator, another layout, another dtype: planned, and right
+    assert float(xp.reduce(ops.minimum, v)) == np.min(hn)
+    assert float(xp.mapreduce(_square, ops.add, X[2:39])) == pytest.approx(np.sum(new[2:39].astype(np.float64) ** 2),
+                                                                          rel=1e-5)
+    i = _x(np.arange(10, dtype=np.int32))
+    assert int(xp.mapreduce(_square, ops.add, i)) == 285
+    assert len(calls) == 3
+    with pytest.raises(TypeError):
+        xp.mapreduce(_square, ops.add, host)   # not an Array: still the checked path's error

@@ -406,6 +406,7 @@ def mapreduce(f, op, *arrays, axis=None, init=None, keepdims=False):
     """
     if f is not None and not callable(f):
         raise TypeError(f"map function must be callable, got {type(f).__name__}")
+    user_op = op
     op = _ops.as_operator(op)
     if not arrays:
         raise TypeError("mapreduce needs at least one array")
@@ -418,7 +419,8 @@ def mapreduce(f, op, *arrays, axis=None, init=None, keepdims=False):
     full = len(axes) == x0.ndim
     if kernels_available(x0):
         if full:
-            return _kernel_full(f, op, flat, struct, acc, is_tuple, init_v, keepdims, x0)
+            hot = (f, user_op) if len(arrays) == 1 and axis is None and init is None else None
+            return _kernel_full(f, op, flat, struct, acc, is_tuple, init_v, keepdims, x0, hot)
         if _axis_kernels() and op.commutative and len(arrays) <= _AXIS_MAX_INPUTS:
             return _axis.axis_mapreduce(f, op, arrays, axes, init, keepdims,
                                         acc if is_tuple else acc[0])
@@ -439,7 +441,7 @@ def mapreduce(f, op, *arrays, axis=None, init=None, keepdims=False):
 _SPECS: dict = {}
 
 
-def _kernel_full(f, op, flat, struct, acc, is_tuple, init_v, keepdims, x0):
+def _kernel_full(f, op, flat, struct, acc, is_tuple, init_v, keepdims, x0, hot=None):
     xp = _xp(x0)
     shape = (1,) * x0.ndim if keepdims else ()
     if x0.size == 0:
@@ -458,8 +460,41 @@ def _kernel_full(f, op, flat, struct, acc, is_tuple, init_v, keepdims, x0):
     init_bufs = None
     if init_v is not None:
         init_bufs = tuple(xp.asarray([v], dtype=d) for v, d in zip(init_v, acc))
+    elif hot is not None and len(flat) == 1 and not struct[0]:
+        p = _k.plan(spec, x0, 0.0, shape)
+        if p is not None:
+            try:
+                _remember(_hot_key("mapreduce", x0, None, keepdims, hot), (p, is_tuple))
+            except TypeError:  # an unhashable function: no fast path
+                pass
+            outs = _k.replay(p, x0)
+            return outs if is_tuple else outs[0]
     outs = _launch(spec, flat, init_bufs, 0.0, op.name, shape)
     return outs if is_tuple else outs[0]
+
+
+def mapreduce_fast(f, op, x, keepdims=False):
+    """The host fast path of ``mapreduce(f, op, x, keepdims=keepdims)`` (``reduce`` when
+    ``f`` is None) of one backend array ``x`` over all axes without ``init``: replay the
+    launch cached by an earlier call with the same ``f`` and ``op`` (the same objects) on an
+    array of the same layout.  Returns the result (a tuple when ``f`` returns tuples), or
+    None when no launch is cached for the call.
+
+    >>> import numpy as np
+    >>> from forge_array import ops
+    >>> x = np.arange(4.0)
+    >>> r = mapreduce_fast(None, ops.add, x)   # None until reduce(ops.add, x) has run on our kernels
+    >>> r is None or float(r) == 6.0
+    True
+    """
+    try:
+        hit = _HOT.get(_hot_key("mapreduce", x, None, keepdims, (f, op)))
+    except (TypeError, AttributeError):  # an unhashable function; not an array
+        return None
+    if hit is None:
+        return None
+    outs = _k.replay(hit[0], x)
+    return outs if hit[1] else outs[0]
 
 
 def _launch(spec, flat, init_bufs=None, param=0.0, what="", shape=(1,)):
@@ -515,13 +550,17 @@ def _launch_named(spec, x, param, keepdims, hot=None):
         return _launch(spec, [x], None, param, shape=shape)[0]
     if hot is not None:
         try:
-            key = _hot_key(hot[0], x, hot[1], keepdims, hot[2])
-            if len(_HOT) >= _k._MAX_CACHED:
-                _HOT.clear()
-            _HOT[key] = p
+            _remember(_hot_key(hot[0], x, hot[1], keepdims, hot[2]), p)
         except TypeError:  # unhashable argument: no fast path
             pass
     return _k.replay(p, x)[0]
+
+
+def _remember(key, p):
+    """Cache launch ``p`` for the fast paths (raises TypeError for an unhashable key)."""
+    if len(_HOT) >= _k._MAX_CACHED:
+        _HOT.clear()
+    _HOT[key] = p
 
 
 def _named_spec(name, op, acc, identity, f=None, with_index=False, acc_tuple=False, post=None,
