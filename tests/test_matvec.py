@@ -443,3 +443,27 @@ def test_replayed_plans_use_new_operands(bk):
         At = bk.asarray(A)[::-1]
         np.testing.assert_allclose(_h(mv.matvec(At, bk.asarray(x))), A[::-1].astype(np.float64) @ x,
                                    rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int32"])
+def test_row_fill_splits_few_long_rows(bk, rowcol_params, monkeypatch, dtype):
+    """Few groups of long rows (A @ x of (2, p), (5, p), sums along axis 1) split down to
+    ``row_fill`` blocks per SM: more blocks per row than ``min_items`` allows, the same
+    results; on a device of 16 SMs so that the rule (fewer groups than a quarter of the SMs)
+    applies in the simulator too."""
+    from forge_array import runtime
+
+    info = dict(runtime.device_info(), sm_count=16)
+    monkeypatch.setattr(runtime, "device_info", lambda *a, **k: info)
+    big = np.float64 if dtype == "float32" else np.int64
+    grids = {}
+    for fill in (0, 2):
+        rowcol_params(row_fill=fill, min_items=16)
+        for n, p in [(2, 1000), (5, 333)]:
+            A, x = _mat((n, p), dtype, n), _mat(p, dtype, 1)
+            np.testing.assert_allclose(_h(mv.matvec(bk.asarray(A), bk.asarray(x))), A.astype(big) @ x,
+                                       rtol=1e-5)
+            np.testing.assert_allclose(_h(ar.axis_mapreduce(None, ops.add, (bk.asarray(A),), 1, None, False, big)),
+                                       A.astype(big).sum(axis=1), rtol=1e-5)
+        grids[fill] = sorted(pl["grid"] for pl in ar._PLANS.values() if isinstance(pl, dict) and "grid" in pl)
+    assert grids[2] != grids[0] and max(grids[2]) > max(grids[0])

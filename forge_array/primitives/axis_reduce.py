@@ -801,11 +801,14 @@ def _plan(f, op, ins, kdims, rdims, kb, acc, ident, init_v, index):
                     and not ident_missing and not isinstance(acc, tuple)):
                 rows = _rows_per_block(nr, p.get("row_multi", 0))
             units = nb * -(-nr // rows)
-            # few long rows (A @ x of (10, 10^6)): split them further, down to a vector per
-            # thread, until there are row_fill blocks per SM (min_items alone left (10, 10^6)
-            # with 122 blocks on 132 SMs)
-            fill = -(-sm * p.get("row_fill", 0) // units)
-            most = max(most, min(fill, max(1, J // (block * vec))))
+            # few groups of long rows (fewer than a quarter of the SMs: A @ x of (10, 10^6),
+            # (100, 10^5)): split them further, down to a vector per thread, until there are
+            # row_fill blocks per SM; min_items alone left those with 122 and 78 blocks on 132
+            # SMs. (10^3, 10^4) (125 groups of 8 rows, each with loads enough in flight) was
+            # slower split (H200, tuning/tune-rowfill.md)
+            if 4 * units <= sm:
+                fill = -(-sm * p.get("row_fill", 0) // units)
+                most = max(most, min(fill, max(1, J // (block * vec))))
 
             def shape(cap):
                 # occupancy: one wave of blocks (the last of a second wave would run alone)

@@ -41,12 +41,13 @@ TABLES: dict = {
         # kernel: a thread's last 1-3 rows in one round trip when no operand is broadcast;
         # H200, tune-coltail: sum(axis=0) (10, 10^7) 144 -> 135 us, (100, 10^6) 129 -> 122,
         # (10^3, 10^5) 119 -> 111; x @ A (10, 10^7) 150 -> 171, so not for x @ A); see
-        # primitives/axis_reduce.py
+        # primitives/axis_reduce.py; row_fill: blocks per SM the row kernel splits few groups
+        # of long rows into (0 = off)
         "rowcol": {"block": 256, "blocks_per_sm": 8, "max_blocks_per_sm": 8, "unroll": 4, "row_items": 2,
                    "warp_rows": 32, "min_items": 16, "row_tile_max": 128, "row_tile_vecs": 4,
                    "row_tile_min_blocks": 4, "col_vec": True, "occupancy": False, "row_tile_warp": False,
                    "col_tile": 0, "col_min_blocks": 0, "col_flat": 256,
-                   "row_multi": 8, "row_multi_unroll": 2, "col_tail": True},
+                   "row_multi": 8, "row_multi_unroll": 2, "col_tail": True, "row_fill": 0},
         # scan: ticket "atomic" | "block" | "persist" (+ "persist": blocks per SM, 0 = min_blocks);
         # wide: 16-byte status words for 5-12 byte values; keep_items: items in registers
         # across the look-back; spin_ns: look-back back-off; release: fence before publishing
@@ -89,8 +90,10 @@ TABLES: dict = {
         # row_tile_vecs 8 (session 5, tune-rowtile / tune-rowtile2): sum(axis=1) of (10^7, 10)
         # 177 -> 144 and 174 -> 141 us, A @ x (10^7, 10) 180 -> 146 and 175 -> 147 us; 16 vectors
         # and 8 loads in flight (row_tile_wide) were no better
+        # row_fill 2 (session 8, tune-rowfill): A @ x (10, 10^6) 33.5 / 31.5 -> 29.1 us, (100, 10^5)
+        # 32.9 / 34.4 -> 28.0 us; the n*p = 10^8 and 10^9 shapes unchanged
         "rowcol": {"occupancy": True, "row_tile_warp": True, "row_tile_min_blocks": 0, "col_tile": 32,
-                   "col_min_blocks": 4, "row_tile_v4": True, "row_tile_vecs": 8},
+                   "col_min_blocks": 4, "row_tile_v4": True, "row_tile_vecs": 8, "row_fill": 2},
     },
     "H100": {},
     "H200": {},
