@@ -839,7 +839,9 @@ def _plan(f, op, ins, kdims, rdims, kb, acc, ident, init_v, index):
         nticks = 1
 
         def shape(cap):
-            want = max(1, min(cap, -(-nvec // block)))
+            # col_flat_vecs: at least that many vectors per thread (fewer blocks, so fewer
+            # partials for the last block to combine, on small matrices; 0 = one wave)
+            want = max(1, min(cap, -(-nvec // (block * max(1, p.get("col_flat_vecs", 0))))))
             grid = max(gq, want // gq * gq)
             return grid, max(grid, 2), 0
         fargs = (f, op.fn, K, acc, ID, ident_missing, init_v, block, vec, modes,
