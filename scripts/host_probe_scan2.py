@@ -14,7 +14,7 @@ _spin_kernel = cp.RawKernel(r'''extern "C" __global__ void spin(long long t) {
     long long s = clock64(); while (clock64() - s < t) {} }''', "spin")
 
 
-def event_us(f, n=100, busy=False):
+def event_us(f, n=40, busy=False):
     s, e = cp.cuda.Event(), cp.cuda.Event()
     ts = []
     for _ in range(n):
@@ -33,8 +33,10 @@ for shape, axis in (((10**8,), 0), ((10**7, 10), 0), ((10**4, 10**4), 1), ((10**
     c = cp.random.random(shape, dtype=cp.float32)
     x = xp.asarray(c)
     t = torch.as_tensor(c, device="cuda")
-    for name, f in {"xp": lambda: xp.cumulative_sum(x, axis=axis),
-                    "torch": lambda: torch.cumsum(t, axis)}.items():
+    impls = {"xp": lambda: xp.cumulative_sum(x, axis=axis), "torch": lambda: torch.cumsum(t, axis)}
+    if shape == (10**7, 10) and axis == 0:
+        del impls["torch"]   # 2.7 s per call
+    for name, f in impls.items():
         f()
         f()
         a, b = event_us(f), event_us(f, busy=True)
