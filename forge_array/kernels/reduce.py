@@ -600,10 +600,11 @@ def plan(spec, x, param=0.0, out_shape=(1,)):
     return p
 
 
-def replay(p, x):
+def replay(p, x, on=None):
     """Run the :class:`Launch` ``p`` on ``x`` (of the layout it was planned for); returns the
     tuple of output arrays.  The only difference between the GPU and the simulator is how
-    arrays become kernel arguments (a device address or a ``SimBuffer``)."""
+    arrays become kernel arguments (a device address or a ``SimBuffer``).  ``on``: the
+    caller's ``stream_key()`` of this moment, if it has one (saves asking CuPy again)."""
     kernel, grid, block, fixed, shape, dtypes, empty, param, in_view, out_views = p
     if len(dtypes) == 1:
         outs = (empty(shape, dtypes[0]),)
@@ -618,7 +619,7 @@ def replay(p, x):
     else:
         xb = x.data.ptr
         obs = tuple(map(_PTR, outs))
-    launch(kernel, grid, block, (xb,) + fixed + obs + (param,))
+    launch(kernel, grid, block, (xb,) + fixed + obs + (param,), 0, on)
     return outs
 
 

@@ -488,12 +488,13 @@ def mapreduce_fast(f, op, x, keepdims=False):
     True
     """
     try:
-        hit = _HOT.get(_hot_key("mapreduce", x, None, keepdims, (f, op)))
+        key = _hot_key("mapreduce", x, None, keepdims, (f, op))
+        hit = _HOT.get(key)
     except (TypeError, AttributeError):  # an unhashable function; not an array
         return None
     if hit is None:
         return None
-    outs = _k.replay(hit[0], x)
+    outs = _k.replay(hit[0], x, key[-1])
     return outs if hit[1] else outs[0]
 
 
@@ -533,12 +534,13 @@ def full_fast(name, x, dtype=None, keepdims=False, extra=None):
     True
     """
     try:
-        p = _HOT.get(_hot_key(name, x, dtype, keepdims, extra))
+        key = _hot_key(name, x, dtype, keepdims, extra)
+        p = _HOT.get(key)
     except (TypeError, AttributeError):  # an unhashable argument; not an array
         return None
     if p is None:
         return None
-    return _k.replay(p, x)[0]
+    return _k.replay(p, x, key[-1])[0]
 
 
 def _launch_named(spec, x, param, keepdims, hot=None):

@@ -191,7 +191,7 @@ def _accumulate(fn, tuple_op, xs, in_dtypes, acc_dtypes, ident, name, *, axis, i
                          reverse, deterministic, flatten)
         plan = _fast_plans().get(fkey) if fkey is not None else None
         if plan is not None:
-            r = _run_fast(plan, xs, acc_dtypes, tuple_op)
+            r = _run_fast(plan, xs, acc_dtypes, tuple_op, fkey[-1])
             if r is not None:
                 return r
     if include_initial and exclusive:
@@ -315,7 +315,7 @@ def cumulative_fast(opname, x, axis, dtype, include_initial):
     plan = _fast_plans().get(fkey)
     if plan is None:
         return None
-    return _run_fast(plan, (x,), acc, False)
+    return _run_fast(plan, (x,), acc, False, fkey[-1])
 
 
 def cumulative_sum(x, /, *, axis=None, dtype=None, include_initial=False, out=None):
@@ -639,17 +639,18 @@ class _Plan:
     __slots__ = ("kernel", "grid", "block", "init", "initb", "scalars", "state", "slots",
                  "ntiles", "in_off", "out_off", "shape", "flat", "out_mis", "tail")
 
-    def launch(self, src, dst):
+    def launch(self, src, dst, on=None):
         st = self.state
         if st is None:  # no tile states (direct column scan)
-            runtime.launch(self.kernel, self.grid, self.block, (src, dst, self.initb) + self.scalars)
+            runtime.launch(self.kernel, self.grid, self.block, (src, dst, self.initb) + self.scalars,
+                           0, on)
             return
         if st.slots < self.slots:
             st.grow(max(self.slots, 2 * st.slots))
         status, vals, counter = st.buffers()
         runtime.launch(self.kernel, self.grid, self.block,
                        (src, dst, self.initb) + self.scalars
-                       + (status, vals, counter, st.base, st.epoch) + self.tail)
+                       + (status, vals, counter, st.base, st.epoch) + self.tail, 0, on)
         _after_launch(st, self.ntiles)  # tickets taken from the counter
 
 
@@ -690,9 +691,10 @@ def _fast_key(fn, tuple_op, xs, acc_dtypes, axis, include_initial, exclusive, re
     return key
 
 
-def _run_fast(plan, xs, acc_dtypes, tuple_op):
+def _run_fast(plan, xs, acc_dtypes, tuple_op, key=None):
     """Replay ``plan`` on new operands of the planned layouts; None when the fresh output is
-    not aligned as planned (the caller then takes the full path)."""
+    not aligned as planned (the caller then takes the full path). ``key``: the operands'
+    :func:`_state_key` when the caller has it (the launch then asks CuPy for no stream)."""
     xp = _xp(xs[0])
     if plan.flat:
         xs = [a.reshape(-1) for a in xs]
@@ -700,7 +702,8 @@ def _run_fast(plan, xs, acc_dtypes, tuple_op):
     if runtime.misalignment(outs[0]) != plan.out_mis:
         return None
     plan.launch(tuple(_buf_at(a, plan.in_off) for a in xs),
-                tuple(_buf_at(o, plan.out_off) for o in outs))
+                tuple(_buf_at(o, plan.out_off) for o in outs),
+                key if type(key) is tuple and len(key) > 1 else None)
     return tuple(outs) if tuple_op else outs[0]
 
 
