@@ -219,7 +219,10 @@ def test_replayed_generic_reductions(monkeypatch):
     hn = new[1:38].astype(np.float64)
     again = [xp.mapreduce(_square, ops.add, v), xp.reduce(ops.maximum, v),
              xp.mapreduce(_pair, ops.minmax, v), xp.mapreduce(_square, ops.add, v, keepdims=True)]
-    assert not calls  # every second call was a replay
+    # every second call was a replay (where our kernels run on the array: not on the CPU
+    # device of a GPU machine)
+    replays = pr.kernels_available(v._array)
+    assert not calls or not replays
     for (sq, mx, (lo, hi), sqk), a in ((first, h), (again, hn)):
         assert sq.shape == () and sqk.shape == (1,) and sq.dtype == xp.float32
         np.testing.assert_allclose(float(sq), np.sum(a * a), rtol=1e-5)
@@ -231,6 +234,6 @@ def test_replayed_generic_reductions(monkeypatch):
                                                                           rel=1e-5)
     i = _x(np.arange(10, dtype=np.int32))
     assert int(xp.mapreduce(_square, ops.add, i)) == 285
-    assert len(calls) == 3
+    assert len(calls) == (3 if replays else 7)
     with pytest.raises(TypeError):
         xp.mapreduce(_square, ops.add, host)   # not an Array: still the checked path's error

@@ -447,7 +447,7 @@ def test_replayed_plans_use_new_operands(bk):
 
 @pytest.mark.parametrize("dtype", ["float32", "int32"])
 def test_row_fill_splits_few_long_rows(bk, rowcol_params, monkeypatch, dtype):
-    """Few groups of long rows (A @ x of (2, p), (5, p), sums along axis 1) split down to
+    """Few groups of long rows (A @ x of (2, 5000), (5, 2100), sums along axis 1) split down to
     ``row_fill`` blocks per SM: more blocks per row than ``min_items`` allows, the same
     results; on a device of 16 SMs so that the rule (fewer groups than a quarter of the SMs)
     applies in the simulator too."""
@@ -459,7 +459,7 @@ def test_row_fill_splits_few_long_rows(bk, rowcol_params, monkeypatch, dtype):
     grids = {}
     for fill in (0, 2):
         rowcol_params(row_fill=fill, min_items=16)
-        for n, p in [(2, 1000), (5, 333)]:
+        for n, p in [(2, 5000), (5, 2100)]:   # rows of several 256 x 4-element blocks on a GPU
             A, x = _mat((n, p), dtype, n), _mat(p, dtype, 1)
             np.testing.assert_allclose(_h(mv.matvec(bk.asarray(A), bk.asarray(x))), A.astype(big) @ x,
                                        rtol=1e-5)
