@@ -1,39 +1,11 @@
 """Host time of matrix-vector products on the GPU machine (session 8 probe): host µs per call
 (synchronised before each call) and event-timed µs per call (the bench's method) of our
 A @ x and x @ A against CuPy and torch on the n*p = 10^7 shapes, then a cProfile of ours."""
-import cProfile
-import pstats
-import statistics
-import time
-
 import cupy as cp
 import torch
 
 import forge_array as xp
-
-
-def host_us(f, n=200):
-    ts = []
-    for _ in range(n):
-        cp.cuda.Device().synchronize()
-        t = time.perf_counter()
-        f()
-        ts.append((time.perf_counter() - t) * 1e6)
-    cp.cuda.Device().synchronize()
-    return statistics.median(ts)
-
-
-def event_us(f, n=200):
-    s, e = cp.cuda.Event(), cp.cuda.Event()
-    ts = []
-    for _ in range(n):
-        s.record()
-        f()
-        e.record()
-        e.synchronize()
-        ts.append(cp.cuda.get_elapsed_time(s, e) * 1e3)
-    return statistics.median(ts)
-
+from bench.hosttime import event_us, host_us, profile_calls
 
 for n, p in ((10, 10**6), (10**3, 10**4), (10**4, 10**3), (10**5, 100)):
     cA = cp.random.random((n, p), dtype=cp.float32)
@@ -49,11 +21,4 @@ for n, p in ((10, 10**6), (10**3, 10**4), (10**4, 10**3), (10**5, 100)):
         print(f"({n:.0e},{p:.0e}) {name:10s} host {host_us(f):7.1f} us  event {event_us(f):7.1f} us")
 cA = cp.random.random((10**3, 10**4), dtype=cp.float32)
 A, u = xp.asarray(cA), xp.asarray(cp.random.random(10**3, dtype=cp.float32))
-u @ A
-pr = cProfile.Profile()
-pr.enable()
-for _ in range(3000):
-    u @ A
-pr.disable()
-cp.cuda.Device().synchronize()
-pstats.Stats(pr).sort_stats("tottime").print_stats(30)
+profile_calls(lambda: u @ A)

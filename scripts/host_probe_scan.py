@@ -1,26 +1,10 @@
 """Where a large cumulative_sum spends its host time on the GPU machine (session 4 probe):
 host µs of CuPy / torch allocations and of our call, and a cProfile of our call."""
-import cProfile
-import pstats
-import statistics
-import time
-
 import cupy as cp
 import torch
 
 import forge_array as xp
-
-
-def host_us(f, n=40):
-    ts = []
-    for _ in range(n):
-        cp.cuda.Device().synchronize()
-        t = time.perf_counter()
-        f()
-        ts.append((time.perf_counter() - t) * 1e6)
-    cp.cuda.Device().synchronize()
-    return statistics.median(ts)
-
+from bench.hosttime import host_us, profile_calls
 
 for n in (10**6, 10**8):
     print(f"n={n:.0e} cupy.empty {host_us(lambda: cp.empty(n, cp.float32)):.1f} us, "
@@ -30,10 +14,4 @@ for n in (10**6, 10**8):
     xp.cumulative_sum(x)
     print(f"n={n:.0e} xp.cumulative_sum {host_us(lambda: xp.cumulative_sum(x)):.1f} us, "
           f"xp.sum {host_us(lambda: xp.sum(x)):.1f} us, torch.cumsum {host_us(lambda: torch.cumsum(t, 0)):.1f} us")
-pr = cProfile.Profile()
-pr.enable()
-for _ in range(200):
-    cp.cuda.Device().synchronize()
-    xp.cumulative_sum(x)
-pr.disable()
-pstats.Stats(pr).sort_stats("tottime").print_stats(18)
+profile_calls(lambda: xp.cumulative_sum(x), n=200, top=18)

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import statistics
 
 CONFIGS = {
     "capped v4": {"one_pass": False, "vecs": 4},
@@ -34,6 +33,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     import cupy as cp
 
+    from bench.hosttime import event_us
     from forge_array import primitives
     from forge_array.runtime import tuning
 
@@ -47,15 +47,7 @@ def main(argv=None):
     def gpu_us(fn):
         for _ in range(2):
             fn()
-        ts = []
-        for _ in range(args.reps):
-            a, b = cp.cuda.Event(), cp.cuda.Event()
-            a.record()
-            fn()
-            b.record()
-            b.synchronize()
-            ts.append(cp.cuda.get_elapsed_time(a, b) * 1e3)
-        return statistics.median(ts)
+        return event_us(fn, args.reps)
 
     names = list(CONFIGS)
     print(f"{'case':44s} " + " ".join(f"{c:>12s}" for c in names) + f" {'memcpy':>9s}  best/memcpy")

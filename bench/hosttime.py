@@ -1,0 +1,82 @@
+"""Per-call timings for the host probes in ``scripts/host_probe_*.py`` (GPU machine only).
+
+- :func:`host_us`: host µs of one call, the GPU idle before it (synchronised), median;
+- :func:`event_us`: CUDA-event µs of one call from an idle GPU (the bench's method: the host
+  work before the launch counts), or with ``busy=True`` behind a GPU kept busy by a spin
+  kernel while the host prepares (the kernels alone), median.
+
+The difference of the two event timings is the call's host time before its first launch.
+
+Example (on a GPU)::
+
+    from bench.hosttime import event_us
+    idle, busy = event_us(lambda: xp.sum(x)), event_us(lambda: xp.sum(x), busy=True)
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+_SPIN = None
+
+
+def _cp():
+    import cupy
+
+    return cupy
+
+
+def _spin():
+    """Keep the GPU busy for ~200 µs (one thread spinning on clock64)."""
+    global _SPIN
+    cp = _cp()
+    if _SPIN is None:
+        _SPIN = cp.RawKernel(r'''extern "C" __global__ void spin(long long t) {
+            long long s = clock64(); while (clock64() - s < t) {} }''', "spin")
+    _SPIN((1,), (1,), (cp.int64(400000),))
+
+
+def host_us(f, n=200):
+    """Median host µs of ``f()`` with the GPU synchronised before each call."""
+    cp = _cp()
+    ts = []
+    for _ in range(n):
+        cp.cuda.Device().synchronize()
+        t = time.perf_counter()
+        f()
+        ts.append((time.perf_counter() - t) * 1e6)
+    cp.cuda.Device().synchronize()
+    return statistics.median(ts)
+
+
+def event_us(f, n=200, busy=False):
+    """Median CUDA-event µs of ``f()``: from an idle GPU, or (``busy``) behind a spin kernel,
+    so that the host work before the launch is hidden."""
+    cp = _cp()
+    s, e = cp.cuda.Event(), cp.cuda.Event()
+    ts = []
+    for _ in range(n):
+        if busy:
+            _spin()
+        s.record()
+        f()
+        e.record()
+        e.synchronize()
+        ts.append(cp.cuda.get_elapsed_time(s, e) * 1e3)
+    return statistics.median(ts)
+
+
+def profile_calls(f, n=3000, top=30):
+    """Print a cProfile (by own time, ``top`` rows) of ``n`` calls of ``f``."""
+    import cProfile
+    import pstats
+
+    f()
+    pr = cProfile.Profile()
+    pr.enable()
+    for _ in range(n):
+        f()
+    pr.disable()
+    _cp().cuda.Device().synchronize()
+    pstats.Stats(pr).sort_stats("tottime").print_stats(top)
