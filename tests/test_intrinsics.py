@@ -714,6 +714,39 @@ def test_divergent_shuffle_is_a_clear_error_in_simulator(bk, sim, monkeypatch):
         _go(k, 1, 32, bk.zeros(32, "int32"))
 
 
+def make_early_exit_barriers():
+    @cuda.jit
+    def early_exit(out, rounds):
+        # warps 1 and 3 leave at once; the others meet at syncthreads `rounds` times, each
+        # round reading what another thread wrote before the barrier
+        s = cuda.shared.array(128, np.int32)
+        t = cuda.threadIdx.x
+        if (t // 32) % 2 == 1:
+            return
+        acc = 0
+        for r in range(rounds):
+            s[t] = t + r
+            cuda.syncthreads()
+            acc += s[(t + 64) % 128]
+            cuda.syncthreads()
+        out[cuda.blockIdx.x * 128 + t] = acc
+
+    return early_exit
+
+
+def test_syncthreads_with_exited_threads(bk):
+    """A block whose other threads have returned still passes its barriers (the simulator's
+    block manager releases a barrier when every live thread waits there), for several blocks
+    and rounds; on the GPU the same kernel gives the same values."""
+    k = compile_kernel(make_early_exit_barriers, (), (ptr_t("int32"), i64))
+    out = bk.full(3 * 128, -1, dtype=np.int32)
+    _go(k, 3, 128, out, 5)
+    t = np.arange(128)
+    live = (t // 32) % 2 == 0
+    want = np.where(live, sum(((t + 64) % 128) + r for r in range(5)), -1)
+    np.testing.assert_array_equal(_host(out), np.tile(want, 3))
+
+
 # --------------------------------------------------------------------------- PTX (offline)
 
 _PTX_SOURCE = r'''
