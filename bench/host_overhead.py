@@ -51,6 +51,8 @@ def cases(n: int):
     x = xp.asarray(host, device="cpu")
     b = xp.asarray(host > 0.5, device="cpu")
     xs = host  # backend array for the primitives
+    m = xp.reshape(x[: (n // 10) * 10], (n // 10, 10))   # a thin matrix
+    v = xp.asarray(host[: n // 10], device="cpu")
     f32 = np.dtype(np.float32)
     return [
         ("xp.sum", lambda: xp.sum(x)),
@@ -62,6 +64,10 @@ def cases(n: int):
         ("xp.std", lambda: xp.std(x)),
         ("xp.argmax", lambda: xp.argmax(x)),
         ("xp.cumulative_sum", lambda: xp.cumulative_sum(x)),
+        ("xp.cumulative_sum axis=0", lambda: xp.cumulative_sum(m, axis=0)),
+        ("xp.sum axis=0", lambda: xp.sum(m, axis=0)),
+        ("x @ A", lambda: v @ m),
+        ("xp.mapreduce square", lambda: xp.mapreduce(_square, xp.ops.add, x)),
         ("xp.any", lambda: xp.any(b)),
         ("xp.all", lambda: xp.all(b)),
         ("primitives.reduce.sum", lambda: pr.sum(xs, None, f32)),
@@ -70,6 +76,10 @@ def cases(n: int):
         ("primitives.reduce.argmax", lambda: pr.argmax(xs)),
         ("primitives.copy", lambda: primitives.copy(xs)),
     ]
+
+
+def _square(a):
+    return a * a
 
 
 def stub_launch():
