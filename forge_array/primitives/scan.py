@@ -637,7 +637,7 @@ class _Plan:
     output misalignment the kernel was specialised for."""
 
     __slots__ = ("kernel", "grid", "block", "init", "initb", "scalars", "state", "slots",
-                 "ntiles", "in_off", "out_off", "shape", "flat", "out_mis", "tail")
+                 "ntiles", "in_off", "out_off", "shape", "flat", "out_mis", "tail", "empty")
 
     def launch(self, src, dst, on=None):
         st = self.state
@@ -695,15 +695,22 @@ def _run_fast(plan, xs, acc_dtypes, tuple_op, key=None):
     """Replay ``plan`` on new operands of the planned layouts; None when the fresh output is
     not aligned as planned (the caller then takes the full path). ``key``: the operands'
     :func:`_state_key` when the caller has it (the launch then asks CuPy for no stream)."""
-    xp = _xp(xs[0])
+    on = key if type(key) is tuple and len(key) > 1 else None
+    empty = plan.empty
+    if not tuple_op and len(xs) == 1:  # one operand, one output: no generators
+        x = xs[0].reshape(-1) if plan.flat else xs[0]
+        out = empty(plan.shape, dtype=acc_dtypes[0])
+        if runtime.misalignment(out) != plan.out_mis:
+            return None
+        plan.launch((_buf_at(x, plan.in_off),), (_buf_at(out, plan.out_off),), on)
+        return out
     if plan.flat:
         xs = [a.reshape(-1) for a in xs]
-    outs = [xp.empty(plan.shape, dtype=d) for d in acc_dtypes]
+    outs = [empty(plan.shape, dtype=d) for d in acc_dtypes]
     if runtime.misalignment(outs[0]) != plan.out_mis:
         return None
     plan.launch(tuple(_buf_at(a, plan.in_off) for a in xs),
-                tuple(_buf_at(o, plan.out_off) for o in outs),
-                key if type(key) is tuple and len(key) > 1 else None)
+                tuple(_buf_at(o, plan.out_off) for o in outs), on)
     return tuple(outs) if tuple_op else outs[0]
 
 
@@ -766,6 +773,7 @@ def _scan_kernel(fn, tuple_op, xs, outs, in_dtypes, acc_dtypes, axis, init, shif
     plan.out_off = (m - 1) * runtime.element_strides(outs[0])[axis] if reverse else 0
     plan.shape = tuple(outs[0].shape)
     plan.out_mis = runtime.misalignment(outs[0])
+    plan.empty = xp.empty
     return plan
 
 
