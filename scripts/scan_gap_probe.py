@@ -12,23 +12,16 @@ events) and "host" (wall time of one call after a sync).  Run on the GPU machine
 ``python scripts/scan_gap_probe.py``.
 """
 import statistics
-import time
 
 import cupy as cp
 
 import forge_array as xp
+from bench.hosttime import event_us, host_us
 from forge_array.primitives import scan as pscan
 
 
 def timings(fn, reps=30):
     start, end = cp.cuda.Event(), cp.cuda.Event()
-    alone = []
-    for _ in range(reps):
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        alone.append(cp.cuda.get_elapsed_time(start, end) * 1e3)
     stream = []
     for _ in range(5):
         start.record()
@@ -37,14 +30,7 @@ def timings(fn, reps=30):
         end.record()
         end.synchronize()
         stream.append(cp.cuda.get_elapsed_time(start, end) * 1e3 / reps)
-    host = []
-    for _ in range(reps):
-        cp.cuda.Device().synchronize()
-        t0 = time.perf_counter()
-        fn()
-        host.append((time.perf_counter() - t0) * 1e6)
-    cp.cuda.Device().synchronize()
-    return statistics.median(alone), statistics.median(stream), statistics.median(host)
+    return event_us(fn, reps), statistics.median(stream), host_us(fn, reps)
 
 
 def main():
