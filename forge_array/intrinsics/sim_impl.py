@@ -137,9 +137,11 @@ def _failed_sibling(t):
     return getattr(getattr(t, "_manager", None), "forge_failed", None)
 
 
-def _note_block_failures():
-    """Make every simulated thread that dies raising leave its exception on its block's
-    manager (one per block), where the lanes waiting for it at a warp barrier look."""
+def _patch_simulator():
+    """Install the simulator patches: a thread that dies raising leaves its exception on its
+    block's manager (one per block, where the lanes waiting for it at a warp barrier look) and
+    wakes the manager; an event-driven block manager and ``syncthreads`` in place of numba's
+    polling ones; direct calls of device functions that never reach the ``cuda`` module."""
     try:
         from numba.cuda.simulator import kernel as simk
     except ImportError:  # not simulating
@@ -151,7 +153,14 @@ def _note_block_failures():
     def noting_run(self):
         run(self)
         if self.exception is not None:
-            self._manager.forge_failed = self.exception[0]
+            m = self._manager
+            cv = getattr(m, "forge_cv", None)
+            if cv is None:
+                m.forge_failed = self.exception[0]
+            else:
+                with cv:
+                    m.forge_failed = self.exception[0]
+                    cv.notify()
 
     noting_run._forge_notes = True
     simk.BlockThread.run = noting_run
@@ -219,8 +228,8 @@ def _event_driven_run(self, grid_point, *args):
 
     self.forge_cv = cv = threading.Condition()
     self.forge_blocked = 0
+    self.forge_failed = None
     done = [0]
-    failed = []
 
     def target():
         try:
@@ -232,29 +241,17 @@ def _event_driven_run(self, grid_point, *args):
 
     threads = [simk.BlockThread(target, self, grid_point, point, self._debug)
                for point in np.ndindex(*self._block_dim)]
-
-    def watch(t):  # the exception is set after target returns: wake the manager again
-        run = t.run
-
-        def run_and_report():
-            run()
-            if t.exception is not None:
-                with cv:
-                    failed.append(t)
-                    cv.notify()
-        t.run = run_and_report
-
     for t in threads:
-        watch(t)
         t.start()
     with cv:
         while True:
-            if failed:
+            if self.forge_failed is not None:  # set (and notified) by the thread that raised
                 for other in threads:
                     other.abort = True
                     other.syncthreads_blocked = False
                     other.syncthreads_event.set()
-                raise failed[0].exception[0].with_traceback(failed[0].exception[1])
+                first = next(t for t in threads if t.exception is not None)
+                raise first.exception[0].with_traceback(first.exception[1])
             live = len(threads) - done[0]
             if live == 0:
                 break
@@ -272,7 +269,7 @@ def _event_driven_run(self, grid_point, *args):
             raise t.exception[0].with_traceback(t.exception[1])
 
 
-_note_block_failures()
+_patch_simulator()
 
 
 class _Warp:

@@ -746,8 +746,6 @@ def _plan(f, op, ins, kdims, rdims, kb, acc, ident, init_v, index):
     if (not row and nb == 1 and not red2 and not index and not ident_missing
             and not isinstance(acc, tuple) and p.get("col_flat", 0)):
         flat = _colflat_modes(ins, K, nr, J, SR, S1, min(block, p["col_flat"]))
-        if flat is not None and not all(flat[1]) and not p.get("col_flat_rowop", True):
-            flat = None   # an operand indexed by the row (x of x @ A): the column kernel
     rowtile = None
     if row and not red2 and J <= p.get("row_tile_max", 0):
         rowtile = _rowtile_modes(ins, K, nb, nr, J, SB, SR, S1)
@@ -839,9 +837,7 @@ def _plan(f, op, ins, kdims, rdims, kb, acc, ident, init_v, index):
         nticks = 1
 
         def shape(cap):
-            # col_flat_vecs: at least that many vectors per thread (fewer blocks, so fewer
-            # partials for the last block to combine, on small matrices; 0 = one wave)
-            want = max(1, min(cap, -(-nvec // (block * max(1, p.get("col_flat_vecs", 0))))))
+            want = max(1, min(cap, -(-nvec // block)))
             grid = max(gq, want // gq * gq)
             return grid, max(grid, 2), 0
         fargs = (f, op.fn, K, acc, ID, ident_missing, init_v, block, vec, modes,
