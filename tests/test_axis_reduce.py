@@ -252,6 +252,43 @@ def test_column_kernel_vectorised_row_tail(bk, fresh_plans, rowcol_params, rows,
     assert _kinds() == {"make_colvec_kernel"}
 
 
+def _vout_of_plans(monkeypatch):
+    """The ``VOUT`` argument of every vectorised column kernel the plans ask for."""
+    seen = []
+    real = ar._compile
+
+    def spy(factory, fargs, *rest, **kw):
+        if factory.__name__ == "make_colvec_kernel":
+            seen.append(len(fargs) > 15 and fargs[15])
+        return real(factory, fargs, *rest, **kw)
+    monkeypatch.setattr(ar, "_compile", spy)
+    return seen
+
+
+@pytest.mark.parametrize("rows,cols", [(5, 64), (130, 36), (3, 301), (40, 7)])
+def test_column_kernel_vector_stores(bk, fresh_plans, rowcol_params, monkeypatch, rows, cols):
+    """col_vstore: a thread's float32 results of a float32 input go out in one 128-bit store
+    (a partial last group of columns one by one; tall columns split over blocks); columns at
+    another 16-byte phase, results of another item size and argmax keep scalar stores."""
+    seen = _vout_of_plans(monkeypatch)
+    rowcol_params(col_flat=0, col_vstore=True, min_items=2)
+    rng = np.random.default_rng(rows + cols)
+    h = rng.standard_normal((rows, -(-(cols + 4) // 4) * 4)).astype(np.float32)
+    x = _dev(bk, h)
+    f32 = np.dtype(np.float32)
+    r = ar.axis_mapreduce(None, ops.add, (x[:, :cols],), 0, None, False, f32)
+    np.testing.assert_allclose(_host(r), h[:, :cols].astype(F64).sum(axis=0), rtol=1e-4, atol=1e-4)
+    assert seen == [True] * len(seen) and seen
+    seen.clear()
+    r = ar.axis_mapreduce(None, ops.add, (x[:, 1:cols + 1],), 0, None, False, f32)   # phase 1
+    np.testing.assert_allclose(_host(r), h[:, 1:cols + 1].astype(F64).sum(axis=0), rtol=1e-4, atol=1e-4)
+    r = ar.axis_mapreduce(None, ops.add, (x[:, :cols],), 0, None, False, F64)        # 8-byte results
+    np.testing.assert_allclose(_host(r), h[:, :cols].astype(F64).sum(axis=0), rtol=1e-6)
+    np.testing.assert_array_equal(_host(ar.argmax(x[:, :cols], 0)), np.argmax(h[:, :cols], axis=0))
+    assert seen == [False] * len(seen) and seen
+    assert _kinds() == {"make_colvec_kernel"}
+
+
 def test_column_kernel_vectorised_batches_tuples_and_fallbacks(bk, fresh_plans, rowcol_params):
     rowcol_params(col_flat=0)   # thin C-contiguous matrices would take the flat kernel
     rng = np.random.default_rng(12)
@@ -601,6 +638,11 @@ cases += [
     (k.make_colvec_kernel, ((lambda v: (1.0, v, 0.0)), ops.welford.fn, 1, (f64,) * 3, (np.float64(0),) * 3,
                             False, None, 256, 4, False, False, 4, 2, (1,)), argt((f64,), (f64,) * 3, 1),
      "v2.f64"),
+    # results in one 128-bit store per thread (col_vstore), split and not
+    (k.make_colvec_kernel, (_f_identity, ops.add.fn, 1, f32, np.float32(0), False, None, 256, 1, False,
+                            False, 4, 4, (1,), True, True), argt((f32,), f32, 1), "v4.f32"),
+    (k.make_colvec_kernel, (_f_identity, ops.add.fn, 1, f32, np.float32(0), False, None, 256, 2, False,
+                            False, 4, 4, (1,), True, True), argt((f32,), f32, 1), "v4.f32"),
     (k.make_colvec_kernel, (_f_pair_index, ops.argmax.fn, 1, (f32, i64d),
                             (np.float32(-np.inf), np.int64(2**63 - 1)), False, None, 256, 1, False, True, 4,
                             4, (1,)), argt((f32,), (f32, i64d), 1), "v4.f32"),
@@ -627,6 +669,8 @@ for fac, fargs, at, vec in cases:
         assert "ld.global." + want in ptx or "ld.global.nc." + want in ptx, "no 128-bit loads"
         if fac is k.make_rowtile_kernel and len(fargs) > 15 and fargs[15]:
             assert "st.shared.v4" in ptx, "no 128-bit shared stores"
+        if fac is k.make_colvec_kernel and len(fargs) > 15 and fargs[15]:
+            assert "st.global.v4." in ptx, "no 128-bit result stores"
     if os.path.exists(ptxas):   # no local-memory spills
         with tempfile.NamedTemporaryFile("w", suffix=".ptx", delete=False) as fh:
             fh.write(ptx)
@@ -641,4 +685,4 @@ print("ok", len(cases))
 
 
 def test_ptx_compiles_offline(offline_ptx):
-    assert offline_ptx(PTX_SRC).strip().endswith("ok 13")
+    assert offline_ptx(PTX_SRC).strip().endswith("ok 15")

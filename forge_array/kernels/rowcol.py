@@ -863,7 +863,7 @@ def _make_col_fold(call, opd, K, ID, VEC, MODES):
 
 
 def make_colvec_kernel(f, op, K, ACC, ID, FLAG, INIT, BLOCK, SPLIT, RED2, INDEX, UNROLL, VEC,
-                       MODES, TAIL=True):
+                       MODES, TAIL=True, VOUT=False):
     """Kernel factory: reduction across the contiguous axis with ``VEC`` adjacent outputs per
     thread read by 128-bit loads (the vectorised form of :func:`make_col_kernel`).
 
@@ -879,7 +879,10 @@ def make_colvec_kernel(f, op, K, ACC, ID, FLAG, INIT, BLOCK, SPLIT, RED2, INDEX,
     be partial and use scalar loads at clamped columns (only the valid ones are stored).
     ``BLOCK // CQ`` threads share a group (strided rows); ``SPLIT`` blocks share a tile's
     rows (partials + last-block ticket). ``TAIL`` (with ``UNROLL >= 4``): a thread's last 1-3
-    rows go out in one round trip (else one at a time). Other parameters as for
+    rows go out in one round trip (else one at a time). ``VOUT``: a thread's ``VEC`` results
+    go out in one 128-bit store when all its columns are valid (the host guarantees a
+    contiguous result of the input's item size, 16-byte aligned at column 0 of every output
+    row, and phase 0); else one store per column. Other parameters as for
     :func:`make_row_kernel`.
 
     >>> import numpy as np
@@ -929,6 +932,26 @@ def make_colvec_kernel(f, op, K, ACC, ID, FLAG, INIT, BLOCK, SPLIT, RED2, INDEX,
         def comb(a, v):
             return (fi.cast_like(opd(a[0], v[0]), ID), fi.cast_like(opd(a[1], v[1]), ID),
                     fi.cast_like(opd(a[2], v[2]), ID), fi.cast_like(opd(a[3], v[3]), ID))
+
+    if VEC == 2:
+        @cuda.jit(device=True)
+        def finished(accs):
+            return (finish(accs[0]), finish(accs[1]))
+    else:
+        @cuda.jit(device=True)
+        def finished(accs):
+            return (finish(accs[0]), finish(accs[1]), finish(accs[2]), finish(accs[3]))
+
+    @cuda.jit(device=True)
+    def store_out(out, o, orr, c0, nr, full, accs):
+        """The results of columns ``c0 .. c0 + VEC - 1`` (the valid ones) at ``o + c * orr``."""
+        if VOUT and full:
+            fi.vstore(out, o + c0, finished(accs))
+        else:
+            for e in range(VEC):
+                c = c0 + e
+                if c >= 0 and c < nr:
+                    fi.store(out, o + c * orr, finish(accs[e]))
 
     @cuda.jit(device=True)
     def row_off(base, S0, S1, m1, kb, L0, L1, j):
@@ -1061,10 +1084,7 @@ def make_colvec_kernel(f, op, K, ACC, ID, FLAG, INIT, BLOCK, SPLIT, RED2, INDEX,
             accs = combine_all(accs, tid, rho, CQ, RB)
             if SPLIT == 1:
                 if rho == 0 and q < nq:
-                    for e in range(VEC):
-                        c = c0 + e
-                        if c >= 0 and c < nr:
-                            fi.store(out, b * ob + c * orr, finish(accs[e]))
+                    store_out(out, b * ob, orr, c0, nr, c0 >= 0 and c0 + VEC <= nr, accs)
             else:
                 if rho == 0 and q < nq:
                     for e in range(VEC):
@@ -1093,10 +1113,7 @@ def make_colvec_kernel(f, op, K, ACC, ID, FLAG, INIT, BLOCK, SPLIT, RED2, INDEX,
                             accs = comb(accs, part_row(part, w * ntot + b * nr, cl))
                     accs = combine_all(accs, tid, rho, CQ, RB)
                     if rho == 0 and q < nq:
-                        for e in range(VEC):
-                            c = c0 + e
-                            if c >= 0 and c < nr:
-                                fi.store(out, b * ob + c * orr, finish(accs[e]))
+                        store_out(out, b * ob, orr, c0, nr, c0 >= 0 and c0 + VEC <= nr, accs)
                     if tid == 0:
                         fi.atomic_exch(tick, bt, 0)
             t += cuda.gridDim.x

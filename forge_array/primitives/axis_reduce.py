@@ -509,7 +509,9 @@ def _run_kernels(f, op, arrays, out, axes, acc, ident, init_v, index, cache=True
         for d in flip:
             e = _flip(e, d)
         views.append(e)
-    plan = _plan(f, op, views, kdims, rdims, kb, acc, ident, init_v, index)
+    out_ok = not isinstance(out, tuple) and (
+        runtime.misalignment(out) + out_off * out.dtype.itemsize) % 16 == 0
+    plan = _plan(f, op, views, kdims, rdims, kb, acc, ident, init_v, index, out_ok)
     plan["in_off"] = tuple(in_off)
     plan["out_off"] = out_off
     plan["moved"] = any(in_off) or bool(out_off)
@@ -704,8 +706,9 @@ def _colflat_modes(ins, K, nr, J, SR, S1, limit):
     return vec, tuple(modes), (vec - ph) % vec
 
 
-def _plan(f, op, ins, kdims, rdims, kb, acc, ident, init_v, index):
-    """Kernel, launch shape and scalar arguments of one reduction (a dict)."""
+def _plan(f, op, ins, kdims, rdims, kb, acc, ident, init_v, index, out_ok=False):
+    """Kernel, launch shape and scalar arguments of one reduction (a dict). ``out_ok``: the
+    result is 16-byte aligned at its first element (128-bit stores may write it)."""
     K = len(ins)
     p = tuning.params("rowcol")
     block = p["block"]
@@ -843,6 +846,7 @@ def _plan(f, op, ins, kdims, rdims, kb, acc, ident, init_v, index):
         fargs = (f, op.fn, K, acc, ID, ident_missing, init_v, block, vec, modes,
                  p.get("col_unroll", unroll))
     else:
+        block = p.get("col_block", block)
         if colvec is not None:
             # vectorised column kernel: VEC adjacent outputs per thread, 128-bit loads
             vec, ph, modes = colvec
@@ -851,12 +855,13 @@ def _plan(f, op, ins, kdims, rdims, kb, acc, ident, init_v, index):
             # column kernel: the output index i must be the contiguous kept dim
             vec, ph, nq = 1, 0, nr
         ct = p.get("col_tile", 0)
+        col_items = p.get("col_min_items", min_items)
         if nq <= block // 4:
             CQ = nq
         elif ct:
             # tiles of ct threads side by side (ct * VEC columns), RB = block / ct rows at a
             # time, fewer rows per thread when J is short (RB = 1: no combine in the block)
-            rb = max(1, min(block // ct, J // min_items))
+            rb = max(1, min(block // ct, J // col_items))
             rb = 1 << (rb.bit_length() - 1)
             CQ = min(block // rb, -(-nq // 32) * 32)
         else:
@@ -864,23 +869,35 @@ def _plan(f, op, ins, kdims, rdims, kb, acc, ident, init_v, index):
         RB = block // CQ
         tiles = -(-nq // CQ)
         units = nb * tiles
-        most = max(1, J // (RB * min_items))
+        most = max(1, J // (RB * col_items))
+        waves = p.get("col_waves", 0)
+        step = RB * 4 if p.get("col_round", False) else 1
 
         def shape(cap):
             if occupancy:
                 split = 1 if units >= cap else max(1, min(cap // units, most))
+                if units >= cap and waves > 1:
+                    # a second, partly filled wave of long blocks: split the rows so that the
+                    # last wave is as full as possible (e.g. 782 tiles on 528 slots: 2 x 782)
+                    split = max(range(1, min(waves, most) + 1),
+                                key=lambda s: (units * s / cap / -(-units * s // cap), -s))
             else:
                 split = max(1, min(-(-cap // units), most))
             chunk = -(-J // split)
+            if split > 1:   # whole unrolled rounds of rows per thread
+                chunk = -(-chunk // step) * step
             split = -(-J // chunk)
             return units * split, split, chunk
         nticks = units
         if colvec is not None:
             factory = _k.make_colvec_kernel
             aux = CQ * 16 + ph
+            osize = np.dtype(acc).itemsize if not isinstance(acc, tuple) and not ident_missing else 0
+            vout = (bool(p.get("col_vstore", False)) and out_ok and ph == 0 and orr == 1
+                    and (nb == 1 or ob % vec == 0) and osize * vec == 16 and not index)
             fargs = lambda split: (f, op.fn, K, acc, ID, ident_missing, init_v, block, min(split, 2),  # noqa: E731
                                    red2, index, p.get("col_unroll", unroll), vec, modes,
-                                   bool(p.get("col_tail", True)) and all(modes))
+                                   bool(p.get("col_tail", True)) and all(modes), vout)
         else:
             factory = _k.make_col_kernel
             aux = CQ

@@ -42,12 +42,18 @@ TABLES: dict = {
         # H200, tune-coltail: sum(axis=0) (10, 10^7) 144 -> 135 us, (100, 10^6) 129 -> 122,
         # (10^3, 10^5) 119 -> 111; x @ A (10, 10^7) 150 -> 171, so not for x @ A); see
         # primitives/axis_reduce.py; row_fill: blocks per SM the row kernel splits few groups
-        # of long rows into (0 = off)
+        # of long rows into (0 = off); col_vstore (vectorised column kernel: a thread's results
+        # in one 128-bit store), col_waves (column kernel of at least a wave of tiles: split the
+        # rows into up to this many parts so that the last wave is as full as possible; 0 = off),
+        # col_round (split rows in whole unrolled rounds per thread), col_min_items (rows per
+        # thread below which the column kernel stops sharing a tile's rows among threads;
+        # default min_items), col_block (threads per block of the column kernels; default block)
         "rowcol": {"block": 256, "blocks_per_sm": 8, "max_blocks_per_sm": 8, "unroll": 4, "row_items": 2,
                    "warp_rows": 32, "min_items": 16, "row_tile_max": 128, "row_tile_vecs": 4,
                    "row_tile_min_blocks": 4, "col_vec": True, "occupancy": False, "row_tile_warp": False,
                    "col_tile": 0, "col_min_blocks": 0, "col_flat": 256,
-                   "row_multi": 8, "row_multi_unroll": 2, "col_tail": True, "row_fill": 0},
+                   "row_multi": 8, "row_multi_unroll": 2, "col_tail": True, "row_fill": 0,
+                   "col_vstore": False, "col_waves": 0, "col_round": False},
         # scan: ticket "atomic" | "block" | "persist" (+ "persist": blocks per SM, 0 = min_blocks);
         # wide: 16-byte status words for 5-12 byte values; keep_items: items in registers
         # across the look-back; spin_ns: look-back back-off; release: fence before publishing
@@ -102,7 +108,7 @@ TABLES: dict = {
         "reduce": {"block": 64, "items": 2, "blocks_per_sm": 2},
         "rowcol": {"block": 64, "blocks_per_sm": 2, "max_blocks_per_sm": 1, "unroll": 2, "row_items": 1,
                    "warp_rows": 4, "min_items": 2, "row_tile_max": 128, "row_tile_vecs": 2, "col_vec": True,
-                   "col_flat": 64, "row_multi": 3},
+                   "col_flat": 64, "row_multi": 3, "col_vstore": True, "col_round": True},
         "scan": {"block": 64, "item_bytes": 16, "items_max": 4},
         # warp look-backs are slow in the simulator (32 simulated lanes per column): off, except
         # in the tests that ask for them
