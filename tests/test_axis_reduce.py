@@ -289,6 +289,25 @@ def test_column_kernel_vector_stores(bk, fresh_plans, rowcol_params, monkeypatch
     assert _kinds() == {"make_colvec_kernel"}
 
 
+@pytest.mark.parametrize("waves", [0, 4])
+def test_column_kernel_wave_filling_split(bk, fresh_plans, rowcol_params, waves):
+    """col_waves: at least a wave of column tiles (6 tiles of 64 x 4 columns on the
+    simulator's 2 SMs x 2 blocks) and rows split so that the last wave fills: 2 parts (12
+    blocks, 3 full waves) instead of none (6 blocks, 1.5 waves); col_round: whole rounds of
+    rows per thread. Sums, argmax and a reduction without identity agree with NumPy."""
+    rowcol_params(occupancy=True, col_waves=waves, col_round=True, min_items=2, col_flat=0)
+    h = (np.random.default_rng(waves).standard_normal((41, 1300)) * 10).astype(np.float32)
+    x = _dev(bk, h)
+    np.testing.assert_allclose(_host(ar.axis_mapreduce(None, ops.add, (x,), 0, None, False, F64)),
+                               h.astype(F64).sum(axis=0), rtol=1e-6, atol=1e-9)
+    np.testing.assert_array_equal(_host(ar.argmax(x, 0)), np.argmax(h, axis=0))
+    np.testing.assert_array_equal(_host(ar.axis_mapreduce(None, _noident, (x,), 0, None, False, F64)),
+                                  h.astype(F64).max(axis=0))
+    plans = [p for p in ar._PLANS.values() if isinstance(p, dict)]
+    assert {p["kind"] for p in plans} == {"make_colvec_kernel"}
+    assert {p["split"] for p in plans} == ({2} if waves else {1})
+
+
 def test_column_kernel_vectorised_batches_tuples_and_fallbacks(bk, fresh_plans, rowcol_params):
     rowcol_params(col_flat=0)   # thin C-contiguous matrices would take the flat kernel
     rng = np.random.default_rng(12)
