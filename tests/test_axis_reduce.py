@@ -372,17 +372,40 @@ def test_column_kernel_flat(bk, fresh_plans, dtype, rows, p, off):
     assert _kinds() == {"make_colflat_kernel"}
 
 
-def test_column_kernel_flat_many_partials(bk, fresh_plans, rowcol_params):
-    """The last block's fold of many per-block partials (eight loads in flight per
-    position): 64 columns over 40 blocks, 4 positions per column, 10 partials each."""
-    rowcol_params(blocks_per_sm=20, occupancy=False)
+@pytest.mark.parametrize("group", [0, 1, 3])
+def test_column_kernel_flat_many_partials(bk, fresh_plans, rowcol_params, group):
+    """The fold of many per-block partials: 64 columns over 40 blocks, 4 positions per column,
+    10 partials each; by the last block alone (group 0: eight loads in flight per position),
+    or in two levels (col_flat_group: groups of 4 or 12 blocks, the last group partial, a
+    ticket per group; 40 columns: 6 positions per column, 25 blocks, groups of 6, 6, 6, 6, 1
+    or 18, 7)."""
+    rowcol_params(blocks_per_sm=20, occupancy=False, col_flat_group=group)
     rng = np.random.default_rng(9)
     a = (rng.standard_normal((170, 64)) * 20).astype(np.float32)
     z = rng.integers(-1000, 1000, (170, 64)).astype(np.int64)
     np.testing.assert_allclose(_sum(bk, _dev(bk, a), 0), a.astype(F64).sum(axis=0), rtol=1e-5, atol=1e-4)
     np.testing.assert_array_equal(_host(ar.axis_mapreduce(None, ops.add, (_dev(bk, z),), 0, None, False,
                                                           np.dtype("int64"))), z.sum(axis=0))
-    assert _kinds() == {"make_colflat_kernel"}
+    plans = [pl for pl in ar._PLANS.values() if isinstance(pl, dict)]
+    assert {pl["kind"] for pl in plans} == {"make_colflat_kernel"}
+    # groups of (rows per position) * U blocks (U = 4 positions per column for float32, 2 for
+    # int64), a group row and a ticket per group
+    ng = [-(-40 // (u * group)) if group else 0 for u in (4, 2)]
+    assert {(pl["grid"], pl["nticks"], pl["nslots"]) for pl in plans} == (
+        {(40, 1, 64 * 40)} if not group else {(40, 1 + g, 64 * (40 + g)) for g in ng})
+    # x @ A through the row-indexed operand, 40 columns, 25 blocks: a last group of 1 (group 1)
+    ar._PLANS.clear()
+    b = (rng.standard_normal((170, 40)) * 20).astype(np.float32)
+    w = rng.standard_normal(170).astype(np.float32)
+    r = ar.axis_mapreduce(lambda u, v: u * v, ops.add, (_dev(bk, b), _bcast_rows(bk, _dev(bk, w), 40)), 0,
+                          None, False, F64)
+    np.testing.assert_allclose(_host(r), (b.astype(F64) * w[:, None]).sum(axis=0), rtol=1e-5, atol=1e-4)
+    plans = [pl for pl in ar._PLANS.values() if isinstance(pl, dict)]
+    assert [(pl["kind"], pl["grid"]) for pl in plans] == [("make_colflat_kernel", 25)]
+    # the tickets are left at zero: the same plan again
+    r = ar.axis_mapreduce(lambda u, v: u * v, ops.add, (_dev(bk, b), _bcast_rows(bk, _dev(bk, w), 40)), 0,
+                          None, False, F64)
+    np.testing.assert_allclose(_host(r), (b.astype(F64) * w[:, None]).sum(axis=0), rtol=1e-5, atol=1e-4)
 
 
 def _bcast_rows(bk, v, p):
@@ -662,6 +685,13 @@ cases += [
                             False, 4, 4, (1,), True, True), argt((f32,), f32, 1), "v4.f32"),
     (k.make_colvec_kernel, (_f_identity, ops.add.fn, 1, f32, np.float32(0), False, None, 256, 2, False,
                             False, 4, 4, (1,), True, True), argt((f32,), f32, 1), "v4.f32"),
+    # flat column kernel (thin matrices): one level, and two (col_flat_group); x @ A's row operand
+    (k.make_colflat_kernel, (_f_identity, ops.add.fn, 1, f32, np.float32(0), False, None, 256, 4, (1,), 4),
+     argt((f32,), f32, 1), "v4.f32"),
+    (k.make_colflat_kernel, (_f_identity, ops.add.fn, 1, f32, np.float32(0), False, None, 256, 4, (1,), 4,
+                             True), argt((f32,), f32, 1), "v4.f32"),
+    (k.make_colflat_kernel, (_f_mul, ops.add.fn, 2, f32, np.float32(0), False, None, 256, 4, (1, 0), 4,
+                             True), argt((f32, f32), f32, 2), "v4.f32"),
     (k.make_colvec_kernel, (_f_pair_index, ops.argmax.fn, 1, (f32, i64d),
                             (np.float32(-np.inf), np.int64(2**63 - 1)), False, None, 256, 1, False, True, 4,
                             4, (1,)), argt((f32,), (f32, i64d), 1), "v4.f32"),
@@ -704,4 +734,4 @@ print("ok", len(cases))
 
 
 def test_ptx_compiles_offline(offline_ptx):
-    assert offline_ptx(PTX_SRC).strip().endswith("ok 15")
+    assert offline_ptx(PTX_SRC).strip().endswith("ok 18")

@@ -1199,7 +1199,7 @@ def _make_flat_access(call, K, VEC, MODES):
     return dev(load_all), dev(elem)
 
 
-def make_colflat_kernel(f, op, K, ACC, ID, FLAG, INIT, BLOCK, VEC, MODES, UNROLL):
+def make_colflat_kernel(f, op, K, ACC, ID, FLAG, INIT, BLOCK, VEC, MODES, UNROLL, GROUPED=False):
     """Kernel factory: reduction across the rows of a thin C-contiguous matrix read as one flat
     run of 128-bit vectors (``x @ A`` and ``sum(A, axis=0)`` for ``A`` of shape ``(n, p)`` with
     ``VEC <= p <= BLOCK``, e.g. ``p = 10``, where a thread per column would load 40-byte rows).
@@ -1216,8 +1216,12 @@ def make_colflat_kernel(f, op, K, ACC, ID, FLAG, INIT, BLOCK, VEC, MODES, UNROLL
     Each block combines its ``VEC * BLOCK`` lane totals per column in shared memory
     (positions congruent modulo ``p`` share a column) into ``p`` partials; the last block to
     take the ticket combines the ``gridDim * p`` partials the same way, adds the head and
-    tail, writes ``out`` and resets the ticket. The order is fixed by the launch shape: the
-    same results run to run. ``FLAG`` must be False (operators with an identity) and the
+    tail, writes ``out`` and resets the ticket. ``GROUPED``: two levels instead, for many
+    partials (one block reading 650 x 100 of them took ~36 dependent L2 round trips per
+    thread): the last block of each group of ``chunk`` consecutive blocks (a runtime argument)
+    combines its group's partials into a group row (rows ``gridDim ..`` of ``part``;
+    tickets ``1 ..``), and the last group's combiner totals the group rows. The order is
+    fixed by the launch shape: the same results run to run. ``FLAG`` must be False (operators with an identity) and the
     accumulator a scalar; no batch (``nb == 1``). Arguments as for :func:`make_row_kernel`.
 
     >>> import numpy as np
@@ -1289,6 +1293,70 @@ def make_colflat_kernel(f, op, K, ACC, ID, FLAG, INIT, BLOCK, VEC, MODES, UNROLL
             m = VEC * tid
             return (col_part(part, m, p, G, U), col_part(part, m + 1, p, G, U),
                     col_part(part, m + 2, p, G, U), col_part(part, m + 3, p, G, U))
+
+    @cuda.jit(device=True)
+    def fold_if(v, x, ok):
+        if ok:
+            v = fi.cast_like(opd(v, x), ID)
+        return v
+
+    # GROUPED: totals of position m over the rows lo + m // p, lo + m // p + U, ... < hi, in
+    # ascending order. Row r, column c of the partials is element r * p + c, so position m's
+    # rows are the elements lo * p + m + k * U * p below hi * p: a thread's VEC consecutive
+    # positions go in lock step from one offset, two rows each per round trip (elements past
+    # the end are clamped to the last: loaded, never folded)
+    if VEC == 2:
+        @cuda.jit(device=True)
+        def range_parts(part, tid, p, lo, hi, U):
+            m = VEC * tid
+            D = U * p
+            L = hi * p
+            L1 = L - 1
+            o = lo * p + m
+            va = ID
+            vb = ID
+            while o < L and m < D:
+                a0 = fi.load(part, min(o, L1))
+                b0 = fi.load(part, min(o + 1, L1))
+                a1 = fi.load(part, min(o + D, L1))
+                b1 = fi.load(part, min(o + D + 1, L1))
+                va = fold_if(va, a0, True)
+                vb = fold_if(vb, b0, m + 1 < D and o + 1 < L)
+                va = fold_if(va, a1, o + D < L)
+                vb = fold_if(vb, b1, m + 1 < D and o + D + 1 < L)
+                o += 2 * D
+            return (va, vb)
+    else:
+        @cuda.jit(device=True)
+        def range_parts(part, tid, p, lo, hi, U):
+            m = VEC * tid
+            D = U * p
+            L = hi * p
+            L1 = L - 1
+            o = lo * p + m
+            va = ID
+            vb = ID
+            vc = ID
+            vd = ID
+            while o < L and m < D:
+                a0 = fi.load(part, min(o, L1))
+                b0 = fi.load(part, min(o + 1, L1))
+                c0 = fi.load(part, min(o + 2, L1))
+                d0 = fi.load(part, min(o + 3, L1))
+                a1 = fi.load(part, min(o + D, L1))
+                b1 = fi.load(part, min(o + D + 1, L1))
+                c1 = fi.load(part, min(o + D + 2, L1))
+                d1 = fi.load(part, min(o + D + 3, L1))
+                va = fold_if(va, a0, True)
+                vb = fold_if(vb, b0, m + 1 < D and o + 1 < L)
+                vc = fold_if(vc, c0, m + 2 < D and o + 2 < L)
+                vd = fold_if(vd, d0, m + 3 < D and o + 3 < L)
+                va = fold_if(va, a1, o + D < L)
+                vb = fold_if(vb, b1, m + 1 < D and o + D + 1 < L)
+                vc = fold_if(vc, c1, m + 2 < D and o + D + 2 < L)
+                vd = fold_if(vd, d1, m + 3 < D and o + D + 3 < L)
+                o += 2 * D
+            return (va, vb, vc, vd)
 
     def cols_body(sh, accs, tid, p):
         """Per-column totals of the block's ``VEC * BLOCK`` values (value ``e`` of thread
@@ -1377,14 +1445,41 @@ def make_colflat_kernel(f, op, K, ACC, ID, FLAG, INIT, BLOCK, VEC, MODES, UNROLL
         fi.fence_device()
         cuda.syncthreads()
         last = 0
-        if tid == 0:
-            old = fi.atomic_add(tick, 0, 1)
-            if old == G - 1:
-                last = 1
-        last = bcast(last)
-        if last == 1:                  # the last block combines the partials
+        if GROUPED:
+            S = chunk                  # blocks per group
+            grp = cuda.blockIdx.x // S
+            lo = grp * S
+            hi = min(lo + S, G)
+            ng = (G + S - 1) // S
+            if tid == 0:
+                if fi.atomic_add(tick, 1 + grp, 1) == hi - lo - 1:
+                    last = 1
+            last = bcast(last)
+            if last == 1:              # the group's last block: its group row
+                fi.fence_device()
+                v = cols(range_parts(part, tid, p, lo, hi, NP // p), tid, p)
+                if tid < p:
+                    fi.store(part, (G + grp) * p + tid, v)
+                fi.fence_device()
+                cuda.syncthreads()
+                last = 0
+                if tid == 0:
+                    fi.atomic_exch(tick, 1 + grp, 0)
+                    if fi.atomic_add(tick, 0, 1) == ng - 1:
+                        last = 1
+                last = bcast(last)
+        else:
+            if tid == 0:
+                old = fi.atomic_add(tick, 0, 1)
+                if old == G - 1:
+                    last = 1
+            last = bcast(last)
+        if last == 1:                  # the last block (of the last group) combines the partials
             fi.fence_device()
-            v = cols(parts(part, tid, p, G, NP // p), tid, p)
+            if GROUPED:
+                v = cols(range_parts(part, tid, p, G, G + (G + chunk - 1) // chunk, NP // p), tid, p)
+            else:
+                v = cols(parts(part, tid, p, G, NP // p), tid, p)
             if tid < p:
                 if tid < h and tid < N:          # head: flat element tid, row 0
                     v = fi.cast_like(opd(v, elem(ins, tid, 0, S1)), ID)

@@ -838,13 +838,16 @@ def _plan(f, op, ins, kdims, rdims, kb, acc, ident, init_v, index, out_ok=False)
         factory = _k.make_colflat_kernel
         aux = head
         nticks = 1
+        # col_flat_group R: groups of R * U blocks (U = VEC * block // p blocks' partials per
+        # column position) combine their partials first, R rows per position (0 = one level)
+        group = p.get("col_flat_group", 0) * (vec * block // nr)
 
         def shape(cap):
             want = max(1, min(cap, -(-nvec // block)))
             grid = max(gq, want // gq * gq)
-            return grid, max(grid, 2), 0
+            return grid, max(grid, 2), group
         fargs = (f, op.fn, K, acc, ID, ident_missing, init_v, block, vec, modes,
-                 p.get("col_unroll", unroll))
+                 p.get("col_unroll", unroll), group > 0)
     else:
         block = p.get("col_block", block)
         if colvec is not None:
@@ -914,6 +917,8 @@ def _plan(f, op, ins, kdims, rdims, kb, acc, ident, init_v, index, out_ok=False)
         lb = (block, p["row_tile_min_blocks"])   # caps registers so that blocks stay resident
     elif factory is _k.make_colvec_kernel and p.get("col_min_blocks") and scalar_acc:
         lb = (block, p["col_min_blocks"])
+    elif factory is _k.make_colflat_kernel and p.get("col_flat_min_blocks"):
+        lb = (block, p["col_flat_min_blocks"])   # the two-level combine needs more registers
 
     def build(split):
         fa = fargs(split) if callable(fargs) else fargs
@@ -931,8 +936,13 @@ def _plan(f, op, ins, kdims, rdims, kb, acc, ident, init_v, index, out_ok=False)
             kernel = build(split2)
         split = split2
     grid = min(grid, 2**31 - 1)
+    nslots = R * split
+    if factory is _k.make_colflat_kernel and chunk:
+        ngroups = -(-grid // chunk)   # group rows after the blocks' rows; a ticket per group
+        nslots = R * (grid + ngroups)
+        nticks = 1 + ngroups
     return {"kernel": kernel, "kind": factory.__name__, "grid": grid, "block": block, "split": split,
-            "nslots": R * split,
+            "nslots": nslots,
             "nticks": nticks, "acc_full": acc_full, "flag": ident_missing,
             "scalars": (nb, nr, m0, m1, SB, SR, S0, S1, ob, orr, int(kb), L0, L1, chunk, aux)}
 

@@ -47,13 +47,17 @@ TABLES: dict = {
         # rows into up to this many parts so that the last wave is as full as possible; 0 = off),
         # col_round (split rows in whole unrolled rounds per thread), col_min_items (rows per
         # thread below which the column kernel stops sharing a tile's rows among threads;
-        # default min_items), col_block (threads per block of the column kernels; default block)
+        # default min_items), col_block (threads per block of the column kernels; default block),
+        # col_flat_group (flat column kernel: partials combined in two levels, groups of R * U
+        # blocks, R rows per column position; 0 = one level, the last block reads them all),
+        # col_flat_min_blocks (launch bound of the flat column kernel, 0 = none)
         "rowcol": {"block": 256, "blocks_per_sm": 8, "max_blocks_per_sm": 8, "unroll": 4, "row_items": 2,
                    "warp_rows": 32, "min_items": 16, "row_tile_max": 128, "row_tile_vecs": 4,
                    "row_tile_min_blocks": 4, "col_vec": True, "occupancy": False, "row_tile_warp": False,
                    "col_tile": 0, "col_min_blocks": 0, "col_flat": 256,
                    "row_multi": 8, "row_multi_unroll": 2, "col_tail": True, "row_fill": 0,
-                   "col_vstore": False, "col_waves": 0, "col_round": False},
+                   "col_vstore": False, "col_waves": 0, "col_round": False, "col_flat_group": 0,
+                   "col_flat_min_blocks": 0},
         # scan: ticket "atomic" | "block" | "persist" (+ "persist": blocks per SM, 0 = min_blocks);
         # wide: 16-byte status words for 5-12 byte values; keep_items: items in registers
         # across the look-back; spin_ns: look-back back-off; release: fence before publishing
@@ -108,7 +112,8 @@ TABLES: dict = {
         "reduce": {"block": 64, "items": 2, "blocks_per_sm": 2},
         "rowcol": {"block": 64, "blocks_per_sm": 2, "max_blocks_per_sm": 1, "unroll": 2, "row_items": 1,
                    "warp_rows": 4, "min_items": 2, "row_tile_max": 128, "row_tile_vecs": 2, "col_vec": True,
-                   "col_flat": 64, "row_multi": 3, "col_vstore": True, "col_round": True},
+                   "col_flat": 64, "row_multi": 3, "col_vstore": True, "col_round": True,
+                   "col_flat_group": 1},
         "scan": {"block": 64, "item_bytes": 16, "items_max": 4},
         # warp look-backs are slow in the simulator (32 simulated lanes per column): off, except
         # in the tests that ask for them
