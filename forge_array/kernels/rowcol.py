@@ -1307,56 +1307,39 @@ def make_colflat_kernel(f, op, K, ACC, ID, FLAG, INIT, BLOCK, VEC, MODES, UNROLL
     # the end are clamped to the last: loaded, never folded)
     if VEC == 2:
         @cuda.jit(device=True)
-        def range_parts(part, tid, p, lo, hi, U):
-            m = VEC * tid
-            D = U * p
-            L = hi * p
-            L1 = L - 1
-            o = lo * p + m
-            va = ID
-            vb = ID
-            while o < L and m < D:
-                a0 = fi.load(part, min(o, L1))
-                b0 = fi.load(part, min(o + 1, L1))
-                a1 = fi.load(part, min(o + D, L1))
-                b1 = fi.load(part, min(o + D + 1, L1))
-                va = fold_if(va, a0, True)
-                vb = fold_if(vb, b0, m + 1 < D and o + 1 < L)
-                va = fold_if(va, a1, o + D < L)
-                vb = fold_if(vb, b1, m + 1 < D and o + D + 1 < L)
-                o += 2 * D
-            return (va, vb)
+        def lane_loads(part, o, L1):
+            return (fi.load(part, min(o, L1)), fi.load(part, min(o + 1, L1)))
+
+        @cuda.jit(device=True)
+        def lane_folds(accs, x, m, o, D, L):
+            return (fold_if(accs[0], x[0], o < L), fold_if(accs[1], x[1], m + 1 < D and o + 1 < L))
     else:
         @cuda.jit(device=True)
-        def range_parts(part, tid, p, lo, hi, U):
-            m = VEC * tid
-            D = U * p
-            L = hi * p
-            L1 = L - 1
-            o = lo * p + m
-            va = ID
-            vb = ID
-            vc = ID
-            vd = ID
-            while o < L and m < D:
-                a0 = fi.load(part, min(o, L1))
-                b0 = fi.load(part, min(o + 1, L1))
-                c0 = fi.load(part, min(o + 2, L1))
-                d0 = fi.load(part, min(o + 3, L1))
-                a1 = fi.load(part, min(o + D, L1))
-                b1 = fi.load(part, min(o + D + 1, L1))
-                c1 = fi.load(part, min(o + D + 2, L1))
-                d1 = fi.load(part, min(o + D + 3, L1))
-                va = fold_if(va, a0, True)
-                vb = fold_if(vb, b0, m + 1 < D and o + 1 < L)
-                vc = fold_if(vc, c0, m + 2 < D and o + 2 < L)
-                vd = fold_if(vd, d0, m + 3 < D and o + 3 < L)
-                va = fold_if(va, a1, o + D < L)
-                vb = fold_if(vb, b1, m + 1 < D and o + D + 1 < L)
-                vc = fold_if(vc, c1, m + 2 < D and o + D + 2 < L)
-                vd = fold_if(vd, d1, m + 3 < D and o + D + 3 < L)
-                o += 2 * D
-            return (va, vb, vc, vd)
+        def lane_loads(part, o, L1):
+            return (fi.load(part, min(o, L1)), fi.load(part, min(o + 1, L1)),
+                    fi.load(part, min(o + 2, L1)), fi.load(part, min(o + 3, L1)))
+
+        @cuda.jit(device=True)
+        def lane_folds(accs, x, m, o, D, L):
+            return (fold_if(accs[0], x[0], o < L), fold_if(accs[1], x[1], m + 1 < D and o + 1 < L),
+                    fold_if(accs[2], x[2], m + 2 < D and o + 2 < L),
+                    fold_if(accs[3], x[3], m + 3 < D and o + 3 < L))
+
+    @cuda.jit(device=True)
+    def range_parts(part, tid, p, lo, hi, U):
+        m = VEC * tid
+        D = U * p
+        L = hi * p
+        L1 = L - 1
+        o = lo * p + m
+        accs = ids()
+        while o < L and m < D:
+            x0 = lane_loads(part, o, L1)
+            x1 = lane_loads(part, o + D, L1)
+            accs = lane_folds(accs, x0, m, o, D, L)
+            accs = lane_folds(accs, x1, m, o + D, D, L)
+            o += 2 * D
+        return accs
 
     def cols_body(sh, accs, tid, p):
         """Per-column totals of the block's ``VEC * BLOCK`` values (value ``e`` of thread
