@@ -874,7 +874,9 @@ def _plan(f, op, ins, kdims, rdims, kb, acc, ident, init_v, index, out_ok=False)
         units = nb * tiles
         most = max(1, J // (RB * col_items))
         waves = p.get("col_waves", 0)
-        step = RB * 4 if p.get("col_round", False) else 1
+        cu = p.get("col_unroll", unroll)
+        # col_round: a thread's rows of a split part in whole rounds of the kernel's unroll
+        step = RB * (4 if cu >= 4 else 2 if cu >= 2 else 1) if p.get("col_round", False) else 1
 
         def shape(cap):
             if occupancy:
@@ -899,13 +901,13 @@ def _plan(f, op, ins, kdims, rdims, kb, acc, ident, init_v, index, out_ok=False)
             vout = (bool(p.get("col_vstore", False)) and out_ok and ph == 0 and orr == 1
                     and (nb == 1 or ob % vec == 0) and osize * vec == 16 and not index)
             fargs = lambda split: (f, op.fn, K, acc, ID, ident_missing, init_v, block, min(split, 2),  # noqa: E731
-                                   red2, index, p.get("col_unroll", unroll), vec, modes,
+                                   red2, index, cu, vec, modes,
                                    bool(p.get("col_tail", True)) and all(modes), vout)
         else:
             factory = _k.make_col_kernel
             aux = CQ
             fargs = lambda split: (f, op.fn, K, acc, ID, ident_missing, init_v, block, min(split, 2),  # noqa: E731
-                                   red2, index, p.get("col_unroll", unroll))
+                                   red2, index, cu)
     acc_full = (np.dtype(bool), acc) if ident_missing else acc
     ins_t = nt.Tuple(tuple(_buf_t(_entry_dtype(e)) for e in ins))
     out_t = _buf_t(acc_full)
