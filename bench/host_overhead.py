@@ -112,20 +112,12 @@ _TIMERS = {"wall": time.perf_counter, "cpu": time.process_time}
 
 
 def profile(label, n=1000, number=20000):
-    import cProfile
-    import pstats
+    from bench.hosttime import profile_calls
 
-    fs = dict(cases(n))
-    f = fs[label]
+    f = dict(cases(n))[label]
     f()
     stub_launch()
-    f()
-    pr = cProfile.Profile()
-    pr.enable()
-    for _ in range(number):
-        f()
-    pr.disable()
-    pstats.Stats(pr).sort_stats("tottime").print_stats(25)
+    profile_calls(f, number, 25, sync=False)
 
 
 def main(argv=None):

@@ -67,8 +67,9 @@ def event_us(f, n=200, busy=False):
     return statistics.median(ts)
 
 
-def profile_calls(f, n=3000, top=30):
-    """Print a cProfile (by own time, ``top`` rows) of ``n`` calls of ``f``."""
+def profile_calls(f, n=3000, top=30, sync=True):
+    """Print a cProfile (by own time, ``top`` rows) of ``n`` calls of ``f`` (after one call
+    outside it); ``sync``: wait for the GPU before printing (False: no CuPy needed)."""
     import cProfile
     import pstats
 
@@ -78,5 +79,6 @@ def profile_calls(f, n=3000, top=30):
     for _ in range(n):
         f()
     pr.disable()
-    _cp().cuda.Device().synchronize()
+    if sync:
+        _cp().cuda.Device().synchronize()
     pstats.Stats(pr).sort_stats("tottime").print_stats(top)
