@@ -289,13 +289,25 @@ def test_column_kernel_vector_stores(bk, fresh_plans, rowcol_params, monkeypatch
     assert _kinds() == {"make_colvec_kernel"}
 
 
+def _simulator_geometry(monkeypatch, rowcol_params, **params):
+    """The simulator's launch shapes on any device (its 2 SMs and its rowcol table), so that a
+    test's assertions on grids and splits hold on a GPU too; ``params`` override the table."""
+    from forge_array import runtime
+    from forge_array.runtime import tuning
+
+    info = dict(runtime.device_info(), sm_count=2)
+    monkeypatch.setattr(runtime, "device_info", lambda *a, **k: info)
+    rowcol_params(**{**tuning.TABLES["default"]["rowcol"], **tuning.TABLES["simulator"]["rowcol"], **params})
+
+
 @pytest.mark.parametrize("waves", [0, 4])
-def test_column_kernel_wave_filling_split(bk, fresh_plans, rowcol_params, waves):
+def test_column_kernel_wave_filling_split(bk, fresh_plans, rowcol_params, monkeypatch, waves):
     """col_waves: at least a wave of column tiles (6 tiles of 64 x 4 columns on the
     simulator's 2 SMs x 2 blocks) and rows split so that the last wave fills: 2 parts (12
     blocks, 3 full waves) instead of none (6 blocks, 1.5 waves); col_round: whole rounds of
     rows per thread. Sums, argmax and a reduction without identity agree with NumPy."""
-    rowcol_params(occupancy=True, col_waves=waves, col_round=True, min_items=2, col_flat=0)
+    _simulator_geometry(monkeypatch, rowcol_params, occupancy=True, col_waves=waves, col_round=True,
+                        min_items=2, col_flat=0)
     h = (np.random.default_rng(waves).standard_normal((41, 1300)) * 10).astype(np.float32)
     x = _dev(bk, h)
     np.testing.assert_allclose(_host(ar.axis_mapreduce(None, ops.add, (x,), 0, None, False, F64)),
@@ -373,13 +385,13 @@ def test_column_kernel_flat(bk, fresh_plans, dtype, rows, p, off):
 
 
 @pytest.mark.parametrize("group", [0, 1, 3])
-def test_column_kernel_flat_many_partials(bk, fresh_plans, rowcol_params, group):
+def test_column_kernel_flat_many_partials(bk, fresh_plans, rowcol_params, monkeypatch, group):
     """The fold of many per-block partials: 64 columns over 40 blocks, 4 positions per column,
     10 partials each; by the last block alone (group 0: eight loads in flight per position),
     or in two levels (col_flat_group: groups of 4 or 12 blocks, the last group partial, a
     ticket per group; 40 columns: 6 positions per column, 25 blocks, groups of 6, 6, 6, 6, 1
     or 18, 7)."""
-    rowcol_params(blocks_per_sm=20, occupancy=False, col_flat_group=group)
+    _simulator_geometry(monkeypatch, rowcol_params, blocks_per_sm=20, occupancy=False, col_flat_group=group)
     rng = np.random.default_rng(9)
     a = (rng.standard_normal((170, 64)) * 20).astype(np.float32)
     z = rng.integers(-1000, 1000, (170, 64)).astype(np.int64)

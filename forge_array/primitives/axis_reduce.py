@@ -864,8 +864,13 @@ def _plan(f, op, ins, kdims, rdims, kb, acc, ident, init_v, index, out_ok=False)
         elif ct:
             # tiles of ct threads side by side (ct * VEC columns), RB = block / ct rows at a
             # time, fewer rows per thread when J is short (RB = 1: no combine in the block)
-            rb = max(1, min(block // ct, J // col_items))
-            rb = 1 << (rb.bit_length() - 1)
+            def tile_rows(items):
+                rb = max(1, min(block // ct, J // items))
+                return 1 << (rb.bit_length() - 1)
+            rb = tile_rows(col_items)
+            if col_items > min_items and nb * -(-nq // min(block // rb, -(-nq // 32) * 32)) * 2 < \
+                    sm * p["blocks_per_sm"]:
+                rb = tile_rows(min_items)   # col_min_items only where its tiles fill half a wave
             CQ = min(block // rb, -(-nq // 32) * 32)
         else:
             CQ = min(block, -(-nq // 32) * 32)

@@ -46,8 +46,9 @@ TABLES: dict = {
         # in one 128-bit store), col_waves (column kernel of at least a wave of tiles: split the
         # rows into up to this many parts so that the last wave is as full as possible; 0 = off),
         # col_round (split rows in whole unrolled rounds per thread), col_min_items (rows per
-        # thread below which the column kernel stops sharing a tile's rows among threads;
-        # default min_items), col_block (threads per block of the column kernels; default block),
+        # thread below which the column kernel stops sharing a tile's rows among threads where
+        # the tiles still fill half a wave, else min_items; default min_items), col_block
+        # (threads per block of the column kernels; default block),
         # col_flat_group (flat column kernel: partials combined in two levels, groups of R * U
         # blocks, R rows per column position; 0 = one level, the last block reads them all),
         # col_flat_min_blocks (launch bound of the flat column kernel, 0 = none)
