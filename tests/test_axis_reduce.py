@@ -384,6 +384,35 @@ def test_column_kernel_flat(bk, fresh_plans, dtype, rows, p, off):
     assert _kinds() == {"make_colflat_kernel"}
 
 
+@pytest.mark.parametrize("items", [None, 16])
+def test_column_kernel_tile_rows_and_block(bk, fresh_plans, rowcol_params, monkeypatch, items):
+    """col_min_items: fewer threads share a column group's 40 rows (2 instead of 4 in a tile of
+    128 threads, 32 side by side), where the tiles still fill half a wave (128 column vectors:
+    2 tiles on the 2 SMs x 2 blocks); where they would not (64 column vectors: 1 tile)
+    min_items rules (4 rows). The rows' split across blocks keeps min_items (2 rows a thread).
+    col_block: the vectorised column kernel's block. Sums, x @ A and argmax agree with NumPy."""
+    extra = {} if items is None else {"col_min_items": items}
+    _simulator_geometry(monkeypatch, rowcol_params, col_flat=0, col_tile=32, min_items=2, occupancy=False,
+                        col_block=128, **extra)
+    rng = np.random.default_rng(31)
+    for cols, rows_shared in [(512, 4 if items is None else 2), (256, 4)]:
+        ar._PLANS.clear()
+        h = (rng.standard_normal((40, cols)) * 10).astype(np.float32)
+        w = rng.standard_normal(40).astype(np.float32)
+        np.testing.assert_allclose(_sum(bk, _dev(bk, h), 0), h.astype(F64).sum(axis=0), rtol=1e-5, atol=1e-4)
+        r = ar.axis_mapreduce(lambda u, v: u * v, ops.add, (_dev(bk, h), _bcast_rows(bk, _dev(bk, w), cols)), 0,
+                              None, False, F64)
+        np.testing.assert_allclose(_host(r), (h.astype(F64) * w[:, None]).sum(axis=0), rtol=1e-5, atol=1e-4)
+        np.testing.assert_array_equal(_host(ar.argmax(_dev(bk, h), 0)), np.argmax(h, axis=0))
+        plans = [pl for pl in ar._PLANS.values() if isinstance(pl, dict)]
+        assert {pl["kind"] for pl in plans} == {"make_colvec_kernel"}
+        assert {pl["block"] for pl in plans} == {128}
+        # aux = CQ * 16 + phase: CQ = 128 / rows_shared threads side by side, each of 4 columns
+        assert {pl["scalars"][-1] // 16 for pl in plans} == {128 // rows_shared}
+        # the rows split so that the tiles fill the 4 slots
+        assert {pl["split"] for pl in plans} == {-(-4 // (cols // 4 // (128 // rows_shared)))}
+
+
 @pytest.mark.parametrize("group", [0, 1, 3])
 def test_column_kernel_flat_many_partials(bk, fresh_plans, rowcol_params, monkeypatch, group):
     """The fold of many per-block partials: 64 columns over 40 blocks, 4 positions per column,

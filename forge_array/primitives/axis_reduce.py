@@ -849,9 +849,9 @@ def _plan(f, op, ins, kdims, rdims, kb, acc, ident, init_v, index, out_ok=False)
         fargs = (f, op.fn, K, acc, ID, ident_missing, init_v, block, vec, modes,
                  p.get("col_unroll", unroll), group > 0)
     else:
-        block = p.get("col_block", block)
         if colvec is not None:
             # vectorised column kernel: VEC adjacent outputs per thread, 128-bit loads
+            block = p.get("col_block", block)
             vec, ph, modes = colvec
             nq = -(-(nr + ph) // vec)
         else:
@@ -877,7 +877,7 @@ def _plan(f, op, ins, kdims, rdims, kb, acc, ident, init_v, index, out_ok=False)
         RB = block // CQ
         tiles = -(-nq // CQ)
         units = nb * tiles
-        most = max(1, J // (RB * col_items))
+        most = max(1, J // (RB * min_items))   # splits of the rows: min_items rows per thread
         waves = p.get("col_waves", 0)
         cu = p.get("col_unroll", unroll)
         # col_round: a thread's rows of a split part in whole rounds of the kernel's unroll

@@ -47,8 +47,9 @@ TABLES: dict = {
         # rows into up to this many parts so that the last wave is as full as possible; 0 = off),
         # col_round (split rows in whole unrolled rounds per thread), col_min_items (rows per
         # thread below which the column kernel stops sharing a tile's rows among threads where
-        # the tiles still fill half a wave, else min_items; default min_items), col_block
-        # (threads per block of the column kernels; default block),
+        # the tiles still fill half a wave, else min_items; default min_items; splits of the
+        # rows across blocks keep min_items), col_block (threads per block of the vectorised
+        # column kernel; default block),
         # col_flat_group (flat column kernel: partials combined in two levels, groups of R * U
         # blocks, R rows per column position; 0 = one level, the last block reads them all),
         # col_flat_min_blocks (launch bound of the flat column kernel, 0 = none)
@@ -103,8 +104,14 @@ TABLES: dict = {
         # and 8 loads in flight (row_tile_wide) were no better
         # row_fill 2 (session 8, tune-rowfill): A @ x (10, 10^6) 33.5 / 31.5 -> 29.1 us, (100, 10^5)
         # 32.9 / 34.4 -> 28.0 us; the n*p = 10^8 and 10^9 shapes unchanged
+        # session 10 (tune-s9col-*, tune-s9flat-*, tune-s10col-*): col_vstore: sum(axis=0) of
+        # (10, 10^7) 131 -> 118 us, x @ A 146 -> 132; col_flat_group 2: sum(axis=0) (10^6, 100)
+        # 123-134 -> 108-111, x @ A (10^5, 100) 38.5 -> 31.7; col_min_items 64: (100, 10^6) sum
+        # 119 -> 105, x @ A 126 -> 108; 128-thread vectorised column blocks, 8 per SM (64
+        # registers, as 256 x 4): (10^3, 10^5) sum 110 -> 105, x @ A 116-123 -> 108
         "rowcol": {"occupancy": True, "row_tile_warp": True, "row_tile_min_blocks": 0, "col_tile": 32,
-                   "col_min_blocks": 4, "row_tile_v4": True, "row_tile_vecs": 8, "row_fill": 2},
+                   "col_min_blocks": 8, "row_tile_v4": True, "row_tile_vecs": 8, "row_fill": 2,
+                   "col_vstore": True, "col_flat_group": 2, "col_min_items": 64, "col_block": 128},
     },
     "H100": {},
     "H200": {},
