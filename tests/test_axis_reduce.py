@@ -297,7 +297,11 @@ def _simulator_geometry(monkeypatch, rowcol_params, **params):
 
     info = dict(runtime.device_info(), sm_count=2)
     monkeypatch.setattr(runtime, "device_info", lambda *a, **k: info)
-    rowcol_params(**{**tuning.TABLES["default"]["rowcol"], **tuning.TABLES["simulator"]["rowcol"], **params})
+    table = {**tuning.TABLES["default"]["rowcol"], **tuning.TABLES["simulator"]["rowcol"], **params}
+    # keys that only a GPU's table sets fall back to their defaults
+    table.setdefault("col_block", table["block"])
+    table.setdefault("col_min_items", table["min_items"])
+    rowcol_params(**table)
 
 
 @pytest.mark.parametrize("waves", [0, 4])
