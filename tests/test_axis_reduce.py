@@ -417,6 +417,28 @@ def test_column_kernel_tile_rows_and_block(bk, fresh_plans, rowcol_params, monke
         assert {pl["split"] for pl in plans} == {-(-4 // (cols // 4 // (128 // rows_shared)))}
 
 
+@pytest.mark.parametrize("flight", [2, 4])
+def test_column_kernel_split_combine(bk, fresh_plans, rowcol_params, monkeypatch, flight):
+    """The last block of a split column tile combines its partial rows, ``col_combine`` rows in
+    flight per thread: 300 rows of 16 column vectors (one tile of 16 x 4 threads, 4 rows at a
+    time) split 37 ways (9-row parts, 34 of them): rounds of four, of two and a single row per
+    thread. Sums (exact int64), argmax (index pairs) and a reduction without identity."""
+    _simulator_geometry(monkeypatch, rowcol_params, blocks_per_sm=20, occupancy=False, col_flat=0,
+                        col_combine=flight, col_round=False)
+    rng = np.random.default_rng(40 + flight)
+    h = (rng.standard_normal((300, 64)) * 10).astype(np.float32)
+    z = rng.integers(-10**6, 10**6, (300, 64)).astype(np.int64)
+    np.testing.assert_allclose(_sum(bk, _dev(bk, h), 0), h.astype(F64).sum(axis=0), rtol=1e-5, atol=1e-4)
+    np.testing.assert_array_equal(_sum(bk, _dev(bk, z), 0, dtype=np.int64), z.sum(axis=0))
+    np.testing.assert_array_equal(_host(ar.argmax(_dev(bk, h), 0)), np.argmax(h, axis=0))
+    np.testing.assert_array_equal(_host(ar.axis_mapreduce(None, _noident, (_dev(bk, h),), 0, None, False, F64)),
+                                  h.astype(F64).max(axis=0))
+    plans = [pl for pl in ar._PLANS.values() if isinstance(pl, dict)]
+    assert {pl["kind"] for pl in plans} == {"make_colvec_kernel"}
+    assert {(pl["split"], pl["scalars"][13]) for pl in plans if pl["acc_full"] == np.dtype("float32")
+            or pl["acc_full"] == np.dtype("float64")} >= {(34, 9)}
+
+
 @pytest.mark.parametrize("group", [0, 1, 3])
 def test_column_kernel_flat_many_partials(bk, fresh_plans, rowcol_params, monkeypatch, group):
     """The fold of many per-block partials: 64 columns over 40 blocks, 4 positions per column,

@@ -863,7 +863,7 @@ def _make_col_fold(call, opd, K, ID, VEC, MODES):
 
 
 def make_colvec_kernel(f, op, K, ACC, ID, FLAG, INIT, BLOCK, SPLIT, RED2, INDEX, UNROLL, VEC,
-                       MODES, TAIL=True, VOUT=False):
+                       MODES, TAIL=True, VOUT=False, FLIGHT=2):
     """Kernel factory: reduction across the contiguous axis with ``VEC`` adjacent outputs per
     thread read by 128-bit loads (the vectorised form of :func:`make_col_kernel`).
 
@@ -882,8 +882,9 @@ def make_colvec_kernel(f, op, K, ACC, ID, FLAG, INIT, BLOCK, SPLIT, RED2, INDEX,
     rows go out in one round trip (else one at a time). ``VOUT``: a thread's ``VEC`` results
     go out in one 128-bit store when all its columns are valid (the host guarantees a
     contiguous result of the input's item size, 16-byte aligned at column 0 of every output
-    row, and phase 0); else one store per column. Other parameters as for
-    :func:`make_row_kernel`.
+    row, and phase 0); else one store per column. ``FLIGHT`` (2 or 4): rows of partials a
+    thread of the last block of a split tile has in flight while it combines them. Other
+    parameters as for :func:`make_row_kernel`.
 
     >>> import numpy as np
     >>> k = make_colvec_kernel(lambda a: a, lambda a, b: a + b, 1, np.dtype("float32"),
@@ -1105,6 +1106,14 @@ def make_colvec_kernel(f, op, K, ACC, ID, FLAG, INIT, BLOCK, SPLIT, RED2, INDEX,
                     if active:
                         cl = clamp_cols(c0, nr)
                         w = rho
+                        if FLIGHT >= 4:
+                            while w + 3 * RB < nsp:    # four rows of partials in flight
+                                r0 = part_row(part, w * ntot + b * nr, cl)
+                                r1 = part_row(part, (w + RB) * ntot + b * nr, cl)
+                                r2 = part_row(part, (w + 2 * RB) * ntot + b * nr, cl)
+                                r3 = part_row(part, (w + 3 * RB) * ntot + b * nr, cl)
+                                accs = comb(comb(comb(comb(accs, r0), r1), r2), r3)
+                                w += 4 * RB
                         while w + RB < nsp:    # two rows of partials in flight
                             accs = comb(comb(accs, part_row(part, w * ntot + b * nr, cl)),
                                         part_row(part, (w + RB) * ntot + b * nr, cl))

@@ -907,7 +907,8 @@ def _plan(f, op, ins, kdims, rdims, kb, acc, ident, init_v, index, out_ok=False)
                     and (nb == 1 or ob % vec == 0) and osize * vec == 16 and not index)
             fargs = lambda split: (f, op.fn, K, acc, ID, ident_missing, init_v, block, min(split, 2),  # noqa: E731
                                    red2, index, cu, vec, modes,
-                                   bool(p.get("col_tail", True)) and all(modes), vout)
+                                   bool(p.get("col_tail", True)) and all(modes), vout,
+                                   4 if p.get("col_combine", 2) >= 4 else 2)
         else:
             factory = _k.make_col_kernel
             aux = CQ
