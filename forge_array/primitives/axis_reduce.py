@@ -864,14 +864,12 @@ def _plan(f, op, ins, kdims, rdims, kb, acc, ident, init_v, index, out_ok=False)
         elif ct:
             # tiles of ct threads side by side (ct * VEC columns), RB = block / ct rows at a
             # time, fewer rows per thread when J is short (RB = 1: no combine in the block)
-            def tile_rows(items):
+            def tile_width(items):   # CQ when a thread takes at least `items` rows
                 rb = max(1, min(block // ct, J // items))
-                return 1 << (rb.bit_length() - 1)
-            rb = tile_rows(col_items)
-            if col_items > min_items and nb * -(-nq // min(block // rb, -(-nq // 32) * 32)) * 2 < \
-                    sm * p["blocks_per_sm"]:
-                rb = tile_rows(min_items)   # col_min_items only where its tiles fill half a wave
-            CQ = min(block // rb, -(-nq // 32) * 32)
+                return min(block >> (rb.bit_length() - 1), -(-nq // 32) * 32)
+            CQ = tile_width(col_items)
+            if col_items > min_items and 2 * nb * -(-nq // CQ) < sm * p["blocks_per_sm"]:
+                CQ = tile_width(min_items)   # col_min_items only where its tiles fill half a wave
         else:
             CQ = min(block, -(-nq // 32) * 32)
         RB = block // CQ
