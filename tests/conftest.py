@@ -139,6 +139,19 @@ def rowcol_params(monkeypatch):
     clear()
 
 
+@pytest.fixture
+def sm_count(monkeypatch):
+    """``set(n)``: launch plans of this test see a device of ``n`` SMs (the rest of
+    ``runtime.device_info()`` unchanged), so that launch-shape rules can be tested on any
+    device."""
+
+    def set_sms(n):
+        info = dict(runtime.device_info(), sm_count=n)
+        monkeypatch.setattr(runtime, "device_info", lambda *a, **k: info)
+
+    return set_sms
+
+
 def pytest_runtest_protocol(item, nextitem):
     """In the simulator, run a test once more when it failed on a simulated warp-barrier
     deadlock: numba's simulator, rarely, leaves lanes of a warp unscheduled for minutes on

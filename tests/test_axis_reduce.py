@@ -289,14 +289,12 @@ def test_column_kernel_vector_stores(bk, fresh_plans, rowcol_params, monkeypatch
     assert _kinds() == {"make_colvec_kernel"}
 
 
-def _simulator_geometry(monkeypatch, rowcol_params, **params):
+def _simulator_geometry(sm_count, rowcol_params, **params):
     """The simulator's launch shapes on any device (its 2 SMs and its rowcol table), so that a
     test's assertions on grids and splits hold on a GPU too; ``params`` override the table."""
-    from forge_array import runtime
     from forge_array.runtime import tuning
 
-    info = dict(runtime.device_info(), sm_count=2)
-    monkeypatch.setattr(runtime, "device_info", lambda *a, **k: info)
+    sm_count(2)
     table = {**tuning.TABLES["default"]["rowcol"], **tuning.TABLES["simulator"]["rowcol"], **params}
     # keys that only a GPU's table sets fall back to their defaults
     table.setdefault("col_block", table["block"])
@@ -305,12 +303,12 @@ def _simulator_geometry(monkeypatch, rowcol_params, **params):
 
 
 @pytest.mark.parametrize("waves", [0, 4])
-def test_column_kernel_wave_filling_split(bk, fresh_plans, rowcol_params, monkeypatch, waves):
+def test_column_kernel_wave_filling_split(bk, fresh_plans, rowcol_params, sm_count, waves):
     """col_waves: at least a wave of column tiles (6 tiles of 64 x 4 columns on the
     simulator's 2 SMs x 2 blocks) and rows split so that the last wave fills: 2 parts (12
     blocks, 3 full waves) instead of none (6 blocks, 1.5 waves); col_round: whole rounds of
     rows per thread. Sums, argmax and a reduction without identity agree with NumPy."""
-    _simulator_geometry(monkeypatch, rowcol_params, occupancy=True, col_waves=waves, col_round=True,
+    _simulator_geometry(sm_count, rowcol_params, occupancy=True, col_waves=waves, col_round=True,
                         min_items=2, col_flat=0)
     h = (np.random.default_rng(waves).standard_normal((41, 1300)) * 10).astype(np.float32)
     x = _dev(bk, h)
@@ -389,14 +387,14 @@ def test_column_kernel_flat(bk, fresh_plans, dtype, rows, p, off):
 
 
 @pytest.mark.parametrize("items", [None, 16])
-def test_column_kernel_tile_rows_and_block(bk, fresh_plans, rowcol_params, monkeypatch, items):
+def test_column_kernel_tile_rows_and_block(bk, fresh_plans, rowcol_params, sm_count, items):
     """col_min_items: fewer threads share a column group's 40 rows (2 instead of 4 in a tile of
     128 threads, 32 side by side), where the tiles still fill half a wave (128 column vectors:
     2 tiles on the 2 SMs x 2 blocks); where they would not (64 column vectors: 1 tile)
     min_items rules (4 rows). The rows' split across blocks keeps min_items (2 rows a thread).
     col_block: the vectorised column kernel's block. Sums, x @ A and argmax agree with NumPy."""
     extra = {} if items is None else {"col_min_items": items}
-    _simulator_geometry(monkeypatch, rowcol_params, col_flat=0, col_tile=32, min_items=2, occupancy=False,
+    _simulator_geometry(sm_count, rowcol_params, col_flat=0, col_tile=32, min_items=2, occupancy=False,
                         col_block=128, **extra)
     rng = np.random.default_rng(31)
     for cols, rows_shared in [(512, 4 if items is None else 2), (256, 4)]:
@@ -418,12 +416,12 @@ def test_column_kernel_tile_rows_and_block(bk, fresh_plans, rowcol_params, monke
 
 
 @pytest.mark.parametrize("flight", [2, 4])
-def test_column_kernel_split_combine(bk, fresh_plans, rowcol_params, monkeypatch, flight):
+def test_column_kernel_split_combine(bk, fresh_plans, rowcol_params, sm_count, flight):
     """The last block of a split column tile combines its partial rows, ``col_combine`` rows in
     flight per thread: 300 rows of 16 column vectors (one tile of 16 x 4 threads, 4 rows at a
     time) split 37 ways (9-row parts, 34 of them): rounds of four, of two and a single row per
     thread. Sums (exact int64), argmax (index pairs) and a reduction without identity."""
-    _simulator_geometry(monkeypatch, rowcol_params, blocks_per_sm=20, occupancy=False, col_flat=0,
+    _simulator_geometry(sm_count, rowcol_params, blocks_per_sm=20, occupancy=False, col_flat=0,
                         col_combine=flight, col_round=False)
     rng = np.random.default_rng(40 + flight)
     h = (rng.standard_normal((300, 64)) * 10).astype(np.float32)
@@ -440,13 +438,13 @@ def test_column_kernel_split_combine(bk, fresh_plans, rowcol_params, monkeypatch
 
 
 @pytest.mark.parametrize("group", [0, 1, 3])
-def test_column_kernel_flat_many_partials(bk, fresh_plans, rowcol_params, monkeypatch, group):
+def test_column_kernel_flat_many_partials(bk, fresh_plans, rowcol_params, sm_count, group):
     """The fold of many per-block partials: 64 columns over 40 blocks, 4 positions per column,
     10 partials each; by the last block alone (group 0: eight loads in flight per position),
     or in two levels (col_flat_group: groups of 4 or 12 blocks, the last group partial, a
     ticket per group; 40 columns: 6 positions per column, 25 blocks, groups of 6, 6, 6, 6, 1
     or 18, 7)."""
-    _simulator_geometry(monkeypatch, rowcol_params, blocks_per_sm=20, occupancy=False, col_flat_group=group)
+    _simulator_geometry(sm_count, rowcol_params, blocks_per_sm=20, occupancy=False, col_flat_group=group)
     rng = np.random.default_rng(9)
     a = (rng.standard_normal((170, 64)) * 20).astype(np.float32)
     z = rng.integers(-1000, 1000, (170, 64)).astype(np.int64)

@@ -446,15 +446,12 @@ def test_replayed_plans_use_new_operands(bk):
 
 
 @pytest.mark.parametrize("dtype", ["float32", "int32"])
-def test_row_fill_splits_few_long_rows(bk, rowcol_params, monkeypatch, dtype):
+def test_row_fill_splits_few_long_rows(bk, rowcol_params, sm_count, dtype):
     """Few groups of long rows (A @ x of (2, 5000), (5, 2100), sums along axis 1) split down to
     ``row_fill`` blocks per SM: more blocks per row than ``min_items`` allows, the same
     results; on a device of 16 SMs so that the rule (fewer groups than a quarter of the SMs)
     applies in the simulator too."""
-    from forge_array import runtime
-
-    info = dict(runtime.device_info(), sm_count=16)
-    monkeypatch.setattr(runtime, "device_info", lambda *a, **k: info)
+    sm_count(16)
     big = np.float64 if dtype == "float32" else np.int64
     grids = {}
     for fill in (0, 2):
