@@ -4,6 +4,7 @@ dtypes, tuple accumulators (argmax, Welford), operators without identity, errors
 GPU code path compiled to PTX offline."""
 
 import itertools
+import math
 
 import numpy as np
 import pytest
@@ -422,7 +423,7 @@ def test_column_kernel_split_combine(bk, fresh_plans, rowcol_params, sm_count, f
     time) split 37 ways (9-row parts, 34 of them): rounds of four, of two and a single row per
     thread. Sums (exact int64), argmax (index pairs) and a reduction without identity."""
     _simulator_geometry(sm_count, rowcol_params, blocks_per_sm=20, occupancy=False, col_flat=0,
-                        col_combine=flight, col_round=False)
+                        col_combine=flight, col_round=False, col_split_group=0)
     rng = np.random.default_rng(40 + flight)
     h = (rng.standard_normal((300, 64)) * 10).astype(np.float32)
     z = rng.integers(-10**6, 10**6, (300, 64)).astype(np.int64)
@@ -435,6 +436,36 @@ def test_column_kernel_split_combine(bk, fresh_plans, rowcol_params, sm_count, f
     assert {pl["kind"] for pl in plans} == {"make_colvec_kernel"}
     assert {(pl["split"], pl["scalars"][13]) for pl in plans if pl["acc_full"] == np.dtype("float32")
             or pl["acc_full"] == np.dtype("float64")} >= {(34, 9)}
+
+
+def test_column_kernel_split_two_level_combine(bk, fresh_plans, rowcol_params, sm_count):
+    """col_split_group: a column tile split into many parts combines their partial rows in two
+    levels. 300 rows of 64 columns (one tile of 16 x 4 threads) split 34 ways: groups of
+    ceil(sqrt(34)) = 6 parts (6, 6, 6, 6, 6, 4), a group row and a ticket per group, then the
+    six group rows (one level: ``test_column_kernel_split_combine``). Batches (three tiles'
+    tickets), sums (exact int64), argmax (index pairs), a reduction without identity."""
+    _simulator_geometry(sm_count, rowcol_params, blocks_per_sm=20, occupancy=False, col_flat=0,
+                        col_round=False, col_split_group=4)
+    rng = np.random.default_rng(70)
+    h = (rng.standard_normal((300, 64)) * 10).astype(np.float32)
+    z = rng.integers(-10**6, 10**6, (300, 64)).astype(np.int64)
+    np.testing.assert_allclose(_sum(bk, _dev(bk, h), 0), h.astype(F64).sum(axis=0), rtol=1e-5, atol=1e-4)
+    for _ in range(2):   # the tickets are reset for the next launch
+        np.testing.assert_array_equal(_sum(bk, _dev(bk, z), 0, dtype=np.int64), z.sum(axis=0))
+    np.testing.assert_array_equal(_host(ar.argmax(_dev(bk, h), 0)), np.argmax(h, axis=0))
+    np.testing.assert_array_equal(_host(ar.axis_mapreduce(None, _noident, (_dev(bk, h),), 0, None, False, F64)),
+                                  h.astype(F64).max(axis=0))
+    b = rng.integers(-1000, 1000, (3, 300, 64)).astype(np.int64)
+    np.testing.assert_array_equal(_host(ar.axis_mapreduce(None, ops.add, (_dev(bk, b),), 1, None, False,
+                                                          np.dtype("int64"))), b.sum(axis=1))
+    plans = [pl for pl in ar._PLANS.values() if isinstance(pl, dict)]
+    assert {pl["kind"] for pl in plans} == {"make_colvec_kernel"}
+    assert 34 in {pl["split"] for pl in plans}
+    for pl in plans:   # one tile per batch; 8-byte values: 38 parts (7 groups of 6, the last 2)
+        nb, gs = pl["scalars"][0], pl["scalars"][14] // 32768
+        assert gs == math.isqrt(pl["split"] - 1) + 1
+        ng = -(-pl["split"] // gs)
+        assert (pl["nticks"], pl["nslots"]) == (nb * (1 + ng), nb * 64 * (pl["split"] + ng))
 
 
 @pytest.mark.parametrize("group", [0, 1, 3])
@@ -750,6 +781,9 @@ cases += [
                             False, 4, 4, (1,), True, True), argt((f32,), f32, 1), "v4.f32"),
     (k.make_colvec_kernel, (_f_identity, ops.add.fn, 1, f32, np.float32(0), False, None, 256, 2, False,
                             False, 4, 4, (1,), True, True), argt((f32,), f32, 1), "v4.f32"),
+    # x @ A split across blocks, combined in two levels (col_split_group)
+    (k.make_colvec_kernel, (_f_mul, ops.add.fn, 2, f32, np.float32(0), False, None, 128, 2, False,
+                            False, 4, 4, (1, 0), True, True, 2, True), argt((f32, f32), f32, 2), "v4.f32"),
     # flat column kernel (thin matrices): one level, and two (col_flat_group); x @ A's row operand
     (k.make_colflat_kernel, (_f_identity, ops.add.fn, 1, f32, np.float32(0), False, None, 256, 4, (1,), 4),
      argt((f32,), f32, 1), "v4.f32"),
@@ -799,4 +833,4 @@ print("ok", len(cases))
 
 
 def test_ptx_compiles_offline(offline_ptx):
-    assert offline_ptx(PTX_SRC).strip().endswith("ok 18")
+    assert offline_ptx(PTX_SRC).strip().endswith("ok 19")

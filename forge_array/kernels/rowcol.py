@@ -863,7 +863,7 @@ def _make_col_fold(call, opd, K, ID, VEC, MODES):
 
 
 def make_colvec_kernel(f, op, K, ACC, ID, FLAG, INIT, BLOCK, SPLIT, RED2, INDEX, UNROLL, VEC,
-                       MODES, TAIL=True, VOUT=False, FLIGHT=2):
+                       MODES, TAIL=True, VOUT=False, FLIGHT=2, GROUPED=False):
     """Kernel factory: reduction across the contiguous axis with ``VEC`` adjacent outputs per
     thread read by 128-bit loads (the vectorised form of :func:`make_col_kernel`).
 
@@ -873,8 +873,9 @@ def make_colvec_kernel(f, op, K, ACC, ID, FLAG, INIT, BLOCK, SPLIT, RED2, INDEX,
     outputs). The host guarantees that every vector operand has the same 16-byte phase at
     column 0 of every row (``S0``, ``S1``, ``SB`` multiples of ``VEC``).
 
-    The runtime argument ``aux`` is ``CQ * 16 + ph``: ``CQ`` groups of ``VEC`` columns per
-    block tile and ``ph`` the phase (in elements, ``< VEC``) of column 0. Column group ``q``
+    The runtime argument ``aux`` is ``(GS * 2048 + CQ) * 16 + ph``: ``CQ`` (``<= BLOCK <=
+    1024``) groups of ``VEC`` columns per block tile, ``ph`` the phase (in elements, ``< VEC``)
+    of column 0 and ``GS`` the parts per group of a two-level combine (``GROUPED``). Column group ``q``
     covers columns ``q * VEC - ph .. q * VEC - ph + VEC - 1``; the first and last groups may
     be partial and use scalar loads at clamped columns (only the valid ones are stored).
     ``BLOCK // CQ`` threads share a group (strided rows); ``SPLIT`` blocks share a tile's
@@ -883,8 +884,14 @@ def make_colvec_kernel(f, op, K, ACC, ID, FLAG, INIT, BLOCK, SPLIT, RED2, INDEX,
     go out in one 128-bit store when all its columns are valid (the host guarantees a
     contiguous result of the input's item size, 16-byte aligned at column 0 of every output
     row, and phase 0); else one store per column. ``FLIGHT`` (2 or 4): rows of partials a
-    thread of the last block of a split tile has in flight while it combines them. Other
-    parameters as for :func:`make_row_kernel`.
+    thread of the last block of a split tile has in flight while it combines them.
+    ``GROUPED`` (with ``GS >= 2`` and more than ``GS`` parts): two levels, as in the flat
+    kernel: the last block of each group of ``GS`` consecutive parts of a tile folds their
+    partial rows into a group row (rows ``nsp ..`` of ``part``; a ticket per group after the
+    tiles' tickets), and the last group's combiner folds the group rows (``x @ A`` of (10^4,
+    10^3) splits 8 tiles 132 ways: one block folding 132 partial rows took 17 dependent L2 round
+    trips per thread). The order is fixed by the launch shape. Other parameters as for
+    :func:`make_row_kernel`.
 
     >>> import numpy as np
     >>> k = make_colvec_kernel(lambda a: a, lambda a, b: a + b, 1, np.dtype("float32"),
@@ -1047,11 +1054,39 @@ def make_colvec_kernel(f, op, K, ACC, ID, FLAG, INIT, BLOCK, SPLIT, RED2, INDEX,
 
     combine_all = fi.with_shared_scratch(BLOCK * VEC, _dtypes_of(ID), combine_body, 5)
 
+    @cuda.jit(device=True)
+    def fold_parts(part, w, hi, RB, ntot, o, cl, accs):
+        """Fold partial rows ``w, w + RB, ... < hi`` (row ``r`` at ``r * ntot + o``) into
+        ``accs``, ``FLIGHT`` rows in flight."""
+        if FLIGHT >= 4:
+            while w + 3 * RB < hi:         # four rows of partials in flight
+                r0 = part_row(part, w * ntot + o, cl)
+                r1 = part_row(part, (w + RB) * ntot + o, cl)
+                r2 = part_row(part, (w + 2 * RB) * ntot + o, cl)
+                r3 = part_row(part, (w + 3 * RB) * ntot + o, cl)
+                accs = comb(comb(comb(comb(accs, r0), r1), r2), r3)
+                w += 4 * RB
+        while w + RB < hi:                 # two rows of partials in flight
+            accs = comb(comb(accs, part_row(part, w * ntot + o, cl)),
+                        part_row(part, (w + RB) * ntot + o, cl))
+            w += 2 * RB
+        if w < hi:
+            accs = comb(accs, part_row(part, w * ntot + o, cl))
+        return accs
+
+    @cuda.jit(device=True)
+    def store_part(part, o, c0, nr, accs):
+        for e in range(VEC):
+            c = c0 + e
+            if c >= 0 and c < nr:
+                fi.store(part, o + c, accs[e])
+
     def colvec_kernel(ins, out, part, tick, nb, nr, m0, m1, SB, SR, S0, S1, ob, orr,
                       kb, L0, L1, chunk, aux):
         tid = cuda.threadIdx.x
-        CQ = aux // 16
-        ph = aux - CQ * 16
+        GS = aux // 32768
+        CQ = aux // 16 - GS * 2048
+        ph = aux - (GS * 2048 + CQ) * 16
         RB = BLOCK // CQ
         cq = tid % CQ
         rho = tid // CQ
@@ -1062,6 +1097,9 @@ def make_colvec_kernel(f, op, K, ACC, ID, FLAG, INIT, BLOCK, SPLIT, RED2, INDEX,
         nsp = 1
         if SPLIT > 1:
             nsp = (J + chunk - 1) // chunk
+        ng = 0                         # groups of the two-level combine (0: one level)
+        if GROUPED and GS >= 2 and nsp > GS:
+            ng = (nsp + GS - 1) // GS
         nwork = nb * tiles * nsp
         t = cuda.blockIdx.x
         while t < nwork:               # block-uniform
@@ -1088,38 +1126,51 @@ def make_colvec_kernel(f, op, K, ACC, ID, FLAG, INIT, BLOCK, SPLIT, RED2, INDEX,
                     store_out(out, b * ob, orr, c0, nr, c0 >= 0 and c0 + VEC <= nr, accs)
             else:
                 if rho == 0 and q < nq:
-                    for e in range(VEC):
-                        c = c0 + e
-                        if c >= 0 and c < nr:
-                            fi.store(part, s * ntot + b * nr + c, accs[e])
+                    store_part(part, s * ntot + b * nr, c0, nr, accs)
                 fi.fence_device()
                 cuda.syncthreads()
                 last = 0
-                if tid == 0:
-                    old = fi.atomic_add(tick, bt, 1)
-                    if old == nsp - 1:
-                        last = 1
-                last = bcast(last)
+                lo = 0                 # the partial rows the tile's last block folds
+                hi = nsp
+                if ng > 0:             # block-uniform
+                    g = s // GS
+                    glo = g * GS
+                    ghi = min(glo + GS, nsp)
+                    gt = nb * tiles + bt * ng + g
+                    if tid == 0:
+                        if fi.atomic_add(tick, gt, 1) == ghi - glo - 1:
+                            last = 1
+                    last = bcast(last)
+                    if last == 1:      # the last block of this group: its group row
+                        fi.fence_device()
+                        accs = ids()
+                        if active:
+                            accs = fold_parts(part, glo + rho, ghi, RB, ntot, b * nr,
+                                              clamp_cols(c0, nr), accs)
+                        accs = combine_all(accs, tid, rho, CQ, RB)
+                        if rho == 0 and q < nq:
+                            store_part(part, (nsp + g) * ntot + b * nr, c0, nr, accs)
+                        fi.fence_device()
+                        cuda.syncthreads()
+                        last = 0
+                        if tid == 0:
+                            fi.atomic_exch(tick, gt, 0)
+                            if fi.atomic_add(tick, bt, 1) == ng - 1:
+                                last = 1
+                        last = bcast(last)
+                    lo = nsp
+                    hi = nsp + ng
+                else:
+                    if tid == 0:
+                        if fi.atomic_add(tick, bt, 1) == nsp - 1:
+                            last = 1
+                    last = bcast(last)
                 if last == 1:          # the last block of this tile combines
                     fi.fence_device()
                     accs = ids()
                     if active:
-                        cl = clamp_cols(c0, nr)
-                        w = rho
-                        if FLIGHT >= 4:
-                            while w + 3 * RB < nsp:    # four rows of partials in flight
-                                r0 = part_row(part, w * ntot + b * nr, cl)
-                                r1 = part_row(part, (w + RB) * ntot + b * nr, cl)
-                                r2 = part_row(part, (w + 2 * RB) * ntot + b * nr, cl)
-                                r3 = part_row(part, (w + 3 * RB) * ntot + b * nr, cl)
-                                accs = comb(comb(comb(comb(accs, r0), r1), r2), r3)
-                                w += 4 * RB
-                        while w + RB < nsp:    # two rows of partials in flight
-                            accs = comb(comb(accs, part_row(part, w * ntot + b * nr, cl)),
-                                        part_row(part, (w + RB) * ntot + b * nr, cl))
-                            w += 2 * RB
-                        if w < nsp:
-                            accs = comb(accs, part_row(part, w * ntot + b * nr, cl))
+                        accs = fold_parts(part, lo + rho, hi, RB, ntot, b * nr,
+                                          clamp_cols(c0, nr), accs)
                     accs = combine_all(accs, tid, rho, CQ, RB)
                     if rho == 0 and q < nq:
                         store_out(out, b * ob, orr, c0, nr, c0 >= 0 and c0 + VEC <= nr, accs)

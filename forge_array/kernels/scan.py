@@ -471,9 +471,33 @@ def make_tile_prefix(acc_dtypes, comb, det, wide, release, spin_ns, NW, TS, lbv=
     return tile_prefix
 
 
+def _make_shared_vec(op_v, items, VEC, OUT_T, SV):
+    """Device helpers of the tile scan's vector layout of shared memory (``shared_vec``):
+    ``vpos(k)`` (the position of tile element ``k``: ``VEC`` elements of padding after each
+    ``items``), ``at(k, v)`` (``vpos`` when ``v``, else the scalar layout ``k + k // 32``),
+    ``vconv(xs, b)`` (``xs[b .. b + VEC - 1]`` converted to the accumulator type, a UniTuple),
+    ``vfirst(run, v)`` / ``vstep(r, v)`` (a thread's running values over one vector ``v``:
+    ``(last as a 1-tuple, the VEC results)``; ``vfirst`` starts from the tagged prefix ``run``,
+    or from ``v[0]`` itself when ``run`` is EMPTY, so that operators need no identity)."""
+    shift = items.bit_length() - 1 if items & (items - 1) == 0 else -1
+    div = f"(k >> {shift})" if shift >= 0 else f"(k // {items})"
+    n = VEC if SV else 1
+    rs = ", ".join(f"r{e}[0]" for e in range(n))
+    steps = "".join(f"    r{e} = op_v(r{e - 1}, (v[{e}],))\n" for e in range(1, n))
+    src = (f"def vpos(k):\n    return k + {div} * {VEC}\n"
+           f"def at(k, v):\n    if v:\n        return k + {div} * {VEC}\n    return k + (k >> 5)\n"
+           f"def vconv(xs, b):\n    return ({', '.join(f'OUT_T(xs[b + {e}])' for e in range(n))},)\n"
+           f"def vfirst(run, v):\n    r0 = (v[0],)\n    if run[0] != 0:\n        r0 = op_v(run[1:], r0)\n"
+           f"{steps}    return r{n - 1}, ({rs},)\n"
+           f"def vstep(r, v):\n    r0 = op_v(r, (v[0],))\n{steps}    return r{n - 1}, ({rs},)\n")
+    g = {"op_v": op_v, "OUT_T": OUT_T}
+    exec(compile(src, "<forge_array.kernels.scan shared_vec>", "exec"), g)
+    return tuple(cuda.jit(device=True)(g[k]) for k in ("vpos", "at", "vconv", "vfirst", "vstep"))
+
+
 def make_tile_scan(fn, tuple_op, in_dtypes, acc_dtypes, block, items, shift, has_init,
                    det, vec, ovec=False, ticket="atomic", wide=True, release=False, spin_ns=0,
-                   keep_items=False, lookback=4):
+                   keep_items=False, lookback=4, shared_vec=False):
     """Kernel factory of the row (tile) scan; see the module docstring.
 
     Kernel arguments: ``src, dst, init`` (tuples of buffers; ``init`` holds one value),
@@ -501,6 +525,13 @@ def make_tile_scan(fn, tuple_op, in_dtypes, acc_dtypes, block, items, shift, has
     128-bit output stores as well (the host checks that output element ``start + k +
     shift`` is 16-byte aligned whenever input element ``start + k`` is, see
     :func:`ovec_ok`).
+
+    ``shared_vec`` (with ``vec``, one value of the input's size, 2 or 4 per 16 bytes): whole
+    tiles go through shared memory as 128-bit vectors, ``VEC`` elements of padding after each
+    thread's ``items`` (so that both the warp-striped and the thread-blocked vector accesses
+    are conflict-free, a quarter-warp's 8 vectors in distinct banks): the load transpose,
+    both passes over a thread's items and the store transpose issue one ``st/ld.shared.v4``
+    per 16 bytes instead of ``VEC`` scalar accesses. Partial tiles keep the scalar layout.
     """
     in_dtypes = tuple(np.dtype(d) for d in in_dtypes)
     acc_dtypes = tuple(np.dtype(d) for d in acc_dtypes)
@@ -513,10 +544,17 @@ def make_tile_scan(fn, tuple_op, in_dtypes, acc_dtypes, block, items, shift, has
     warp_scan = fi.make_warp_scan(comb)
     conv = _make_converter(in_dtypes, acc_dtypes)
     assert ticket in ("atomic", "block", "persist"), ticket
-    TS = TILE + TILE // 32  # padded tile, then NW warp totals, then the tile prefix
+    VEC = fi.VEC(in_dtypes[0]) if vec else 1
+    SV = bool(shared_vec and vec and K == 1 and len(in_dtypes) == 1 and VEC >= 2
+              and in_dtypes[0].itemsize == acc_dtypes[0].itemsize and items % VEC == 0
+              and not (keep_items and K == 1))
+    # padded tile (scalar layout: one element per 32; vector layout: VEC per thread's items),
+    # then NW warp totals, then the tile prefix
+    TS = TILE + TILE // 32
+    if SV:
+        TS = max(TS, TILE + (TILE // items) * VEC)
     NVALS = TS + NW + 1
     NKINDS = NW + 2  # kinds of the warp totals and the prefix, then the tile id
-    VEC = fi.VEC(in_dtypes[0]) if vec else 1
     NV = items // VEC
     OUT_T = acc_dtypes[0].type
     IN_T = in_dtypes[0].type
@@ -551,6 +589,7 @@ def make_tile_scan(fn, tuple_op, in_dtypes, acc_dtypes, block, items, shift, has
             pass
 
     tile_prefix = make_tile_prefix(acc_dtypes, comb, det, wide, release, spin_ns, NW, TS, lookback)
+    vpos, at, vconv, vfirst, vstep = _make_shared_vec(op_v, items, VEC, OUT_T, SV)
 
     @cuda.jit(device=True)
     def tile(sk, sh, t, src, dst, init, n, m, nb1, s_in, b0_in, b1_in, s_out, b0_out, b1_out,
@@ -567,6 +606,7 @@ def make_tile_scan(fn, tuple_op, in_dtypes, acc_dtypes, block, items, shift, has
         # ---- warp-striped coalesced loads into the warp's part of shared memory, converted
         # to the accumulator type (CUB's BLOCK_LOAD_WARP_TRANSPOSE; padded against bank
         # conflicts); only the warp reads them back, so a warp barrier suffices
+        fullv = SV and full  # this tile in the vector layout of shared memory
         if vec and full:
             xin = cuda.local.array(items, IN_T)  # every load in flight before the first use
             for j in range(NV):
@@ -575,9 +615,12 @@ def make_tile_scan(fn, tuple_op, in_dtypes, acc_dtypes, block, items, shift, has
                     xin[j * VEC + e] = vv[e]
             for j in range(NV):
                 q = wseg + (j * 32 + lane) * VEC
-                q += q >> 5  # VEC divides 32: the VEC elements share one padding offset
-                for e in range(VEC):
-                    fi.store(sh, q + e, (OUT_T(xin[j * VEC + e]),))
+                if SV:
+                    fi.vstore_shared(sh[0], vpos(q), vconv(xin, j * VEC))
+                else:
+                    q += q >> 5  # VEC divides 32: the VEC elements share one padding offset
+                    for e in range(VEC):
+                        fi.store(sh, q + e, (OUT_T(xin[j * VEC + e]),))
         elif vec:
             for j in range(NV):
                 k = wseg + (j * 32 + lane) * VEC
@@ -612,9 +655,21 @@ def make_tile_scan(fn, tuple_op, in_dtypes, acc_dtypes, block, items, shift, has
         xr = cuda.local.array(items, OUT_T)
         for j in range(items):
             keep(sh, xr, kb, j)
-        x0 = item(sh, xr, kb, 0)
+        if SV:
+            x0 = fi.load(sh, at(kb, fullv))
+        else:
+            x0 = item(sh, xr, kb, 0)
         empty = (_ZERO,) + x0
-        if full:
+        if fullv:
+            kv = vpos(kb)
+            a = x0
+            for i in range(NV):
+                v = fi.vload_shared(sh[0], kv + i * VEC)
+                for e in range(VEC):
+                    if i > 0 or e > 0:
+                        a = op_v(a, (v[e],))
+            agg = (_ONE,) + a
+        elif full:
             a = x0
             for j in range(1, items):
                 a = op_v(a, item(sh, xr, kb, j))
@@ -649,7 +704,14 @@ def make_tile_scan(fn, tuple_op, in_dtypes, acc_dtypes, block, items, shift, has
         pre = tile_prefix(sk, sh, t, ti, tpr, tot, status, vals, counter, epoch, init_t, empty)
         # ---- second pass: running values back into the thread's slots of shared memory
         run = comb(pre, texcl)
-        if full:
+        if fullv:
+            kv = vpos(kb)
+            r, w = vfirst(run, fi.vload_shared(sh[0], kv))
+            fi.vstore_shared(sh[0], kv, w)
+            for i in range(1, NV):
+                r, w = vstep(r, fi.vload_shared(sh[0], kv + i * VEC))
+                fi.vstore_shared(sh[0], kv + i * VEC, w)
+        elif full:
             r = x0
             if run[0] != 0:
                 r = op_v(run[1:], x0)
@@ -671,14 +733,17 @@ def make_tile_scan(fn, tuple_op, in_dtypes, acc_dtypes, block, items, shift, has
         if ovec and full and start + TILE + shift <= m:
             for j in range(NVO):
                 k = wseg + (j * 32 + lane) * VO
-                fi.vstore(dst[0], ob + start + k + shift, gather(sh, k))
+                if SV:
+                    fi.vstore(dst[0], ob + start + k + shift, fi.vload_shared(sh[0], vpos(k)))
+                else:
+                    fi.vstore(dst[0], ob + start + k + shift, gather(sh, k))
         else:
             for j in range(items):
                 k = wseg + j * 32 + lane
                 L = start + k
                 P = L + shift
                 if L >= 0 and L < n and P < m:
-                    fi.store(dst, ob + P * s_out, fi.load(sh, k + (k >> 5)))
+                    fi.store(dst, ob + P * s_out, fi.load(sh, at(k, fullv)))
         if shift and ti == 0 and tid == 0:
             fi.store(dst, ob, fi.load(init, 0))
 

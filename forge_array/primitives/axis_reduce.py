@@ -897,16 +897,22 @@ def _plan(f, op, ins, kdims, rdims, kb, acc, ident, init_v, index, out_ok=False)
             split = -(-J // chunk)
             return units * split, split, chunk
         nticks = units
+        # col_split_group S: tiles split into at least S parts combine their partial rows in
+        # two levels, groups of ceil(sqrt(parts)) parts (0: the tile's last block folds them all)
+        split_group = p.get("col_split_group", 0) if colvec is not None else 0
+
+        def group_size(split):
+            return math.isqrt(split - 1) + 1 if split_group and split >= max(split_group, 4) else 0
         if colvec is not None:
             factory = _k.make_colvec_kernel
-            aux = CQ * 16 + ph
+            aux = CQ * 16 + ph   # + the group size (* 32768) once the split is known
             osize = np.dtype(acc).itemsize if not isinstance(acc, tuple) and not ident_missing else 0
             vout = (bool(p.get("col_vstore", False)) and out_ok and ph == 0 and orr == 1
                     and (nb == 1 or ob % vec == 0) and osize * vec == 16 and not index)
             fargs = lambda split: (f, op.fn, K, acc, ID, ident_missing, init_v, block, min(split, 2),  # noqa: E731
                                    red2, index, cu, vec, modes,
                                    bool(p.get("col_tail", True)) and all(modes), vout,
-                                   4 if p.get("col_combine", 2) >= 4 else 2)
+                                   4 if p.get("col_combine", 2) >= 4 else 2, bool(split_group))
         else:
             factory = _k.make_col_kernel
             aux = CQ
@@ -947,6 +953,12 @@ def _plan(f, op, ins, kdims, rdims, kb, acc, ident, init_v, index, out_ok=False)
         ngroups = -(-grid // chunk)   # group rows after the blocks' rows; a ticket per group
         nslots = R * (grid + ngroups)
         nticks = 1 + ngroups
+    elif factory is _k.make_colvec_kernel and group_size(split):
+        gs = group_size(split)
+        ngroups = -(-split // gs)     # per tile: group rows after the parts' rows, a ticket each
+        aux += gs * 32768
+        nslots = R * (split + ngroups)
+        nticks = units * (1 + ngroups)
     return {"kernel": kernel, "kind": factory.__name__, "grid": grid, "block": block, "split": split,
             "nslots": nslots,
             "nticks": nticks, "acc_full": acc_full, "flag": ident_missing,

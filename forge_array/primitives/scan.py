@@ -883,7 +883,8 @@ def plan_scan(fn, tuple_op, xv, ov, in_dtypes, acc_dtypes, init, shift, n, m, nb
     p.kernel = runtime.compile_kernel(
         kscan.make_tile_scan,
         (fn, tuple_op, in_dtypes, acc_dtypes, block, items, shift, has_init, bool(det), vec,
-         ovec, ticket) + sync + (bool(pt.get("keep_items", False)), int(pt.get("lookback", 4))),
+         ovec, ticket) + sync + (bool(pt.get("keep_items", False)), int(pt.get("lookback", 4)),
+                                 bool(pt.get("shared_vec", False))),
         argtypes, launch_bounds=lb)
     p.scalars = (n, m, nb1, s_in, bx[0], bx[1], s_out, bo[0], bo[1], lead, tpr)
     p.tail = (ntiles,)

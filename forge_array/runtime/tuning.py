@@ -54,22 +54,24 @@ TABLES: dict = {
         # blocks, R rows per column position; 0 = one level, the last block reads them all),
         # col_flat_min_blocks (launch bound of the flat column kernel, 0 = none), col_combine
         # (vectorised column kernel split across blocks: rows of partials in flight per thread
-        # of the last block, 2 or 4)
+        # of the last block, 2 or 4), col_split_group (tiles split into at least this many
+        # parts combine in two levels, groups of ceil(sqrt(parts)); 0 = one level)
         "rowcol": {"block": 256, "blocks_per_sm": 8, "max_blocks_per_sm": 8, "unroll": 4, "row_items": 2,
                    "warp_rows": 32, "min_items": 16, "row_tile_max": 128, "row_tile_vecs": 4,
                    "row_tile_min_blocks": 4, "col_vec": True, "occupancy": False, "row_tile_warp": False,
                    "col_tile": 0, "col_min_blocks": 0, "col_flat": 256,
                    "row_multi": 8, "row_multi_unroll": 2, "col_tail": True, "row_fill": 0,
                    "col_vstore": False, "col_waves": 0, "col_round": False, "col_flat_group": 0,
-                   "col_flat_min_blocks": 0, "col_combine": 2},
+                   "col_flat_min_blocks": 0, "col_combine": 2, "col_split_group": 0},
         # scan: ticket "atomic" | "block" | "persist" (+ "persist": blocks per SM, 0 = min_blocks);
         # wide: 16-byte status words for 5-12 byte values; keep_items: items in registers
         # across the look-back; spin_ns: look-back back-off; release: fence before publishing
         # lookback: predecessors per lane in one look-back round trip (H200 sweep tune-stripe2:
-        # 1 beats 4 by 17% at 10^8 float32, 19% float64)
+        # 1 beats 4 by 17% at 10^8 float32, 19% float64); shared_vec: whole tiles through
+        # shared memory as 128-bit vectors (kernels.scan.make_tile_scan)
         "scan": {"block": 256, "item_bytes": 64, "items_max": 32, "min_blocks": 5, "ticket": "atomic",
                  "persist": 0, "wide": True, "keep_items": False, "spin_ns": 0, "release": False,
-                 "fit_items": True, "lookback": 1},
+                 "fit_items": True, "lookback": 1, "shared_vec": False},
         # scan_columns.staged: blocks whose elements form one dense range stage it through shared memory
         # lookback: chunks per round trip of a column's look-back (0: 8, 4 for 16-byte words;
         # H200 sweep tune-scan4: 1 takes axis 0 of (10^4, 10^4) from 410 to 356 us)
@@ -123,8 +125,8 @@ TABLES: dict = {
         "rowcol": {"block": 64, "blocks_per_sm": 2, "max_blocks_per_sm": 1, "unroll": 2, "row_items": 1,
                    "warp_rows": 4, "min_items": 2, "row_tile_max": 128, "row_tile_vecs": 2, "col_vec": True,
                    "col_flat": 64, "row_multi": 3, "col_vstore": True, "col_round": True,
-                   "col_flat_group": 1},
-        "scan": {"block": 64, "item_bytes": 16, "items_max": 4},
+                   "col_flat_group": 1, "col_split_group": 4},
+        "scan": {"block": 64, "item_bytes": 16, "items_max": 4, "shared_vec": True},
         # warp look-backs are slow in the simulator (32 simulated lanes per column): off, except
         # in the tests that ask for them
         "scan_columns": {"block": 64, "items": 2, "warp_lookback_cols": 0, "rows_staged_vecs": 1,
