@@ -675,6 +675,12 @@ def test_ptx_compiles(offline_ptx, tmp_path):
               "rel", ptx.count("st.relaxed.gpu.global.v2"), "vst", ptx.count("st.global.v4"),
               "bar", ptx.count("bar.sync"), "fence", ptx.count("fence.") + ptx.count("st.release"))
         open(PTX_FILE, "w").write(ptx)
+        sv = runtime.compile_ptx_offline(k.make_tile_scan,   # shared_vec, 8 vectors per thread
+            (ops.add.fn, False, (f32,), (f32,), 256, 32, 0, False, False, True, True, "atomic",
+             True, False, 0, False, 1, True),
+            heads((f32,), (f32,)) + (I64,) * 11 + tail((f32,)) + (I64,))
+        print("svld", sv.count("ld.shared.v4"), "svst", sv.count("st.shared.v4"),
+              "unaligned", sum(sv.count(f".shared .align {a} ") for a in (1, 2, 4, 8)))
         runtime.compile_ptx_offline(k.make_tile_scan,
             (ops.add.fn, False, (i8,), (i64,), 256, 8, 1, True, True, False),
             heads((i8,), (i64,)) + (I64,) * 11 + tail((i64,)) + (I64,))
@@ -695,6 +701,11 @@ def test_ptx_compiles(offline_ptx, tmp_path):
     # 128-bit stores; block barriers: ticket, warp totals, look-back result (the load and
     # store transposes only need warp barriers)
     assert int(words[words.index("vst") + 1]) > 0 and int(words[words.index("bar") + 1]) == 3
+    # shared_vec: 128-bit shared accesses of whole tiles (8 per thread per transpose or pass:
+    # the load transpose and the second pass store, both passes and the store transpose load),
+    # every shared array 16-byte aligned
+    assert int(words[words.index("svst") + 1]) == 16 and int(words[words.index("svld") + 1]) == 24
+    assert int(words[words.index("unaligned") + 1]) == 0
     ptxas = shutil.which("ptxas") or next(
         (p for p in ("/usr/local/cuda/bin/ptxas", "/usr/local/cuda-13.0/bin/ptxas") if os.path.exists(p)), None)
     if ptxas:  # the float32 main kernel: no local memory under the 5-blocks launch bound
@@ -849,6 +860,47 @@ def test_fitted_tiles(bk, monkeypatch, fit):
     if fit:
         f32 = (np.dtype("float32"),)
         assert pscan._fit_items({"block": 64}, 16, T + 300, f32, f32, False) == 12
+
+
+def _affine_c(p, q):
+    """(a1, b1) then (a2, b2) as complex numbers a + b i: (a1 a2, b1 a2 + b2); associative,
+    not commutative."""
+    return complex(p.real * q.real, p.imag * q.real + q.imag)
+
+
+@pytest.mark.parametrize("item_bytes", [16, 64, 128])
+def test_shared_vector_layout(bk, monkeypatch, item_bytes):
+    """shared_vec: whole tiles through shared memory as 128-bit vectors in rotated rows (1, 4
+    and 8 vectors per thread: no rotation, a new rotation every 2 rows, every row), partial
+    tiles in the scalar layout. Sizes at tile edges, misaligned views (the tiles' lead),
+    include_initial and exclusive (vector stores shifted by one), an output phase that forces
+    scalar stores of whole tiles, float64, int32, and a non-commutative operator on complex64
+    (affine maps as a + b i)."""
+    _override(monkeypatch, scan={"block": 64, "item_bytes": item_bytes, "items_max": 32,
+                                 "shared_vec": True, "fit_items": False})
+    rng = np.random.default_rng(item_bytes)
+    T = 64 * min(32, item_bytes // 4)
+    for n in (1, 33, T, T + 1, 3 * T + 5):
+        x = bk.asarray(rng.standard_normal(n).astype(np.float32))
+        close(cumulative_sum(x), np.cumsum(_np(x).astype(np.float64)), rtol=1e-4, atol=1e-4)
+    x = _phased(bk, 3 * T + 6, "int32", 0, seed=item_bytes)
+    xn = _np(x).astype(np.int64)
+    for v, vn in ((x, xn), (x[3:], xn[3:]), (x[1:-1], xn[1:-1])):
+        c = np.cumsum(vn).astype(np.int32)
+        close(accumulate(ops.add, v), c)
+        close(accumulate(ops.add, v, include_initial=True), np.concatenate([[0], c]).astype(np.int32))
+        close(accumulate(ops.add, v, exclusive=True), np.concatenate([[0], c[:-1]]).astype(np.int32))
+    out = bk.empty(3 * T + 7, dtype=np.int32)   # output one element off the input's phase
+    accumulate(ops.add, x, out=out[1:])
+    close(out[1:], np.cumsum(xn).astype(np.int32))
+    y = bk.asarray(rng.standard_normal(2 * T + 3))
+    close(cumulative_sum(y, include_initial=True), np.concatenate([[0.0], np.cumsum(_np(y))]))
+    a, b = rng.uniform(0.9, 1.0, 2 * T + 9), rng.standard_normal(2 * T + 9)
+    z = bk.asarray((a + 1j * b).astype(np.complex64))
+    wa, wh = ref_scan(ops.affine.fn, (a, b))
+    got = _np(accumulate(_affine_c, z))
+    close(got.real, wa, rtol=1e-4, atol=1e-4)
+    close(got.imag, wh, rtol=1e-3, atol=1e-3)
 
 
 # --------------------------------------------------------------------------- direct column scan

@@ -472,27 +472,40 @@ def make_tile_prefix(acc_dtypes, comb, det, wide, release, spin_ns, NW, TS, lbv=
 
 
 def _make_shared_vec(op_v, items, VEC, OUT_T, SV):
-    """Device helpers of the tile scan's vector layout of shared memory (``shared_vec``):
-    ``vpos(k)`` (the position of tile element ``k``: ``VEC`` elements of padding after each
-    ``items``), ``at(k, v)`` (``vpos`` when ``v``, else the scalar layout ``k + k // 32``),
-    ``vconv(xs, b)`` (``xs[b .. b + VEC - 1]`` converted to the accumulator type, a UniTuple),
-    ``vfirst(run, v)`` / ``vstep(r, v)`` (a thread's running values over one vector ``v``:
-    ``(last as a 1-tuple, the VEC results)``; ``vfirst`` starts from the tagged prefix ``run``,
-    or from ``v[0]`` itself when ``run`` is EMPTY, so that operators need no identity)."""
-    shift = items.bit_length() - 1 if items & (items - 1) == 0 else -1
-    div = f"(k >> {shift})" if shift >= 0 else f"(k // {items})"
+    """Device helpers of the tile scan's vector layout of shared memory (``shared_vec``).
+
+    A thread's ``items`` elements are a row of ``RV = items / VEC`` 16-byte vectors; vector
+    ``c`` of row ``r`` sits at column ``(c + r // max(1, 8 / RV)) % RV`` of its row (rotated:
+    no padding). A quarter-warp's 8 vectors then fall in 8 distinct 16-byte bank groups both
+    when 8 lanes write consecutive vectors (the warp-striped transposes) and when 8 threads
+    read vector ``c`` of their own rows (the thread-blocked passes).
+
+    ``pos(k)`` (the position of tile element ``k``), ``at(k, v)`` (``pos`` when ``v``, else
+    the scalar layout ``k + k // 32``), ``vconv(xs, b)`` (``xs[b .. b + VEC - 1]`` converted
+    to the accumulator type, a UniTuple), ``vfirst(run, v)`` / ``vstep(r, v)`` (a thread's
+    running values over one vector ``v``: ``(last as a 1-tuple, the VEC results)``;
+    ``vfirst`` starts from the tagged prefix ``run``, or from ``v[0]`` itself when ``run`` is
+    EMPTY, so that operators need no identity)."""
     n = VEC if SV else 1
+    RV = max(1, items // n)
+    LV, LR = n.bit_length() - 1, RV.bit_length() - 1
+    S = max(0, 3 - LR)
     rs = ", ".join(f"r{e}[0]" for e in range(n))
     steps = "".join(f"    r{e} = op_v(r{e - 1}, (v[{e}],))\n" for e in range(1, n))
-    src = (f"def vpos(k):\n    return k + {div} * {VEC}\n"
-           f"def at(k, v):\n    if v:\n        return k + {div} * {VEC}\n    return k + (k >> 5)\n"
+    pos = (f"    u = k >> {LV}\n    row = u >> {LR}\n"
+           f"    c = (u + (row >> {S})) & {RV - 1}\n"
+           f"    return (((row << {LR}) + c) << {LV}) + (k & {n - 1})\n")
+    src = (f"def pos(k):\n{pos}"
+           f"def at(k, v):\n    if v:\n        return pos(k)\n    return k + (k >> 5)\n"
            f"def vconv(xs, b):\n    return ({', '.join(f'OUT_T(xs[b + {e}])' for e in range(n))},)\n"
            f"def vfirst(run, v):\n    r0 = (v[0],)\n    if run[0] != 0:\n        r0 = op_v(run[1:], r0)\n"
            f"{steps}    return r{n - 1}, ({rs},)\n"
            f"def vstep(r, v):\n    r0 = op_v(r, (v[0],))\n{steps}    return r{n - 1}, ({rs},)\n")
     g = {"op_v": op_v, "OUT_T": OUT_T}
     exec(compile(src, "<forge_array.kernels.scan shared_vec>", "exec"), g)
-    return tuple(cuda.jit(device=True)(g[k]) for k in ("vpos", "at", "vconv", "vfirst", "vstep"))
+    for k in ("pos", "at", "vconv", "vfirst", "vstep"):   # `at` calls the device `pos`
+        g[k] = cuda.jit(device=True)(g[k])
+    return g["pos"], g["at"], g["vconv"], g["vfirst"], g["vstep"]
 
 
 def make_tile_scan(fn, tuple_op, in_dtypes, acc_dtypes, block, items, shift, has_init,
@@ -526,12 +539,13 @@ def make_tile_scan(fn, tuple_op, in_dtypes, acc_dtypes, block, items, shift, has
     shift`` is 16-byte aligned whenever input element ``start + k`` is, see
     :func:`ovec_ok`).
 
-    ``shared_vec`` (with ``vec``, one value of the input's size, 2 or 4 per 16 bytes): whole
-    tiles go through shared memory as 128-bit vectors, ``VEC`` elements of padding after each
-    thread's ``items`` (so that both the warp-striped and the thread-blocked vector accesses
-    are conflict-free, a quarter-warp's 8 vectors in distinct banks): the load transpose,
-    both passes over a thread's items and the store transpose issue one ``st/ld.shared.v4``
-    per 16 bytes instead of ``VEC`` scalar accesses. Partial tiles keep the scalar layout.
+    ``shared_vec`` (with ``vec``, one value of the input's size, 2 or 4 per 16 bytes, a
+    power-of-two number of vectors per thread): whole tiles go through shared memory as
+    128-bit vectors, each thread's row of vectors rotated so that the warp-striped and the
+    thread-blocked vector accesses are both conflict-free (:func:`_make_shared_vec`): the
+    load transpose, both passes over a thread's items and the store transpose issue one
+    ``st/ld.shared.v4`` per 16 bytes instead of ``VEC`` scalar accesses. Partial tiles keep
+    the scalar layout.
     """
     in_dtypes = tuple(np.dtype(d) for d in in_dtypes)
     acc_dtypes = tuple(np.dtype(d) for d in acc_dtypes)
@@ -545,14 +559,12 @@ def make_tile_scan(fn, tuple_op, in_dtypes, acc_dtypes, block, items, shift, has
     conv = _make_converter(in_dtypes, acc_dtypes)
     assert ticket in ("atomic", "block", "persist"), ticket
     VEC = fi.VEC(in_dtypes[0]) if vec else 1
+    RV = items // VEC
     SV = bool(shared_vec and vec and K == 1 and len(in_dtypes) == 1 and VEC >= 2
               and in_dtypes[0].itemsize == acc_dtypes[0].itemsize and items % VEC == 0
-              and not (keep_items and K == 1))
-    # padded tile (scalar layout: one element per 32; vector layout: VEC per thread's items),
+              and RV & (RV - 1) == 0 and not (keep_items and K == 1))
+    TS = TILE + TILE // 32  # padded tile (whole tiles of shared_vec: rotated rows, unpadded),
     # then NW warp totals, then the tile prefix
-    TS = TILE + TILE // 32
-    if SV:
-        TS = max(TS, TILE + (TILE // items) * VEC)
     NVALS = TS + NW + 1
     NKINDS = NW + 2  # kinds of the warp totals and the prefix, then the tile id
     NV = items // VEC
@@ -661,10 +673,9 @@ def make_tile_scan(fn, tuple_op, in_dtypes, acc_dtypes, block, items, shift, has
             x0 = item(sh, xr, kb, 0)
         empty = (_ZERO,) + x0
         if fullv:
-            kv = vpos(kb)
             a = x0
             for i in range(NV):
-                v = fi.vload_shared(sh[0], kv + i * VEC)
+                v = fi.vload_shared(sh[0], vpos(kb + i * VEC))
                 for e in range(VEC):
                     if i > 0 or e > 0:
                         a = op_v(a, (v[e],))
@@ -705,12 +716,12 @@ def make_tile_scan(fn, tuple_op, in_dtypes, acc_dtypes, block, items, shift, has
         # ---- second pass: running values back into the thread's slots of shared memory
         run = comb(pre, texcl)
         if fullv:
-            kv = vpos(kb)
-            r, w = vfirst(run, fi.vload_shared(sh[0], kv))
-            fi.vstore_shared(sh[0], kv, w)
+            r, w = vfirst(run, fi.vload_shared(sh[0], vpos(kb)))
+            fi.vstore_shared(sh[0], vpos(kb), w)
             for i in range(1, NV):
-                r, w = vstep(r, fi.vload_shared(sh[0], kv + i * VEC))
-                fi.vstore_shared(sh[0], kv + i * VEC, w)
+                kv = vpos(kb + i * VEC)
+                r, w = vstep(r, fi.vload_shared(sh[0], kv))
+                fi.vstore_shared(sh[0], kv, w)
         elif full:
             r = x0
             if run[0] != 0:

@@ -494,6 +494,7 @@ def _compile(factory, factory_args, argtypes, launch_bounds) -> Kernel:
     except (numba.core.errors.NumbaError, TypeError, ValueError, NotImplementedError) as exc:
         what = _describe_callables(factory_args) or name
         raise compile_error(exc, f"{name} for {what}") from exc
+    ptx = align_shared(ptx)
     STATS["compiled"] += 1
     STATS["compile_seconds"] += time.perf_counter() - t0
     entry = _entry_name(ptx)
@@ -502,6 +503,20 @@ def _compile(factory, factory_args, argtypes, launch_bounds) -> Kernel:
         _write_cached(_cache_path(key), entry, ptx)
         _BY_KEY[key] = k
     return k
+
+
+_SHARED_ALIGN = re.compile(r"^((?:\.visible\s+|\.extern\s+)?\.shared\s+)\.align\s+(?:1|2|4|8)(\s)", re.M)
+
+
+def align_shared(ptx: str) -> str:
+    """``ptx`` with every block-shared array 16-byte aligned: the kernels' 128-bit shared
+    accesses (``ld/st.shared.v4``, :func:`..intrinsics.vload_shared`) need it, and numba
+    declares a shared array with its element's alignment only.
+
+    >>> align_shared(".visible .shared .align 4 .b8 _cudapy_smem_2[36900];")
+    '.visible .shared .align 16 .b8 _cudapy_smem_2[36900];'
+    """
+    return _SHARED_ALIGN.sub(r"\1.align 16\2", ptx)
 
 
 def _entry_name(ptx: str) -> str:
@@ -539,7 +554,7 @@ def compile_ptx_offline(factory, factory_args: tuple, argtypes: tuple, cc=(9, 0)
                                   launch_bounds=launch_bounds)
     finally:
         cdisp.get_current_device, ccomp.get_current_device = saved
-    return ptx
+    return align_shared(ptx)
 
 
 # --------------------------------------------------------------------------- typing
