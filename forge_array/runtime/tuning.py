@@ -101,7 +101,10 @@ TABLES: dict = {
         # H200 sweep tune-copy.md: 128-thread blocks, x[1:] 1e9 0.97 -> 0.99 of copy, aligned 1e8 0.96 -> 0.99
         "copy": {"block": 128},
         "reduce": {"block": 512},
-        "scan": {"item_bytes": 128},
+        # shared_vec (session 11, tune-s11-sv): 1-D scans at 10^8 / 10^9 float32 282-297 /
+        # 2746-2751 -> 285-288 / 2690-2702 us, float64 526-540 / 5324-5330 -> 513-515 / 5189-5196,
+        # int32 290-302 / 2554-2665 -> 280-281 / 2504-2519; the axis scans unchanged
+        "scan": {"item_bytes": 128, "shared_vec": True},
         # H200 sweeps (tune-rowcol-*.md, tune-rowcol2-*.md): best overall of the rowcol variants
         # row_tile_vecs 8 (session 5, tune-rowtile / tune-rowtile2): sum(axis=1) of (10^7, 10)
         # 177 -> 144 and 174 -> 141 us, A @ x (10^7, 10) 180 -> 146 and 175 -> 147 us; 16 vectors
