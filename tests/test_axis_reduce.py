@@ -438,6 +438,28 @@ def test_column_kernel_split_combine(bk, fresh_plans, rowcol_params, sm_count, f
             or pl["acc_full"] == np.dtype("float64")} >= {(34, 9)}
 
 
+def test_column_kernel_eight_rows_in_flight(bk, fresh_plans, rowcol_params, sm_count):
+    """col_unroll 8: a thread of the vectorised column kernel loads eight rows before folding
+    them (then rounds of four, the 1-3 row tail): 203 rows of 128 columns, two tiles of 16 x 4
+    threads (51 rows per thread: 6 rounds of 8, the tail of 3), then split 3 ways (17-row
+    parts). Sums (exact int64), argmax (index pairs)."""
+    _simulator_geometry(sm_count, rowcol_params, occupancy=False, col_flat=0, col_round=False,
+                        col_unroll=8, col_tile=16, blocks_per_sm=1)
+    rng = np.random.default_rng(80)
+    h = (rng.standard_normal((203, 128)) * 10).astype(np.float32)
+    z = rng.integers(-10**6, 10**6, (203, 128)).astype(np.int64)
+    np.testing.assert_allclose(_sum(bk, _dev(bk, h), 0), h.astype(F64).sum(axis=0), rtol=1e-5, atol=1e-4)
+    np.testing.assert_array_equal(_sum(bk, _dev(bk, z), 0, dtype=np.int64), z.sum(axis=0))
+    np.testing.assert_array_equal(_host(ar.argmax(_dev(bk, h), 0)), np.argmax(h, axis=0))
+    plans = [pl for pl in ar._PLANS.values() if isinstance(pl, dict)]
+    assert {(pl["kind"], pl["split"]) for pl in plans} == {("make_colvec_kernel", 1)}
+    rowcol_params(blocks_per_sm=3)   # 6 block slots: float32's 2 tiles split 3 ways (int64: 4 x 2)
+    np.testing.assert_allclose(_sum(bk, _dev(bk, h), 0), h.astype(F64).sum(axis=0), rtol=1e-5, atol=1e-4)
+    np.testing.assert_array_equal(_sum(bk, _dev(bk, z), 0, dtype=np.int64), z.sum(axis=0))
+    plans = [pl for pl in ar._PLANS.values() if isinstance(pl, dict)]
+    assert {(pl["kind"], pl["split"]) for pl in plans} == {("make_colvec_kernel", 3), ("make_colvec_kernel", 2)}
+
+
 def test_column_kernel_split_two_level_combine(bk, fresh_plans, rowcol_params, sm_count):
     """col_split_group: a column tile split into many parts combines their partial rows in two
     levels. 300 rows of 64 columns (one tile of 16 x 4 threads) split 34 ways: groups of

@@ -879,7 +879,8 @@ def make_colvec_kernel(f, op, K, ACC, ID, FLAG, INIT, BLOCK, SPLIT, RED2, INDEX,
     covers columns ``q * VEC - ph .. q * VEC - ph + VEC - 1``; the first and last groups may
     be partial and use scalar loads at clamped columns (only the valid ones are stored).
     ``BLOCK // CQ`` threads share a group (strided rows); ``SPLIT`` blocks share a tile's
-    rows (partials + last-block ticket). ``TAIL`` (with ``UNROLL >= 4``): a thread's last 1-3
+    rows (partials + last-block ticket). ``UNROLL``: rows in flight per thread (8, 4, 2 or 1;
+    8 falls back to rounds of 4). ``TAIL`` (with ``UNROLL >= 4``): a thread's last 1-3
     rows go out in one round trip (else one at a time). ``VOUT``: a thread's ``VEC`` results
     go out in one 128-bit store when all its columns are valid (the host guarantees a
     contiguous result of the input's item size, 16-byte aligned at column 0 of every output
@@ -971,6 +972,33 @@ def make_colvec_kernel(f, op, K, ACC, ID, FLAG, INIT, BLOCK, SPLIT, RED2, INDEX,
 
     @cuda.jit(device=True)
     def col_range(ins, base, S0, S1, m1, kb, L0, L1, c0, cl, full, j, hi, T, accs):
+        if UNROLL >= 8:
+            while j + 7 * T < hi:          # eight rows in flight (short, single-wave launches)
+                o0, k0 = row_off(base, S0, S1, m1, kb, L0, L1, j)
+                o1, k1 = row_off(base, S0, S1, m1, kb, L0, L1, j + T)
+                o2, k2 = row_off(base, S0, S1, m1, kb, L0, L1, j + 2 * T)
+                o3, k3 = row_off(base, S0, S1, m1, kb, L0, L1, j + 3 * T)
+                o4, k4 = row_off(base, S0, S1, m1, kb, L0, L1, j + 4 * T)
+                o5, k5 = row_off(base, S0, S1, m1, kb, L0, L1, j + 5 * T)
+                o6, k6 = row_off(base, S0, S1, m1, kb, L0, L1, j + 6 * T)
+                o7, k7 = row_off(base, S0, S1, m1, kb, L0, L1, j + 7 * T)
+                v0 = load_all(ins, o0, c0, cl, full)
+                v1 = load_all(ins, o1, c0, cl, full)
+                v2 = load_all(ins, o2, c0, cl, full)
+                v3 = load_all(ins, o3, c0, cl, full)
+                v4 = load_all(ins, o4, c0, cl, full)
+                v5 = load_all(ins, o5, c0, cl, full)
+                v6 = load_all(ins, o6, c0, cl, full)
+                v7 = load_all(ins, o7, c0, cl, full)
+                accs = fold(v0, k0, accs)
+                accs = fold(v1, k1, accs)
+                accs = fold(v2, k2, accs)
+                accs = fold(v3, k3, accs)
+                accs = fold(v4, k4, accs)
+                accs = fold(v5, k5, accs)
+                accs = fold(v6, k6, accs)
+                accs = fold(v7, k7, accs)
+                j += 8 * T
         if UNROLL >= 4:
             while j + 3 * T < hi:
                 o0, k0 = row_off(base, S0, S1, m1, kb, L0, L1, j)
