@@ -971,48 +971,35 @@ def make_colvec_kernel(f, op, K, ACC, ID, FLAG, INIT, BLOCK, SPLIT, RED2, INDEX,
         return offs(base, S1, j), kb + j * L1
 
     @cuda.jit(device=True)
+    def load4(ins, base, S0, S1, m1, kb, L0, L1, c0, cl, full, j, T):
+        """Rows ``j, j + T, j + 2T, j + 3T``: their loads (all issued before any is used) and
+        their reduction indices."""
+        o0, k0 = row_off(base, S0, S1, m1, kb, L0, L1, j)
+        o1, k1 = row_off(base, S0, S1, m1, kb, L0, L1, j + T)
+        o2, k2 = row_off(base, S0, S1, m1, kb, L0, L1, j + 2 * T)
+        o3, k3 = row_off(base, S0, S1, m1, kb, L0, L1, j + 3 * T)
+        return ((load_all(ins, o0, c0, cl, full), load_all(ins, o1, c0, cl, full),
+                 load_all(ins, o2, c0, cl, full), load_all(ins, o3, c0, cl, full)), (k0, k1, k2, k3))
+
+    @cuda.jit(device=True)
+    def fold4(vk, accs):
+        vs, ks = vk
+        accs = fold(vs[0], ks[0], accs)
+        accs = fold(vs[1], ks[1], accs)
+        accs = fold(vs[2], ks[2], accs)
+        return fold(vs[3], ks[3], accs)
+
+    @cuda.jit(device=True)
     def col_range(ins, base, S0, S1, m1, kb, L0, L1, c0, cl, full, j, hi, T, accs):
         if UNROLL >= 8:
             while j + 7 * T < hi:          # eight rows in flight (short, single-wave launches)
-                o0, k0 = row_off(base, S0, S1, m1, kb, L0, L1, j)
-                o1, k1 = row_off(base, S0, S1, m1, kb, L0, L1, j + T)
-                o2, k2 = row_off(base, S0, S1, m1, kb, L0, L1, j + 2 * T)
-                o3, k3 = row_off(base, S0, S1, m1, kb, L0, L1, j + 3 * T)
-                o4, k4 = row_off(base, S0, S1, m1, kb, L0, L1, j + 4 * T)
-                o5, k5 = row_off(base, S0, S1, m1, kb, L0, L1, j + 5 * T)
-                o6, k6 = row_off(base, S0, S1, m1, kb, L0, L1, j + 6 * T)
-                o7, k7 = row_off(base, S0, S1, m1, kb, L0, L1, j + 7 * T)
-                v0 = load_all(ins, o0, c0, cl, full)
-                v1 = load_all(ins, o1, c0, cl, full)
-                v2 = load_all(ins, o2, c0, cl, full)
-                v3 = load_all(ins, o3, c0, cl, full)
-                v4 = load_all(ins, o4, c0, cl, full)
-                v5 = load_all(ins, o5, c0, cl, full)
-                v6 = load_all(ins, o6, c0, cl, full)
-                v7 = load_all(ins, o7, c0, cl, full)
-                accs = fold(v0, k0, accs)
-                accs = fold(v1, k1, accs)
-                accs = fold(v2, k2, accs)
-                accs = fold(v3, k3, accs)
-                accs = fold(v4, k4, accs)
-                accs = fold(v5, k5, accs)
-                accs = fold(v6, k6, accs)
-                accs = fold(v7, k7, accs)
+                a = load4(ins, base, S0, S1, m1, kb, L0, L1, c0, cl, full, j, T)
+                b = load4(ins, base, S0, S1, m1, kb, L0, L1, c0, cl, full, j + 4 * T, T)
+                accs = fold4(b, fold4(a, accs))
                 j += 8 * T
         if UNROLL >= 4:
             while j + 3 * T < hi:
-                o0, k0 = row_off(base, S0, S1, m1, kb, L0, L1, j)
-                o1, k1 = row_off(base, S0, S1, m1, kb, L0, L1, j + T)
-                o2, k2 = row_off(base, S0, S1, m1, kb, L0, L1, j + 2 * T)
-                o3, k3 = row_off(base, S0, S1, m1, kb, L0, L1, j + 3 * T)
-                v0 = load_all(ins, o0, c0, cl, full)
-                v1 = load_all(ins, o1, c0, cl, full)
-                v2 = load_all(ins, o2, c0, cl, full)
-                v3 = load_all(ins, o3, c0, cl, full)
-                accs = fold(v0, k0, accs)
-                accs = fold(v1, k1, accs)
-                accs = fold(v2, k2, accs)
-                accs = fold(v3, k3, accs)
+                accs = fold4(load4(ins, base, S0, S1, m1, kb, L0, L1, c0, cl, full, j, T), accs)
                 j += 4 * T
             if TAIL and j < hi:  # the last 1-3 rows in one round trip (rows past `hi` re-read row j)
                 ja = j + T
