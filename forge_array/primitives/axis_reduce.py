@@ -879,7 +879,7 @@ def _plan(f, op, ins, kdims, rdims, kb, acc, ident, init_v, index, out_ok=False)
         waves = p.get("col_waves", 0)
         cu = p.get("col_unroll", unroll)
         # col_round: a thread's rows of a split part in whole rounds of the kernel's unroll
-        step = RB * (4 if cu >= 4 else 2 if cu >= 2 else 1) if p.get("col_round", False) else 1
+        step = RB * (8 if cu >= 8 else 4 if cu >= 4 else 2 if cu >= 2 else 1) if p.get("col_round", False) else 1
 
         def shape(cap):
             if occupancy:
