@@ -562,7 +562,7 @@ def make_tile_scan(fn, tuple_op, in_dtypes, acc_dtypes, block, items, shift, has
     RV = items // VEC
     SV = bool(shared_vec and vec and K == 1 and len(in_dtypes) == 1 and VEC >= 2
               and in_dtypes[0].itemsize == acc_dtypes[0].itemsize and items % VEC == 0
-              and RV & (RV - 1) == 0 and not (keep_items and K == 1))
+              and RV & (RV - 1) == 0 and not keep_items)
     TS = TILE + TILE // 32  # padded tile (whole tiles of shared_vec: rotated rows, unpadded),
     # then NW warp totals, then the tile prefix
     NVALS = TS + NW + 1
