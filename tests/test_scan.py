@@ -1060,3 +1060,69 @@ def test_narrow_scan(bk, monkeypatch, dtype, packed):
     close(cumulative_sum(w, axis=0), np.cumsum(_np(w).astype(np.float64), axis=0), rtol=1e-4,
           atol=1e-4)
     assert len(made) == before
+
+
+# --------------------------------------------------------------------------- pipelined tile scan
+
+
+def _pipeline_kernels():
+    return {p.kernel.name for p in pscan._fast_plans().values() if getattr(p, "kernel", None)}
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int32"])
+def test_pipelined_tile_scan(bk, sim, monkeypatch, dtype):
+    """scan.pipeline: warp-specialised blocks (a producer warp's bulk copies, compute warps,
+    a look-back warp) walking their tiles through a ring of shared-memory buffers. Sizes at
+    tile edges and of many tiles (every buffer reused, look-backs across the block's own
+    earlier tiles), misaligned views (partial first tiles copied by the producer's lanes),
+    include_initial / exclusive (bulk stores shifted by one, or scalar stores when the output
+    is out of phase), an output view, rows of a matrix (axis -1), cumprod and max with an
+    initial value, and a non-commutative operator (left projection)."""
+    _override(monkeypatch, scan={"pipeline": True})
+    p = tuning.params("scan")
+    V = 16 // np.dtype(dtype).itemsize
+    T = p["pipe_warps"] * 32 * p["pipe_vectors"] * V
+    kind = np.dtype(dtype).kind
+    for n in (1, T - 1, T + 1, 3 * T + 5, (4 * p["pipe_stages"] + 1) * T + 3):
+        for off in (0, 3) if n != 3 * T + 5 else (1, 3):
+            x = _phased(bk, n, dtype, off, seed=n + off)
+            xn = _np(x).astype(np.float64 if kind == "f" else np.int64)
+            c = np.cumsum(xn)
+            r = accumulate(ops.add, x)
+            assert r.dtype == np.dtype(dtype)
+            if kind == "f":
+                close(r, c, rtol=1e-4, atol=1e-3 * max(1.0, math.sqrt(n)))
+            else:
+                close(r, c.astype(dtype))
+            if n == 3 * T + 5:
+                got = _np(accumulate(ops.add, x, include_initial=True))
+                exp = np.concatenate([[0], c]).astype(dtype)
+                ex = _np(accumulate(ops.add, x, exclusive=True))
+                if kind == "f":
+                    close(got, exp, rtol=1e-4, atol=1e-3 * math.sqrt(n))
+                    close(ex, exp[:-1], rtol=1e-4, atol=1e-3 * math.sqrt(n))
+                else:
+                    assert np.array_equal(got, exp) and np.array_equal(ex, exp[:-1])
+    assert "make_pipeline_scan" in _pipeline_kernels()
+    n = 5 * T + 7
+    x = _phased(bk, n, dtype, 0, seed=5)
+    xn = _np(x)
+    out = bk.empty(n + 1, dtype=dtype)   # one element off the input's phase: scalar stores
+    accumulate(ops.add, x, out=out[1:])
+    close(out[1:], np.cumsum(xn.astype(np.float64 if kind == "f" else np.int64)).astype(dtype),
+          rtol=1e-4, atol=1e-3 * math.sqrt(n))
+    m = rand(bk, (3, 4 * T), dtype, seed=9)[:, 1:]
+    close(accumulate(ops.add, m, axis=-1),
+          np.cumsum(_np(m).astype(np.float64 if kind == "f" else np.int64), axis=-1).astype(dtype),
+          rtol=1e-4, atol=1e-3 * math.sqrt(4 * T))
+    assert np.array_equal(_np(accumulate(ops.maximum, x, init=xn[7])),
+                          np.maximum.accumulate(np.maximum(xn, xn[7])))
+    left = accumulate(lambda a, b: a, x)
+    assert np.array_equal(_np(left), np.full(n, xn[0]))
+    if kind == "f":
+        y = bk.asarray(rng_uniform(n, dtype))
+        close(accumulate(ops.multiply, y), np.cumprod(_np(y).astype(np.float64)), rtol=1e-3)
+
+
+def rng_uniform(n, dtype):
+    return np.random.default_rng(n).uniform(0.999, 1.001, n).astype(dtype)

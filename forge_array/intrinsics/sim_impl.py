@@ -725,3 +725,163 @@ def _alloc(n, ttype):
     if isinstance(ttype, (tuple, list)):
         return tuple(_alloc(n, t) for t in ttype)
     return np.zeros(n, np.dtype(ttype))
+
+
+# --------------------------------------------------------------------------- asynchronous
+# bulk copies, memory barriers in shared memory, named barriers (simulated: copies happen at
+# once, barriers are Python objects kept per block)
+
+__all__ += ["mbar_init", "mbar_fence_init", "mbar_arrive", "mbar_arrive_tx", "mbar_try_wait",
+            "bulk_load", "bulk_store", "bulk_commit", "bulk_wait_read", "fence_proxy_async",
+            "bar_sync"]
+
+
+class _MBarrier:
+    """An ``mbarrier``: ``count`` arrivals and the expected bytes complete a phase."""
+
+    __slots__ = ("count", "pending", "tx", "phase")
+
+    def __init__(self, count):
+        self.count, self.pending, self.tx, self.phase = int(count), int(count), 0, 0
+
+    def _maybe_flip(self):
+        if self.pending == 0 and self.tx == 0:
+            self.phase ^= 1
+            self.pending = self.count
+
+
+def _block_objects(kind):
+    mgr = _thread()._manager
+    with _STATE_LOCK:
+        objs = getattr(mgr, "_forge_" + kind, None)
+        if objs is None:
+            objs = {}
+            setattr(mgr, "_forge_" + kind, objs)
+    return objs
+
+
+def _mbar(bars, i):
+    objs = _block_objects("mbars")
+    key = _address(bars, i)
+    with _STATE_LOCK:
+        b = objs.get(key)
+    if b is None:
+        raise RuntimeError(f"memory barrier at element {int(i)} used before mbar_init")
+    return b
+
+
+def mbar_init(bars, i, count):
+    """Initialise barrier ``bars[i]`` for ``count`` arrivals per phase."""
+    if int(count) < 1:
+        raise ValueError("mbar_init: count must be >= 1")
+    objs = _block_objects("mbars")
+    with _STATE_LOCK:
+        objs[_address(bars, i)] = _MBarrier(count)
+
+
+def mbar_fence_init():
+    """Fence after barrier initialisation (a no-op here)."""
+
+
+def mbar_arrive(bars, i):
+    """One arrival on ``bars[i]``."""
+    b = _mbar(bars, i)
+    with _STATE_LOCK:
+        if b.pending <= 0:
+            raise RuntimeError("mbar_arrive: more arrivals than the barrier's count")
+        b.pending -= 1
+        b._maybe_flip()
+
+
+def mbar_arrive_tx(bars, i, nbytes):
+    """One arrival on ``bars[i]`` that expects ``nbytes`` more bytes of bulk copies."""
+    b = _mbar(bars, i)
+    with _STATE_LOCK:
+        b.tx += int(nbytes)
+        if b.pending <= 0:
+            raise RuntimeError("mbar_arrive_tx: more arrivals than the barrier's count")
+        b.pending -= 1
+        b._maybe_flip()
+
+
+def mbar_try_wait(bars, i, parity):
+    """Whether the phase of ``bars[i]`` with parity ``parity`` has completed (yields the
+    interpreter when not; a wait longer than the barrier timeout is a deadlock)."""
+    b = _mbar(bars, i)
+    t = _thread()
+    deadline = getattr(t, "_forge_mbar_deadline", None)
+    if b.phase != (int(parity) & 1):
+        t._forge_mbar_deadline = None
+        return True
+    now = time.monotonic()
+    if deadline is None:
+        t._forge_mbar_deadline = now + BARRIER_TIMEOUT
+    elif now > deadline:
+        raise RuntimeError(f"mbar_try_wait: deadlock: phase {int(parity) & 1} of a memory "
+                           f"barrier did not complete within {BARRIER_TIMEOUT:g} s")
+    failed = _failed_sibling(t)
+    if failed is not None or getattr(t, "abort", False):
+        raise RuntimeError(f"simulated kernel aborted: {failed}")
+    time.sleep(0.0005)
+    return False
+
+
+def _bulk_check(what, p, i, nbytes):
+    if int(nbytes) % 16 or int(nbytes) <= 0:
+        raise ValueError(f"{what}: {int(nbytes)} bytes is not a positive multiple of 16")
+    if _address(p, i) % 16:
+        raise ValueError(f"{what}: misaligned bulk copy at element {int(i)}")
+    dt = _dtype_of(p)
+    return int(nbytes) // dt.itemsize
+
+
+def bulk_load(sh, k, src, i, nbytes, bars, b):
+    """Copy ``nbytes`` from ``src + i`` to ``sh + k`` (same dtype) and complete them on
+    barrier ``bars[b]``."""
+    n = _bulk_check("bulk_load", src, i, nbytes)
+    if _dtype_of(sh) != _dtype_of(src):
+        raise TypeError("bulk_load: source and shared array must have the same dtype")
+    if (int(k) * _dtype_of(sh).itemsize) % 16:
+        raise ValueError(f"bulk_load: misaligned shared destination at element {int(k)}")
+    k, i = int(k), int(i)
+    for e in range(n):
+        sh[k + e] = src[i + e]
+    m = _mbar(bars, b)
+    with _STATE_LOCK:
+        m.tx -= int(nbytes)
+        m._maybe_flip()
+
+
+def bulk_store(dst, i, sh, k, nbytes):
+    """Copy ``nbytes`` from ``sh + k`` to ``dst + i`` (same dtype)."""
+    n = _bulk_check("bulk_store", dst, i, nbytes)
+    if _dtype_of(sh) != _dtype_of(dst):
+        raise TypeError("bulk_store: shared array and destination must have the same dtype")
+    if (int(k) * _dtype_of(sh).itemsize) % 16:
+        raise ValueError(f"bulk_store: misaligned shared source at element {int(k)}")
+    k, i = int(k), int(i)
+    for e in range(n):
+        dst[i + e] = sh[k + e]
+
+
+def bulk_commit():
+    """Close the group of bulk stores (they are done at once here)."""
+
+
+def bulk_wait_read():
+    """Wait for bulk stores to read shared memory (done at once here)."""
+
+
+def fence_proxy_async():
+    """Order shared-memory accesses with bulk copies (a no-op here)."""
+
+
+def bar_sync(bid, nthreads):
+    """Named barrier ``bid`` of ``nthreads`` threads."""
+    objs = _block_objects("named_bars")
+    key = (int(bid), int(nthreads))
+    with _STATE_LOCK:
+        bar = objs.get(key)
+        if bar is None:
+            bar = objs[key] = _WarpBarrier(int(nthreads))
+    bar.wait(f"bar_sync({int(bid)}, {int(nthreads)})")

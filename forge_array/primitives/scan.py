@@ -27,6 +27,7 @@ import numpy as np
 from .. import runtime
 from ..kernels import narrow_scan as knarrow
 from ..kernels import scan as kscan
+from ..kernels import scan_pipeline as kpipe
 from ..runtime import tuning
 from ._layout import collapse
 
@@ -841,6 +842,11 @@ def plan_scan(fn, tuple_op, xv, ov, in_dtypes, acc_dtypes, init, shift, n, m, nb
         p.grid, p.block, p.state, p.slots = ntiles, block, st, ntiles * cb
         p.ntiles = ntiles if nchunks > 1 else 0  # one chunk per column: tiles = blockIdx.x
         return p
+    if pt.get("pipeline", False) and not det:
+        pp = _plan_pipeline(p, pt, fn, tuple_op, xv, ov, in_dtypes, acc_dtypes, shift, has_init,
+                            n, m, nbatch, nb1, s_in, bx, s_out, bo, sync)
+        if pp is not None:
+            return pp
     ticket = pt.get("ticket", "atomic")
     # 128-bit loads: contiguous rows of one value of < 16 bytes, tiles shifted by `lead`
     # elements to start 16-byte aligned, batch strides multiples of the vector
@@ -896,6 +902,62 @@ def plan_scan(fn, tuple_op, xv, ov, in_dtypes, acc_dtypes, init, shift, n, m, nb
     # tickets taken from the counter: one per tile, plus one per block that finds none left
     # ("persist"); none when tiles come from blockIdx.x (rows of one tile, or "block")
     p.ntiles = 0 if (tpr == 1 or ticket == "block") else ntiles + (grid if ticket == "persist" else 0)
+    return p
+
+
+#: static shared memory of one block (the pipeline's buffers must fit without opting in to
+#: dynamic shared memory)
+_STATIC_SHARED = 48 * 1024
+
+
+def _plan_pipeline(p, pt, fn, tuple_op, xv, ov, in_dtypes, acc_dtypes, shift, has_init, n, m,
+                   nbatch, nb1, s_in, bx, s_out, bo, sync):
+    """Plan of :func:`..kernels.scan_pipeline.make_pipeline_scan` (``scan.pipeline``): one
+    scalar operand of 2, 4 or 8 bytes scanned in its own type along contiguous rows whose
+    tiles can start 16-byte aligned (the same phase in every row), on sm_90 or later; a grid
+    of persistent blocks. None when the scan does not qualify (the tile scan takes it)."""
+    if tuple_op or len(in_dtypes) != 1 or len(acc_dtypes) != 1 or in_dtypes[0] != acc_dtypes[0]:
+        return None
+    acc = acc_dtypes[0]
+    isz = acc.itemsize
+    if isz not in (2, 4, 8) or s_in != 1 or runtime.device_info()["cc"] < (9, 0):
+        return None
+    V = 16 // isz
+    mis = runtime.misalignment(xv[0])
+    shape2 = (nbatch // nb1, nb1)
+    if mis % isz or any(b % V for b, sz in zip(bx, shape2) if sz > 1):
+        return None
+    lead = mis // isz
+    warps, vectors, stages = int(pt["pipe_warps"]), int(pt["pipe_vectors"]), int(pt["pipe_stages"])
+    block, tile, nbytes = kpipe.pipeline_shape(acc, warps, vectors, stages)
+    if nbytes + 1024 > _STATIC_SHARED:
+        return None
+    omis = runtime.misalignment(ov[0])
+    ovec = (s_out == 1 and omis % isz == 0 and (omis // isz + shift - lead) % V == 0
+            and all(b % V == 0 for b, sz in zip(bo, shape2) if sz > 1))
+    tpr = -(-(n + lead) // tile)
+    ntiles = tpr * nbatch
+    wide = sync[0]
+    st = _state(xv[0], acc_dtypes, ntiles, wide)
+    I64 = runtime.i64
+    argtypes = (runtime.tuple_ptr_t(in_dtypes), runtime.tuple_ptr_t(acc_dtypes),
+                runtime.tuple_ptr_t(acc_dtypes)) + (I64,) * 11 + (
+        runtime.ptr_t(st.status.dtype), runtime.tuple_ptr_t(acc_dtypes),
+        runtime.ptr_t(np.uint64), I64, I64, I64)
+    p.kernel = runtime.compile_kernel(
+        kpipe.make_pipeline_scan,
+        (fn, acc, warps, vectors, stages, shift, has_init, ovec) + sync
+        + (int(pt.get("lookback", 1)),), argtypes)
+    p.scalars = (n, m, nb1, s_in, bx[0], bx[1], s_out, bo[0], bo[1], lead, tpr)
+    p.tail = (ntiles,)
+    # blocks per SM: as many as the shared memory of an sm_90 SM (228 KB, 1 KB reserved per
+    # block) holds, unless the tables say otherwise
+    per_sm = int(pt.get("pipe_blocks_per_sm", 0)) or max(1, 228 * 1024 // (nbytes + 2048))
+    per_sm = min(per_sm, max(1, 2048 // block))
+    grid = max(1, min(ntiles, per_sm * runtime.device_info()["sm_count"]))
+    p.grid, p.block, p.state, p.slots = grid, block, st, ntiles
+    # every block takes one ticket past the last tile (its producer's stop signal)
+    p.ntiles = ntiles + grid
     return p
 
 

@@ -71,7 +71,9 @@ TABLES: dict = {
         # shared memory as 128-bit vectors (kernels.scan.make_tile_scan)
         "scan": {"block": 256, "item_bytes": 64, "items_max": 32, "min_blocks": 5, "ticket": "atomic",
                  "persist": 0, "wide": True, "keep_items": False, "spin_ns": 0, "release": False,
-                 "fit_items": True, "lookback": 1, "shared_vec": False},
+                 "fit_items": True, "lookback": 1, "shared_vec": False,
+                 "pipeline": False, "pipe_warps": 4, "pipe_vectors": 7, "pipe_stages": 3,
+                 "pipe_blocks_per_sm": 0},
         # scan_columns.staged: blocks whose elements form one dense range stage it through shared memory
         # lookback: chunks per round trip of a column's look-back (0: 8, 4 for 16-byte words;
         # H200 sweep tune-scan4: 1 takes axis 0 of (10^4, 10^4) from 410 to 356 us)
@@ -129,7 +131,8 @@ TABLES: dict = {
                    "warp_rows": 4, "min_items": 2, "row_tile_max": 128, "row_tile_vecs": 2, "col_vec": True,
                    "col_flat": 64, "row_multi": 3, "col_vstore": True, "col_round": True,
                    "col_flat_group": 1, "col_split_group": 4},
-        "scan": {"block": 64, "item_bytes": 16, "items_max": 4, "shared_vec": True},
+        "scan": {"block": 64, "item_bytes": 16, "items_max": 4, "shared_vec": True,
+                 "pipe_warps": 2, "pipe_vectors": 1, "pipe_stages": 3, "pipe_blocks_per_sm": 1},
         # warp look-backs are slow in the simulator (32 simulated lanes per column): off, except
         # in the tests that ask for them
         "scan_columns": {"block": 64, "items": 2, "warp_lookback_cols": 0, "rows_staged_vecs": 1,

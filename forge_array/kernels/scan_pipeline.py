@@ -1,0 +1,347 @@
+"""Warp-specialised, pipelined tile scan for contiguous rows (sm_90: bulk copies, mbarriers).
+
+The tile scan of :mod:`.scan` gives a block ONE tile: it loads it, reduces it, waits for
+warp 0's look-back at a block barrier, then rescans and stores it; while a block waits for
+its look-back none of its loads are in flight. Here a block is a small pipeline that
+walks its tiles (taken from the atomic ticket counter, as before) through ``stages``
+buffers of shared memory, with three kinds of warps working on different tiles at once:
+
+- the **producer** warp takes a ticket and, for a whole tile, issues ONE asynchronous bulk
+  copy (``cp.async.bulk``, the 1-D TMA) of it into a free buffer, completing on the
+  buffer's ``full`` mbarrier; partial tiles (the ends of a row) are copied by its 32 lanes;
+- the **compute** warps (``warps`` of them) reduce tile ``k`` as soon as it lands (each
+  thread ``items = vectors * VEC`` consecutive elements, read as 16-byte vectors from the
+  dense buffer: an odd number of vectors per thread keeps a quarter-warp's reads in 8
+  distinct bank groups), publish its AGGREGATE at once (PREFIX for a row's first tile),
+  then rescan tile ``k - 1`` with its prefix, in place, and write it out with ONE bulk
+  store (scalar stores when the output is not in phase or the tile is partial);
+- the **look-back** warp folds the predecessors of tile ``k`` (the warp-wide window of
+  :func:`.scan.make_warp_lookback`) while the compute warps work on tile ``k + 1`` and the
+  producer's copies of later tiles are in flight, and publishes the tile's PREFIX.
+
+A tile's aggregate is thus published as soon as its data has arrived, whatever the
+look-back of the block's earlier tiles is doing (the reason the prefetching "persist"
+ticket of :mod:`.scan` lost: a tile taken early published late). Barriers per stage:
+``full`` (producer -> compute), ``reduced`` (compute -> look-back: the tile total),
+``prefix`` (look-back -> compute) and ``empty`` (compute -> producer), each of one arrival
+per use; the parity of use ``u`` of a stage is ``u & 1``. Block barrier ``1`` (named)
+joins the compute warps only.
+
+One scalar value type, read and written in that type (the bulk copies move raw bytes),
+inclusive, exclusive or ``include_initial`` (``shift``), any associative operator; rows of a
+batch as in :mod:`.scan` (``tile_coords``); not deterministic mode.
+
+Example (the public way in is ``forge_array.cumulative_sum``; the host picks this kernel
+when ``tuning.params("scan")["pipeline"]`` is on):
+
+>>> from forge_array.kernels.scan_pipeline import pipeline_shape
+>>> pipeline_shape("float32", warps=4, vectors=7, stages=3)
+(192, 3584, 43008)
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import cuda
+
+from .. import intrinsics as fi
+from .scan import (
+    _ONE,
+    _TWO,
+    _ZERO,
+    _ld_tag,
+    _make_shared_vec,
+    _make_status,
+    _st_tag,
+    make_warp_lookback,
+    packable,
+    tagged_combine,
+    tile_coords,
+    value_op,
+)
+
+__all__ = ["make_pipeline_scan", "pipeline_shape"]
+
+
+def pipeline_shape(dtype, warps: int, vectors: int, stages: int):
+    """``(threads per block, tile elements, bytes of the tile buffers)`` of a pipeline of
+    ``warps`` compute warps with ``vectors`` 16-byte vectors per thread and ``stages``
+    buffers (plus the producer and look-back warps).
+
+    >>> pipeline_shape("float64", warps=2, vectors=1, stages=2)
+    (128, 128, 2048)
+    """
+    dt = np.dtype(dtype)
+    tile = warps * 32 * vectors * fi.VEC(dt)
+    return (warps + 2) * 32, tile, stages * tile * dt.itemsize
+
+
+def make_pipeline_scan(fn, dtype, warps, vectors, stages, shift, has_init, ovec, wide=True,
+                       release=False, spin_ns=0, lookback=1):
+    """Kernel factory (see the module docstring). ``fn``: the scalar operator; ``dtype``:
+    input = accumulator = output type (2, 4 or 8 bytes); ``warps`` compute warps,
+    ``vectors`` (odd) 16-byte vectors per compute thread, ``stages`` (>= 3: one buffer being
+    rescanned, one reduced, one or more loading); ``shift``/``has_init`` as in
+    :func:`.scan.make_tile_scan`; ``ovec``: the host found the output in the input's 16-byte
+    phase (bulk stores of whole tiles).
+
+    Kernel arguments, as :func:`.scan.make_tile_scan`'s: ``src, dst, init, n, m, nb1, s_in,
+    b0_in, b1_in, s_out, b0_out, b1_out, lead, tpr, status, vals, counter, base, epoch,
+    ntiles`` (``s_in`` must be 1; ``lead`` aligns the tiles to 16 bytes)."""
+    acc = np.dtype(dtype)
+    VEC = fi.VEC(acc)
+    RV = int(vectors)
+    W, S = int(warps), int(stages)
+    if RV < 1 or RV % 2 == 0:
+        raise ValueError(f"vectors per thread must be odd (conflict-free shared reads), got {RV}")
+    if S < 3 or W < 1 or VEC < 2:
+        raise ValueError(f"pipeline: stages >= 3, warps >= 1, values of <= 8 bytes (got {S}, {W}, {acc})")
+    items = RV * VEC
+    CT = W * 32                      # compute threads
+    TILE = CT * items
+    NB = TILE * acc.itemsize         # bytes of a whole tile (a multiple of 16)
+    PW, LW = W, W + 1                # producer warp, look-back warp
+    FULL, RED, PRE, EMPT = 0, S, 2 * S, 3 * S
+    WT0, TOT0, PRE0 = 0, S * W, S * W + S   # tagged slots: warp totals, tile totals, prefixes
+    NSLOT = PRE0 + S
+    IDS = NSLOT                      # tile id of each stage (in the kinds array)
+    T = acc.type
+    shift = int(shift)
+    has_init, ovec = bool(has_init), bool(ovec)
+    op_v = value_op(fn, False)
+    comb = tagged_combine(op_v)
+    warp_scan = fi.make_warp_scan(comb)
+    packed = packable((acc,), wide)
+    publish, _ = _make_status((acc,), packed, False, comb, release, spin_ns)
+    look_back = make_warp_lookback((acc,), comb, False, wide, release, spin_ns, lookback)
+    _, _, _, vfirst, vstep = _make_shared_vec(op_v, items, VEC, T, True)
+
+    @cuda.jit(device=True)
+    def wait(bars, b, parity):
+        while not fi.mbar_try_wait(bars, b, parity):
+            pass
+
+    @cuda.jit(device=True)
+    def produce(tiles, sk, bars, src, n, nb1, b0_in, b1_in, lead, tpr, counter, base, ntiles):
+        lane = fi.lane_id()
+        it = 0
+        while True:
+            s = it % S
+            if it >= S:  # the compute warps released this buffer's previous tile
+                wait(bars, EMPT + s, ((it // S) - 1) & 1)
+            t = np.int64(0)
+            if lane == 0:
+                t = np.int64(fi.atomic_add(counter, 0, np.uint64(1))) - base
+            t = fi.shfl_idx(t, 0)
+            if t >= ntiles:
+                if lane == 0:
+                    sk[IDS + s] = -1
+                    fi.mbar_arrive(bars, FULL + s)
+                return
+            ti, r0, r1 = tile_coords(t, tpr, nb1, ntiles)
+            ib = r0 * b0_in + r1 * b1_in
+            start = ti * TILE - lead
+            k0 = s * TILE
+            if start >= 0 and start + TILE <= n:
+                if lane == 0:
+                    sk[IDS + s] = t
+                    fi.mbar_arrive_tx(bars, FULL + s, NB)
+                    fi.bulk_load(tiles, k0, src[0], ib + start, NB, bars, FULL + s)
+            else:
+                for j in range(lane, TILE, 32):
+                    L = start + j
+                    if L >= 0 and L < n:
+                        tiles[k0 + j] = fi.load(src[0], ib + L)
+                fi.syncwarp()
+                if lane == 0:
+                    sk[IDS + s] = t
+                    fi.mbar_arrive(bars, FULL + s)
+            it += 1
+
+    @cuda.jit(device=True)
+    def look(sk, sv, bars, nb1, tpr, status, vals, counter, epoch, ntiles, init_t, empty):
+        lane = fi.lane_id()
+        it = 0
+        while True:
+            s = it % S
+            wait(bars, RED + s, (it // S) & 1)
+            t = sk[IDS + s]
+            if t < 0:
+                return
+            ti, r0, r1 = tile_coords(t, tpr, nb1, ntiles)
+            pre = init_t
+            if ti > 0:
+                pre = look_back(status, vals, 1, t - ti, ti, epoch, counter, init_t, empty)
+                if lane == 0 and ti + 1 < tpr:
+                    tot = _ld_tag(sk, TOT0 + s, sv, TOT0 + s)
+                    publish(status, vals, t, 2, comb(pre, tot)[1:], epoch)
+            if lane == 0:
+                _st_tag(sk, PRE0 + s, sv, PRE0 + s, pre)
+                fi.mbar_arrive(bars, PRE + s)
+            it += 1
+
+    @cuda.jit(device=True)
+    def reduce_tile(tiles, sk, sv, s, t, n, nb1, lead, tpr, status, vals, epoch, ntiles,
+                    init_t, empty):
+        """Reduce tile ``t`` (buffer ``s``), publish its state; returns the thread's
+        exclusive prefix within the tile."""
+        tid = cuda.threadIdx.x
+        lane = tid & 31
+        warp = tid >> 5
+        ti, r0, r1 = tile_coords(t, tpr, nb1, ntiles)
+        start = ti * TILE - lead
+        kb = tid * items
+        k0 = s * TILE + kb
+        if start >= 0 and start + TILE <= n:
+            v = fi.vload_shared(tiles, k0)
+            a = (v[0],)
+            for e in range(1, VEC):
+                a = op_v(a, (v[e],))
+            for i in range(1, RV):
+                v = fi.vload_shared(tiles, k0 + i * VEC)
+                for e in range(VEC):
+                    a = op_v(a, (v[e],))
+            agg = (_ONE,) + a
+        else:
+            agg = empty
+            for j in range(items):
+                L = start + kb + j
+                if L >= 0 and L < n:
+                    agg = comb(agg, (_ONE, tiles[k0 + j]))
+        inc = warp_scan(agg)
+        up = fi.shfl_up(inc, 1)
+        q = WT0 + s * W
+        if lane == 31:
+            _st_tag(sk, q + warp, sv, q + warp, inc)
+        fi.bar_sync(1, CT)
+        wp = empty
+        tot = empty
+        for w in range(W):
+            x = _ld_tag(sk, q + w, sv, q + w)
+            if w < warp:
+                wp = comb(wp, x)
+            tot = comb(tot, x)
+        texcl = wp
+        if lane > 0:
+            texcl = comb(wp, up)
+        if tid == 0:
+            if ti + 1 < tpr:  # the row's last tile has no reader
+                if ti == 0:
+                    publish(status, vals, t, 2, comb(init_t, tot)[1:], epoch)
+                else:
+                    publish(status, vals, t, 1, tot[1:], epoch)
+            _st_tag(sk, TOT0 + s, sv, TOT0 + s, tot)
+        return texcl
+
+    @cuda.jit(device=True)
+    def store_tile(tiles, sk, sv, bars, s, t, texcl, dst, init, n, m, nb1, s_out, b0_out,
+                   b1_out, lead, tpr, ntiles):
+        """Rescan tile ``t`` (buffer ``s``) with its prefix, write it out, free the buffer."""
+        tid = cuda.threadIdx.x
+        ti, r0, r1 = tile_coords(t, tpr, nb1, ntiles)
+        ob = r0 * b0_out + r1 * b1_out
+        start = ti * TILE - lead
+        whole = start >= 0 and start + TILE <= n
+        kb = tid * items
+        k0 = s * TILE + kb
+        run = comb(_ld_tag(sk, PRE0 + s, sv, PRE0 + s), texcl)
+        if whole:
+            r, w = vfirst(run, fi.vload_shared(tiles, k0))
+            fi.vstore_shared(tiles, k0, w)
+            for i in range(1, RV):
+                r, w = vstep(r, fi.vload_shared(tiles, k0 + i * VEC))
+                fi.vstore_shared(tiles, k0 + i * VEC, w)
+        else:
+            for j in range(items):
+                L = start + kb + j
+                if L >= 0 and L < n:
+                    run = comb(run, (_ONE, tiles[k0 + j]))
+                    tiles[k0 + j] = run[1]
+        q0 = s * TILE
+        if ovec and whole and start + TILE + shift <= m:
+            fi.fence_proxy_async()  # this thread's results, to the bulk copy's proxy
+            fi.bar_sync(1, CT)
+            if tid == 0:
+                fi.bulk_store(dst[0], ob + start + shift, tiles, q0, NB)
+                fi.bulk_commit()
+                fi.bulk_wait_read()
+        else:
+            fi.bar_sync(1, CT)
+            for j in range(tid, TILE, CT):
+                L = start + j
+                P = L + shift
+                if L >= 0 and L < n and P < m:
+                    fi.store(dst, ob + P * s_out, (tiles[q0 + j],))
+            fi.bar_sync(1, CT)  # every read of the buffer done before it is released
+        if shift and ti == 0 and tid == 0:
+            fi.store(dst, ob, fi.load(init, 0))
+        if tid == 0:
+            fi.mbar_arrive(bars, EMPT + s)
+
+    @cuda.jit(device=True)
+    def compute(tiles, sk, sv, bars, dst, init, n, m, nb1, s_out, b0_out, b1_out, lead, tpr,
+                status, vals, epoch, ntiles, init_t, empty):
+        tid = cuda.threadIdx.x
+        it = 0
+        pend = False
+        ps = 0
+        pt = np.int64(0)
+        pex = empty
+        while True:
+            s = it % S
+            wait(bars, FULL + s, (it // S) & 1)
+            t = sk[IDS + s]
+            texcl = empty
+            if t >= 0:
+                texcl = reduce_tile(tiles, sk, sv, s, t, n, nb1, lead, tpr, status, vals, epoch,
+                                    ntiles, init_t, empty)
+            if tid == 0:
+                fi.mbar_arrive(bars, RED + s)
+            if pend:
+                wait(bars, PRE + ps, ((it - 1) // S) & 1)
+                store_tile(tiles, sk, sv, bars, ps, pt, pex, dst, init, n, m, nb1, s_out,
+                           b0_out, b1_out, lead, tpr, ntiles)
+            if t < 0:
+                return
+            pend = True
+            ps = s
+            pt = t
+            pex = texcl
+            it += 1
+
+    def body(tiles, sv, sk, bars, src, dst, init, n, m, nb1, s_in, b0_in, b1_in, s_out, b0_out,
+             b1_out, lead, tpr, status, vals, counter, base, epoch, ntiles):
+        tid = cuda.threadIdx.x
+        warp = tid >> 5
+        if tid == 0:
+            for s in range(S):
+                fi.mbar_init(bars, FULL + s, 1)
+                fi.mbar_init(bars, RED + s, 1)
+                fi.mbar_init(bars, PRE + s, 1)
+                fi.mbar_init(bars, EMPT + s, 1)
+            fi.mbar_fence_init()
+        cuda.syncthreads()
+        empty = (_ZERO, T(0))
+        init_t = empty
+        if has_init:
+            init_t = (_TWO,) + fi.load(init, 0)
+        if warp == PW:
+            produce(tiles, sk, bars, src, n, nb1, b0_in, b1_in, lead, tpr, counter, base, ntiles)
+        elif warp == LW:
+            look(sk, sv, bars, nb1, tpr, status, vals, counter, epoch, ntiles, init_t, empty)
+        else:
+            compute(tiles, sk, sv, bars, dst, init, n, m, nb1, s_out, b0_out, b1_out, lead, tpr,
+                    status, vals, epoch, ntiles, init_t, empty)
+
+    N = 20
+    f3 = fi.with_shared_scratch(S * TILE, acc, cuda.jit(device=True)(body), nargs=N + 3)
+    f2 = fi.with_shared_scratch(NSLOT, (acc,), f3, nargs=N + 2)
+    f1 = fi.with_shared_scratch(NSLOT + S, np.int64, f2, nargs=N + 1)
+    f0 = fi.with_shared_scratch(4 * S, np.uint64, f1, nargs=N)
+
+    def pipeline_scan(src, dst, init, n, m, nb1, s_in, b0_in, b1_in, s_out, b0_out, b1_out,
+                      lead, tpr, status, vals, counter, base, epoch, ntiles):
+        f0(src, dst, init, n, m, nb1, s_in, b0_in, b1_in, s_out, b0_out, b1_out, lead, tpr,
+           status, vals, counter, base, epoch, ntiles)
+
+    return pipeline_scan
