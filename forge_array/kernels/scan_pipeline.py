@@ -77,13 +77,15 @@ def pipeline_shape(dtype, warps: int, vectors: int, stages: int):
 
 
 def make_pipeline_scan(fn, dtype, warps, vectors, stages, shift, has_init, ovec, wide=True,
-                       release=False, spin_ns=0, lookback=1):
+                       release=False, spin_ns=0, lookback=1, dynamic=False):
     """Kernel factory (see the module docstring). ``fn``: the scalar operator; ``dtype``:
     input = accumulator = output type (2, 4 or 8 bytes); ``warps`` compute warps,
     ``vectors`` (odd) 16-byte vectors per compute thread, ``stages`` (>= 3: one buffer being
     rescanned, one reduced, one or more loading); ``shift``/``has_init`` as in
     :func:`.scan.make_tile_scan`; ``ovec``: the host found the output in the input's 16-byte
-    phase (bulk stores of whole tiles).
+    phase (bulk stores of whole tiles); ``dynamic``: the tile buffers are the launch's
+    dynamic shared memory (``stages * tile`` elements; more than the 48 KB of static shared
+    memory a block may declare).
 
     Kernel arguments, as :func:`.scan.make_tile_scan`'s: ``src, dst, init, n, m, nb1, s_in,
     b0_in, b1_in, s_out, b0_out, b1_out, lead, tpr, status, vals, counter, base, epoch,
@@ -334,7 +336,9 @@ def make_pipeline_scan(fn, dtype, warps, vectors, stages, shift, has_init, ovec,
                     status, vals, epoch, ntiles, init_t, empty)
 
     N = 20
-    f3 = fi.with_shared_scratch(S * TILE, acc, cuda.jit(device=True)(body), nargs=N + 3)
+    # shape 0: numba's dynamic shared memory (its size is the launch's)
+    f3 = fi.with_shared_scratch(0 if dynamic else S * TILE, acc, cuda.jit(device=True)(body),
+                                nargs=N + 3)
     f2 = fi.with_shared_scratch(NSLOT, (acc,), f3, nargs=N + 2)
     f1 = fi.with_shared_scratch(NSLOT + S, np.int64, f2, nargs=N + 1)
     f0 = fi.with_shared_scratch(4 * S, np.uint64, f1, nargs=N)

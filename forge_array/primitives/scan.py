@@ -638,7 +638,11 @@ class _Plan:
     output misalignment the kernel was specialised for."""
 
     __slots__ = ("kernel", "grid", "block", "init", "initb", "scalars", "state", "slots",
-                 "ntiles", "in_off", "out_off", "shape", "flat", "out_mis", "tail", "empty")
+                 "ntiles", "in_off", "out_off", "shape", "flat", "out_mis", "tail", "empty",
+                 "shared")
+
+    def __init__(self):
+        self.shared = 0  # bytes of dynamic shared memory per block
 
     def launch(self, src, dst, on=None):
         st = self.state
@@ -930,7 +934,9 @@ def _plan_pipeline(p, pt, fn, tuple_op, xv, ov, in_dtypes, acc_dtypes, shift, ha
     lead = mis // isz
     warps, vectors, stages = int(pt["pipe_warps"]), int(pt["pipe_vectors"]), int(pt["pipe_stages"])
     block, tile, nbytes = kpipe.pipeline_shape(acc, warps, vectors, stages)
-    if nbytes + 1024 > _STATIC_SHARED:
+    # tile buffers beyond the static limit: dynamic shared memory (not in the simulator)
+    dynamic = nbytes + 1024 > _STATIC_SHARED
+    if dynamic and (runtime.SIMULATE or nbytes + 2048 > 227 * 1024):
         return None
     omis = runtime.misalignment(ov[0])
     ovec = (s_out == 1 and omis % isz == 0 and (omis // isz + shift - lead) % V == 0
@@ -947,7 +953,8 @@ def _plan_pipeline(p, pt, fn, tuple_op, xv, ov, in_dtypes, acc_dtypes, shift, ha
     p.kernel = runtime.compile_kernel(
         kpipe.make_pipeline_scan,
         (fn, acc, warps, vectors, stages, shift, has_init, ovec) + sync
-        + (int(pt.get("lookback", 1)),), argtypes)
+        + (int(pt.get("lookback", 1)), dynamic), argtypes)
+    p.shared = nbytes if dynamic else 0
     p.scalars = (n, m, nb1, s_in, bx[0], bx[1], s_out, bo[0], bo[1], lead, tpr)
     p.tail = (ntiles,)
     # blocks per SM: as many as the shared memory of an sm_90 SM (228 KB, 1 KB reserved per

@@ -208,7 +208,7 @@ class Kernel:
     """A compiled specialisation of a kernel factory; launch it with :func:`launch`."""
 
     __slots__ = ("name", "argtypes", "key", "entry", "ptx", "_sim", "_fns", "_convs", "_flat", "_scalar_convs",
-                 "_struct", "_tls", "_packflat", "_ptrs", "_flatten")
+                 "_struct", "_tls", "_packflat", "_ptrs", "_flatten", "_dyn")
 
     def __init__(self, name, argtypes, key=None, entry=None, ptx=None, sim=None):
         self.name = name
@@ -219,6 +219,7 @@ class Kernel:
         self._sim = sim
         self._fns = {}
         self._ptrs = {}
+        self._dyn = {}   # device -> dynamic shared memory the function was opened up to
         self._convs = tuple(_converter(t) for t in self.argtypes) if sim is None else ()
         self._flat = not any(isinstance(t, nt.BaseTuple) for t in self.argtypes)
         self._scalar_convs = tuple(_scalar_converter(t) for t in self.argtypes) if self._flat and sim is None else ()
@@ -322,6 +323,8 @@ def launch(kernel: Kernel, grid: int, block: int, args: tuple, shared: int = 0, 
         if ptr is None:
             fn = kernel.function()
             ptr = kernel._ptrs[dev] = _function_handle(fn)
+        if shared > _STATIC_SHARED_MAX and kernel._dyn.get(dev, 0) < shared:
+            _allow_dynamic_shared(kernel, dev, ptr, shared)
         buf, _, _, extra = kernel.param_buffer()
         if kernel._packflat:
             st.pack_into(buf, 0, *args)
@@ -333,6 +336,10 @@ def launch(kernel: Kernel, grid: int, block: int, args: tuple, shared: int = 0, 
     fn = fns.get(_get_device()) if fns else None
     if fn is None:
         fn = kernel.function()
+    if shared > _STATIC_SHARED_MAX:
+        dev = _get_device()
+        if kernel._dyn.get(dev, 0) < shared:
+            _allow_dynamic_shared(kernel, dev, _function_handle(fn), shared)
     if kernel._flat:
         cargs = tuple([c(a) for c, a in zip(kernel._scalar_convs, args)])
     else:
@@ -340,6 +347,17 @@ def launch(kernel: Kernel, grid: int, block: int, args: tuple, shared: int = 0, 
         for c, a in zip(kernel._convs, args):
             cargs += c(a)
     fn((grid,), (block,), cargs, shared_mem=shared)
+
+
+#: dynamic shared memory a launch may ask for without opting in (``cuFuncSetAttribute``)
+_STATIC_SHARED_MAX = 48 * 1024
+
+
+def _allow_dynamic_shared(kernel, dev, handle, nbytes) -> None:
+    """Open ``kernel``'s function on device ``dev`` up to ``nbytes`` of dynamic shared memory
+    (``CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES``; more than 48 KB needs it)."""
+    backend.cupy().cuda.driver.funcSetAttribute(handle, 8, int(nbytes))
+    kernel._dyn[dev] = int(nbytes)
 
 
 def _function_handle(fn) -> int:
