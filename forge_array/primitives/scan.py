@@ -935,7 +935,7 @@ def _plan_pipeline(p, pt, fn, tuple_op, xv, ov, in_dtypes, acc_dtypes, shift, ha
     warps, vectors, stages = int(pt["pipe_warps"]), int(pt["pipe_vectors"]), int(pt["pipe_stages"])
     block, tile, nbytes = kpipe.pipeline_shape(acc, warps, vectors, stages)
     # tile buffers beyond the static limit: dynamic shared memory (not in the simulator)
-    dynamic = nbytes + 1024 > _STATIC_SHARED
+    dynamic = nbytes + 1024 > _STATIC_SHARED or bool(pt.get("pipe_dynamic", False))
     if dynamic and (runtime.SIMULATE or nbytes + 2048 > 227 * 1024):
         return None
     omis = runtime.misalignment(ov[0])
