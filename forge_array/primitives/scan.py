@@ -655,7 +655,7 @@ class _Plan:
         status, vals, counter = st.buffers()
         runtime.launch(self.kernel, self.grid, self.block,
                        (src, dst, self.initb) + self.scalars
-                       + (status, vals, counter, st.base, st.epoch) + self.tail, 0, on)
+                       + (status, vals, counter, st.base, st.epoch) + self.tail, self.shared, on)
         _after_launch(st, self.ntiles)  # tickets taken from the counter
 
 
