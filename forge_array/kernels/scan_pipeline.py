@@ -9,23 +9,24 @@ buffers of shared memory, with three kinds of warps working on different tiles a
 - the **producer** warp takes a ticket and, for a whole tile, issues ONE asynchronous bulk
   copy (``cp.async.bulk``, the 1-D TMA) of it into a free buffer, completing on the
   buffer's ``full`` mbarrier; partial tiles (the ends of a row) are copied by its 32 lanes;
-- the **compute** warps (``warps`` of them) reduce tile ``k`` as soon as it lands (each
+- the **reduce** squad (``warps`` warps) reduces tile ``k`` as soon as it lands (each
   thread ``items = vectors * VEC`` consecutive elements, read as 16-byte vectors from the
   dense buffer: an odd number of vectors per thread keeps a quarter-warp's reads in 8
-  distinct bank groups), publish its AGGREGATE at once (PREFIX for a row's first tile),
-  then rescan tile ``k - 1`` with its prefix, in place, and write it out with ONE bulk
-  store (scalar stores when the output is not in phase or the tile is partial);
+  distinct bank groups), keeps its thread and warp totals in shared memory and publishes
+  the tile's AGGREGATE at once (PREFIX for a row's first tile), then goes on to tile
+  ``k + 1``: a tile's aggregate never waits for the look-back of the block's earlier tiles
+  (the reason the prefetching "persist" ticket of :mod:`.scan` lost);
 - the **look-back** warp folds the predecessors of tile ``k`` (the warp-wide window of
-  :func:`.scan.make_warp_lookback`) while the compute warps work on tile ``k + 1`` and the
-  producer's copies of later tiles are in flight, and publishes the tile's PREFIX.
+  :func:`.scan.make_warp_lookback`) and publishes its PREFIX;
+- the **scan-store** squad (``warps`` warps; thread ``r`` owns the items of thread ``r`` of
+  the reduce squad) rescans tile ``k`` with its prefix, in place, and writes it out with ONE
+  bulk store (scalar stores when the output is not in the input's phase or the tile is
+  partial), then frees the buffer.
 
-A tile's aggregate is thus published as soon as its data has arrived, whatever the
-look-back of the block's earlier tiles is doing (the reason the prefetching "persist"
-ticket of :mod:`.scan` lost: a tile taken early published late). Barriers per stage:
-``full`` (producer -> compute), ``reduced`` (compute -> look-back: the tile total),
-``prefix`` (look-back -> compute) and ``empty`` (compute -> producer), each of one arrival
-per use; the parity of use ``u`` of a stage is ``u & 1``. Block barrier ``1`` (named)
-joins the compute warps only.
+Barriers per buffer: ``full`` (producer -> reduce), ``reduced`` (reduce -> look-back and
+scan-store), ``prefix`` (look-back -> scan-store) and ``empty`` (scan-store -> producer),
+each of one arrival per use; the parity of use ``u`` of a buffer is ``u & 1``. Named block
+barriers ``1`` and ``2`` join the warps of one squad.
 
 One scalar value type, read and written in that type (the bulk copies move raw bytes),
 inclusive, exclusive or ``include_initial`` (``shift``), any associative operator; rows of a
@@ -36,7 +37,7 @@ when ``tuning.params("scan")["pipeline"]`` is on):
 
 >>> from forge_array.kernels.scan_pipeline import pipeline_shape
 >>> pipeline_shape("float32", warps=4, vectors=7, stages=3)
-(192, 3584, 43008)
+(320, 3584, 43008)
 """
 
 from __future__ import annotations
@@ -60,28 +61,39 @@ from .scan import (
     value_op,
 )
 
-__all__ = ["make_pipeline_scan", "pipeline_shape"]
+__all__ = ["make_pipeline_scan", "pipeline_shape", "pipeline_scratch_bytes"]
 
 
 def pipeline_shape(dtype, warps: int, vectors: int, stages: int):
     """``(threads per block, tile elements, bytes of the tile buffers)`` of a pipeline of
-    ``warps`` compute warps with ``vectors`` 16-byte vectors per thread and ``stages``
-    buffers (plus the producer and look-back warps).
+    ``warps`` warps per squad (reduce, scan-store) with ``vectors`` 16-byte vectors per
+    thread and ``stages`` buffers (plus the producer and look-back warps).
 
     >>> pipeline_shape("float64", warps=2, vectors=1, stages=2)
-    (128, 128, 2048)
+    (192, 128, 2048)
     """
     dt = np.dtype(dtype)
     tile = warps * 32 * vectors * fi.VEC(dt)
-    return (warps + 2) * 32, tile, stages * tile * dt.itemsize
+    return (2 * warps + 2) * 32, tile, stages * tile * dt.itemsize
+
+
+def pipeline_scratch_bytes(dtype, warps: int, stages: int) -> int:
+    """Static shared memory besides the tile buffers: the tagged slots (warp, tile and
+    thread totals, prefixes: an int64 kind and a value each), tile ids and mbarriers.
+
+    >>> pipeline_scratch_bytes("float32", warps=4, stages=3)
+    4944
+    """
+    nslot = stages * (warps + 2 + warps * 32)
+    return nslot * (8 + np.dtype(dtype).itemsize) + stages * 8 + 4 * stages * 8
 
 
 def make_pipeline_scan(fn, dtype, warps, vectors, stages, shift, has_init, ovec, wide=True,
                        release=False, spin_ns=0, lookback=1, dynamic=False):
     """Kernel factory (see the module docstring). ``fn``: the scalar operator; ``dtype``:
-    input = accumulator = output type (2, 4 or 8 bytes); ``warps`` compute warps,
-    ``vectors`` (odd) 16-byte vectors per compute thread, ``stages`` (>= 3: one buffer being
-    rescanned, one reduced, one or more loading); ``shift``/``has_init`` as in
+    input = accumulator = output type (2, 4 or 8 bytes); ``warps`` warps per squad (reduce,
+    scan-store), ``vectors`` (odd) 16-byte vectors per thread of a squad, ``stages`` buffers
+    (>= 2); ``shift``/``has_init`` as in
     :func:`.scan.make_tile_scan`; ``ovec``: the host found the output in the input's 16-byte
     phase (bulk stores of whole tiles); ``dynamic``: the tile buffers are the launch's
     dynamic shared memory (``stages * tile`` elements; more than the 48 KB of static shared
@@ -96,16 +108,17 @@ def make_pipeline_scan(fn, dtype, warps, vectors, stages, shift, has_init, ovec,
     W, S = int(warps), int(stages)
     if RV < 1 or RV % 2 == 0:
         raise ValueError(f"vectors per thread must be odd (conflict-free shared reads), got {RV}")
-    if S < 3 or W < 1 or VEC < 2:
-        raise ValueError(f"pipeline: stages >= 3, warps >= 1, values of <= 8 bytes (got {S}, {W}, {acc})")
+    if S < 2 or W < 1 or VEC < 2:
+        raise ValueError(f"pipeline: stages >= 2, warps >= 1, values of <= 8 bytes (got {S}, {W}, {acc})")
     items = RV * VEC
     CT = W * 32                      # compute threads
     TILE = CT * items
     NB = TILE * acc.itemsize         # bytes of a whole tile (a multiple of 16)
-    PW, LW = W, W + 1                # producer warp, look-back warp
+    PW, LW = 2 * W, 2 * W + 1        # producer warp, look-back warp
     FULL, RED, PRE, EMPT = 0, S, 2 * S, 3 * S
-    WT0, TOT0, PRE0 = 0, S * W, S * W + S   # tagged slots: warp totals, tile totals, prefixes
-    NSLOT = PRE0 + S
+    # tagged slots: warp totals, tile totals, prefixes, thread totals (per buffer)
+    WT0, TOT0, PRE0, TS0 = 0, S * W, S * W + S, S * W + 2 * S
+    NSLOT = TS0 + S * CT
     IDS = NSLOT                      # tile id of each stage (in the kinds array)
     T = acc.type
     shift = int(shift)
@@ -129,7 +142,7 @@ def make_pipeline_scan(fn, dtype, warps, vectors, stages, shift, has_init, ovec,
         it = 0
         while True:
             s = it % S
-            if it >= S:  # the compute warps released this buffer's previous tile
+            if it >= S:  # the scan-store squad released this buffer's previous tile
                 wait(bars, EMPT + s, ((it // S) - 1) & 1)
             t = np.int64(0)
             if lane == 0:
@@ -183,132 +196,128 @@ def make_pipeline_scan(fn, dtype, warps, vectors, stages, shift, has_init, ovec,
             it += 1
 
     @cuda.jit(device=True)
-    def reduce_tile(tiles, sk, sv, s, t, n, nb1, lead, tpr, status, vals, epoch, ntiles,
-                    init_t, empty):
-        """Reduce tile ``t`` (buffer ``s``), publish its state; returns the thread's
-        exclusive prefix within the tile."""
+    def reduce_squad(tiles, sk, sv, bars, n, nb1, lead, tpr, status, vals, epoch, ntiles,
+                     init_t, empty):
+        """Warps ``0 .. W-1``: reduce each tile as soon as it lands, keep the thread totals
+        and warp totals for the scan-store squad, publish the tile's state."""
         tid = cuda.threadIdx.x
         lane = tid & 31
         warp = tid >> 5
-        ti, r0, r1 = tile_coords(t, tpr, nb1, ntiles)
-        start = ti * TILE - lead
         kb = tid * items
-        k0 = s * TILE + kb
-        if start >= 0 and start + TILE <= n:
-            v = fi.vload_shared(tiles, k0)
-            a = (v[0],)
-            for e in range(1, VEC):
-                a = op_v(a, (v[e],))
-            for i in range(1, RV):
-                v = fi.vload_shared(tiles, k0 + i * VEC)
-                for e in range(VEC):
-                    a = op_v(a, (v[e],))
-            agg = (_ONE,) + a
-        else:
-            agg = empty
-            for j in range(items):
-                L = start + kb + j
-                if L >= 0 and L < n:
-                    agg = comb(agg, (_ONE, tiles[k0 + j]))
-        inc = warp_scan(agg)
-        up = fi.shfl_up(inc, 1)
-        q = WT0 + s * W
-        if lane == 31:
-            _st_tag(sk, q + warp, sv, q + warp, inc)
-        fi.bar_sync(1, CT)
-        wp = empty
-        tot = empty
-        for w in range(W):
-            x = _ld_tag(sk, q + w, sv, q + w)
-            if w < warp:
-                wp = comb(wp, x)
-            tot = comb(tot, x)
-        texcl = wp
-        if lane > 0:
-            texcl = comb(wp, up)
-        if tid == 0:
-            if ti + 1 < tpr:  # the row's last tile has no reader
-                if ti == 0:
-                    publish(status, vals, t, 2, comb(init_t, tot)[1:], epoch)
-                else:
-                    publish(status, vals, t, 1, tot[1:], epoch)
-            _st_tag(sk, TOT0 + s, sv, TOT0 + s, tot)
-        return texcl
-
-    @cuda.jit(device=True)
-    def store_tile(tiles, sk, sv, bars, s, t, texcl, dst, init, n, m, nb1, s_out, b0_out,
-                   b1_out, lead, tpr, ntiles):
-        """Rescan tile ``t`` (buffer ``s``) with its prefix, write it out, free the buffer."""
-        tid = cuda.threadIdx.x
-        ti, r0, r1 = tile_coords(t, tpr, nb1, ntiles)
-        ob = r0 * b0_out + r1 * b1_out
-        start = ti * TILE - lead
-        whole = start >= 0 and start + TILE <= n
-        kb = tid * items
-        k0 = s * TILE + kb
-        run = comb(_ld_tag(sk, PRE0 + s, sv, PRE0 + s), texcl)
-        if whole:
-            r, w = vfirst(run, fi.vload_shared(tiles, k0))
-            fi.vstore_shared(tiles, k0, w)
-            for i in range(1, RV):
-                r, w = vstep(r, fi.vload_shared(tiles, k0 + i * VEC))
-                fi.vstore_shared(tiles, k0 + i * VEC, w)
-        else:
-            for j in range(items):
-                L = start + kb + j
-                if L >= 0 and L < n:
-                    run = comb(run, (_ONE, tiles[k0 + j]))
-                    tiles[k0 + j] = run[1]
-        q0 = s * TILE
-        if ovec and whole and start + TILE + shift <= m:
-            fi.fence_proxy_async()  # this thread's results, to the bulk copy's proxy
-            fi.bar_sync(1, CT)
-            if tid == 0:
-                fi.bulk_store(dst[0], ob + start + shift, tiles, q0, NB)
-                fi.bulk_commit()
-                fi.bulk_wait_read()
-        else:
-            fi.bar_sync(1, CT)
-            for j in range(tid, TILE, CT):
-                L = start + j
-                P = L + shift
-                if L >= 0 and L < n and P < m:
-                    fi.store(dst, ob + P * s_out, (tiles[q0 + j],))
-            fi.bar_sync(1, CT)  # every read of the buffer done before it is released
-        if shift and ti == 0 and tid == 0:
-            fi.store(dst, ob, fi.load(init, 0))
-        if tid == 0:
-            fi.mbar_arrive(bars, EMPT + s)
-
-    @cuda.jit(device=True)
-    def compute(tiles, sk, sv, bars, dst, init, n, m, nb1, s_out, b0_out, b1_out, lead, tpr,
-                status, vals, epoch, ntiles, init_t, empty):
-        tid = cuda.threadIdx.x
         it = 0
-        pend = False
-        ps = 0
-        pt = np.int64(0)
-        pex = empty
         while True:
             s = it % S
             wait(bars, FULL + s, (it // S) & 1)
             t = sk[IDS + s]
-            texcl = empty
-            if t >= 0:
-                texcl = reduce_tile(tiles, sk, sv, s, t, n, nb1, lead, tpr, status, vals, epoch,
-                                    ntiles, init_t, empty)
+            if t < 0:
+                if tid == 0:
+                    fi.mbar_arrive(bars, RED + s)
+                return
+            ti, r0, r1 = tile_coords(t, tpr, nb1, ntiles)
+            start = ti * TILE - lead
+            k0 = s * TILE + kb
+            if start >= 0 and start + TILE <= n:
+                v = fi.vload_shared(tiles, k0)
+                a = (v[0],)
+                for e in range(1, VEC):
+                    a = op_v(a, (v[e],))
+                for i in range(1, RV):
+                    v = fi.vload_shared(tiles, k0 + i * VEC)
+                    for e in range(VEC):
+                        a = op_v(a, (v[e],))
+                agg = (_ONE,) + a
+            else:
+                agg = empty
+                for j in range(items):
+                    L = start + kb + j
+                    if L >= 0 and L < n:
+                        agg = comb(agg, (_ONE, tiles[k0 + j]))
+            _st_tag(sk, TS0 + s * CT + tid, sv, TS0 + s * CT + tid, agg)
+            inc = warp_scan(agg)
+            q = WT0 + s * W
+            if lane == 31:
+                _st_tag(sk, q + warp, sv, q + warp, inc)
+            fi.bar_sync(1, CT)
             if tid == 0:
+                tot = empty
+                for w in range(W):
+                    tot = comb(tot, _ld_tag(sk, q + w, sv, q + w))
+                if ti + 1 < tpr:  # the row's last tile has no reader
+                    if ti == 0:
+                        publish(status, vals, t, 2, comb(init_t, tot)[1:], epoch)
+                    else:
+                        publish(status, vals, t, 1, tot[1:], epoch)
+                _st_tag(sk, TOT0 + s, sv, TOT0 + s, tot)
                 fi.mbar_arrive(bars, RED + s)
-            if pend:
-                wait(bars, PRE + ps, ((it - 1) // S) & 1)
-                store_tile(tiles, sk, sv, bars, ps, pt, pex, dst, init, n, m, nb1, s_out,
-                           b0_out, b1_out, lead, tpr, ntiles)
+            it += 1
+
+    @cuda.jit(device=True)
+    def store_squad(tiles, sk, sv, bars, dst, init, n, m, nb1, s_out, b0_out, b1_out, lead,
+                    tpr, ntiles, empty):
+        """Warps ``W .. 2W-1``: rescan each tile with its prefix (thread ``r`` of the squad
+        owns the items of thread ``r`` of the reduce squad), write it out, free the buffer."""
+        r = cuda.threadIdx.x - CT
+        lane = r & 31
+        warp = r >> 5
+        kb = r * items
+        it = 0
+        while True:
+            s = it % S
+            ph = (it // S) & 1
+            wait(bars, RED + s, ph)
+            t = sk[IDS + s]
             if t < 0:
                 return
-            pend = True
-            ps = s
-            pt = t
-            pex = texcl
+            # the thread's exclusive prefix within the tile, from the reduce squad's totals
+            x = _ld_tag(sk, TS0 + s * CT + r, sv, TS0 + s * CT + r)
+            up = fi.shfl_up(warp_scan(x), 1)
+            q = WT0 + s * W
+            wp = empty
+            for w in range(W):
+                if w < warp:
+                    wp = comb(wp, _ld_tag(sk, q + w, sv, q + w))
+            texcl = wp
+            if lane > 0:
+                texcl = comb(wp, up)
+            ti, r0, r1 = tile_coords(t, tpr, nb1, ntiles)
+            ob = r0 * b0_out + r1 * b1_out
+            start = ti * TILE - lead
+            whole = start >= 0 and start + TILE <= n
+            k0 = s * TILE + kb
+            wait(bars, PRE + s, ph)
+            run = comb(_ld_tag(sk, PRE0 + s, sv, PRE0 + s), texcl)
+            if whole:
+                rr, w = vfirst(run, fi.vload_shared(tiles, k0))
+                fi.vstore_shared(tiles, k0, w)
+                for i in range(1, RV):
+                    rr, w = vstep(rr, fi.vload_shared(tiles, k0 + i * VEC))
+                    fi.vstore_shared(tiles, k0 + i * VEC, w)
+            else:
+                for j in range(items):
+                    L = start + kb + j
+                    if L >= 0 and L < n:
+                        run = comb(run, (_ONE, tiles[k0 + j]))
+                        tiles[k0 + j] = run[1]
+            q0 = s * TILE
+            if ovec and whole and start + TILE + shift <= m:
+                fi.fence_proxy_async()  # this thread's results, to the bulk copy's proxy
+                fi.bar_sync(2, CT)
+                if r == 0:
+                    fi.bulk_store(dst[0], ob + start + shift, tiles, q0, NB)
+                    fi.bulk_commit()
+                    fi.bulk_wait_read()
+            else:
+                fi.bar_sync(2, CT)
+                for j in range(r, TILE, CT):
+                    L = start + j
+                    P = L + shift
+                    if L >= 0 and L < n and P < m:
+                        fi.store(dst, ob + P * s_out, (tiles[q0 + j],))
+                fi.bar_sync(2, CT)  # every read of the buffer done before it is released
+            if shift and ti == 0 and r == 0:
+                fi.store(dst, ob, fi.load(init, 0))
+            if r == 0:
+                fi.mbar_arrive(bars, EMPT + s)
             it += 1
 
     def body(tiles, sv, sk, bars, src, dst, init, n, m, nb1, s_in, b0_in, b1_in, s_out, b0_out,
@@ -331,9 +340,12 @@ def make_pipeline_scan(fn, dtype, warps, vectors, stages, shift, has_init, ovec,
             produce(tiles, sk, bars, src, n, nb1, b0_in, b1_in, lead, tpr, counter, base, ntiles)
         elif warp == LW:
             look(sk, sv, bars, nb1, tpr, status, vals, counter, epoch, ntiles, init_t, empty)
+        elif warp < W:
+            reduce_squad(tiles, sk, sv, bars, n, nb1, lead, tpr, status, vals, epoch, ntiles,
+                         init_t, empty)
         else:
-            compute(tiles, sk, sv, bars, dst, init, n, m, nb1, s_out, b0_out, b1_out, lead, tpr,
-                    status, vals, epoch, ntiles, init_t, empty)
+            store_squad(tiles, sk, sv, bars, dst, init, n, m, nb1, s_out, b0_out, b1_out, lead,
+                        tpr, ntiles, empty)
 
     N = 20
     # shape 0: numba's dynamic shared memory (its size is the launch's)

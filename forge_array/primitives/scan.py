@@ -935,8 +935,9 @@ def _plan_pipeline(p, pt, fn, tuple_op, xv, ov, in_dtypes, acc_dtypes, shift, ha
     warps, vectors, stages = int(pt["pipe_warps"]), int(pt["pipe_vectors"]), int(pt["pipe_stages"])
     block, tile, nbytes = kpipe.pipeline_shape(acc, warps, vectors, stages)
     # tile buffers beyond the static limit: dynamic shared memory (not in the simulator)
-    dynamic = nbytes + 1024 > _STATIC_SHARED or bool(pt.get("pipe_dynamic", False))
-    if dynamic and (runtime.SIMULATE or nbytes + 2048 > 227 * 1024):
+    extra = kpipe.pipeline_scratch_bytes(acc, warps, stages)
+    dynamic = nbytes + extra + 256 > _STATIC_SHARED or bool(pt.get("pipe_dynamic", False))
+    if dynamic and (runtime.SIMULATE or nbytes + extra > 227 * 1024):
         return None
     omis = runtime.misalignment(ov[0])
     ovec = (s_out == 1 and omis % isz == 0 and (omis // isz + shift - lead) % V == 0
@@ -959,7 +960,7 @@ def _plan_pipeline(p, pt, fn, tuple_op, xv, ov, in_dtypes, acc_dtypes, shift, ha
     p.tail = (ntiles,)
     # blocks per SM: as many as the shared memory of an sm_90 SM (228 KB, 1 KB reserved per
     # block) holds, unless the tables say otherwise
-    per_sm = int(pt.get("pipe_blocks_per_sm", 0)) or max(1, 228 * 1024 // (nbytes + 2048))
+    per_sm = int(pt.get("pipe_blocks_per_sm", 0)) or max(1, 228 * 1024 // (nbytes + extra + 1024))
     per_sm = min(per_sm, max(1, 2048 // block))
     grid = max(1, min(ntiles, per_sm * runtime.device_info()["sm_count"]))
     p.grid, p.block, p.state, p.slots = grid, block, st, ntiles
