@@ -323,7 +323,7 @@ def launch(kernel: Kernel, grid: int, block: int, args: tuple, shared: int = 0, 
         if ptr is None:
             fn = kernel.function()
             ptr = kernel._ptrs[dev] = _function_handle(fn)
-        if shared > _STATIC_SHARED_MAX and kernel._dyn.get(dev, 0) < shared:
+        if shared and kernel._dyn.get(dev, 0) < shared:
             _allow_dynamic_shared(kernel, dev, ptr, shared)
         buf, _, _, extra = kernel.param_buffer()
         if kernel._packflat:
@@ -336,7 +336,7 @@ def launch(kernel: Kernel, grid: int, block: int, args: tuple, shared: int = 0, 
     fn = fns.get(_get_device()) if fns else None
     if fn is None:
         fn = kernel.function()
-    if shared > _STATIC_SHARED_MAX:
+    if shared:
         dev = _get_device()
         if kernel._dyn.get(dev, 0) < shared:
             _allow_dynamic_shared(kernel, dev, _function_handle(fn), shared)
@@ -349,13 +349,10 @@ def launch(kernel: Kernel, grid: int, block: int, args: tuple, shared: int = 0, 
     fn((grid,), (block,), cargs, shared_mem=shared)
 
 
-#: dynamic shared memory a launch may ask for without opting in (``cuFuncSetAttribute``)
-_STATIC_SHARED_MAX = 48 * 1024
-
-
 def _allow_dynamic_shared(kernel, dev, handle, nbytes) -> None:
     """Open ``kernel``'s function on device ``dev`` up to ``nbytes`` of dynamic shared memory
-    (``CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES``; more than 48 KB needs it)."""
+    (``CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES``: needed once static and dynamic shared
+    memory together pass 48 KB; done for every launch with dynamic shared memory)."""
     backend.cupy().cuda.driver.funcSetAttribute(handle, 8, int(nbytes))
     kernel._dyn[dev] = int(nbytes)
 
