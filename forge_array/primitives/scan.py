@@ -846,7 +846,7 @@ def plan_scan(fn, tuple_op, xv, ov, in_dtypes, acc_dtypes, init, shift, n, m, nb
         p.grid, p.block, p.state, p.slots = ntiles, block, st, ntiles * cb
         p.ntiles = ntiles if nchunks > 1 else 0  # one chunk per column: tiles = blockIdx.x
         return p
-    if pt.get("pipeline", False) and not det:
+    if pt.get("pipeline", False) and not det and n * nbatch >= int(pt.get("pipe_min", 0)):
         pp = _plan_pipeline(p, pt, fn, tuple_op, xv, ov, in_dtypes, acc_dtypes, shift, has_init,
                             n, m, nbatch, nb1, s_in, bx, s_out, bo, sync)
         if pp is not None:

@@ -68,12 +68,15 @@ TABLES: dict = {
         # across the look-back; spin_ns: look-back back-off; release: fence before publishing
         # lookback: predecessors per lane in one look-back round trip (H200 sweep tune-stripe2:
         # 1 beats 4 by 17% at 10^8 float32, 19% float64); shared_vec: whole tiles through
-        # shared memory as 128-bit vectors (kernels.scan.make_tile_scan)
+        # shared memory as 128-bit vectors (kernels.scan.make_tile_scan); pipeline: the
+        # warp-specialised scan of kernels.scan_pipeline (pipe_warps per squad, pipe_vectors
+        # odd, pipe_stages buffers, pipe_blocks_per_sm 0 = as shared memory allows) for scans of
+        # at least pipe_min elements (all rows together)
         "scan": {"block": 256, "item_bytes": 64, "items_max": 32, "min_blocks": 5, "ticket": "atomic",
                  "persist": 0, "wide": True, "keep_items": False, "spin_ns": 0, "release": False,
                  "fit_items": True, "lookback": 1, "shared_vec": False,
                  "pipeline": False, "pipe_warps": 4, "pipe_vectors": 7, "pipe_stages": 3,
-                 "pipe_blocks_per_sm": 0},
+                 "pipe_blocks_per_sm": 0, "pipe_min": 0},
         # scan_columns.staged: blocks whose elements form one dense range stage it through shared memory
         # lookback: chunks per round trip of a column's look-back (0: 8, 4 for 16-byte words;
         # H200 sweep tune-scan4: 1 takes axis 0 of (10^4, 10^4) from 410 to 356 us)
@@ -106,7 +109,12 @@ TABLES: dict = {
         # shared_vec (session 11, tune-s11-sv): 1-D scans at 10^8 / 10^9 float32 282-297 /
         # 2746-2751 -> 285-288 / 2690-2702 us, float64 526-540 / 5324-5330 -> 513-515 / 5189-5196,
         # int32 290-302 / 2554-2665 -> 280-281 / 2504-2519; the axis scans unchanged
-        "scan": {"item_bytes": 128, "shared_vec": True},
+        # pipeline (session 12, tune-s12-pipe5): warp-specialised blocks of 4 + 4 warps x 9
+        # vectors x 4 buffers for scans of >= 2^28 elements: 10^9 float32 2701 / 2788 -> 2583 /
+        # 2590 us, float64 5200 / 5275 -> 4934 / 4970, int32 2512 / 2516 -> 2411 / 2407; at
+        # 10^8 it is level with the tile scan (281-298 either way), hence the threshold
+        "scan": {"item_bytes": 128, "shared_vec": True, "pipeline": True, "pipe_vectors": 9,
+                 "pipe_stages": 4, "pipe_min": 1 << 28},
         # H200 sweeps (tune-rowcol-*.md, tune-rowcol2-*.md): best overall of the rowcol variants
         # row_tile_vecs 8 (session 5, tune-rowtile / tune-rowtile2): sum(axis=1) of (10^7, 10)
         # 177 -> 144 and 174 -> 141 us, A @ x (10^7, 10) 180 -> 146 and 175 -> 147 us; 16 vectors
