@@ -1078,7 +1078,7 @@ def test_pipelined_tile_scan(bk, sim, monkeypatch, dtype):
     include_initial / exclusive (bulk stores shifted by one, or scalar stores when the output
     is out of phase), an output view, rows of a matrix (axis -1), cumprod and max with an
     initial value, and a non-commutative operator (left projection)."""
-    _override(monkeypatch, scan={"pipeline": True})
+    _override(monkeypatch, scan={"pipeline": True, "pipe_min": 0})
     p = tuning.params("scan")
     V = 16 // np.dtype(dtype).itemsize
     T = p["pipe_warps"] * 32 * p["pipe_vectors"] * V
