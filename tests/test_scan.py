@@ -1126,3 +1126,42 @@ def test_pipelined_tile_scan(bk, sim, monkeypatch, dtype):
 
 def rng_uniform(n, dtype):
     return np.random.default_rng(n).uniform(0.999, 1.001, n).astype(dtype)
+
+
+def test_pipelined_scan_ptx(offline_ptx, tmp_path):
+    """The pipelined scan's GPU code: one bulk copy in and one out per whole tile, mbarriers,
+    named barriers, 128-bit shared reads (float32), static and dynamic tile buffers; ptxas
+    (sm_90) accepts it without spilling."""
+    ptx_file = tmp_path / "pipe.ptx"
+    out = offline_ptx("""
+        import numpy as np
+        from forge_array import ops, runtime
+        from forge_array.kernels import scan_pipeline as kp
+        I64 = runtime.i64
+        f32 = np.dtype("float32")
+        args = ((runtime.tuple_ptr_t((f32,)),) * 3 + (I64,) * 11
+                + (runtime.ptr_t(np.uint32), runtime.tuple_ptr_t((f32,)), runtime.ptr_t(np.uint64),
+                   I64, I64, I64))
+        for dyn in (False, True):
+            ptx = runtime.compile_ptx_offline(kp.make_pipeline_scan,
+                (ops.add.fn, f32, 4, 9 if dyn else 7, 4 if dyn else 3, 0, False, True, True, False,
+                 0, 1, dyn), args)
+            print("load", ptx.count("cp.async.bulk.shared::cluster.global"),
+                  "store", ptx.count("cp.async.bulk.global.shared::cta"),
+                  "try_wait", ptx.count("mbarrier.try_wait.parity"), "named", ptx.count("bar.sync"),
+                  "v4", ptx.count("ld.shared.v4.f32"), "extern", ptx.count(".extern .shared"))
+        open(PTX_FILE, "w").write(ptx)
+    """.replace("PTX_FILE", repr(str(ptx_file))))
+    static, dynamic = (line.split() for line in out.strip().splitlines()[-2:])
+    for words in (static, dynamic):
+        got = dict(zip(words[::2], map(int, words[1::2])))
+        assert got["load"] == 1 and got["store"] == 1 and got["try_wait"] >= 4
+        assert got["named"] >= 3 and got["v4"] > 0
+    assert int(static[-1]) == 0 and int(dynamic[-1]) == 1
+    ptxas = shutil.which("ptxas") or next(
+        (p for p in ("/usr/local/cuda/bin/ptxas", "/usr/local/cuda-13.0/bin/ptxas") if os.path.exists(p)), None)
+    if ptxas:
+        info = subprocess.run([ptxas, "-arch=sm_90", "-v", str(ptx_file), "-o", os.devnull],
+                              capture_output=True, text=True)
+        assert info.returncode == 0, info.stderr
+        assert "0 bytes spill stores" in info.stderr, info.stderr

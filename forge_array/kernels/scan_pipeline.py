@@ -137,6 +137,14 @@ def make_pipeline_scan(fn, dtype, warps, vectors, stages, shift, has_init, ovec,
             pass
 
     @cuda.jit(device=True)
+    def take(sk, bars, B, it):
+        """``(buffer, tile id)`` of the ``it``-th tile of this block, once barrier ``B`` of
+        its buffer has completed that use (tile id -1: no tile left)."""
+        s = it % S
+        wait(bars, B + s, (it // S) & 1)
+        return s, sk[IDS + s]
+
+    @cuda.jit(device=True)
     def produce(tiles, sk, bars, src, n, nb1, b0_in, b1_in, lead, tpr, counter, base, ntiles):
         lane = fi.lane_id()
         it = 0
@@ -178,9 +186,7 @@ def make_pipeline_scan(fn, dtype, warps, vectors, stages, shift, has_init, ovec,
         lane = fi.lane_id()
         it = 0
         while True:
-            s = it % S
-            wait(bars, RED + s, (it // S) & 1)
-            t = sk[IDS + s]
+            s, t = take(sk, bars, RED, it)
             if t < 0:
                 return
             ti, r0, r1 = tile_coords(t, tpr, nb1, ntiles)
@@ -206,9 +212,7 @@ def make_pipeline_scan(fn, dtype, warps, vectors, stages, shift, has_init, ovec,
         kb = tid * items
         it = 0
         while True:
-            s = it % S
-            wait(bars, FULL + s, (it // S) & 1)
-            t = sk[IDS + s]
+            s, t = take(sk, bars, FULL, it)
             if t < 0:
                 if tid == 0:
                     fi.mbar_arrive(bars, RED + s)
@@ -262,10 +266,7 @@ def make_pipeline_scan(fn, dtype, warps, vectors, stages, shift, has_init, ovec,
         kb = r * items
         it = 0
         while True:
-            s = it % S
-            ph = (it // S) & 1
-            wait(bars, RED + s, ph)
-            t = sk[IDS + s]
+            s, t = take(sk, bars, RED, it)
             if t < 0:
                 return
             # the thread's exclusive prefix within the tile, from the reduce squad's totals
@@ -284,7 +285,7 @@ def make_pipeline_scan(fn, dtype, warps, vectors, stages, shift, has_init, ovec,
             start = ti * TILE - lead
             whole = start >= 0 and start + TILE <= n
             k0 = s * TILE + kb
-            wait(bars, PRE + s, ph)
+            wait(bars, PRE + s, (it // S) & 1)
             run = comb(_ld_tag(sk, PRE0 + s, sv, PRE0 + s), texcl)
             if whole:
                 rr, w = vfirst(run, fi.vload_shared(tiles, k0))
