@@ -782,6 +782,35 @@ def _scan_kernel(fn, tuple_op, xs, outs, in_dtypes, acc_dtypes, axis, init, shif
     return plan
 
 
+def _row_lead(xv, isz, bx, nbatch, nb1):
+    """Elements before a 16-byte boundary at the start of every contiguous row of ``xv``
+    (the tiles' ``lead``), or None when the rows cannot all start in one 16-byte phase
+    (misaligned elements, batch strides not multiples of the vector)."""
+    V = 16 // isz
+    mis = runtime.misalignment(xv[0])
+    if mis % isz or any(b % V for b, sz in zip(bx, (nbatch // nb1, nb1)) if sz > 1):
+        return None
+    return mis // isz
+
+
+def _output_in_phase(ov, osz, V, shift, lead, bo, nbatch, nb1):
+    """Whether output element ``start + k + shift`` is 16-byte aligned whenever input element
+    ``start + k`` is (``k`` a multiple of ``V``): the same phase, batch strides multiples of
+    ``V`` (then whole output tiles go out as 16-byte vectors or bulk stores)."""
+    omis = runtime.misalignment(ov[0])
+    return (omis % osz == 0 and (omis // osz + shift - lead) % V == 0
+            and all(b % V == 0 for b, sz in zip(bo, (nbatch // nb1, nb1)) if sz > 1))
+
+
+def _tile_argtypes(in_dtypes, acc_dtypes, st):
+    """Argument types of the tile and pipelined scans (buffers, 11 scalars, tile states)."""
+    I64 = runtime.i64
+    return (runtime.tuple_ptr_t(in_dtypes), runtime.tuple_ptr_t(acc_dtypes),
+            runtime.tuple_ptr_t(acc_dtypes)) + (I64,) * 11 + (
+        runtime.ptr_t(st.status.dtype), runtime.tuple_ptr_t(acc_dtypes),
+        runtime.ptr_t(np.uint64), I64, I64, I64)
+
+
 def plan_scan(fn, tuple_op, xv, ov, in_dtypes, acc_dtypes, init, shift, n, m, nbatch, nb1,
               s_in, bx, s_out, bo, det):
     """Choose the kernel and launch shape for a batched scan of ``nbatch`` rows of ``n``
@@ -858,11 +887,9 @@ def plan_scan(fn, tuple_op, xv, ov, in_dtypes, acc_dtypes, init, shift, n, m, nb
     aligned = False
     isz = in_dtypes[0].itemsize
     if not tuple_op and s_in == 1 and len(in_dtypes) == 1 and isz < 16 and pt.get("vector", True):
-        V = 16 // isz
-        mis = runtime.misalignment(xv[0])
-        if mis % isz == 0 and all(b % V == 0 for b, sz in zip(bx, (nbatch // nb1, nb1)) if sz > 1):
-            aligned = True
-            lead = mis // isz
+        rl = _row_lead(xv, isz, bx, nbatch, nb1)
+        if rl is not None:
+            aligned, lead = True, rl
     block = pt["block"]
     items = _fit_items(pt, items, n, in_dtypes, acc_dtypes, tuple_op)
     tile = block * items
@@ -873,17 +900,11 @@ def plan_scan(fn, tuple_op, xv, ov, in_dtypes, acc_dtypes, init, shift, n, m, nb
     if vec and s_out == 1 and kscan.ovec_ok(in_dtypes, acc_dtypes, items):
         # output element start + k + shift must be 16-byte aligned whenever input element
         # start + k is (k a multiple of V): same phase, batch strides multiples of V
-        osz = acc_dtypes[0].itemsize
-        omis = runtime.misalignment(ov[0])
-        ovec = (omis % osz == 0 and (omis // osz + shift - lead) % V == 0
-                and all(b % V == 0 for b, sz in zip(bo, (nbatch // nb1, nb1)) if sz > 1))
+        ovec = _output_in_phase(ov, acc_dtypes[0].itemsize, 16 // isz, shift, lead, bo, nbatch, nb1)
     tpr = -(-(n + lead) // tile)
     ntiles = tpr * nbatch
     st = _state(like, acc_dtypes, ntiles, wide)
-    argtypes = (runtime.tuple_ptr_t(in_dtypes), runtime.tuple_ptr_t(acc_dtypes),
-                runtime.tuple_ptr_t(acc_dtypes)) + (I64,) * 11 + (
-        runtime.ptr_t(st.status.dtype), runtime.tuple_ptr_t(acc_dtypes),
-        runtime.ptr_t(np.uint64), I64, I64, I64)
+    argtypes = _tile_argtypes(in_dtypes, acc_dtypes, st)
     # launch bound (min_blocks resident blocks per SM) for 128-bit paths of <= 4-byte
     # scalars with <= 64 bytes per thread: float32 x 16 needs 48 registers without
     # keep_items (5 blocks of 256 per SM without spilling), 64 with it (ptxas -v)
@@ -926,12 +947,9 @@ def _plan_pipeline(p, pt, fn, tuple_op, xv, ov, in_dtypes, acc_dtypes, shift, ha
     isz = acc.itemsize
     if isz not in (2, 4, 8) or s_in != 1 or runtime.device_info()["cc"] < (9, 0):
         return None
-    V = 16 // isz
-    mis = runtime.misalignment(xv[0])
-    shape2 = (nbatch // nb1, nb1)
-    if mis % isz or any(b % V for b, sz in zip(bx, shape2) if sz > 1):
+    lead = _row_lead(xv, isz, bx, nbatch, nb1)
+    if lead is None:
         return None
-    lead = mis // isz
     warps, vectors, stages = int(pt["pipe_warps"]), int(pt["pipe_vectors"]), int(pt["pipe_stages"])
     block, tile, nbytes = kpipe.pipeline_shape(acc, warps, vectors, stages)
     # tile buffers beyond the static limit: dynamic shared memory (not in the simulator)
@@ -939,18 +957,12 @@ def _plan_pipeline(p, pt, fn, tuple_op, xv, ov, in_dtypes, acc_dtypes, shift, ha
     dynamic = nbytes + extra + 256 > _STATIC_SHARED or bool(pt.get("pipe_dynamic", False))
     if dynamic and (runtime.SIMULATE or nbytes + extra > 227 * 1024):
         return None
-    omis = runtime.misalignment(ov[0])
-    ovec = (s_out == 1 and omis % isz == 0 and (omis // isz + shift - lead) % V == 0
-            and all(b % V == 0 for b, sz in zip(bo, shape2) if sz > 1))
+    ovec = s_out == 1 and _output_in_phase(ov, isz, 16 // isz, shift, lead, bo, nbatch, nb1)
     tpr = -(-(n + lead) // tile)
     ntiles = tpr * nbatch
     wide = sync[0]
     st = _state(xv[0], acc_dtypes, ntiles, wide)
-    I64 = runtime.i64
-    argtypes = (runtime.tuple_ptr_t(in_dtypes), runtime.tuple_ptr_t(acc_dtypes),
-                runtime.tuple_ptr_t(acc_dtypes)) + (I64,) * 11 + (
-        runtime.ptr_t(st.status.dtype), runtime.tuple_ptr_t(acc_dtypes),
-        runtime.ptr_t(np.uint64), I64, I64, I64)
+    argtypes = _tile_argtypes(in_dtypes, acc_dtypes, st)
     p.kernel = runtime.compile_kernel(
         kpipe.make_pipeline_scan,
         (fn, acc, warps, vectors, stages, shift, has_init, ovec) + sync
