@@ -460,6 +460,37 @@ def test_column_kernel_eight_rows_in_flight(bk, fresh_plans, rowcol_params, sm_c
     assert {(pl["kind"], pl["split"]) for pl in plans} == {("make_colvec_kernel", 3), ("make_colvec_kernel", 2)}
 
 
+def test_column_kernel_deep_variant_per_launch(bk, fresh_plans, rowcol_params, sm_count):
+    """col_deep: a launch whose few column tiles split their rows across blocks in one wave
+    takes the kernel with eight rows in flight per thread (and no launch bound); one of many
+    tiles (short rows per thread) keeps the table's depth. Tall: 300 x 64 float32, one tile
+    of 16 x 4 threads split 4 ways (19 rows per thread; int64: two tiles split 2 ways);
+    wide: 20 x 1300, 21 tiles on 4 block slots. Sums (float64 reference, exact int64), argmax, x @ A through vecmat."""
+    from forge_array.primitives import matvec as mv
+
+    _simulator_geometry(sm_count, rowcol_params, occupancy=True, col_flat=0, col_round=False,
+                        col_unroll=4, col_deep=8, col_tile=16, blocks_per_sm=2)
+    rng = np.random.default_rng(81)
+    tall = (rng.standard_normal((300, 64)) * 10).astype(np.float32)
+    z = rng.integers(-10**6, 10**6, (300, 64)).astype(np.int64)
+    v = rng.standard_normal(300).astype(np.float32)
+    np.testing.assert_allclose(_sum(bk, _dev(bk, tall), 0), tall.astype(F64).sum(axis=0), rtol=1e-5, atol=1e-4)
+    np.testing.assert_array_equal(_sum(bk, _dev(bk, z), 0, dtype=np.int64), z.sum(axis=0))
+    np.testing.assert_array_equal(_host(ar.argmax(_dev(bk, tall), 0)), np.argmax(tall, axis=0))
+    np.testing.assert_allclose(_host(mv.vecmat(_dev(bk, v), _dev(bk, tall))),
+                               v.astype(F64) @ tall.astype(F64), rtol=1e-4, atol=1e-3)
+    plans = [pl for pl in ar._PLANS.values() if isinstance(pl, dict)]
+    # int64: two 16 x 2 tiles split 2 ways
+    assert {(pl["kind"], pl["depth"], pl["split"]) for pl in plans} == {("make_colvec_kernel", 8, 4),
+                                                                        ("make_colvec_kernel", 8, 2)}
+    ar._PLANS.clear()
+    ar._FAST.clear()
+    wide = (rng.standard_normal((20, 1300)) * 10).astype(np.float32)
+    np.testing.assert_allclose(_sum(bk, _dev(bk, wide), 0), wide.astype(F64).sum(axis=0), rtol=1e-5, atol=1e-4)
+    plans = [pl for pl in ar._PLANS.values() if isinstance(pl, dict)]
+    assert {(pl["kind"], pl["depth"], pl["split"]) for pl in plans} == {("make_colvec_kernel", 4, 1)}
+
+
 def test_column_kernel_split_two_level_combine(bk, fresh_plans, rowcol_params, sm_count):
     """col_split_group: a column tile split into many parts combines their partial rows in two
     levels. 300 rows of 64 columns (one tile of 16 x 4 threads) split 34 ways: groups of

@@ -878,10 +878,11 @@ def _plan(f, op, ins, kdims, rdims, kb, acc, ident, init_v, index, out_ok=False)
         most = max(1, J // (RB * min_items))   # splits of the rows: min_items rows per thread
         waves = p.get("col_waves", 0)
         cu = p.get("col_unroll", unroll)
-        # col_round: a thread's rows of a split part in whole rounds of the kernel's unroll
-        step = RB * (8 if cu >= 8 else 4 if cu >= 4 else 2 if cu >= 2 else 1) if p.get("col_round", False) else 1
+        col_round = p.get("col_round", False)
 
-        def shape(cap):
+        def shape(cap, cu=cu):
+            # col_round: a thread's rows of a split part in whole rounds of the kernel's unroll
+            step = RB * (8 if cu >= 8 else 4 if cu >= 4 else 2 if cu >= 2 else 1) if col_round else 1
             if occupancy:
                 split = 1 if units >= cap else max(1, min(cap // units, most))
                 if units >= cap and waves > 1:
@@ -909,10 +910,10 @@ def _plan(f, op, ins, kdims, rdims, kb, acc, ident, init_v, index, out_ok=False)
             osize = np.dtype(acc).itemsize if not isinstance(acc, tuple) and not ident_missing else 0
             vout = (bool(p.get("col_vstore", False)) and out_ok and ph == 0 and orr == 1
                     and (nb == 1 or ob % vec == 0) and osize * vec == 16 and not index)
-            fargs = lambda split: (f, op.fn, K, acc, ID, ident_missing, init_v, block, min(split, 2),  # noqa: E731
-                                   red2, index, cu, vec, modes,
-                                   bool(p.get("col_tail", True)) and all(modes), vout,
-                                   4 if p.get("col_combine", 2) >= 4 else 2, bool(split_group))
+            fargs = lambda split, cu=cu: (f, op.fn, K, acc, ID, ident_missing, init_v, block, min(split, 2),  # noqa: E731
+                                          red2, index, cu, vec, modes,
+                                          bool(p.get("col_tail", True)) and all(modes), vout,
+                                          4 if p.get("col_combine", 2) >= 4 else 2, bool(split_group))
         else:
             factory = _k.make_col_kernel
             aux = CQ
@@ -932,21 +933,35 @@ def _plan(f, op, ins, kdims, rdims, kb, acc, ident, init_v, index, out_ok=False)
     elif factory is _k.make_colflat_kernel and p.get("col_flat_min_blocks"):
         lb = (block, p["col_flat_min_blocks"])   # the two-level combine needs more registers
 
-    def build(split):
-        fa = fargs(split) if callable(fargs) else fargs
+    def build(split, *deep):
+        fa = fargs(split, *deep) if callable(fargs) else fargs
         fkey = fa[:4] + (_hashable(ID),) + (fa[5], _hashable(init_v)) + fa[7:]
-        return _compile(factory, fa, fkey, argtypes, op, lb)
+        return _compile(factory, fa, fkey, argtypes, op, None if deep else lb)
 
     # launch shape for a provisional number of resident blocks, then (occupancy) for the
     # number the compiled kernel really gets (registers, shared memory)
     grid, split, chunk = shape(sm * p["blocks_per_sm"])
     kernel = build(split)
+    depth = p.get("col_unroll", unroll)   # rows in flight per thread of a column kernel
     if occupancy:
         res = min(_resident(kernel, block, p["blocks_per_sm"]), p["blocks_per_sm"])
         grid, split2, chunk = shape(sm * res)
         if min(split2, 2) != min(split, 2):
             kernel = build(split2)
         split = split2
+        deep = p.get("col_deep", 0) if factory is _k.make_colvec_kernel else 0
+        if deep > cu:
+            # col_deep D: where the tiles are few enough that the rows split across blocks in
+            # one wave (tall x @ A, n*p = 10^7 shapes), the kernel with D rows in flight per
+            # thread and no launch bound (more registers, fewer blocks per SM); wide, short
+            # matrices (many tiles, few rows per thread) keep the bounded kernel
+            kd = build(2, deep)
+            resd = min(_resident(kd, block, p["blocks_per_sm"]), p["blocks_per_sm"])
+            gd, sd, cd = shape(sm * resd, deep)
+            if 2 * units <= sm * resd and cd >= 2 * deep * RB:
+                kernel = kd if min(sd, 2) == 2 else build(sd, deep)
+                grid, split, chunk = gd, sd, cd
+                depth = deep
     grid = min(grid, 2**31 - 1)
     nslots = R * split
     if factory is _k.make_colflat_kernel and chunk:
@@ -961,7 +976,7 @@ def _plan(f, op, ins, kdims, rdims, kb, acc, ident, init_v, index, out_ok=False)
         nticks = units * (1 + ngroups)
     return {"kernel": kernel, "kind": factory.__name__, "grid": grid, "block": block, "split": split,
             "nslots": nslots,
-            "nticks": nticks, "acc_full": acc_full, "flag": ident_missing,
+            "nticks": nticks, "acc_full": acc_full, "flag": ident_missing, "depth": depth,
             "scalars": (nb, nr, m0, m1, SB, SR, S0, S1, ob, orr, int(kb), L0, L1, chunk, aux)}
 
 

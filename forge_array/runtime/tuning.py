@@ -55,14 +55,17 @@ TABLES: dict = {
         # col_flat_min_blocks (launch bound of the flat column kernel, 0 = none), col_combine
         # (vectorised column kernel split across blocks: rows of partials in flight per thread
         # of the last block, 2 or 4), col_split_group (tiles split into at least this many
-        # parts combine in two levels, groups of ceil(sqrt(parts)); 0 = one level)
+        # parts combine in two levels, groups of ceil(sqrt(parts)); 0 = one level), col_deep
+        # (vectorised column kernel with occupancy: launches whose tiles split their rows
+        # across blocks in one wave, at least 2 * col_deep rows per thread, take a kernel with
+        # col_deep rows in flight per thread and no launch bound; 0 = off)
         "rowcol": {"block": 256, "blocks_per_sm": 8, "max_blocks_per_sm": 8, "unroll": 4, "row_items": 2,
                    "warp_rows": 32, "min_items": 16, "row_tile_max": 128, "row_tile_vecs": 4,
                    "row_tile_min_blocks": 4, "col_vec": True, "occupancy": False, "row_tile_warp": False,
                    "col_tile": 0, "col_min_blocks": 0, "col_flat": 256,
                    "row_multi": 8, "row_multi_unroll": 2, "col_tail": True, "row_fill": 0,
                    "col_vstore": False, "col_waves": 0, "col_round": False, "col_flat_group": 0,
-                   "col_flat_min_blocks": 0, "col_combine": 2, "col_split_group": 0},
+                   "col_flat_min_blocks": 0, "col_combine": 2, "col_split_group": 0, "col_deep": 0},
         # scan: ticket "atomic" | "block" | "persist" (+ "persist": blocks per SM, 0 = min_blocks);
         # wide: 16-byte status words for 5-12 byte values; keep_items: items in registers
         # across the look-back; spin_ns: look-back back-off; release: fence before publishing
