@@ -65,6 +65,8 @@ Example (the public way in is :func:`forge_array.primitives.accumulate`):
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 from numba import cuda
 
@@ -85,9 +87,10 @@ STAT_SPINS, STAT_AGG_WINDOWS, STAT_WORDS = 1, 2, 4
 
 _ZERO, _ONE, _TWO = np.int32(0), np.int32(1), np.int32(2)
 
-#: Count look-back events in the counter buffer (simulator only: on the GPU the atomics
-#: of spinning lanes would contend on one word).
-COUNT = bool(fi.SIMULATE)
+#: Count look-back events in the counter buffer: in the simulator, and on the GPU only as a
+#: diagnostic (``FORGE_ARRAY_SCAN_COUNT=1``: the atomics of spinning lanes contend on one
+#: word and slow the scans down; the variable is part of the kernels' cache key).
+COUNT = bool(fi.SIMULATE) or os.environ.get("FORGE_ARRAY_SCAN_COUNT", "") not in ("", "0")
 _U32, _U2, _U3 = np.uint64(32), np.uint64(2), np.uint64(3)
 
 

@@ -157,6 +157,8 @@ def source_hash() -> str:
             for path in sorted(glob.glob(os.path.join(root, sub, "*.py"))):
                 with open(path, "rb") as f:
                     h.update(os.path.basename(path).encode() + b"\0" + f.read())
+        # build switches read by the kernel modules at import
+        h.update(b"count=" + os.environ.get("FORGE_ARRAY_SCAN_COUNT", "").encode())
         _SOURCE_HASH = h.hexdigest()
     return _SOURCE_HASH
 

@@ -75,12 +75,13 @@ TABLES: dict = {
         # warp-specialised scan of kernels.scan_pipeline (pipe_warps per squad, pipe_vectors
         # odd, pipe_stages buffers, pipe_blocks_per_sm 0 = as shared memory allows) for scans of
         # at least pipe_min elements (all rows together; pipe_dynamic: tile buffers in dynamic
-        # shared memory even when they would fit in static)
+        # shared memory even when they would fit in static; pipe_lookback: the pipeline's
+        # predecessors per lane in one look-back round trip)
         "scan": {"block": 256, "item_bytes": 64, "items_max": 32, "min_blocks": 5, "ticket": "atomic",
                  "persist": 0, "wide": True, "keep_items": False, "spin_ns": 0, "release": False,
                  "fit_items": True, "lookback": 1, "shared_vec": False,
                  "pipeline": False, "pipe_warps": 4, "pipe_vectors": 7, "pipe_stages": 3,
-                 "pipe_blocks_per_sm": 0, "pipe_min": 0, "pipe_dynamic": False},
+                 "pipe_blocks_per_sm": 0, "pipe_min": 0, "pipe_dynamic": False, "pipe_lookback": 1},
         # scan_columns.staged: blocks whose elements form one dense range stage it through shared memory
         # lookback: chunks per round trip of a column's look-back (0: 8, 4 for 16-byte words;
         # H200 sweep tune-scan4: 1 takes axis 0 of (10^4, 10^4) from 410 to 356 us)
