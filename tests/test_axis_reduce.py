@@ -489,6 +489,11 @@ def test_column_kernel_deep_variant_per_launch(bk, fresh_plans, rowcol_params, s
     np.testing.assert_allclose(_sum(bk, _dev(bk, wide), 0), wide.astype(F64).sum(axis=0), rtol=1e-5, atol=1e-4)
     plans = [pl for pl in ar._PLANS.values() if isinstance(pl, dict)]
     assert {(pl["kind"], pl["depth"], pl["split"]) for pl in plans} == {("make_colvec_kernel", 4, 1)}
+    # the row kernels under the same table (col_deep is the column kernel's alone)
+    u = rng.standard_normal(1300).astype(np.float32)
+    np.testing.assert_allclose(_host(mv.matvec(_dev(bk, wide), _dev(bk, u))),
+                               wide.astype(F64) @ u.astype(F64), rtol=1e-4, atol=1e-3)
+    np.testing.assert_allclose(_sum(bk, _dev(bk, tall), 1), tall.astype(F64).sum(axis=1), rtol=1e-5, atol=1e-4)
 
 
 def test_column_kernel_split_two_level_combine(bk, fresh_plans, rowcol_params, sm_count):

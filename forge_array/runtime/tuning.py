@@ -131,9 +131,14 @@ TABLES: dict = {
         # 123-134 -> 108-111, x @ A (10^5, 100) 38.5 -> 31.7; col_min_items 64: (100, 10^6) sum
         # 119 -> 105, x @ A 126 -> 108; 128-thread vectorised column blocks, 8 per SM (64
         # registers, as 256 x 4): (10^3, 10^5) sum 110 -> 105, x @ A 116-123 -> 108
+        # col_deep 8 (session 13, tune-s13-deep-*): x @ A (10^4, 10^4) 122 -> 113 us, (10^5, 10^3)
+        # 130 -> 115, n*p = 10^7 (10^4, 10^3) 35 -> 30-32, n*p = 10^9 (10^5, 10^4) 997-1004 ->
+        # 933-935, int32 (10^5, 10^3) 130 -> 115-116, sum(axis=0) (10^4, 10^4) 114-116 -> 110-111;
+        # the launches it does not take unchanged
         "rowcol": {"occupancy": True, "row_tile_warp": True, "row_tile_min_blocks": 0, "col_tile": 32,
                    "col_min_blocks": 8, "row_tile_v4": True, "row_tile_vecs": 8, "row_fill": 2,
-                   "col_vstore": True, "col_flat_group": 2, "col_min_items": 64, "col_block": 128},
+                   "col_vstore": True, "col_flat_group": 2, "col_min_items": 64, "col_block": 128,
+                   "col_deep": 8},
     },
     "H100": {},
     "H200": {},
