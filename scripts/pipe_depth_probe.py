@@ -12,7 +12,7 @@ CODE = r"""
 import cupy as cp, numpy as np
 import forge_array as xp
 from forge_array.primitives import scan as pscan
-n, dt = N, np.dtype(DT)
+n, dt = @N@, np.dtype(@DT@)
 x = xp.asarray(cp.random.standard_normal(n).astype(dt))
 for _ in range(3):
     xp.cumulative_sum(x)
@@ -34,18 +34,16 @@ print(f"{p.kernel.name:28s} grid {p.grid:6d} tiles {tiles:8d} windows/tile {agg 
 
 CONFIGS = [
     ("tables", {}),
-    ("pipeline lb1", {"scan": {"pipe_min": 0}}),
-    ("pipeline lb2", {"scan": {"pipe_min": 0, "pipe_lookback": 2}}),
-    ("pipeline lb4", {"scan": {"pipe_min": 0, "pipe_lookback": 4}}),
-    ("pipeline 3 stages", {"scan": {"pipe_min": 0, "pipe_stages": 3}}),
-    ("pipeline 6 stages", {"scan": {"pipe_min": 0, "pipe_stages": 6}}),
+    ("pipeline 9x4", {"scan": {"pipe_min": 0}}),
+    ("pipeline 13x4", {"scan": {"pipe_min": 0, "pipe_vectors": 13}}),
+    ("pipeline 9x6", {"scan": {"pipe_min": 0, "pipe_stages": 6}}),
 ]
 for n in (10**8, 10**9):
     for dt in ("float32",):
         for name, cfg in CONFIGS:
             env = dict(os.environ, FORGE_ARRAY_TUNING=json.dumps(cfg), FORGE_ARRAY_SCAN_COUNT="1",
                        FORGE_ARRAY_CACHE_DIR="/tmp/forge-array-count-cache")
-            code = CODE.replace("N", str(n)).replace("DT", repr(dt))
+            code = CODE.replace("@N@", str(n)).replace("@DT@", repr(dt))
             try:
                 out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
                                      text=True, timeout=150)
