@@ -730,6 +730,35 @@ def test_rowtile_wide_staging(bk, fresh_plans, rowcol_params, warp):
     assert _kinds() == {"make_rowtile_kernel"}
 
 
+@pytest.mark.parametrize("accs", [2, 4])
+@pytest.mark.parametrize("warp", [True, False])
+def test_rowtile_partial_accumulators(bk, fresh_plans, rowcol_params, warp, accs):
+    """``row_tile_accs``: a lane folds its elements of a staged row into 2 or 4 partial
+    results. Rows of 3 .. 100 elements (fewer elements per lane than accumulators, and
+    remainders of every length), misaligned starts; sums (float64 reference), argmax and
+    argmin of rows with ties (the first index wins), a reduction without identity with init,
+    and A @ x (the broadcast x read per element) against NumPy."""
+    from forge_array.primitives import matvec as mv
+
+    rowcol_params(**{**NEW_VARIANTS, **V4_VARIANTS, "row_tile_warp": warp, "row_tile_accs": accs})
+    rng = np.random.default_rng(24 + accs)
+    for rows, p, off in [(70, 10, 1), (33, 40, 3), (9, 100, 2), (40, 3, 0), (31, 33, 1), (12, 7, 3)]:
+        flat = (rng.standard_normal(rows * p + 8) * 20).astype(np.float32)
+        h = flat[off:off + rows * p].reshape(rows, p)
+        x = _dev(bk, flat)[off:off + rows * p].reshape(rows, p)
+        np.testing.assert_allclose(_host(ar.axis_mapreduce(None, ops.add, (x,), 1, None, False, F64)),
+                                   h.astype(F64).sum(axis=1), rtol=1e-6, atol=1e-9)
+        np.testing.assert_array_equal(_host(ar.axis_mapreduce(None, _noident, (x,), 1, 5, False, F64)),
+                                      np.maximum(h.astype(F64).max(axis=1), 5))
+        t = rng.integers(0, 3, (rows, p)).astype(np.int32)   # many ties
+        np.testing.assert_array_equal(_host(ar.argmax(_dev(bk, t), 1)), np.argmax(t, axis=1))
+        np.testing.assert_array_equal(_host(ar.argmin(_dev(bk, t), 1)), np.argmin(t, axis=1))
+        v = rng.standard_normal(p).astype(np.float32)
+        np.testing.assert_allclose(_host(mv.matvec(x, _dev(bk, v))), h.astype(F64) @ v.astype(F64),
+                                   rtol=1e-4, atol=1e-3)
+    assert _kinds() == {"make_rowtile_kernel"}
+
+
 @pytest.mark.parametrize("dtype", ["float32", "int64"])
 def test_new_variants_columns(bk, new_variants, dtype):
     rng = np.random.default_rng(22)

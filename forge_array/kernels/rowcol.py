@@ -1586,7 +1586,7 @@ def _make_get(k, ks, mode):
 
 
 def make_rowtile_kernel(f, op, K, ACC, ID, FLAG, INIT, G, BLOCK, INDEX, VEC, MODES, DTS, TV, WARP=False,
-                        V4=False, WIDE=False):
+                        V4=False, WIDE=False, ACCS=1):
     """Kernel factory: reduction along short contiguous rows (``J`` of a few to a few hundred
     elements, e.g. ``A @ x`` or ``sum(axis=1)`` of a (10^7, 10) matrix) with coalesced
     128-bit loads.
@@ -1615,6 +1615,12 @@ def make_rowtile_kernel(f, op, K, ACC, ID, FLAG, INIT, G, BLOCK, INDEX, VEC, MOD
     ``WIDE``: eight 128-bit loads in flight per lane while staging instead of four (tiles of
     ``TV >= 8`` vectors per lane).
 
+    ``ACCS`` (1, 2 or 4): a lane folds its elements of a row into that many partial results
+    (elements ``j, j + G, ..., j + (ACCS - 1) * G`` of a round into separate accumulators,
+    combined at the end), so that the loads of a round are in flight together and the
+    operator's latency is not one chain per row (the reduction is commutative, as the lanes
+    of a group already fold interleaved elements).
+
     >>> import numpy as np
     >>> k = make_rowtile_kernel(lambda a: a, lambda a, b: a + b, 1, np.dtype("float32"),
     ...                         np.float32(0), False, None, 1, 64, False, 4, (1,),
@@ -1622,6 +1628,8 @@ def make_rowtile_kernel(f, op, K, ACC, ID, FLAG, INIT, G, BLOCK, INDEX, VEC, MOD
     >>> callable(k)
     True
     """
+    if ACCS not in (1, 2, 4):
+        raise ValueError(f"partial results per lane: 1, 2 or 4, got {ACCS}")
     fd, opd, ID, finish = _prepare(f, op, ID, FLAG, INIT)
     call = _make_call(fd, K, INDEX, ID, FLAG)
     group_reduce = _make_group_reduce(opd, G, ID)
@@ -1677,12 +1685,40 @@ def make_rowtile_kernel(f, op, K, ACC, ID, FLAG, INIT, G, BLOCK, INDEX, VEC, MOD
     offs, _, _ = _make_offsets(K)
 
     @cuda.jit(device=True)
+    def elem(s, ins, e, xb, S1, kb, L1, j, po):
+        return value(s, ins, e + j, offs(xb, S1, j), kb + j * L1, po)
+
+    @cuda.jit(device=True)
     def row_total(s, ins, e, b, SB, S1, kb, L1, j, J, po):
         """Fold of this lane's elements ``j, j + G, ...`` of the staged row at ``e``."""
         acc = ID
         xb = bases(b, 0, SB, SB)   # broadcast operands: batch b, element j at j * S1
+        if ACCS == 4:
+            a1 = ID
+            a2 = ID
+            a3 = ID
+            while j + 3 * G < J:
+                v0 = elem(s, ins, e, xb, S1, kb, L1, j, po)
+                v1 = elem(s, ins, e, xb, S1, kb, L1, j + G, po)
+                v2 = elem(s, ins, e, xb, S1, kb, L1, j + 2 * G, po)
+                v3 = elem(s, ins, e, xb, S1, kb, L1, j + 3 * G, po)
+                acc = fi.cast_like(opd(acc, v0), ID)
+                a1 = fi.cast_like(opd(a1, v1), ID)
+                a2 = fi.cast_like(opd(a2, v2), ID)
+                a3 = fi.cast_like(opd(a3, v3), ID)
+                j += 4 * G
+            acc = fi.cast_like(opd(opd(acc, a1), opd(a2, a3)), ID)
+        elif ACCS == 2:
+            a1 = ID
+            while j + G < J:
+                v0 = elem(s, ins, e, xb, S1, kb, L1, j, po)
+                v1 = elem(s, ins, e, xb, S1, kb, L1, j + G, po)
+                acc = fi.cast_like(opd(acc, v0), ID)
+                a1 = fi.cast_like(opd(a1, v1), ID)
+                j += 2 * G
+            acc = fi.cast_like(opd(acc, a1), ID)
         while j < J:
-            acc = fi.cast_like(opd(acc, value(s, ins, e + j, offs(xb, S1, j), kb + j * L1, po)), ID)
+            acc = fi.cast_like(opd(acc, elem(s, ins, e, xb, S1, kb, L1, j, po)), ID)
             j += G
         return acc
 

@@ -778,7 +778,7 @@ def _plan(f, op, ins, kdims, rdims, kb, acc, ident, init_v, index, out_ok=False)
         factory = _k.make_rowtile_kernel
         fargs = (f, op.fn, K, acc, ID, ident_missing, init_v, G, block, index, vec, modes, dts,
                  tv, warp, warp and bool(p.get("row_tile_v4", False)),
-                 tv >= 8 and bool(p.get("row_tile_wide", False)))
+                 tv >= 8 and bool(p.get("row_tile_wide", False)), int(p.get("row_tile_accs", 1)))
         nticks = 1
 
         def shape(cap):

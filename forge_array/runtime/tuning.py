@@ -52,6 +52,7 @@ TABLES: dict = {
         # column kernel; default block),
         # col_flat_group (flat column kernel: partials combined in two levels, groups of R * U
         # blocks, R rows per column position; 0 = one level, the last block reads them all),
+        # row_tile_accs (staged short rows: partial results per lane, 1, 2 or 4),
         # col_flat_min_blocks (launch bound of the flat column kernel, 0 = none), col_combine
         # (vectorised column kernel split across blocks: rows of partials in flight per thread
         # of the last block, 2 or 4), col_split_group (tiles split into at least this many
@@ -65,7 +66,8 @@ TABLES: dict = {
                    "col_tile": 0, "col_min_blocks": 0, "col_flat": 256,
                    "row_multi": 8, "row_multi_unroll": 2, "col_tail": True, "row_fill": 0,
                    "col_vstore": False, "col_waves": 0, "col_round": False, "col_flat_group": 0,
-                   "col_flat_min_blocks": 0, "col_combine": 2, "col_split_group": 0, "col_deep": 0},
+                   "col_flat_min_blocks": 0, "col_combine": 2, "col_split_group": 0, "col_deep": 0,
+                   "row_tile_accs": 1},
         # scan: ticket "atomic" | "block" | "persist" (+ "persist": blocks per SM, 0 = min_blocks);
         # wide: 16-byte status words for 5-12 byte values; keep_items: items in registers
         # across the look-back; spin_ns: look-back back-off; release: fence before publishing
