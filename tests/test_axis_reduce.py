@@ -733,11 +733,11 @@ def test_rowtile_wide_staging(bk, fresh_plans, rowcol_params, warp):
 @pytest.mark.parametrize("accs", [2, 4])
 @pytest.mark.parametrize("warp", [True, False])
 def test_rowtile_partial_accumulators(bk, fresh_plans, rowcol_params, warp, accs):
-    """``row_tile_accs``: a lane folds its elements of a staged row into 2 or 4 partial
-    results. Rows of 3 .. 100 elements (fewer elements per lane than accumulators, and
-    remainders of every length), misaligned starts; sums (float64 reference), argmax and
-    argmin of rows with ties (the first index wins), a reduction without identity with init,
-    and A @ x (the broadcast x read per element) against NumPy."""
+    """``row_tile_accs``: a lane folds its elements of a staged single-operand row of at most
+    16 elements into 2 or 4 partial results (longer rows and A @ x keep one). Rows of 3 .. 100
+    elements (fewer elements per lane than accumulators, and remainders of every length),
+    misaligned starts; sums (float64 reference), argmax and argmin of rows with ties (the
+    first index wins), a reduction without identity with init, and A @ x against NumPy."""
     from forge_array.primitives import matvec as mv
 
     rowcol_params(**{**NEW_VARIANTS, **V4_VARIANTS, "row_tile_warp": warp, "row_tile_accs": accs})

@@ -778,7 +778,11 @@ def _plan(f, op, ins, kdims, rdims, kb, acc, ident, init_v, index, out_ok=False)
         factory = _k.make_rowtile_kernel
         fargs = (f, op.fn, K, acc, ID, ident_missing, init_v, G, block, index, vec, modes, dts,
                  tv, warp, warp and bool(p.get("row_tile_v4", False)),
-                 tv >= 8 and bool(p.get("row_tile_wide", False)), int(p.get("row_tile_accs", 1)))
+                 tv >= 8 and bool(p.get("row_tile_wide", False)),
+                 # partial results per lane: only single-operand rows of <= 16 elements won
+                 # (H200, tune-s13-rowacc-*: sum(axis=1) of (10^7, 10) 139 -> 125 us; of (10^6,
+                 # 100) 131-133 -> 135-138, A @ x of (10^7, 10) 146-152 -> 149-164)
+                 int(p.get("row_tile_accs", 1)) if K == 1 and J <= 16 else 1)
         nticks = 1
 
         def shape(cap):

@@ -52,7 +52,8 @@ TABLES: dict = {
         # column kernel; default block),
         # col_flat_group (flat column kernel: partials combined in two levels, groups of R * U
         # blocks, R rows per column position; 0 = one level, the last block reads them all),
-        # row_tile_accs (staged short rows: partial results per lane, 1, 2 or 4),
+        # row_tile_accs (staged short rows of one operand and <= 16 elements: partial results
+        # per lane, 1, 2 or 4),
         # col_flat_min_blocks (launch bound of the flat column kernel, 0 = none), col_combine
         # (vectorised column kernel split across blocks: rows of partials in flight per thread
         # of the last block, 2 or 4), col_split_group (tiles split into at least this many
@@ -120,8 +121,13 @@ TABLES: dict = {
         # vectors x 4 buffers for scans of >= 2^28 elements: 10^9 float32 2701 / 2788 -> 2583 /
         # 2590 us, float64 5200 / 5275 -> 4934 / 4970, int32 2512 / 2516 -> 2411 / 2407; at
         # 10^8 it is level with the tile scan (281-298 either way), hence the threshold
-        "scan": {"item_bytes": 128, "shared_vec": True, "pipeline": True, "pipe_vectors": 9,
-                 "pipe_stages": 4, "pipe_min": 1 << 28},
+        # pipe_vectors 13, pipe_min 2^26 (session 13, tune-s13-pipe-vec, tune-s13-pipe-sq): 4 + 4
+        # warps x 13 vectors x 4 buffers (2 blocks per SM) against 9 vectors / the tile scan:
+        # float32 10^8 297 -> 275-277 us, 10^9 2574-2584 -> 2429-2430; float64 546-591 ->
+        # 476-477, 4899-4952 -> 4515-4523; int32 280-285 -> 262-266, 2398-2406 -> 2265; at 10^7
+        # the tile scan stays (52-57 us against 72-76); wider squads of the same tile lost
+        "scan": {"item_bytes": 128, "shared_vec": True, "pipeline": True, "pipe_vectors": 13,
+                 "pipe_stages": 4, "pipe_min": 1 << 26},
         # H200 sweeps (tune-rowcol-*.md, tune-rowcol2-*.md): best overall of the rowcol variants
         # row_tile_vecs 8 (session 5, tune-rowtile / tune-rowtile2): sum(axis=1) of (10^7, 10)
         # 177 -> 144 and 174 -> 141 us, A @ x (10^7, 10) 180 -> 146 and 175 -> 147 us; 16 vectors
@@ -136,11 +142,12 @@ TABLES: dict = {
         # col_deep 8 (session 13, tune-s13-deep-*): x @ A (10^4, 10^4) 122 -> 113 us, (10^5, 10^3)
         # 130 -> 115, n*p = 10^7 (10^4, 10^3) 35 -> 30-32, n*p = 10^9 (10^5, 10^4) 997-1004 ->
         # 933-935, int32 (10^5, 10^3) 130 -> 115-116, sum(axis=0) (10^4, 10^4) 114-116 -> 110-111;
-        # the launches it does not take unchanged
+        # the launches it does not take unchanged; row_tile_accs 2 (session 13,
+        # tune-s13-rowacc-sum): sum(axis=1) of (10^7, 10) 139.3 / 139.3 -> 125.5 / 124.6 us
         "rowcol": {"occupancy": True, "row_tile_warp": True, "row_tile_min_blocks": 0, "col_tile": 32,
                    "col_min_blocks": 8, "row_tile_v4": True, "row_tile_vecs": 8, "row_fill": 2,
                    "col_vstore": True, "col_flat_group": 2, "col_min_items": 64, "col_block": 128,
-                   "col_deep": 8},
+                   "col_deep": 8, "row_tile_accs": 2},
     },
     "H100": {},
     "H200": {},
