@@ -82,6 +82,14 @@ def _many(name, kinds):
                   if v == -1 else v for i, (v, a) in enumerate(zip(s, axes)))
         if builtins.any(v < 1 for v in s):
             raise ValueError(f"fft.{name}(): s entries must be positive, got {s}")
+        # axes in increasing order, s with them: CuPy's fftn shapes the output wrongly for
+        # unsorted axes (fftn of a (1, 2) array with s=(1, 2), axes=(1, 0) came out (1, 2),
+        # not (2, 1)). The transforms along different axes commute; the real axis of
+        # rfftn / irfftn (the last one given) stays last.
+        keep = 1 if name in ("rfftn", "irfftn") else 0
+        head = sorted(zip(axes[:len(axes) - keep], s[:len(s) - keep]))
+        axes = tuple(a for a, _ in head) + axes[len(axes) - keep:]
+        s = tuple(v for _, v in head) + s[len(s) - keep:]
         m = _dev.backend(x.device)
         with _dev.on(x.device):
             res = getattr(m.fft, name)(x._array, s=s, axes=axes, norm=norm)

@@ -194,3 +194,20 @@ def test_solve_empty_operands(device):
     assert xp.linalg.solve(xp.ones((0, 0), device=device), xp.ones(0, device=device)).shape == (0,)
     r = xp.linalg.solve(a, xp.full((2, 1, 3), 2.0, device=device))
     assert r.shape == (2, 1, 3) and float(xp.max(r)) == 2.0
+
+
+@pytest.mark.parametrize("device", xp.__array_namespace_info__().devices(), ids=str)
+@pytest.mark.parametrize("name", ["fftn", "ifftn", "rfftn", "irfftn"])
+def test_fftn_unsorted_axes(device, name):
+    """``s`` follows ``axes`` in the order given, on every device (CuPy's own fftn shaped
+    the output wrongly for axes (1, 0)); values as NumPy's."""
+    rng = np.random.default_rng(5)
+    h = rng.standard_normal((3, 4, 5))
+    if name in ("fftn", "ifftn", "irfftn"):
+        h = h + 1j * rng.standard_normal((3, 4, 5))
+    x = xp.asarray(h, device=device)
+    for s, axes in [((2, 6), (2, 0)), ((1, 2), (1, 0)), ((4, 3, 2), (2, 1, 0)), ((3, 5), (0, 2))]:
+        got = getattr(xp.fft, name)(x, s=s, axes=axes)
+        want = getattr(np.fft, name)(h, s=s, axes=axes)
+        assert got.shape == want.shape, (s, axes)
+        np.testing.assert_allclose(np.asarray(xp.asarray(got, device="cpu")), want, rtol=1e-10, atol=1e-10)
