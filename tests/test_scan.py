@@ -1124,6 +1124,23 @@ def test_pipelined_tile_scan(bk, sim, monkeypatch, dtype):
         close(accumulate(ops.multiply, y), np.cumprod(_np(y).astype(np.float64)), rtol=1e-3)
 
 
+def test_pipelined_scan_keeps_short_rows_on_the_tile_scan(bk, sim, monkeypatch):
+    """Rows of a batch shorter than ``pipe_row_tiles`` tiles go to the tile scan (their
+    partial tiles would be copied element by element by the producer warp); a 1-D scan and
+    rows long enough take the pipeline."""
+    _override(monkeypatch, scan={"pipeline": True, "pipe_min": 0, "pipe_row_tiles": 3})
+    p = tuning.params("scan")
+    T = p["pipe_warps"] * 32 * p["pipe_vectors"] * 4
+    short = rand(bk, (3, 2 * T), "float32", seed=11)
+    close(accumulate(ops.add, short, axis=-1), np.cumsum(_np(short).astype(np.float64), axis=-1),
+          rtol=1e-4, atol=1e-3 * math.sqrt(2 * T))
+    assert "make_pipeline_scan" not in _pipeline_kernels()
+    long = rand(bk, (2, 3 * T), "float32", seed=12)
+    close(accumulate(ops.add, long, axis=-1), np.cumsum(_np(long).astype(np.float64), axis=-1),
+          rtol=1e-4, atol=1e-3 * math.sqrt(3 * T))
+    assert "make_pipeline_scan" in _pipeline_kernels()
+
+
 def rng_uniform(n, dtype):
     return np.random.default_rng(n).uniform(0.999, 1.001, n).astype(dtype)
 
