@@ -1069,16 +1069,18 @@ def _pipeline_kernels():
     return {p.kernel.name for p in pscan._fast_plans().values() if getattr(p, "kernel", None)}
 
 
-@pytest.mark.parametrize("dtype", ["float32", "float64", "int32"])
-def test_pipelined_tile_scan(bk, sim, monkeypatch, dtype):
+@pytest.mark.parametrize("dtype,lookers", [("float32", 1), ("float64", 1), ("int32", 1),
+                                          ("float32", 2), ("int32", 2)])
+def test_pipelined_tile_scan(bk, sim, monkeypatch, dtype, lookers):
     """scan.pipeline: warp-specialised blocks (a producer warp's bulk copies, compute warps,
     a look-back warp) walking their tiles through a ring of shared-memory buffers. Sizes at
     tile edges and of many tiles (every buffer reused, look-backs across the block's own
     earlier tiles), misaligned views (partial first tiles copied by the producer's lanes),
     include_initial / exclusive (bulk stores shifted by one, or scalar stores when the output
     is out of phase), an output view, rows of a matrix (axis -1), cumprod and max with an
-    initial value, and a non-commutative operator (left projection)."""
-    _override(monkeypatch, scan={"pipeline": True, "pipe_min": 0})
+    initial value, and a non-commutative operator (left projection). ``lookers`` 2: two
+    look-back warps taking the tiles in turn (two end marks close the ring)."""
+    _override(monkeypatch, scan={"pipeline": True, "pipe_min": 0, "pipe_lookers": lookers})
     p = tuning.params("scan")
     V = 16 // np.dtype(dtype).itemsize
     T = p["pipe_warps"] * 32 * p["pipe_vectors"] * V
@@ -1147,8 +1149,8 @@ def rng_uniform(n, dtype):
 
 def test_pipelined_scan_ptx(offline_ptx, tmp_path):
     """The pipelined scan's GPU code: one bulk copy in and one out per whole tile, mbarriers,
-    named barriers, 128-bit shared reads (float32), static and dynamic tile buffers; ptxas
-    (sm_90) accepts it without spilling."""
+    named barriers, 128-bit shared reads (float32), static and dynamic tile buffers (the
+    latter with two look-back warps); ptxas (sm_90) accepts it without spilling."""
     ptx_file = tmp_path / "pipe.ptx"
     out = offline_ptx("""
         import numpy as np
@@ -1161,8 +1163,8 @@ def test_pipelined_scan_ptx(offline_ptx, tmp_path):
                    I64, I64, I64))
         for dyn in (False, True):
             ptx = runtime.compile_ptx_offline(kp.make_pipeline_scan,
-                (ops.add.fn, f32, 4, 9 if dyn else 7, 4 if dyn else 3, 0, False, True, True, False,
-                 0, 1, dyn), args)
+                (ops.add.fn, f32, 4, 13 if dyn else 7, 4 if dyn else 3, 0, False, True, True, False,
+                 0, 1, dyn, 2 if dyn else 1), args)
             print("load", ptx.count("cp.async.bulk.shared::cluster.global"),
                   "store", ptx.count("cp.async.bulk.global.shared::cta"),
                   "try_wait", ptx.count("mbarrier.try_wait.parity"), "named", ptx.count("bar.sync"),

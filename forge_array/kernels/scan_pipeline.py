@@ -64,17 +64,19 @@ from .scan import (
 __all__ = ["make_pipeline_scan", "pipeline_shape", "pipeline_scratch_bytes"]
 
 
-def pipeline_shape(dtype, warps: int, vectors: int, stages: int):
+def pipeline_shape(dtype, warps: int, vectors: int, stages: int, lookers: int = 1):
     """``(threads per block, tile elements, bytes of the tile buffers)`` of a pipeline of
     ``warps`` warps per squad (reduce, scan-store) with ``vectors`` 16-byte vectors per
-    thread and ``stages`` buffers (plus the producer and look-back warps).
+    thread and ``stages`` buffers (plus the producer warp and ``lookers`` look-back warps).
 
     >>> pipeline_shape("float64", warps=2, vectors=1, stages=2)
     (192, 128, 2048)
+    >>> pipeline_shape("float32", warps=4, vectors=13, stages=4, lookers=2)[0]
+    352
     """
     dt = np.dtype(dtype)
     tile = warps * 32 * vectors * fi.VEC(dt)
-    return (2 * warps + 2) * 32, tile, stages * tile * dt.itemsize
+    return (2 * warps + 1 + lookers) * 32, tile, stages * tile * dt.itemsize
 
 
 def pipeline_scratch_bytes(dtype, warps: int, stages: int) -> int:
@@ -89,7 +91,7 @@ def pipeline_scratch_bytes(dtype, warps: int, stages: int) -> int:
 
 
 def make_pipeline_scan(fn, dtype, warps, vectors, stages, shift, has_init, ovec, wide=True,
-                       release=False, spin_ns=0, lookback=1, dynamic=False):
+                       release=False, spin_ns=0, lookback=1, dynamic=False, lookers=1):
     """Kernel factory (see the module docstring). ``fn``: the scalar operator; ``dtype``:
     input = accumulator = output type (2, 4 or 8 bytes); ``warps`` warps per squad (reduce,
     scan-store), ``vectors`` (odd) 16-byte vectors per thread of a squad, ``stages`` buffers
@@ -97,7 +99,10 @@ def make_pipeline_scan(fn, dtype, warps, vectors, stages, shift, has_init, ovec,
     :func:`.scan.make_tile_scan`; ``ovec``: the host found the output in the input's 16-byte
     phase (bulk stores of whole tiles); ``dynamic``: the tile buffers are the launch's
     dynamic shared memory (``stages * tile`` elements; more than the 48 KB of static shared
-    memory a block may declare).
+    memory a block may declare); ``lookers`` (1 or 2): look-back warps, taking the block's
+    tiles in turn (the ``k``-th of them tiles ``k, k + lookers, ...``), so that one tile's
+    look-back need not wait for the previous one's (the producer then ends the ring with one
+    end mark per look-back warp).
 
     Kernel arguments, as :func:`.scan.make_tile_scan`'s: ``src, dst, init, n, m, nb1, s_in,
     b0_in, b1_in, s_out, b0_out, b1_out, lead, tpr, status, vals, counter, base, epoch,
@@ -110,6 +115,9 @@ def make_pipeline_scan(fn, dtype, warps, vectors, stages, shift, has_init, ovec,
         raise ValueError(f"vectors per thread must be odd (conflict-free shared reads), got {RV}")
     if S < 2 or W < 1 or VEC < 2:
         raise ValueError(f"pipeline: stages >= 2, warps >= 1, values of <= 8 bytes (got {S}, {W}, {acc})")
+    LK = int(lookers)
+    if LK not in (1, 2) or LK > S:
+        raise ValueError(f"pipeline: 1 or 2 look-back warps (at most one per buffer), got {lookers}")
     items = RV * VEC
     CT = W * 32                      # compute threads
     TILE = CT * items
@@ -157,9 +165,16 @@ def make_pipeline_scan(fn, dtype, warps, vectors, stages, shift, has_init, ovec,
                 t = np.int64(fi.atomic_add(counter, 0, np.uint64(1))) - base
             t = fi.shfl_idx(t, 0)
             if t >= ntiles:
-                if lane == 0:
-                    sk[IDS + s] = -1
-                    fi.mbar_arrive(bars, FULL + s)
+                # one end mark per look-back warp (each waits on its own turns of the ring)
+                for e in range(LK):
+                    if e > 0:
+                        it += 1
+                        s = it % S
+                        if it >= S:
+                            wait(bars, EMPT + s, ((it // S) - 1) & 1)
+                    if lane == 0:
+                        sk[IDS + s] = -1
+                        fi.mbar_arrive(bars, FULL + s)
                 return
             ti, r0, r1 = tile_coords(t, tpr, nb1, ntiles)
             ib = r0 * b0_in + r1 * b1_in
@@ -182,9 +197,9 @@ def make_pipeline_scan(fn, dtype, warps, vectors, stages, shift, has_init, ovec,
             it += 1
 
     @cuda.jit(device=True)
-    def look(sk, sv, bars, nb1, tpr, status, vals, counter, epoch, ntiles, init_t, empty):
+    def look(sk, sv, bars, nb1, tpr, status, vals, counter, epoch, ntiles, init_t, empty, first):
         lane = fi.lane_id()
-        it = 0
+        it = first
         while True:
             s, t = take(sk, bars, RED, it)
             if t < 0:
@@ -199,7 +214,7 @@ def make_pipeline_scan(fn, dtype, warps, vectors, stages, shift, has_init, ovec,
             if lane == 0:
                 _st_tag(sk, PRE0 + s, sv, PRE0 + s, pre)
                 fi.mbar_arrive(bars, PRE + s)
-            it += 1
+            it += LK
 
     @cuda.jit(device=True)
     def reduce_squad(tiles, sk, sv, bars, n, nb1, lead, tpr, status, vals, epoch, ntiles,
@@ -211,12 +226,18 @@ def make_pipeline_scan(fn, dtype, warps, vectors, stages, shift, has_init, ovec,
         warp = tid >> 5
         kb = tid * items
         it = 0
+        ends = 0
         while True:
             s, t = take(sk, bars, FULL, it)
             if t < 0:
+                # hand every end mark on (the look-back warps and the scan-store squad)
                 if tid == 0:
                     fi.mbar_arrive(bars, RED + s)
-                return
+                ends += 1
+                if ends == LK:
+                    return
+                it += 1
+                continue
             ti, r0, r1 = tile_coords(t, tpr, nb1, ntiles)
             start = ti * TILE - lead
             k0 = s * TILE + kb
@@ -339,8 +360,9 @@ def make_pipeline_scan(fn, dtype, warps, vectors, stages, shift, has_init, ovec,
             init_t = (_TWO,) + fi.load(init, 0)
         if warp == PW:
             produce(tiles, sk, bars, src, n, nb1, b0_in, b1_in, lead, tpr, counter, base, ntiles)
-        elif warp == LW:
-            look(sk, sv, bars, nb1, tpr, status, vals, counter, epoch, ntiles, init_t, empty)
+        elif warp >= LW:
+            look(sk, sv, bars, nb1, tpr, status, vals, counter, epoch, ntiles, init_t, empty,
+                 warp - LW)
         elif warp < W:
             reduce_squad(tiles, sk, sv, bars, n, nb1, lead, tpr, status, vals, epoch, ntiles,
                          init_t, empty)

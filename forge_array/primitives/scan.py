@@ -951,7 +951,8 @@ def _plan_pipeline(p, pt, fn, tuple_op, xv, ov, in_dtypes, acc_dtypes, shift, ha
     if lead is None:
         return None
     warps, vectors, stages = int(pt["pipe_warps"]), int(pt["pipe_vectors"]), int(pt["pipe_stages"])
-    block, tile, nbytes = kpipe.pipeline_shape(acc, warps, vectors, stages)
+    lookers = int(pt.get("pipe_lookers", 1))
+    block, tile, nbytes = kpipe.pipeline_shape(acc, warps, vectors, stages, lookers)
     if nbatch > 1 and n < int(pt.get("pipe_row_tiles", 16)) * tile:
         # short rows: their partial tiles go through the producer warp's 32 lanes, element by
         # element (axis 1 of a (10^4, 10^4) float32 matrix, 1.5 tiles per row: 1324 us against
@@ -971,7 +972,7 @@ def _plan_pipeline(p, pt, fn, tuple_op, xv, ov, in_dtypes, acc_dtypes, shift, ha
     p.kernel = runtime.compile_kernel(
         kpipe.make_pipeline_scan,
         (fn, acc, warps, vectors, stages, shift, has_init, ovec) + sync
-        + (int(pt.get("pipe_lookback", 1)), dynamic), argtypes)
+        + (int(pt.get("pipe_lookback", 1)), dynamic, lookers), argtypes)
     p.shared = nbytes if dynamic else 0
     p.scalars = (n, m, nb1, s_in, bx[0], bx[1], s_out, bo[0], bo[1], lead, tpr)
     p.tail = (ntiles,)
