@@ -147,6 +147,9 @@ TABLES: dict = {
         # 933-935, int32 (10^5, 10^3) 130 -> 115-116, sum(axis=0) (10^4, 10^4) 114-116 -> 110-111;
         # the launches it does not take unchanged; row_tile_accs 2 (session 13,
         # tune-s13-rowacc-sum): sum(axis=1) of (10^7, 10) 139.3 / 139.3 -> 125.5 / 124.6 us
+        # narrow-matrix scan tiles of 160 threads x 272 bytes (session 13, tune-s13-narrow,
+        # tune-s13-narrow2): axis 0 of (10^7, 10) float32 333-375 us (96 x 384) -> 308-335
+        "scan_columns": {"narrow_block": 160, "narrow_bytes": 272},
         "rowcol": {"occupancy": True, "row_tile_warp": True, "row_tile_min_blocks": 0, "col_tile": 32,
                    "col_min_blocks": 8, "row_tile_v4": True, "row_tile_vecs": 8, "row_fill": 2,
                    "col_vstore": True, "col_flat_group": 2, "col_min_items": 64, "col_block": 128,
