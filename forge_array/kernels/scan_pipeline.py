@@ -17,7 +17,8 @@ buffers of shared memory, with three kinds of warps working on different tiles a
   ``k + 1``: a tile's aggregate never waits for the look-back of the block's earlier tiles
   (the reason the prefetching "persist" ticket of :mod:`.scan` lost);
 - the **look-back** warp folds the predecessors of tile ``k`` (the warp-wide window of
-  :func:`.scan.make_warp_lookback`) and publishes its PREFIX;
+  :func:`.scan.make_warp_lookback`) and publishes its PREFIX (``lookers = 2``: two such
+  warps take the block's tiles in turn);
 - the **scan-store** squad (``warps`` warps; thread ``r`` owns the items of thread ``r`` of
   the reduce squad) rescans tile ``k`` with its prefix, in place, and writes it out with ONE
   bulk store (scalar stores when the output is not in the input's phase or the tile is
