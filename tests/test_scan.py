@@ -1069,9 +1069,10 @@ def _pipeline_kernels():
     return {p.kernel.name for p in pscan._fast_plans().values() if getattr(p, "kernel", None)}
 
 
-@pytest.mark.parametrize("dtype,lookers", [("float32", 1), ("float64", 1), ("int32", 1),
-                                          ("float32", 2), ("int32", 2)])
-def test_pipelined_tile_scan(bk, sim, monkeypatch, dtype, lookers):
+@pytest.mark.parametrize("dtype,lookers,group", [("float32", 1, 1), ("float64", 1, 1), ("int32", 1, 1),
+                                                ("float32", 2, 1), ("int32", 2, 1), ("float32", 1, 3),
+                                                ("float64", 2, 2)])
+def test_pipelined_tile_scan(bk, sim, monkeypatch, dtype, lookers, group):
     """scan.pipeline: warp-specialised blocks (a producer warp's bulk copies, compute warps,
     a look-back warp) walking their tiles through a ring of shared-memory buffers. Sizes at
     tile edges and of many tiles (every buffer reused, look-backs across the block's own
@@ -1079,8 +1080,11 @@ def test_pipelined_tile_scan(bk, sim, monkeypatch, dtype, lookers):
     include_initial / exclusive (bulk stores shifted by one, or scalar stores when the output
     is out of phase), an output view, rows of a matrix (axis -1), cumprod and max with an
     initial value, and a non-commutative operator (left projection). ``lookers`` 2: two
-    look-back warps taking the tiles in turn (two end marks close the ring)."""
-    _override(monkeypatch, scan={"pipeline": True, "pipe_min": 0, "pipe_lookers": lookers})
+    look-back warps taking the tiles in turn (two end marks close the ring); ``group`` 2 or 3:
+    tickets of consecutive tiles (partial last groups; the counter's advance per launch must
+    match the host's count, or the next launches' tile ids would be off)."""
+    _override(monkeypatch, scan={"pipeline": True, "pipe_min": 0, "pipe_lookers": lookers,
+                                 "pipe_group": group})
     p = tuning.params("scan")
     V = 16 // np.dtype(dtype).itemsize
     T = p["pipe_warps"] * 32 * p["pipe_vectors"] * V

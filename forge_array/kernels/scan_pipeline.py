@@ -92,7 +92,7 @@ def pipeline_scratch_bytes(dtype, warps: int, stages: int) -> int:
 
 
 def make_pipeline_scan(fn, dtype, warps, vectors, stages, shift, has_init, ovec, wide=True,
-                       release=False, spin_ns=0, lookback=1, dynamic=False, lookers=1):
+                       release=False, spin_ns=0, lookback=1, dynamic=False, lookers=1, group=1):
     """Kernel factory (see the module docstring). ``fn``: the scalar operator; ``dtype``:
     input = accumulator = output type (2, 4 or 8 bytes); ``warps`` warps per squad (reduce,
     scan-store), ``vectors`` (odd) 16-byte vectors per thread of a squad, ``stages`` buffers
@@ -103,7 +103,11 @@ def make_pipeline_scan(fn, dtype, warps, vectors, stages, shift, has_init, ovec,
     memory a block may declare); ``lookers`` (1 or 2): look-back warps, taking the block's
     tiles in turn (the ``k``-th of them tiles ``k, k + lookers, ...``), so that one tile's
     look-back need not wait for the previous one's (the producer then ends the ring with one
-    end mark per look-back warp).
+    end mark per look-back warp); ``group``: tiles per ticket (the producer takes ``group``
+    consecutive tiles with one atomic add of ``group``, so that the block's own previous tile
+    is the predecessor of all but the first of them; a launch advances the counter by
+    ``group * (ceil(ntiles / group) + grid - (ntiles % group != 0))``: every block takes one
+    ticket past the last tile except the one whose group holds it, if partial).
 
     Kernel arguments, as :func:`.scan.make_tile_scan`'s: ``src, dst, init, n, m, nb1, s_in,
     b0_in, b1_in, s_out, b0_out, b1_out, lead, tpr, status, vals, counter, base, epoch,
@@ -116,6 +120,9 @@ def make_pipeline_scan(fn, dtype, warps, vectors, stages, shift, has_init, ovec,
         raise ValueError(f"vectors per thread must be odd (conflict-free shared reads), got {RV}")
     if S < 2 or W < 1 or VEC < 2:
         raise ValueError(f"pipeline: stages >= 2, warps >= 1, values of <= 8 bytes (got {S}, {W}, {acc})")
+    GT = int(group)
+    if GT < 1:
+        raise ValueError(f"pipeline: tiles per ticket >= 1, got {group}")
     LK = int(lookers)
     if LK not in (1, 2) or LK > S:
         raise ValueError(f"pipeline: 1 or 2 look-back warps (at most one per buffer), got {lookers}")
@@ -157,14 +164,17 @@ def make_pipeline_scan(fn, dtype, warps, vectors, stages, shift, has_init, ovec,
     def produce(tiles, sk, bars, src, n, nb1, b0_in, b1_in, lead, tpr, counter, base, ntiles):
         lane = fi.lane_id()
         it = 0
+        t0 = np.int64(0)
         while True:
             s = it % S
             if it >= S:  # the scan-store squad released this buffer's previous tile
                 wait(bars, EMPT + s, ((it // S) - 1) & 1)
-            t = np.int64(0)
-            if lane == 0:
-                t = np.int64(fi.atomic_add(counter, 0, np.uint64(1))) - base
-            t = fi.shfl_idx(t, 0)
+            g = it % GT
+            if g == 0:   # a ticket: GT consecutive tiles
+                if lane == 0:
+                    t0 = np.int64(fi.atomic_add(counter, 0, np.uint64(GT))) - base
+                t0 = fi.shfl_idx(t0, 0)
+            t = t0 + g
             if t >= ntiles:
                 # one end mark per look-back warp (each waits on its own turns of the ring)
                 for e in range(LK):

@@ -952,6 +952,7 @@ def _plan_pipeline(p, pt, fn, tuple_op, xv, ov, in_dtypes, acc_dtypes, shift, ha
         return None
     warps, vectors, stages = int(pt["pipe_warps"]), int(pt["pipe_vectors"]), int(pt["pipe_stages"])
     lookers = int(pt.get("pipe_lookers", 1))
+    group = max(1, int(pt.get("pipe_group", 1)))
     block, tile, nbytes = kpipe.pipeline_shape(acc, warps, vectors, stages, lookers)
     if nbatch > 1 and n < int(pt.get("pipe_row_tiles", 16)) * tile:
         # short rows: their partial tiles go through the producer warp's 32 lanes, element by
@@ -972,7 +973,7 @@ def _plan_pipeline(p, pt, fn, tuple_op, xv, ov, in_dtypes, acc_dtypes, shift, ha
     p.kernel = runtime.compile_kernel(
         kpipe.make_pipeline_scan,
         (fn, acc, warps, vectors, stages, shift, has_init, ovec) + sync
-        + (int(pt.get("pipe_lookback", 1)), dynamic, lookers), argtypes)
+        + (int(pt.get("pipe_lookback", 1)), dynamic, lookers, group), argtypes)
     p.shared = nbytes if dynamic else 0
     p.scalars = (n, m, nb1, s_in, bx[0], bx[1], s_out, bo[0], bo[1], lead, tpr)
     p.tail = (ntiles,)
@@ -982,8 +983,9 @@ def _plan_pipeline(p, pt, fn, tuple_op, xv, ov, in_dtypes, acc_dtypes, shift, ha
     per_sm = min(per_sm, max(1, 2048 // block))
     grid = max(1, min(ntiles, per_sm * runtime.device_info()["sm_count"]))
     p.grid, p.block, p.state, p.slots = grid, block, st, ntiles
-    # every block takes one ticket past the last tile (its producer's stop signal)
-    p.ntiles = ntiles + grid
+    # tickets of `group` tiles; every block takes one ticket past the last tile (its
+    # producer's stop signal) except the one whose group holds the last tile, if partial
+    p.ntiles = group * (-(-ntiles // group) + grid - (1 if ntiles % group else 0))
     return p
 
 

@@ -81,13 +81,13 @@ TABLES: dict = {
         # shared memory even when they would fit in static; pipe_lookback: the pipeline's
         # predecessors per lane in one look-back round trip; pipe_row_tiles: rows of a batch
         # shorter than this many tiles keep the tile scan; pipe_lookers: look-back warps per
-        # block, 1 or 2, taking the tiles in turn)
+        # block, 1 or 2, taking the tiles in turn; pipe_group: consecutive tiles per ticket)
         "scan": {"block": 256, "item_bytes": 64, "items_max": 32, "min_blocks": 5, "ticket": "atomic",
                  "persist": 0, "wide": True, "keep_items": False, "spin_ns": 0, "release": False,
                  "fit_items": True, "lookback": 1, "shared_vec": False,
                  "pipeline": False, "pipe_warps": 4, "pipe_vectors": 7, "pipe_stages": 3,
                  "pipe_blocks_per_sm": 0, "pipe_min": 0, "pipe_dynamic": False, "pipe_lookback": 1,
-                 "pipe_row_tiles": 16, "pipe_lookers": 1},
+                 "pipe_row_tiles": 16, "pipe_lookers": 1, "pipe_group": 1},
         # scan_columns.staged: blocks whose elements form one dense range stage it through shared memory
         # lookback: chunks per round trip of a column's look-back (0: 8, 4 for 16-byte words;
         # H200 sweep tune-scan4: 1 takes axis 0 of (10^4, 10^4) from 410 to 356 us)
