@@ -954,7 +954,9 @@ def _plan(f, op, ins, kdims, rdims, kb, acc, ident, init_v, index, out_ok=False)
             kernel = build(split2)
         split = split2
         deep = p.get("col_deep", 0) if factory is _k.make_colvec_kernel else 0
-        if deep and deep > cu:
+        # (the deep kernel is compiled only where its launch could qualify: its residency is
+        # at most blocks_per_sm)
+        if deep and deep > cu and 2 * units <= sm * p["blocks_per_sm"]:
             # col_deep D: where the tiles are few enough that the rows split across blocks in
             # one wave (tall x @ A, n*p = 10^7 shapes), the kernel with D rows in flight per
             # thread and no launch bound (more registers, fewer blocks per SM); wide, short
