@@ -826,23 +826,25 @@ def mbar_try_wait(bars, i, parity):
     return False
 
 
-def _bulk_check(what, p, i, nbytes):
+def _bulk_check(what, p, i, sh, k, nbytes, side):
+    """Elements of a bulk copy of ``nbytes`` between global ``p + i`` and shared ``sh + k``
+    (both 16-byte aligned, the same dtype, a positive multiple of 16 bytes)."""
     if int(nbytes) % 16 or int(nbytes) <= 0:
         raise ValueError(f"{what}: {int(nbytes)} bytes is not a positive multiple of 16")
     if _address(p, i) % 16:
         raise ValueError(f"{what}: misaligned bulk copy at element {int(i)}")
     dt = _dtype_of(p)
+    if _dtype_of(sh) != dt:
+        raise TypeError(f"{what}: the global and shared arrays must have the same dtype")
+    if (int(k) * dt.itemsize) % 16:
+        raise ValueError(f"{what}: misaligned shared {side} at element {int(k)}")
     return int(nbytes) // dt.itemsize
 
 
 def bulk_load(sh, k, src, i, nbytes, bars, b):
     """Copy ``nbytes`` from ``src + i`` to ``sh + k`` (same dtype) and complete them on
     barrier ``bars[b]``."""
-    n = _bulk_check("bulk_load", src, i, nbytes)
-    if _dtype_of(sh) != _dtype_of(src):
-        raise TypeError("bulk_load: source and shared array must have the same dtype")
-    if (int(k) * _dtype_of(sh).itemsize) % 16:
-        raise ValueError(f"bulk_load: misaligned shared destination at element {int(k)}")
+    n = _bulk_check("bulk_load", src, i, sh, k, nbytes, "destination")
     k, i = int(k), int(i)
     for e in range(n):
         sh[k + e] = src[i + e]
@@ -854,11 +856,7 @@ def bulk_load(sh, k, src, i, nbytes, bars, b):
 
 def bulk_store(dst, i, sh, k, nbytes):
     """Copy ``nbytes`` from ``sh + k`` to ``dst + i`` (same dtype)."""
-    n = _bulk_check("bulk_store", dst, i, nbytes)
-    if _dtype_of(sh) != _dtype_of(dst):
-        raise TypeError("bulk_store: shared array and destination must have the same dtype")
-    if (int(k) * _dtype_of(sh).itemsize) % 16:
-        raise ValueError(f"bulk_store: misaligned shared source at element {int(k)}")
+    n = _bulk_check("bulk_store", dst, i, sh, k, nbytes, "source")
     k, i = int(k), int(i)
     for e in range(n):
         dst[i + e] = sh[k + e]
