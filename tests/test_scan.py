@@ -18,6 +18,8 @@ from hypothesis import strategies as st
 
 import forge_array as xp
 from forge_array import ops, runtime
+from forge_array.kernels import scan as kscan
+from forge_array.kernels import scan_pipeline as kpipe
 from forge_array.primitives import accumulate, cumulative_prod, cumulative_sum
 from forge_array.primitives import scan as pscan
 from forge_array.runtime import tuning
@@ -1128,6 +1130,29 @@ def test_pipelined_tile_scan(bk, sim, monkeypatch, dtype, lookers, group):
     if kind == "f":
         y = bk.asarray(rng_uniform(n, dtype))
         close(accumulate(ops.multiply, y), np.cumprod(_np(y).astype(np.float64)), rtol=1e-3)
+
+
+def test_pipeline_trace_stamps(bk, sim, monkeypatch):
+    """The timeline diagnostic (``FORGE_ARRAY_SCAN_TRACE``): every tile of a traced launch
+    stamps, in order, its ticket, its published state, its look-back and its store, and the
+    block that ran it; the result is unchanged."""
+    _override(monkeypatch, scan={"pipeline": True, "pipe_min": 0})
+    monkeypatch.setattr(kpipe, "TRACE", True)
+    p = tuning.params("scan")
+    T = p["pipe_warps"] * 32 * p["pipe_vectors"] * 4
+    n = 6 * T + 5
+    x = _phased(bk, n, "float32", 0, seed=21)
+    close(accumulate(ops.add, x), np.cumsum(_np(x).astype(np.float64)), rtol=1e-4,
+          atol=1e-3 * math.sqrt(n))
+    plan = next(q for q in pscan._fast_plans().values() if "pipeline" in q.kernel.name)
+    ntiles, grid = plan.tail[0], plan.grid
+    assert ntiles == 7
+    c = _np(plan.state.counter)
+    assert c.size >= kpipe.trace_words(ntiles)
+    stamps = c[kscan.STAT_WORDS:kpipe.trace_words(ntiles)].reshape(ntiles, kpipe.TRACE_STAMPS)
+    assert (stamps[:, :4] > 0).all()
+    assert (np.diff(stamps[:, :4].astype(np.int64), axis=1) >= 0).all()
+    assert (stamps[:, 4] < grid).all()
 
 
 def test_pipelined_scan_keeps_short_rows_on_the_tile_scan(bk, sim, monkeypatch):

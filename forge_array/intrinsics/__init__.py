@@ -35,6 +35,7 @@ from ._impl import (  # noqa: F401
     fence_device,
     fence_proxy_async,
     fence_system,
+    globaltimer,
     lane_id,
     load,
     load_acquire,

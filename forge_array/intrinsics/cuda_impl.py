@@ -36,7 +36,7 @@ __all__ = [
     "fence_block", "fence_device", "fence_system", "load_acquire", "store_release",
     "load_relaxed", "atomic_add", "atomic_exch", "atomic_cas", "load", "store", "vload",
     "vstore", "vstore_shared", "vload_shared", "vload_hinted", "vstore_hinted", "nanosleep", "cast_like",
-    "with_shared_scratch", "device_op",
+    "with_shared_scratch", "device_op", "globaltimer",
 ]
 
 
@@ -263,6 +263,17 @@ def nanosleep(typingctx, ns):
         return context.get_dummy_value()
 
     return types.void(ns), codegen
+
+
+@intrinsic
+def globaltimer(typingctx):
+    """The GPU's global nanosecond timer (``%globaltimer``, one clock for every SM), as
+    ``uint64``: for diagnostic time stamps (its resolution depends on the GPU)."""
+
+    def codegen(context, builder, sig, args):
+        return _asm(builder, _i64, [], "mov.u64 $0, %globaltimer;", "=l", [])
+
+    return types.uint64(), codegen
 
 
 # --------------------------------------------------------------------------- memory ordering

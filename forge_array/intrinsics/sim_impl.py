@@ -44,7 +44,7 @@ __all__ = [
     "load_relaxed", "atomic_add", "atomic_exch", "atomic_cas", "load", "store", "vload",
     "vstore", "vstore_shared", "vload_shared", "vload_hinted", "vstore_hinted", "nanosleep", "cast_like",
     "with_shared_scratch", "memory_model",
-    "device_op",
+    "device_op", "globaltimer",
 ]
 
 
@@ -423,6 +423,11 @@ def fence_system():
 def nanosleep(ns):
     """Sleep hint; yields the interpreter in the simulator."""
     time.sleep(0)
+
+
+def globaltimer():
+    """The host's nanosecond clock as ``uint64`` (the GPU's ``%globaltimer``)."""
+    return np.uint64(time.perf_counter_ns())
 
 
 # --------------------------------------------------------------------------- memory model

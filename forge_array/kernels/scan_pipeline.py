@@ -43,6 +43,8 @@ when ``tuning.params("scan")["pipeline"]`` is on):
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 from numba import cuda
 
@@ -51,6 +53,7 @@ from .scan import (
     _ONE,
     _TWO,
     _ZERO,
+    STAT_WORDS,
     _ld_tag,
     _make_shared_vec,
     _make_status,
@@ -62,7 +65,26 @@ from .scan import (
     value_op,
 )
 
-__all__ = ["make_pipeline_scan", "pipeline_shape", "pipeline_scratch_bytes"]
+__all__ = ["make_pipeline_scan", "pipeline_shape", "pipeline_scratch_bytes", "TRACE",
+           "TRACE_STAMPS", "trace_words"]
+
+#: Time-stamp every tile (a diagnostic: ``FORGE_ARRAY_SCAN_TRACE=1``, part of the kernels'
+#: cache key): ``%globaltimer`` when the producer took its ticket, when the reduce squad
+#: published its state, when its look-back ended and when its store had left the buffer,
+#: and the block that ran it; ``TRACE_STAMPS`` words per tile in the counter buffer after
+#: its ``STAT_WORDS`` statistics words (:func:`trace_words` of them; the host makes room).
+TRACE = os.environ.get("FORGE_ARRAY_SCAN_TRACE", "") not in ("", "0")
+TRACE_STAMPS = 5
+
+
+def trace_words(ntiles: int) -> int:
+    """Words of the counter buffer a traced launch of ``ntiles`` tiles writes (statistics
+    words included).
+
+    >>> trace_words(10)
+    54
+    """
+    return STAT_WORDS + TRACE_STAMPS * int(ntiles)
 
 
 def pipeline_shape(dtype, warps: int, vectors: int, stages: int, lookers: int = 1):
@@ -130,6 +152,7 @@ def make_pipeline_scan(fn, dtype, warps, vectors, stages, shift, has_init, ovec,
     CT = W * 32                      # compute threads
     TILE = CT * items
     NB = TILE * acc.itemsize         # bytes of a whole tile (a multiple of 16)
+    ISZ = acc.itemsize
     PW, LW = 2 * W, 2 * W + 1        # producer warp, look-back warp
     FULL, RED, PRE, EMPT = 0, S, 2 * S, 3 * S
     # tagged slots: warp totals, tile totals, prefixes, thread totals (per buffer)
@@ -151,6 +174,43 @@ def make_pipeline_scan(fn, dtype, warps, vectors, stages, shift, has_init, ovec,
     def wait(bars, b, parity):
         while not fi.mbar_try_wait(bars, b, parity):
             pass
+
+    @cuda.jit(device=True)
+    def stamp(counter, t, k):
+        if TRACE:
+            fi.atomic_exch(counter, STAT_WORDS + t * TRACE_STAMPS + k, fi.globaltimer())
+
+    @cuda.jit(device=True)
+    def partial_span(start, n):
+        """``(lo, hi, a, b)`` of a partial tile starting at row element ``start``: its
+        elements ``lo <= j < hi`` are in the row; ``a <= j < b`` is their 16-byte aligned
+        middle (empty when ``b <= a``)."""
+        lo = max(np.int64(0), -start)
+        hi = min(np.int64(TILE), n - start)
+        a = (lo + VEC - 1) // VEC * VEC
+        b = hi // VEC * VEC
+        return lo, hi, a, b
+
+    @cuda.jit(device=True)
+    def edge_index(lane, lo, hi, a, b):
+        """The element of a partial tile outside its aligned middle that ``lane`` (of 32)
+        moves, or -1: lanes 0-15 the head ``lo <= j < a`` (the whole span when the middle
+        is empty: fewer than 2 * VEC <= 16 elements), lanes 16-31 the tail ``b <= j < hi``."""
+        if lane < 16:
+            j = lo + lane
+            if j < (a if b > a else hi):
+                return j
+        elif b > a:
+            j = b + lane - 16
+            if j < hi:
+                return j
+        return np.int64(-1)
+
+    @cuda.jit(device=True)
+    def load_edges(lane, lo, hi, a, b, tiles, k0, src, base):
+        j = edge_index(lane, lo, hi, a, b)
+        if j >= 0:
+            tiles[k0 + j] = fi.load(src[0], base + j)
 
     @cuda.jit(device=True)
     def take(sk, bars, B, it):
@@ -191,20 +251,30 @@ def make_pipeline_scan(fn, dtype, warps, vectors, stages, shift, has_init, ovec,
             ib = r0 * b0_in + r1 * b1_in
             start = ti * TILE - lead
             k0 = s * TILE
+            if TRACE and lane == 0:
+                stamp(counter, t, 0)
+                fi.atomic_exch(counter, STAT_WORDS + t * TRACE_STAMPS + 4,
+                               np.uint64(cuda.blockIdx.x))
             if start >= 0 and start + TILE <= n:
                 if lane == 0:
                     sk[IDS + s] = t
                     fi.mbar_arrive_tx(bars, FULL + s, NB)
                     fi.bulk_load(tiles, k0, src[0], ib + start, NB, bars, FULL + s)
             else:
-                for j in range(lane, TILE, 32):
-                    L = start + j
-                    if L >= 0 and L < n:
-                        tiles[k0 + j] = fi.load(src[0], ib + L)
+                # a partial tile (a row's ends): one bulk copy of its 16-byte aligned middle,
+                # the < VEC elements at either side by the lanes, one load each (a loop of
+                # scalar loads over the whole tile took ~17 us: serial DRAM round trips)
+                lo, hi, a, b = partial_span(start, n)
+                load_edges(lane, lo, hi, a, b, tiles, k0, src, ib + start)
                 fi.syncwarp()
                 if lane == 0:
                     sk[IDS + s] = t
-                    fi.mbar_arrive(bars, FULL + s)
+                    if b > a:
+                        fi.mbar_arrive_tx(bars, FULL + s, (b - a) * ISZ)
+                        fi.bulk_load(tiles, k0 + a, src[0], ib + start + a, (b - a) * ISZ, bars,
+                                     FULL + s)
+                    else:
+                        fi.mbar_arrive(bars, FULL + s)
             it += 1
 
     @cuda.jit(device=True)
@@ -223,13 +293,14 @@ def make_pipeline_scan(fn, dtype, warps, vectors, stages, shift, has_init, ovec,
                     tot = _ld_tag(sk, TOT0 + s, sv, TOT0 + s)
                     publish(status, vals, t, 2, comb(pre, tot)[1:], epoch)
             if lane == 0:
+                stamp(counter, t, 2)
                 _st_tag(sk, PRE0 + s, sv, PRE0 + s, pre)
                 fi.mbar_arrive(bars, PRE + s)
             it += LK
 
     @cuda.jit(device=True)
-    def reduce_squad(tiles, sk, sv, bars, n, nb1, lead, tpr, status, vals, epoch, ntiles,
-                     init_t, empty):
+    def reduce_squad(tiles, sk, sv, bars, n, nb1, lead, tpr, status, vals, counter, epoch,
+                     ntiles, init_t, empty):
         """Warps ``0 .. W-1``: reduce each tile as soon as it lands, keep the thread totals
         and warp totals for the scan-store squad, publish the tile's state."""
         tid = cuda.threadIdx.x
@@ -284,12 +355,13 @@ def make_pipeline_scan(fn, dtype, warps, vectors, stages, shift, has_init, ovec,
                     else:
                         publish(status, vals, t, 1, tot[1:], epoch)
                 _st_tag(sk, TOT0 + s, sv, TOT0 + s, tot)
+                stamp(counter, t, 1)
                 fi.mbar_arrive(bars, RED + s)
             it += 1
 
     @cuda.jit(device=True)
     def store_squad(tiles, sk, sv, bars, dst, init, n, m, nb1, s_out, b0_out, b1_out, lead,
-                    tpr, ntiles, empty):
+                    tpr, counter, ntiles, empty):
         """Warps ``W .. 2W-1``: rescan each tile with its prefix (thread ``r`` of the squad
         owns the items of thread ``r`` of the reduce squad), write it out, free the buffer."""
         r = cuda.threadIdx.x - CT
@@ -339,6 +411,22 @@ def make_pipeline_scan(fn, dtype, warps, vectors, stages, shift, has_init, ovec,
                     fi.bulk_store(dst[0], ob + start + shift, tiles, q0, NB)
                     fi.bulk_commit()
                     fi.bulk_wait_read()
+            elif ovec:
+                # a partial tile in the output's phase: one bulk store of its aligned middle,
+                # the edges by the first warp's lanes
+                lo, hi, a, b = partial_span(start, min(n, m - shift))
+                fi.fence_proxy_async()
+                fi.bar_sync(2, CT)
+                if r == 0 and b > a:
+                    fi.bulk_store(dst[0], ob + start + shift + a, tiles, q0 + a, (b - a) * ISZ)
+                    fi.bulk_commit()
+                if r < 32:
+                    j = edge_index(r, lo, hi, a, b)
+                    if j >= 0:
+                        fi.store(dst, ob + start + shift + j, (tiles[q0 + j],))
+                if r == 0 and b > a:
+                    fi.bulk_wait_read()
+                fi.bar_sync(2, CT)  # every read of the buffer done before it is released
             else:
                 fi.bar_sync(2, CT)
                 for j in range(r, TILE, CT):
@@ -350,6 +438,7 @@ def make_pipeline_scan(fn, dtype, warps, vectors, stages, shift, has_init, ovec,
             if shift and ti == 0 and r == 0:
                 fi.store(dst, ob, fi.load(init, 0))
             if r == 0:
+                stamp(counter, t, 3)
                 fi.mbar_arrive(bars, EMPT + s)
             it += 1
 
@@ -375,11 +464,11 @@ def make_pipeline_scan(fn, dtype, warps, vectors, stages, shift, has_init, ovec,
             look(sk, sv, bars, nb1, tpr, status, vals, counter, epoch, ntiles, init_t, empty,
                  warp - LW)
         elif warp < W:
-            reduce_squad(tiles, sk, sv, bars, n, nb1, lead, tpr, status, vals, epoch, ntiles,
-                         init_t, empty)
+            reduce_squad(tiles, sk, sv, bars, n, nb1, lead, tpr, status, vals, counter, epoch,
+                         ntiles, init_t, empty)
         else:
             store_squad(tiles, sk, sv, bars, dst, init, n, m, nb1, s_out, b0_out, b1_out, lead,
-                        tpr, ntiles, empty)
+                        tpr, counter, ntiles, empty)
 
     N = 20
     # shape 0: numba's dynamic shared memory (its size is the launch's)

@@ -475,6 +475,15 @@ class _State:
         self.slots = slots
         self._bufs = None
 
+    def counter_room(self, words):
+        """At least ``words`` words in the counter buffer (a traced pipeline launch writes
+        its time stamps after the statistics words), the counts kept."""
+        if self.counter.size < words:
+            grown = self.xp.zeros(words, dtype=np.uint64)
+            grown[: self.counter.size] = self.counter
+            self.counter = grown
+            self._bufs = None
+
     def reset(self):
         """Back to a fresh state in place (after a failed launch took an unknown number of
         tickets and left words half-published); the plans that hold it stay valid."""
@@ -969,6 +978,8 @@ def _plan_pipeline(p, pt, fn, tuple_op, xv, ov, in_dtypes, acc_dtypes, shift, ha
     ntiles = tpr * nbatch
     wide = sync[0]
     st = _state(xv[0], acc_dtypes, ntiles, wide)
+    if kpipe.TRACE:
+        st.counter_room(kpipe.trace_words(group * (-(-ntiles // group))))
     argtypes = _tile_argtypes(in_dtypes, acc_dtypes, st)
     p.kernel = runtime.compile_kernel(
         kpipe.make_pipeline_scan,

@@ -159,6 +159,7 @@ def source_hash() -> str:
                     h.update(os.path.basename(path).encode() + b"\0" + f.read())
         # build switches read by the kernel modules at import
         h.update(b"count=" + os.environ.get("FORGE_ARRAY_SCAN_COUNT", "").encode())
+        h.update(b"trace=" + os.environ.get("FORGE_ARRAY_SCAN_TRACE", "").encode())
         _SOURCE_HASH = h.hexdigest()
     return _SOURCE_HASH
 
