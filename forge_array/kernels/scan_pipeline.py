@@ -213,6 +213,38 @@ def make_pipeline_scan(fn, dtype, warps, vectors, stages, shift, has_init, ovec,
             tiles[k0 + j] = fi.load(src[0], base + j)
 
     @cuda.jit(device=True)
+    def item_span(first, n):
+        """``(jlo, jhi)``: the items ``jlo <= j < jhi`` of a thread whose first item is row
+        element ``first`` that lie in the row (``0 <= first + j < n``)."""
+        return max(np.int64(0), -first), min(np.int64(items), n - first)
+
+    @cuda.jit(device=True)
+    def fold_span(tiles, k0, jlo, jhi, empty):
+        """The tagged fold of items ``jlo <= j < jhi`` of a thread of a partial tile (its
+        items read as 16-byte vectors: no chain of scalar shared loads behind bounds tests)."""
+        agg = empty
+        for i in range(RV):
+            v = fi.vload_shared(tiles, k0 + i * VEC)
+            for e in range(VEC):
+                j = i * VEC + e
+                if j >= jlo and j < jhi:
+                    agg = comb(agg, (_ONE, v[e]))
+        return agg
+
+    @cuda.jit(device=True)
+    def rescan_span(tiles, k0, jlo, jhi, run):
+        """Rescan items ``jlo <= j < jhi`` of a thread of a partial tile in place, from the
+        tagged prefix ``run``."""
+        for i in range(RV):
+            v = fi.vload_shared(tiles, k0 + i * VEC)
+            for e in range(VEC):
+                j = i * VEC + e
+                if j >= jlo and j < jhi:
+                    run = comb(run, (_ONE, v[e]))
+                    tiles[k0 + j] = run[1]
+        return run
+
+    @cuda.jit(device=True)
     def take(sk, bars, B, it):
         """``(buffer, tile id)`` of the ``it``-th tile of this block, once barrier ``B`` of
         its buffer has completed that use (tile id -1: no tile left)."""
@@ -334,11 +366,8 @@ def make_pipeline_scan(fn, dtype, warps, vectors, stages, shift, has_init, ovec,
                         a = op_v(a, (v[e],))
                 agg = (_ONE,) + a
             else:
-                agg = empty
-                for j in range(items):
-                    L = start + kb + j
-                    if L >= 0 and L < n:
-                        agg = comb(agg, (_ONE, tiles[k0 + j]))
+                jlo, jhi = item_span(start + kb, n)
+                agg = fold_span(tiles, k0, jlo, jhi, empty)
             _st_tag(sk, TS0 + s * CT + tid, sv, TS0 + s * CT + tid, agg)
             inc = warp_scan(agg)
             q = WT0 + s * W
@@ -398,11 +427,8 @@ def make_pipeline_scan(fn, dtype, warps, vectors, stages, shift, has_init, ovec,
                     rr, w = vstep(rr, fi.vload_shared(tiles, k0 + i * VEC))
                     fi.vstore_shared(tiles, k0 + i * VEC, w)
             else:
-                for j in range(items):
-                    L = start + kb + j
-                    if L >= 0 and L < n:
-                        run = comb(run, (_ONE, tiles[k0 + j]))
-                        tiles[k0 + j] = run[1]
+                jlo, jhi = item_span(start + kb, n)
+                rescan_span(tiles, k0, jlo, jhi, run)
             q0 = s * TILE
             if ovec and whole and start + TILE + shift <= m:
                 fi.fence_proxy_async()  # this thread's results, to the bulk copy's proxy
