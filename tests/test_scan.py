@@ -1155,21 +1155,38 @@ def test_pipeline_trace_stamps(bk, sim, monkeypatch):
     assert (stamps[:, 4] < grid).all()
 
 
-def test_pipelined_scan_keeps_short_rows_on_the_tile_scan(bk, sim, monkeypatch):
-    """Rows of a batch shorter than ``pipe_row_tiles`` tiles go to the tile scan (their
-    partial tiles would be copied element by element by the producer warp); a 1-D scan and
-    rows long enough take the pipeline."""
-    _override(monkeypatch, scan={"pipeline": True, "pipe_min": 0, "pipe_row_tiles": 3})
+@pytest.mark.parametrize("row_tiles,short,long", [(3, 2.0, 3.0), (0.5, 0.4, 0.75)])
+def test_pipelined_scan_keeps_short_rows_on_the_tile_scan(bk, sim, monkeypatch, row_tiles, short,
+                                                          long):
+    """Rows of a batch shorter than ``pipe_row_tiles`` tiles (a float: 0.5 on sm_90) go to the
+    tile scan; rows long enough take the pipeline, whole tiles and partial ones (rows of 0.75
+    tile: one partial tile each, its aligned middle in one bulk copy)."""
+    _override(monkeypatch, scan={"pipeline": True, "pipe_min": 0, "pipe_row_tiles": row_tiles})
     p = tuning.params("scan")
     T = p["pipe_warps"] * 32 * p["pipe_vectors"] * 4
-    short = rand(bk, (3, 2 * T), "float32", seed=11)
-    close(accumulate(ops.add, short, axis=-1), np.cumsum(_np(short).astype(np.float64), axis=-1),
-          rtol=1e-4, atol=1e-3 * math.sqrt(2 * T))
-    assert "make_pipeline_scan" not in _pipeline_kernels()
-    long = rand(bk, (2, 3 * T), "float32", seed=12)
-    close(accumulate(ops.add, long, axis=-1), np.cumsum(_np(long).astype(np.float64), axis=-1),
-          rtol=1e-4, atol=1e-3 * math.sqrt(3 * T))
-    assert "make_pipeline_scan" in _pipeline_kernels()
+    for k, (frac, pipelined) in enumerate(((short, False), (long, True))):
+        pscan._fast_plans().clear()
+        n = -(-int(frac * T) // 4) * 4      # rows of one 16-byte phase (pipeline: needed)
+        x = rand(bk, (3, n), "float32", seed=11 + k)
+        close(accumulate(ops.add, x, axis=-1), np.cumsum(_np(x).astype(np.float64), axis=-1),
+              rtol=1e-4, atol=1e-3 * math.sqrt(n))
+        assert ("make_pipeline_scan" in _pipeline_kernels()) == pipelined, (frac, _pipeline_kernels())
+
+
+@pytest.mark.parametrize("rcm,kernel", [(None, "make_column_scan"), (0, "make_tile_scan")])
+def test_short_rows_column_kernel_cap(bk, sim, monkeypatch, rcm, kernel):
+    """Many short rows go to the column kernel (a thread per row) up to ``rows_column_max``
+    elements (default: a quarter of the tile scan's tile); beyond it the tile scan takes them,
+    with the same values."""
+    over = {"pipeline": False}
+    if rcm is not None:
+        over["rows_column_max"] = rcm
+    _override(monkeypatch, scan=over, scan_columns={"rows_staged_vecs": 0})
+    pscan._fast_plans().clear()
+    x = rand(bk, (70, 3), "float32", seed=5)
+    close(accumulate(ops.add, x, axis=1), np.cumsum(_np(x).astype(np.float64), axis=1),
+          rtol=1e-5, atol=1e-5)
+    assert kernel in _pipeline_kernels(), _pipeline_kernels()
 
 
 def rng_uniform(n, dtype):

@@ -833,7 +833,10 @@ def plan_scan(fn, tuple_op, xv, ov, in_dtypes, acc_dtypes, init, shift, n, m, nb
     # columns: the batch runs along the contiguous axis; a scan of length 1 is one too,
     # whatever its stride (a row of one-element scans, e.g. axis 0 of a (1, p) matrix)
     columns = nb1 > 1 and abs(bx[1]) == 1 and (n == 1 or (abs(s_in) != 1 and n > 1))
-    short_rows = nbatch >= 64 and n * 4 < tile
+    # many short rows go to the column kernel (a thread per row); rows_column_max caps their
+    # length (default: a quarter of the tile scan's tile)
+    rcm = pt.get("rows_column_max")
+    short_rows = nbatch >= 64 and (n * 4 < tile if rcm is None else n <= int(rcm))
     has_init = init is not None
     wide = bool(pt.get("wide", True))
     sync = (wide, bool(pt.get("release", False)), int(pt.get("spin_ns", 0)))
@@ -963,10 +966,10 @@ def _plan_pipeline(p, pt, fn, tuple_op, xv, ov, in_dtypes, acc_dtypes, shift, ha
     lookers = int(pt.get("pipe_lookers", 1))
     group = max(1, int(pt.get("pipe_group", 1)))
     block, tile, nbytes = kpipe.pipeline_shape(acc, warps, vectors, stages, lookers)
-    if nbatch > 1 and n < int(pt.get("pipe_row_tiles", 16)) * tile:
-        # short rows: their partial tiles go through the producer warp's 32 lanes, element by
-        # element (axis 1 of a (10^4, 10^4) float32 matrix, 1.5 tiles per row: 1324 us against
-        # the tile scan's 307 on the H200); the tile scan takes them
+    if nbatch > 1 and n < float(pt.get("pipe_row_tiles", 16)) * tile:
+        # short rows: mostly partial tiles; below about half a tile per row the tile scan is
+        # faster (H200, float32 rows of 3000: 420 against 566 us; rows of 1.5 tiles: 257-261
+        # against 316, since partial tiles move by bulk copies of their aligned middle)
         return None
     # tile buffers beyond the static limit: dynamic shared memory (not in the simulator)
     extra = kpipe.pipeline_scratch_bytes(acc, warps, stages)

@@ -80,7 +80,7 @@ TABLES: dict = {
         # at least pipe_min elements (all rows together; pipe_dynamic: tile buffers in dynamic
         # shared memory even when they would fit in static; pipe_lookback: the pipeline's
         # predecessors per lane in one look-back round trip; pipe_row_tiles: rows of a batch
-        # shorter than this many tiles keep the tile scan; pipe_lookers: look-back warps per
+        # shorter than this many tiles (a float) keep the tile scan; pipe_lookers: look-back warps per
         # block, 1 or 2, taking the tiles in turn; pipe_group: consecutive tiles per ticket)
         "scan": {"block": 256, "item_bytes": 64, "items_max": 32, "min_blocks": 5, "ticket": "atomic",
                  "persist": 0, "wide": True, "keep_items": False, "spin_ns": 0, "release": False,
@@ -129,8 +129,13 @@ TABLES: dict = {
         # float32 10^8 297 -> 275-277 us, 10^9 2574-2584 -> 2429-2430; float64 546-591 ->
         # 476-477, 4899-4952 -> 4515-4523; int32 280-285 -> 262-266, 2398-2406 -> 2265; at 10^7
         # the tile scan stays (52-57 us against 72-76); wider squads of the same tile lost
+        # pipe_row_tiles 0.5 (session 15, tune-s15-rowpipe, session15/row_scan_probe-*): with
+        # partial tiles moved by bulk copies (session 14), rows from half a pipelined tile up
+        # take the pipeline: axis 1 of (10^4, 10^4) float32 316-317 -> 257-261 us, (1000,
+        # 10^5) 277 -> 243, float64 (20000, 5000) 582 -> 439-458, (33333, 3000) 598 -> 468-487;
+        # rows of a quarter tile lost (float32 3000: 420 -> 566, float64 1500: 683 -> 819)
         "scan": {"item_bytes": 128, "shared_vec": True, "pipeline": True, "pipe_vectors": 13,
-                 "pipe_stages": 4, "pipe_min": 1 << 26},
+                 "pipe_stages": 4, "pipe_min": 1 << 26, "pipe_row_tiles": 0.5},
         # H200 sweeps (tune-rowcol-*.md, tune-rowcol2-*.md): best overall of the rowcol variants
         # row_tile_vecs 8 (session 5, tune-rowtile / tune-rowtile2): sum(axis=1) of (10^7, 10)
         # 177 -> 144 and 174 -> 141 us, A @ x (10^7, 10) 180 -> 146 and 175 -> 147 us; 16 vectors

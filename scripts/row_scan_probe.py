@@ -1,0 +1,53 @@
+"""Session 15: which kernel should take the rows of a batched scan? Axis-1 cumulative_sum of
+float32 and float64 matrices of ~10^8 elements with rows of ROW_PROBE_COLS elements
+(default 1 500 to 10^5), for each tuning configuration of ROW_PROBE_CONFIGS (JSON list of
+[name, overrides]; default: values of ``scan.pipe_row_tiles``, rows shorter than that many
+pipelined tiles keep the tile scan), each in a fresh process; median µs of 20 event-timed
+calls after warm-up, next to a device-to-device copy of the same bytes timed in the same
+process (fraction of copy), and the kernel that ran."""
+import json
+import os
+import subprocess
+import sys
+
+CODE = r"""
+import cupy as cp, numpy as np
+import forge_array as xp
+from forge_array.primitives import scan as pscan
+def med(f):
+    for _ in range(3):
+        f()
+    a, b = cp.cuda.Event(), cp.cuda.Event()
+    ts = []
+    for _ in range(20):
+        a.record(); f(); b.record(); b.synchronize()
+        ts.append(cp.cuda.get_elapsed_time(a, b) * 1e3)
+    return sorted(ts)[10]
+for dt in ("float32", "float64"):
+    for cols in @COLS@:
+        rows = 10**8 // cols
+        x = xp.asarray(cp.random.standard_normal((rows, cols)).astype(dt))
+        y = cp.empty_like(x._array if hasattr(x, "_array") else x)
+        src = x._array if hasattr(x, "_array") else x
+        t = med(lambda: xp.cumulative_sum(x, axis=1))
+        c = med(lambda: cp.copyto(y, src))
+        p = list(pscan._fast_plans().values())[-1]
+        print(f"{dt} ({rows},{cols}) {p.kernel.name:22s} {t:8.1f} us  copy {c:7.1f}  of copy {c / t:.2f}",
+              flush=True)
+        del x, y, src
+        pscan._fast_plans().clear()
+"""
+
+COLS = os.environ.get("ROW_PROBE_COLS", "1500,3000,5000,7000,10000,20000,100000")
+CONFIGS = json.loads(os.environ.get("ROW_PROBE_CONFIGS", "null")) or [
+    [f"pipe_row_tiles={t}", {"scan": {"pipe_row_tiles": t}}] for t in (16, 1, 0.5, 0.25)]
+for name, cfg in CONFIGS:
+    env = dict(os.environ, FORGE_ARRAY_TUNING=json.dumps(cfg))
+    try:
+        out = subprocess.run([sys.executable, "-c", CODE.replace("@COLS@", f"({COLS},)")], env=env,
+                             capture_output=True, text=True, timeout=150)
+        lines = (out.stdout + out.stderr[-2000:]).strip().splitlines()
+    except subprocess.TimeoutExpired:
+        lines = ["timeout"]
+    for line in lines:
+        print(f"{name:24s}", line, flush=True)
