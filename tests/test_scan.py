@@ -835,6 +835,38 @@ def test_row_scan_staged(bk, monkeypatch, dtype):
     assert len(made) == before
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_row_scan_staged_long_rows(bk, monkeypatch, dtype):
+    """Rows longer than a warp tile of ``rows_staged_vecs`` vectors per lane take tiles of
+    ``rows_staged_long_vecs`` (blocks of fewer warps, more of them per SM), scanned as one
+    segmented sequence per warp tile (lanes' runs crossing row starts, a row per tile); rows
+    that fit the short tile keep it; rows beyond ``rows_staged_max`` go to another kernel."""
+    _override(monkeypatch, scan={"pipeline": False},
+              scan_columns={"rows_staged_vecs": 1, "rows_staged_block": 128,
+                            "rows_staged_blocks_per_sm": 1, "rows_staged_long_vecs": 4,
+                            "rows_staged_max": 10**6})
+    dt = np.dtype(dtype)
+    tw = 32 * (16 // dt.itemsize)       # elements of a short warp tile
+    rng = np.random.default_rng(48)
+    for rows, n, block in [(70, tw, 128), (65, tw + 3, 32), (66, 2 * tw + 1, 32), (64, 4 * tw, 32),
+                           (64, 4 * tw + 4, None)]:
+        pscan._fast_plans().clear()
+        h = rng.standard_normal((rows, n)).astype(dt)
+        x = bk.asarray(h)
+        got = accumulate(ops.add, x, axis=1)
+        close(got, np.cumsum(h.astype(np.float64), axis=1), rtol=1e-4 if dt.itemsize == 4 else 1e-9,
+              atol=1e-4 * math.sqrt(n))
+        close(accumulate(lambda a, b: b, x, axis=1), h)
+        close(accumulate(ops.add, x, axis=1, init=dt.type(2)), np.cumsum(h.astype(np.float64), axis=1) + 2,
+              rtol=1e-4 if dt.itemsize == 4 else 1e-9, atol=1e-4 * math.sqrt(n))
+        plans = [p for p in pscan._fast_plans().values() if getattr(p, "kernel", None)]
+        if block is None:
+            assert all(p.kernel.name != "make_row_scan" for p in plans)
+        else:
+            assert {p.kernel.name for p in plans} == {"make_row_scan"}
+            assert {p.block for p in plans} == {block}, (n, [p.block for p in plans])
+
+
 @pytest.mark.parametrize("fit", [True, False], ids=["fit", "pow2"])
 def test_fitted_tiles(bk, monkeypatch, fit):
     """Items per thread fitted to the row (fit_items: equal tiles, items a multiple of the
@@ -1178,10 +1210,10 @@ def test_short_rows_column_kernel_cap(bk, sim, monkeypatch, rcm, kernel):
     """Many short rows go to the column kernel (a thread per row) up to ``rows_column_max``
     elements (default: a quarter of the tile scan's tile); beyond it the tile scan takes them,
     with the same values."""
-    over = {"pipeline": False}
+    cols = {"rows_staged_vecs": 0}
     if rcm is not None:
-        over["rows_column_max"] = rcm
-    _override(monkeypatch, scan=over, scan_columns={"rows_staged_vecs": 0})
+        cols["rows_column_max"] = rcm
+    _override(monkeypatch, scan={"pipeline": False}, scan_columns=cols)
     pscan._fast_plans().clear()
     x = rand(bk, (70, 3), "float32", seed=5)
     close(accumulate(ops.add, x, axis=1), np.cumsum(_np(x).astype(np.float64), axis=1),

@@ -1070,10 +1070,16 @@ def make_row_scan(fn, acc_dtype, block, vecs, has_init):
     (10^7, 10) matrix), input and output of one 4- or 8-byte dtype, scalar operator ``fn``.
     Each warp works alone on tiles of ``RT = TW // n`` whole rows (``TW = vecs * 32 * VEC``
     elements, its slice of the block's shared memory): it stages the tile in with 128-bit
-    loads (:func:`.staging.make_tile_loader`), each lane scans rows ``lane, lane + 32, ...``
-    in place in shared memory, and the warp stores the tile out with 128-bit stores
-    (:func:`.staging.make_tile_storer`; input and output may have different 16-byte
-    phases). No look-back, no ticket, no block barrier: the rows are independent.
+    loads (:func:`.staging.make_tile_loader`), scans it in place in shared memory and
+    stores it out with 128-bit stores (:func:`.staging.make_tile_storer`; input and output
+    may have different 16-byte phases). No look-back, no ticket, no block barrier: the rows
+    are independent. With at least 32 rows per tile each lane scans rows ``lane, lane + 32,
+    ...``; with fewer (rows longer than ``TW / 32``) the warp scans the tile as one segmented
+    sequence: each lane folds a run of ``C`` consecutive elements (``C`` odd, so that the
+    lanes' runs start in distinct shared-memory banks), restarting at every row start; a
+    warp scan of the segmented operator (a row start on the right restarts the fold) hands
+    each lane the fold of its row before its run, which the lane applies to its elements
+    before its first row start.
 
     Kernel arguments: ``src, dst, init`` (1-tuples of pointers), ``n`` (row length, at most
     ``TW``), ``R`` (rows), ``aux`` (the 16-byte phase in elements of ``src[0]``, plus 16 times
@@ -1090,6 +1096,67 @@ def make_row_scan(fn, acc_dtype, block, vecs, has_init):
     op = fi.as_device(fn)
     load_tile = make_tile_loader(32, VEC)
     store_tile = make_tile_storer(32, VEC)
+
+    def seg(p, q):                     # (row start seen, fold since it): q's start restarts
+        if q[0] != 0:
+            return (p[0] | q[0], q[1])
+        return (p[0], fi.cast_like(op(p[1], q[1]), q[1]))
+
+    seg_scan = fi.make_warp_scan(seg)
+
+    @cuda.jit(device=True)
+    def lane_per_row(s, so, init, n, rows, lane):
+        r = lane
+        while r < rows:
+            e = so + r * n
+            a = fi.load(s, e)
+            if has_init:
+                a = fi.cast_like(op(fi.load(init[0], 0), a), a)
+                fi.store(s, e, a)
+            for j in range(1, n):
+                a = fi.cast_like(op(a, fi.load(s, e + j)), a)
+                fi.store(s, e + j, a)
+            r += 32
+
+    @cuda.jit(device=True)
+    def segmented(s, so, init, n, rows, lane):
+        tot = rows * n
+        C = (tot + 31) // 32
+        C += 1 - C % 2                 # odd: the 32 runs start in 32 distinct banks
+        b = lane * C
+        e = b + C
+        if e > tot:
+            e = tot
+        fh = (b + n - 1) // n * n      # the first row start at or after b
+        head = 0
+        a = fi.load(s, so)             # (typed; lanes past the tile fold nothing)
+        nxt = fh
+        p = b
+        while p < e:
+            x = fi.load(s, so + p)
+            if p == nxt:
+                if has_init:
+                    x = fi.cast_like(op(fi.load(init[0], 0), x), x)
+                a = x
+                head = 1
+                nxt += n
+            elif p == b:
+                a = x
+            else:
+                a = fi.cast_like(op(a, x), a)
+            fi.store(s, so + p, a)
+            p += 1
+        inc = seg_scan((head, a))
+        prev = fi.shfl_up(inc, 1)      # the fold of this lane's row before its run
+        if fh > b and b < tot:         # (lane 0 starts a row: never here)
+            c = prev[1]
+            lim = fh
+            if lim > e:
+                lim = e
+            p = b
+            while p < lim:
+                fi.store(s, so + p, fi.cast_like(op(c, fi.load(s, so + p)), c))
+                p += 1
 
     def body(s, src, dst, init, n, R, aux):
         tid = cuda.threadIdx.x
@@ -1108,17 +1175,10 @@ def make_row_scan(fn, acc_dtype, block, vecs, has_init):
                 rows = RT
             load_tile(s, so, src[0], r0 * n, rows * n, mis_in, lane)
             fi.syncwarp()
-            r = lane
-            while r < rows:
-                e = so + r * n
-                a = fi.load(s, e)
-                if has_init:
-                    a = fi.cast_like(op(fi.load(init[0], 0), a), a)
-                    fi.store(s, e, a)
-                for j in range(1, n):
-                    a = fi.cast_like(op(a, fi.load(s, e + j)), a)
-                    fi.store(s, e + j, a)
-                r += 32
+            if RT >= 32:               # warp-uniform
+                lane_per_row(s, so, init, n, rows, lane)
+            else:
+                segmented(s, so, init, n, rows, lane)
             fi.syncwarp()
             store_tile(s, so, dst[0], r0 * n, rows * n, mis_out, lane)
             fi.syncwarp()

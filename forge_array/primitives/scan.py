@@ -835,7 +835,7 @@ def plan_scan(fn, tuple_op, xv, ov, in_dtypes, acc_dtypes, init, shift, n, m, nb
     columns = nb1 > 1 and abs(bx[1]) == 1 and (n == 1 or (abs(s_in) != 1 and n > 1))
     # many short rows go to the column kernel (a thread per row); rows_column_max caps their
     # length (default: a quarter of the tile scan's tile)
-    rcm = pt.get("rows_column_max")
+    rcm = pc.get("rows_column_max")
     short_rows = nbatch >= 64 and (n * 4 < tile if rcm is None else n <= int(rcm))
     has_init = init is not None
     wide = bool(pt.get("wide", True))
@@ -1015,6 +1015,7 @@ def _rows_staged_fit(pc, in_dtypes, acc_dtypes, xv, ov, shift, n, m, nbatch, nb1
     isz = acc_dtypes[0].itemsize
     if isz not in (4, 8) or shift or m != n:
         return False
+    vecs = max(vecs, int(pc.get("rows_staged_long_vecs", 0)))
     if n > min(int(pc.get("rows_staged_max", 128)), vecs * 32 * (16 // isz)):
         return False
     if nbatch != nb1 or s_in != 1 or bx[1] != n or s_out != 1 or bo[1] != n:
@@ -1024,14 +1025,21 @@ def _rows_staged_fit(pc, in_dtypes, acc_dtypes, xv, ov, shift, n, m, nbatch, nb1
 
 def _plan_rows(p, pc, fn, acc, xv, ov, has_init, n, nbatch):
     """Plan of :func:`..kernels.scan.make_row_scan` (see :func:`_rows_staged_fit`): one wave
-    of persistent blocks whose warps take tiles of whole rows in turn."""
+    of persistent blocks whose warps take tiles of whole rows in turn. Rows longer than a
+    tile of ``rows_staged_vecs`` vectors per lane take tiles of ``rows_staged_long_vecs``,
+    in proportionally smaller blocks and more of them per SM (the same shared memory per
+    block and warps per SM)."""
     block = int(pc.get("rows_staged_block", 256))
     vecs = int(pc["rows_staged_vecs"])
+    per_sm = int(pc.get("rows_staged_blocks_per_sm", 4))
     isz = acc.itemsize
+    longv = int(pc.get("rows_staged_long_vecs", 0))
+    if n > vecs * 32 * (16 // isz) and longv > vecs:
+        block, per_sm = max(32, block * vecs // longv), per_sm * longv // vecs
+        vecs = longv
     tw = vecs * 32 * (16 // isz)
     tiles = -(-nbatch // (tw // n))
     wpb = block // 32
-    per_sm = int(pc.get("rows_staged_blocks_per_sm", 4))
     I64 = runtime.i64
     argtypes = (runtime.tuple_ptr_t((acc,)), runtime.tuple_ptr_t((acc,)),
                 runtime.tuple_ptr_t((acc,)), I64, I64, I64)
