@@ -425,6 +425,11 @@ def _common_versions() -> dict:
         v["forge_array"] = fa_version
     except Exception:
         v["forge_array"] = _version_of("forge-array")
+    # the commit measured: FORGE_ARRAY_GIT when set (the lent GPU machine's copy of the tree
+    # may carry a stale .git: pass the commit in the device command), else git
+    if os.environ.get("FORGE_ARRAY_GIT"):
+        v["forge_array_git"] = os.environ["FORGE_ARRAY_GIT"]
+        return v
     try:
         out = os.popen("git -C %s rev-parse --short HEAD 2>/dev/null" % _repo_root()).read()
         if out.strip():

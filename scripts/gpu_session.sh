@@ -8,6 +8,8 @@
 #   PROFILE="scripts/profile-1.txt" bash scripts/gpu_session.sh profile   (bench.profile lines, under ncu)
 #   TIMING="scripts/timing-1.txt" bash scripts/gpu_session.sh timing   (bench.profile --timing lines)
 #   SCRIPTS="scripts/scan_gap_probe.py" bash scripts/gpu_session.sh script   (python probes)
+# Pass FORGE_ARRAY_GIT=<commit> in the device command: the bench records it (the device copy of
+# the tree may carry a stale .git).
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT/r"
