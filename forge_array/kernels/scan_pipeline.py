@@ -218,31 +218,26 @@ def make_pipeline_scan(fn, dtype, warps, vectors, stages, shift, has_init, ovec,
         element ``first`` that lie in the row (``0 <= first + j < n``)."""
         return max(np.int64(0), -first), min(np.int64(items), n - first)
 
-    @cuda.jit(device=True)
-    def fold_span(tiles, k0, jlo, jhi, empty):
-        """The tagged fold of items ``jlo <= j < jhi`` of a thread of a partial tile (its
-        items read as 16-byte vectors: no chain of scalar shared loads behind bounds tests)."""
-        agg = empty
-        for i in range(RV):
-            v = fi.vload_shared(tiles, k0 + i * VEC)
-            for e in range(VEC):
-                j = i * VEC + e
-                if j >= jlo and j < jhi:
-                    agg = comb(agg, (_ONE, v[e]))
-        return agg
+    def make_span(store):
+        """Device function ``(tiles, k0, jlo, jhi, run) -> run``: fold items ``jlo <= j < jhi``
+        of a thread of a partial tile into the tagged value ``run`` (its items read as 16-byte
+        vectors: no chain of scalar shared loads behind bounds tests); with ``store``, write
+        each running value back in place (the rescan)."""
+        @cuda.jit(device=True)
+        def span(tiles, k0, jlo, jhi, run):
+            for i in range(RV):
+                v = fi.vload_shared(tiles, k0 + i * VEC)
+                for e in range(VEC):
+                    j = i * VEC + e
+                    if j >= jlo and j < jhi:
+                        run = comb(run, (_ONE, v[e]))
+                        if store:
+                            tiles[k0 + j] = run[1]
+            return run
+        return span
 
-    @cuda.jit(device=True)
-    def rescan_span(tiles, k0, jlo, jhi, run):
-        """Rescan items ``jlo <= j < jhi`` of a thread of a partial tile in place, from the
-        tagged prefix ``run``."""
-        for i in range(RV):
-            v = fi.vload_shared(tiles, k0 + i * VEC)
-            for e in range(VEC):
-                j = i * VEC + e
-                if j >= jlo and j < jhi:
-                    run = comb(run, (_ONE, v[e]))
-                    tiles[k0 + j] = run[1]
-        return run
+    fold_span = make_span(False)
+    rescan_span = make_span(True)
 
     @cuda.jit(device=True)
     def take(sk, bars, B, it):
