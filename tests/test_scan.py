@@ -838,9 +838,10 @@ def test_row_scan_staged(bk, monkeypatch, dtype):
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_row_scan_staged_long_rows(bk, monkeypatch, dtype):
     """Rows longer than a warp tile of ``rows_staged_vecs`` vectors per lane take tiles of
-    ``rows_staged_long_vecs`` (blocks of fewer warps, more of them per SM), scanned as one
-    segmented sequence per warp tile (lanes' runs crossing row starts, a row per tile); rows
-    that fit the short tile keep it; rows beyond ``rows_staged_max`` go to another kernel."""
+    2, 4 ... times as many, up to ``rows_staged_long_vecs`` (blocks of fewer warps, more of
+    them per SM), scanned as one segmented sequence per warp tile (lanes' runs crossing row
+    starts, a row per tile); rows that fit the short tile keep it; rows beyond the longest
+    tile go to another kernel."""
     _override(monkeypatch, scan={"pipeline": False},
               scan_columns={"rows_staged_vecs": 1, "rows_staged_block": 128,
                             "rows_staged_blocks_per_sm": 1, "rows_staged_long_vecs": 4,
@@ -848,8 +849,8 @@ def test_row_scan_staged_long_rows(bk, monkeypatch, dtype):
     dt = np.dtype(dtype)
     tw = 32 * (16 // dt.itemsize)       # elements of a short warp tile
     rng = np.random.default_rng(48)
-    for rows, n, block in [(70, tw, 128), (65, tw + 3, 32), (66, 2 * tw + 1, 32), (64, 4 * tw, 32),
-                           (64, 4 * tw + 4, None)]:
+    for rows, n, block in [(70, tw, 128), (65, tw + 3, 64), (67, 2 * tw, 64), (66, 2 * tw + 1, 32),
+                           (64, 4 * tw, 32), (64, 4 * tw + 4, None)]:
         pscan._fast_plans().clear()
         h = rng.standard_normal((rows, n)).astype(dt)
         x = bk.asarray(h)

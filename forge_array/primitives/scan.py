@@ -1015,7 +1015,9 @@ def _rows_staged_fit(pc, in_dtypes, acc_dtypes, xv, ov, shift, n, m, nbatch, nb1
     isz = acc_dtypes[0].itemsize
     if isz not in (4, 8) or shift or m != n:
         return False
-    vecs = max(vecs, int(pc.get("rows_staged_long_vecs", 0)))
+    longv = int(pc.get("rows_staged_long_vecs", 0))
+    while 2 * vecs <= longv:            # the longest tile: vecs doubled (see _plan_rows)
+        vecs *= 2
     if n > min(int(pc.get("rows_staged_max", 128)), vecs * 32 * (16 // isz)):
         return False
     if nbatch != nb1 or s_in != 1 or bx[1] != n or s_out != 1 or bo[1] != n:
@@ -1026,17 +1028,19 @@ def _rows_staged_fit(pc, in_dtypes, acc_dtypes, xv, ov, shift, n, m, nbatch, nb1
 def _plan_rows(p, pc, fn, acc, xv, ov, has_init, n, nbatch):
     """Plan of :func:`..kernels.scan.make_row_scan` (see :func:`_rows_staged_fit`): one wave
     of persistent blocks whose warps take tiles of whole rows in turn. Rows longer than a
-    tile of ``rows_staged_vecs`` vectors per lane take tiles of ``rows_staged_long_vecs``,
-    in proportionally smaller blocks and more of them per SM (the same shared memory per
-    block and warps per SM)."""
+    tile of ``rows_staged_vecs`` vectors per lane take tiles of twice, four times ... as many
+    vectors, up to ``rows_staged_long_vecs``: the smallest that holds a row, in
+    proportionally smaller blocks and more of them per SM (the same shared memory per
+    block and per SM)."""
     block = int(pc.get("rows_staged_block", 256))
     vecs = int(pc["rows_staged_vecs"])
     per_sm = int(pc.get("rows_staged_blocks_per_sm", 4))
     isz = acc.itemsize
     longv = int(pc.get("rows_staged_long_vecs", 0))
-    if n > vecs * 32 * (16 // isz) and longv > vecs:
-        block, per_sm = max(32, block * vecs // longv), per_sm * longv // vecs
-        vecs = longv
+    v = vecs
+    while n > v * 32 * (16 // isz) and 2 * v <= longv:
+        v *= 2
+    block, per_sm, vecs = max(32, block * vecs // v), per_sm * v // vecs, v
     tw = vecs * 32 * (16 // isz)
     tiles = -(-nbatch // (tw // n))
     wpb = block // 32

@@ -99,8 +99,9 @@ TABLES: dict = {
         # rows_staged_vecs: many short rows (at most rows_staged_max elements) of a 4- or 8-byte
         # dtype scanned in place in shared memory by warps (kernels.scan.make_row_scan), tiles
         # of this many 16-byte vectors per lane (0 = off: the column kernel takes them);
-        # rows_staged_long_vecs: rows longer than that tile take tiles of this many vectors
-        # (blocks and blocks per SM scaled to keep shared memory per block; 0 = off);
+        # rows_staged_long_vecs: rows longer than that tile take tiles of 2, 4 ... times as
+        # many vectors, up to this many (the smallest that holds a row; blocks and blocks per
+        # SM scaled to keep shared memory per block; 0 = off);
         # rows_column_max: many short rows that the staged kernel does not take go to the
         # column kernel up to this length (absent: a quarter of the tile scan's tile)
         # narrow_max: axis 0 of C-contiguous matrices of 2 .. narrow_max (<= 32) columns scanned
@@ -158,17 +159,20 @@ TABLES: dict = {
         # tune-s13-rowacc-sum): sum(axis=1) of (10^7, 10) 139.3 / 139.3 -> 125.5 / 124.6 us
         # narrow-matrix scan tiles of 160 threads x 272 bytes (session 13, tune-s13-narrow,
         # tune-s13-narrow2): axis 0 of (10^7, 10) float32 333-375 us (96 x 384) -> 308-335
-        # rows_staged_max 2048, rows_staged_long_vecs 16, rows_column_max 200 (session 15,
+        # rows_staged_max 4096, rows_staged_long_vecs 32, rows_column_max 200 (session 15,
         # session15/row_scan_probe-*.txt, 10^8 elements, axis 1): the staged kernel's warps scan
         # tiles of fewer than 32 rows as one segmented sequence, so rows of 130 .. 2048 float32
         # (130 .. 1024 float64) leave the column kernel: float32 rows of 130 2874 -> 309 us,
         # 300 2630 -> 291-298, 1000 1998 -> 292-297, 2000 1860 -> 299 (tile scan 469); float64
         # rows of 600 2667 -> 536, 1000 2652 -> 532. Tiles of 16 vectors only past the 8-vector
-        # tile (rows of 10: 244 -> 286 us with 16). Rows the staged kernel does not take (a
+        # tile (rows of 10: 244 -> 286 us with 16), 32 past the 16-vector one (float32 rows of
+        # 2500 475 -> 348, 3000 412 -> 336, 3300 493 -> 322, 4000 450 (pipeline) -> 313; float64
+        # 1500 681 -> 577, 2000 662 -> 549; rows of 1500-2000 float32: 297-312 with 16 against
+        # 312-346 with 32). Rows the staged kernel does not take (a
         # conversion, include_initial, strided rows) keep the column kernel up to 200
         # elements (130: 2874 against the tile scan's 3987 us; 300: 2630 against 1865)
-        "scan_columns": {"narrow_block": 160, "narrow_bytes": 272, "rows_staged_max": 2048,
-                         "rows_staged_long_vecs": 16, "rows_column_max": 200},
+        "scan_columns": {"narrow_block": 160, "narrow_bytes": 272, "rows_staged_max": 4096,
+                         "rows_staged_long_vecs": 32, "rows_column_max": 200},
         "rowcol": {"occupancy": True, "row_tile_warp": True, "row_tile_min_blocks": 0, "col_tile": 32,
                    "col_min_blocks": 8, "row_tile_v4": True, "row_tile_vecs": 8, "row_fill": 2,
                    "col_vstore": True, "col_flat_group": 2, "col_min_items": 64, "col_block": 128,
