@@ -1,5 +1,6 @@
 """Session 15: which kernel should take the rows of a batched scan? Axis-1 cumulative_sum of
-float32 and float64 matrices of ~10^8 elements with rows of ROW_PROBE_COLS elements
+float32 and float64 (ROW_PROBE_DTYPES; int32: summed into int64, the copy then of the input's
+bytes only) matrices of ~10^8 elements with rows of ROW_PROBE_COLS elements
 (default 1 500 to 10^5), for each tuning configuration of ROW_PROBE_CONFIGS (JSON list of
 [name, overrides]; default: values of ``scan.pipe_row_tiles``, rows shorter than that many
 pipelined tiles keep the tile scan), each in a fresh process; median µs of 20 event-timed
@@ -23,10 +24,13 @@ def med(f):
         a.record(); f(); b.record(); b.synchronize()
         ts.append(cp.cuda.get_elapsed_time(a, b) * 1e3)
     return sorted(ts)[10]
-for dt in ("float32", "float64"):
+for dt in @DTYPES@:
     for cols in @COLS@:
         rows = 10**8 // cols
-        x = xp.asarray(cp.random.standard_normal((rows, cols)).astype(dt))
+        if dt.startswith("int"):   # the namespace's default: int32 rows summed into int64
+            x = xp.asarray(cp.random.randint(-100, 100, (rows, cols)).astype(dt))
+        else:
+            x = xp.asarray(cp.random.standard_normal((rows, cols)).astype(dt))
         y = cp.empty_like(x._array if hasattr(x, "_array") else x)
         src = x._array if hasattr(x, "_array") else x
         t = med(lambda: xp.cumulative_sum(x, axis=1))
@@ -39,12 +43,14 @@ for dt in ("float32", "float64"):
 """
 
 COLS = os.environ.get("ROW_PROBE_COLS", "1500,3000,5000,7000,10000,20000,100000")
+DTYPES = os.environ.get("ROW_PROBE_DTYPES", "float32,float64").split(",")
 CONFIGS = json.loads(os.environ.get("ROW_PROBE_CONFIGS", "null")) or [
     [f"pipe_row_tiles={t}", {"scan": {"pipe_row_tiles": t}}] for t in (16, 1, 0.5, 0.25)]
 for name, cfg in CONFIGS:
     env = dict(os.environ, FORGE_ARRAY_TUNING=json.dumps(cfg))
     try:
-        out = subprocess.run([sys.executable, "-c", CODE.replace("@COLS@", f"({COLS},)")], env=env,
+        code = CODE.replace("@COLS@", f"({COLS},)").replace("@DTYPES@", repr(tuple(DTYPES)))
+        out = subprocess.run([sys.executable, "-c", code], env=env,
                              capture_output=True, text=True, timeout=150)
         lines = (out.stdout + out.stderr[-2000:]).strip().splitlines()
     except subprocess.TimeoutExpired:

@@ -822,17 +822,51 @@ def test_row_scan_staged(bk, monkeypatch, dtype):
         r = xp.cumulative_sum(xp.asarray(bk.asarray(y)), axis=1, dtype=getattr(xp, dtype))
         close(np.asarray(r.to_device("cpu")), np.cumsum(y.astype(np.float64), axis=1), rtol=1e-4,
               atol=1e-4)
-    # not taken: include_initial, reverse (negative stride), a conversion, a tuple operator
+    # not taken: include_initial, reverse (negative stride), a tuple operator
     x = bk.asarray(rng.standard_normal((80, 6)).astype(np.float32))
     before = len(made)
     close(cumulative_sum(x, axis=1, include_initial=True)[:, 1:],
           np.cumsum(_np(x).astype(np.float64), axis=1), rtol=1e-4, atol=1e-4)
     close(accumulate(ops.add, x, axis=1, reverse=True),
           np.flip(np.cumsum(np.flip(_np(x).astype(np.float64), 1), axis=1), 1), rtol=1e-4, atol=1e-4)
-    close(cumulative_sum(x, axis=1, dtype=np.float64), np.cumsum(_np(x).astype(np.float64), axis=1))
     a = rng.uniform(0.5, 1.0, (80, 6)).astype(np.float32)
     accumulate(ops.affine, (bk.asarray(a), x), axis=1)
     assert len(made) == before
+
+
+@pytest.mark.parametrize("src,dst", [("int32", "int64"), ("float32", "float64"), ("uint32", "int64"),
+                                     ("int32", "float64")])
+def test_row_scan_staged_conversions(bk, monkeypatch, src, dst):
+    """The short-row scan with a widening conversion (int32 rows summed into int64, the
+    namespace's default for cumulative_sum of int32): the input staged in a tile of its own
+    type, read through a cast; rows of one lane each and rows scanned as a segmented sequence,
+    misaligned inputs, sums and products, on 16-vector tiles too."""
+    _override(monkeypatch, scan={"pipeline": False},
+              scan_columns={"rows_staged_vecs": 1, "rows_staged_block": 128,
+                            "rows_staged_blocks_per_sm": 1, "rows_staged_long_vecs": 2,
+                            "rows_staged_max": 10**6})
+    sd, dd = np.dtype(src), np.dtype(dst)
+    tw = 32 * (16 // dd.itemsize)
+    rng = np.random.default_rng(49)
+    for rows, n, off in [(70, 2, 0), (66, 7, 1), (65, tw - 1, 3), (64, tw + 5, 1)]:
+        pscan._fast_plans().clear()
+        flat = rng.integers(0 if sd.kind == "u" else -50, 50, rows * n + 8).astype(sd)
+        h = flat[off:off + rows * n].reshape(rows, n)
+        x = bk.asarray(flat)[off:off + rows * n].reshape(rows, n)
+        want = np.cumsum(h.astype(dd), axis=1)
+        got = cumulative_sum(x, axis=1, dtype=dd)
+        assert got.dtype == dd
+        close(got, want)
+        small = bk.asarray((flat % 3).astype(sd))[off:off + rows * n].reshape(rows, n)
+        close(cumulative_prod(small, axis=1, dtype=dd),
+              np.cumprod((flat % 3).astype(dd)[off:off + rows * n].reshape(rows, n), axis=1))
+        kernels = {p.kernel.name for p in pscan._fast_plans().values() if getattr(p, "kernel", None)}
+        assert kernels == {"make_row_scan"}, (src, dst, n, kernels)
+    if sd == np.dtype("int32") and dd == np.dtype("int64"):
+        y = rng.integers(-9, 9, (100, 5)).astype(np.int32)
+        r = xp.cumulative_sum(xp.asarray(bk.asarray(y)), axis=1)
+        assert r.dtype == xp.int64
+        np.testing.assert_array_equal(np.asarray(r.to_device("cpu")), np.cumsum(y.astype(np.int64), axis=1))
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])

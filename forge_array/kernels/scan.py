@@ -1064,13 +1064,16 @@ def _make_pack(n):
     return cuda.jit(device=True)(g["pack"])
 
 
-def make_row_scan(fn, acc_dtype, block, vecs, has_init):
+def make_row_scan(fn, acc_dtype, block, vecs, has_init, in_dtype=None):
     """Kernel factory of the short-row scan: inclusive scans of many short contiguous rows
     (``n`` elements each, rows adjacent: ``R * n`` consecutive elements, e.g. axis 1 of a
-    (10^7, 10) matrix), input and output of one 4- or 8-byte dtype, scalar operator ``fn``.
+    (10^7, 10) matrix), output of a 4- or 8-byte dtype, input of that dtype or (``in_dtype``)
+    one of 4 or 8 bytes that casts safely to it (int32 -> int64, float32 -> float64), scalar
+    operator ``fn``.
     Each warp works alone on tiles of ``RT = TW // n`` whole rows (``TW = vecs * 32 * VEC``
     elements, its slice of the block's shared memory): it stages the tile in with 128-bit
-    loads (:func:`.staging.make_tile_loader`), scans it in place in shared memory and
+    loads (:func:`.staging.make_tile_loader`; a converted input into a tile of its own type),
+    scans it in place in shared memory and
     stores it out with 128-bit stores (:func:`.staging.make_tile_storer`; input and output
     may have different 16-byte phases). No look-back, no ticket, no block barrier: the rows
     are independent. With at least 32 rows per tile each lane scans rows ``lane, lane + 32,
@@ -1090,11 +1093,14 @@ def make_row_scan(fn, acc_dtype, block, vecs, has_init):
     True
     """
     acc_dtype = np.dtype(acc_dtype)
+    in_dtype = acc_dtype if in_dtype is None else np.dtype(in_dtype)
+    CONV = in_dtype != acc_dtype
+    OUT_T = acc_dtype.type
     VEC = fi.VEC(acc_dtype)
     TW = int(vecs) * 32 * VEC
     WPB = block // 32
     op = fi.as_device(fn)
-    load_tile = make_tile_loader(32, VEC)
+    load_tile = make_tile_loader(32, fi.VEC(in_dtype))
     store_tile = make_tile_storer(32, VEC)
 
     def seg(p, q):                     # (row start seen, fold since it): q's start restarts
@@ -1105,21 +1111,21 @@ def make_row_scan(fn, acc_dtype, block, vecs, has_init):
     seg_scan = fi.make_warp_scan(seg)
 
     @cuda.jit(device=True)
-    def lane_per_row(s, so, init, n, rows, lane):
+    def lane_per_row(s, si, so, init, n, rows, lane):
         r = lane
         while r < rows:
             e = so + r * n
-            a = fi.load(s, e)
+            a = OUT_T(fi.load(si, e))
             if has_init:
                 a = fi.cast_like(op(fi.load(init[0], 0), a), a)
-                fi.store(s, e, a)
+            fi.store(s, e, a)
             for j in range(1, n):
-                a = fi.cast_like(op(a, fi.load(s, e + j)), a)
+                a = fi.cast_like(op(a, OUT_T(fi.load(si, e + j))), a)
                 fi.store(s, e + j, a)
             r += 32
 
     @cuda.jit(device=True)
-    def segmented(s, so, init, n, rows, lane):
+    def segmented(s, si, so, init, n, rows, lane):
         tot = rows * n
         C = (tot + 31) // 32
         C += 1 - C % 2                 # odd: the 32 runs start in 32 distinct banks
@@ -1133,7 +1139,7 @@ def make_row_scan(fn, acc_dtype, block, vecs, has_init):
         nxt = fh
         p = b
         while p < e:
-            x = fi.load(s, so + p)
+            x = OUT_T(fi.load(si, so + p))
             if p == nxt:
                 if has_init:
                     x = fi.cast_like(op(fi.load(init[0], 0), x), x)
@@ -1158,7 +1164,8 @@ def make_row_scan(fn, acc_dtype, block, vecs, has_init):
                 fi.store(s, so + p, fi.cast_like(op(c, fi.load(s, so + p)), c))
                 p += 1
 
-    def body(s, src, dst, init, n, R, aux):
+    @cuda.jit(device=True)
+    def tiles_loop(s, si, src, dst, init, n, R, aux):
         tid = cuda.threadIdx.x
         lane = tid % 32
         so = (tid // 32) * TW
@@ -1173,18 +1180,25 @@ def make_row_scan(fn, acc_dtype, block, vecs, has_init):
             rows = R - r0
             if rows > RT:
                 rows = RT
-            load_tile(s, so, src[0], r0 * n, rows * n, mis_in, lane)
+            load_tile(si, so, src[0], r0 * n, rows * n, mis_in, lane)
             fi.syncwarp()
             if RT >= 32:               # warp-uniform
-                lane_per_row(s, so, init, n, rows, lane)
+                lane_per_row(s, si, so, init, n, rows, lane)
             else:
-                segmented(s, so, init, n, rows, lane)
+                segmented(s, si, so, init, n, rows, lane)
             fi.syncwarp()
             store_tile(s, so, dst[0], r0 * n, rows * n, mis_out, lane)
             fi.syncwarp()
             t += step
 
-    run = fi.with_shared_scratch(WPB * TW, acc_dtype, body, 6)
+    if CONV:                           # the input's own tile beside the result's
+        def body(sc, src, dst, init, n, R, aux):
+            tiles_loop(sc[0], sc[1], src, dst, init, n, R, aux)
+        run = fi.with_shared_scratch(WPB * TW, (acc_dtype, in_dtype), body, 6)
+    else:
+        def body(s, src, dst, init, n, R, aux):
+            tiles_loop(s, s, src, dst, init, n, R, aux)
+        run = fi.with_shared_scratch(WPB * TW, acc_dtype, body, 6)
 
     def row_scan(src, dst, init, n, R, aux):
         run(src, dst, init, n, R, aux)

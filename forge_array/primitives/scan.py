@@ -851,7 +851,7 @@ def plan_scan(fn, tuple_op, xv, ov, in_dtypes, acc_dtypes, init, shift, n, m, nb
                             nbatch, nb1, s_in, bx, s_out, bo)
     if nbatch >= 64 and not tuple_op and _rows_staged_fit(pc, in_dtypes, acc_dtypes, xv, ov, shift,
                                                          n, m, nbatch, nb1, s_in, bx, s_out, bo):
-        return _plan_rows(p, pc, fn, acc_dtypes[0], xv, ov, has_init, n, nbatch)
+        return _plan_rows(p, pc, fn, acc_dtypes[0], xv, ov, has_init, n, nbatch, in_dtypes[0])
     if (columns and not tuple_op and not det
             and _narrow_fit(pc, in_dtypes, acc_dtypes, xv, ov, shift, n, m, nbatch, nb1, s_in, bx,
                             s_out, bo)):
@@ -1006,13 +1006,18 @@ def _plan_pipeline(p, pt, fn, tuple_op, xv, ov, in_dtypes, acc_dtypes, shift, ha
 def _rows_staged_fit(pc, in_dtypes, acc_dtypes, xv, ov, shift, n, m, nbatch, nb1, s_in, bx,
                      s_out, bo):
     """Whether :func:`..kernels.scan.make_row_scan` takes this batched scan: one operand of
-    a 4- or 8-byte dtype scanned in its own dtype, inclusive (no ``include_initial``), rows
-    of at most ``rows_staged_max`` elements, adjacent and contiguous in the input and in the
-    output (``R * n`` consecutive elements each), both naturally aligned."""
+    a 4- or 8-byte integer or float dtype scanned in its own dtype or one it casts to safely
+    (int32 -> int64, float32 -> float64), inclusive (no ``include_initial``), rows of at most
+    ``rows_staged_max`` elements, adjacent and contiguous in the input and in the output
+    (``R * n`` consecutive elements each), both naturally aligned."""
     vecs = int(pc.get("rows_staged_vecs", 0))
-    if not vecs or len(in_dtypes) != 1 or in_dtypes[0] != acc_dtypes[0]:
+    if not vecs or len(in_dtypes) != 1 or len(acc_dtypes) != 1:
         return False
-    isz = acc_dtypes[0].itemsize
+    ind, acc = np.dtype(in_dtypes[0]), np.dtype(acc_dtypes[0])
+    if ind != acc and not (ind.kind in "iuf" and acc.kind in "iuf" and ind.itemsize in (4, 8)
+                           and np.can_cast(ind, acc, "safe")):
+        return False
+    isz = acc.itemsize
     if isz not in (4, 8) or shift or m != n:
         return False
     longv = int(pc.get("rows_staged_long_vecs", 0))
@@ -1022,16 +1027,17 @@ def _rows_staged_fit(pc, in_dtypes, acc_dtypes, xv, ov, shift, n, m, nbatch, nb1
         return False
     if nbatch != nb1 or s_in != 1 or bx[1] != n or s_out != 1 or bo[1] != n:
         return False
-    return runtime.misalignment(xv[0]) % isz == 0 and runtime.misalignment(ov[0]) % isz == 0
+    return runtime.misalignment(xv[0]) % ind.itemsize == 0 and runtime.misalignment(ov[0]) % isz == 0
 
 
-def _plan_rows(p, pc, fn, acc, xv, ov, has_init, n, nbatch):
+def _plan_rows(p, pc, fn, acc, xv, ov, has_init, n, nbatch, ind=None):
     """Plan of :func:`..kernels.scan.make_row_scan` (see :func:`_rows_staged_fit`): one wave
     of persistent blocks whose warps take tiles of whole rows in turn. Rows longer than a
     tile of ``rows_staged_vecs`` vectors per lane take tiles of twice, four times ... as many
     vectors, up to ``rows_staged_long_vecs``: the smallest that holds a row, in
     proportionally smaller blocks and more of them per SM (the same shared memory per
-    block and per SM)."""
+    block and per SM). A converted input (``ind``) has its own tile beside the result's:
+    half-size blocks, twice as many per SM."""
     block = int(pc.get("rows_staged_block", 256))
     vecs = int(pc["rows_staged_vecs"])
     per_sm = int(pc.get("rows_staged_blocks_per_sm", 4))
@@ -1041,15 +1047,19 @@ def _plan_rows(p, pc, fn, acc, xv, ov, has_init, n, nbatch):
     while n > v * 32 * (16 // isz) and 2 * v <= longv:
         v *= 2
     block, per_sm, vecs = max(32, block * vecs // v), per_sm * v // vecs, v
+    ind = acc if ind is None else np.dtype(ind)
+    if ind != acc and block > 32:
+        block, per_sm = block // 2, per_sm * 2
     tw = vecs * 32 * (16 // isz)
     tiles = -(-nbatch // (tw // n))
     wpb = block // 32
     I64 = runtime.i64
-    argtypes = (runtime.tuple_ptr_t((acc,)), runtime.tuple_ptr_t((acc,)),
+    argtypes = (runtime.tuple_ptr_t((ind,)), runtime.tuple_ptr_t((acc,)),
                 runtime.tuple_ptr_t((acc,)), I64, I64, I64)
-    p.kernel = runtime.compile_kernel(kscan.make_row_scan, (fn, acc, block, vecs, has_init),
-                                      argtypes)
-    aux = runtime.misalignment(xv[0]) // isz + 16 * (runtime.misalignment(ov[0]) // isz)
+    p.kernel = runtime.compile_kernel(
+        kscan.make_row_scan, (fn, acc, block, vecs, has_init) + ((ind,) if ind != acc else ()),
+        argtypes)
+    aux = runtime.misalignment(xv[0]) // ind.itemsize + 16 * (runtime.misalignment(ov[0]) // isz)
     p.scalars = (n, nbatch, aux)
     p.grid = max(1, min(-(-tiles // wpb), per_sm * runtime.device_info()["sm_count"]))
     p.block = block
