@@ -92,7 +92,20 @@ def _many(name, kinds):
         s = tuple(v for _, v in head) + s[len(s) - keep:]
         m = _dev.backend(x.device)
         with _dev.on(x.device):
-            res = getattr(m.fft, name)(x._array, s=s, axes=axes, norm=norm)
+            if keep and len(axes) > 1 and axes[-1] < axes[-2]:
+                # the real axis before another one: CuPy's rfftn / irfftn still shape it
+                # wrongly (rfftn of a (2, 1) array with s=(2, 1), axes=(1, 0): (2, 1), not
+                # (1, 2)), so compose the definition: the real transform along the last axis
+                # given and the complex one along the others (norms compose per axis)
+                hs, ha = s[:-1], axes[:-1]
+                if name == "rfftn":
+                    res = m.fft.rfft(x._array, n=s[-1], axis=axes[-1], norm=norm)
+                    res = m.fft.fftn(res, s=hs, axes=ha, norm=norm)
+                else:
+                    res = m.fft.ifftn(x._array, s=hs, axes=ha, norm=norm)
+                    res = m.fft.irfft(res, n=s[-1], axis=axes[-1], norm=norm)
+            else:
+                res = getattr(m.fft, name)(x._array, s=s, axes=axes, norm=norm)
             res = res.astype(_out_dtype(name, x.dtype), copy=False)
         return Array._new(res, x.device)
     f.__name__ = f.__qualname__ = name

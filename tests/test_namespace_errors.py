@@ -211,3 +211,14 @@ def test_fftn_unsorted_axes(device, name):
         want = getattr(np.fft, name)(h, s=s, axes=axes)
         assert got.shape == want.shape, (s, axes)
         np.testing.assert_allclose(np.asarray(xp.asarray(got, device="cpu")), want, rtol=1e-10, atol=1e-10)
+    # the real axis of rfftn / irfftn before another (conformance: rfftn of a (2, 1) array
+    # with s=(2, 1), axes=[1, 0] came out (2, 1) on CuPy), every norm
+    h2 = rng.standard_normal((2, 3)) + (1j * rng.standard_normal((2, 3)) if name in ("fftn", "ifftn", "irfftn") else 0)
+    x2 = xp.asarray(h2, device=device)
+    for s, axes in [((2, 1), (1, 0)), ((4, 2), (1, 0)), ((3, 3), (1, 0))]:
+        for norm in ("backward", "ortho", "forward"):
+            got = getattr(xp.fft, name)(x2, s=s, axes=axes, norm=norm)
+            want = getattr(np.fft, name)(h2, s=s, axes=axes, norm=norm)
+            assert got.shape == want.shape, (s, axes, norm)
+            np.testing.assert_allclose(np.asarray(xp.asarray(got, device="cpu")), want, rtol=1e-10,
+                                       atol=1e-10)

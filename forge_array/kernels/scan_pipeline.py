@@ -114,7 +114,8 @@ def pipeline_scratch_bytes(dtype, warps: int, stages: int) -> int:
 
 
 def make_pipeline_scan(fn, dtype, warps, vectors, stages, shift, has_init, ovec, wide=True,
-                       release=False, spin_ns=0, lookback=1, dynamic=False, lookers=1, group=1):
+                       release=False, spin_ns=0, lookback=1, dynamic=False, lookers=1, group=1,
+                       trace=None):
     """Kernel factory (see the module docstring). ``fn``: the scalar operator; ``dtype``:
     input = accumulator = output type (2, 4 or 8 bytes); ``warps`` warps per squad (reduce,
     scan-store), ``vectors`` (odd) 16-byte vectors per thread of a squad, ``stages`` buffers
@@ -129,7 +130,9 @@ def make_pipeline_scan(fn, dtype, warps, vectors, stages, shift, has_init, ovec,
     consecutive tiles with one atomic add of ``group``, so that the block's own previous tile
     is the predecessor of all but the first of them; a launch advances the counter by
     ``group * (ceil(ntiles / group) + grid - (ntiles % group != 0))``: every block takes one
-    ticket past the last tile except the one whose group holds it, if partial).
+    ticket past the last tile except the one whose group holds it, if partial); ``trace``:
+    time-stamp every tile (default: ``TRACE``; the planner passes it, so that it is part of
+    the compiled kernel's key).
 
     Kernel arguments, as :func:`.scan.make_tile_scan`'s: ``src, dst, init, n, m, nb1, s_in,
     b0_in, b1_in, s_out, b0_out, b1_out, lead, tpr, status, vals, counter, base, epoch,
@@ -142,6 +145,7 @@ def make_pipeline_scan(fn, dtype, warps, vectors, stages, shift, has_init, ovec,
         raise ValueError(f"vectors per thread must be odd (conflict-free shared reads), got {RV}")
     if S < 2 or W < 1 or VEC < 2:
         raise ValueError(f"pipeline: stages >= 2, warps >= 1, values of <= 8 bytes (got {S}, {W}, {acc})")
+    TRACED = TRACE if trace is None else bool(trace)
     GT = int(group)
     if GT < 1:
         raise ValueError(f"pipeline: tiles per ticket >= 1, got {group}")
@@ -177,7 +181,7 @@ def make_pipeline_scan(fn, dtype, warps, vectors, stages, shift, has_init, ovec,
 
     @cuda.jit(device=True)
     def stamp(counter, t, k):
-        if TRACE:
+        if TRACED:
             fi.atomic_exch(counter, STAT_WORDS + t * TRACE_STAMPS + k, fi.globaltimer())
 
     @cuda.jit(device=True)
@@ -278,7 +282,7 @@ def make_pipeline_scan(fn, dtype, warps, vectors, stages, shift, has_init, ovec,
             ib = r0 * b0_in + r1 * b1_in
             start = ti * TILE - lead
             k0 = s * TILE
-            if TRACE and lane == 0:
+            if TRACED and lane == 0:
                 stamp(counter, t, 0)
                 fi.atomic_exch(counter, STAT_WORDS + t * TRACE_STAMPS + 4,
                                np.uint64(cuda.blockIdx.x))

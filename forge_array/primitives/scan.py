@@ -987,7 +987,7 @@ def _plan_pipeline(p, pt, fn, tuple_op, xv, ov, in_dtypes, acc_dtypes, shift, ha
     p.kernel = runtime.compile_kernel(
         kpipe.make_pipeline_scan,
         (fn, acc, warps, vectors, stages, shift, has_init, ovec) + sync
-        + (int(pt.get("pipe_lookback", 1)), dynamic, lookers, group), argtypes)
+        + (int(pt.get("pipe_lookback", 1)), dynamic, lookers, group, bool(kpipe.TRACE)), argtypes)
     p.shared = nbytes if dynamic else 0
     p.scalars = (n, m, nb1, s_in, bx[0], bx[1], s_out, bo[0], bo[1], lead, tpr)
     p.tail = (ntiles,)
