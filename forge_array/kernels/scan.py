@@ -1118,7 +1118,8 @@ def make_row_scan(fn, acc_dtype, block, vecs, has_init, in_dtype=None):
             a = OUT_T(fi.load(si, e))
             if has_init:
                 a = fi.cast_like(op(fi.load(init[0], 0), a), a)
-            fi.store(s, e, a)
+            if has_init or CONV:       # (else the first element is in place already)
+                fi.store(s, e, a)
             for j in range(1, n):
                 a = fi.cast_like(op(a, OUT_T(fi.load(si, e + j))), a)
                 fi.store(s, e + j, a)
