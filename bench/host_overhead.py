@@ -53,6 +53,8 @@ def cases(n: int):
     xs = host  # backend array for the primitives
     m = xp.reshape(x[: (n // 10) * 10], (n // 10, 10))   # a thin matrix
     v = xp.asarray(host[: n // 10], device="cpu")
+    w = xp.reshape(x[: (n // 10) * 10], (10, n // 10))   # a wide matrix
+    v10 = xp.asarray(host[:10], device="cpu")
     f32 = np.dtype(np.float32)
     return [
         ("xp.sum", lambda: xp.sum(x)),
@@ -67,6 +69,9 @@ def cases(n: int):
         ("xp.cumulative_sum axis=0", lambda: xp.cumulative_sum(m, axis=0)),
         ("xp.sum axis=0", lambda: xp.sum(m, axis=0)),
         ("x @ A", lambda: v @ m),
+        ("A @ x", lambda: m @ v10),
+        ("A @ x wide", lambda: w @ v),
+        ("x @ A wide", lambda: v10 @ w),
         ("xp.mapreduce square", lambda: xp.mapreduce(_square, xp.ops.add, x)),
         ("xp.any", lambda: xp.any(b)),
         ("xp.all", lambda: xp.all(b)),

@@ -822,16 +822,69 @@ def test_row_scan_staged(bk, monkeypatch, dtype):
         r = xp.cumulative_sum(xp.asarray(bk.asarray(y)), axis=1, dtype=getattr(xp, dtype))
         close(np.asarray(r.to_device("cpu")), np.cumsum(y.astype(np.float64), axis=1), rtol=1e-4,
               atol=1e-4)
-    # not taken: include_initial, reverse (negative stride), a tuple operator
+    # not taken: a tuple operator, rows of a strided view
     x = bk.asarray(rng.standard_normal((80, 6)).astype(np.float32))
     before = len(made)
-    close(cumulative_sum(x, axis=1, include_initial=True)[:, 1:],
-          np.cumsum(_np(x).astype(np.float64), axis=1), rtol=1e-4, atol=1e-4)
-    close(accumulate(ops.add, x, axis=1, reverse=True),
-          np.flip(np.cumsum(np.flip(_np(x).astype(np.float64), 1), axis=1), 1), rtol=1e-4, atol=1e-4)
     a = rng.uniform(0.5, 1.0, (80, 6)).astype(np.float32)
     accumulate(ops.affine, (bk.asarray(a), x), axis=1)
+    close(accumulate(ops.add, x[:, ::2], axis=1), np.cumsum(_np(x)[:, ::2].astype(np.float64), axis=1),
+          rtol=1e-4, atol=1e-4)
     assert len(made) == before
+
+
+@pytest.mark.parametrize("dtype,long", [("float32", False), ("int64", False), ("float32", True),
+                                        ("float64", True)])
+def test_row_scan_staged_shifted_reversed(bk, monkeypatch, dtype, long):
+    """The short-row scan with include_initial (output rows one longer, starting with the
+    init), exclusive (the init first, the last result dropped) and reverse (rows running
+    backwards in memory, the staged range read from its end), alone and together: rows of
+    a lane each and rows scanned as segmented sequences (``long``: 16-vector tiles), the init
+    or the identity, a non-commutative operator, misaligned inputs and out views of another
+    phase, a widening conversion; each call on make_row_scan."""
+    _override(monkeypatch, scan={"pipeline": False},
+              scan_columns={"rows_staged_vecs": 1, "rows_staged_block": 64,
+                            "rows_staged_blocks_per_sm": 1, "rows_staged_long_vecs": 2 if long else 1,
+                            "rows_staged_max": 10**6})
+    dt = np.dtype(dtype)
+    tw = 32 * (16 // dt.itemsize) * (2 if long else 1)
+    rng = np.random.default_rng(50)
+    exact = dt.kind == "i"
+    tol = dict(rtol=1e-4 if dt.itemsize == 4 else 1e-9, atol=1e-3)
+    shapes = [(64, tw - 1, 0), (65, 33, 3)] if long else \
+        [(70, 2, 0), (100, 3, 1), (66, 10, 2), (64, tw // 2, 1)]
+    combos = [(True, False, False), (False, True, False), (False, False, True),
+              (True, False, True), (False, True, True)]
+    add = lambda a, b: a + b   # noqa: E731
+    for i, (rows, n, off) in enumerate(shapes):
+        pscan._fast_plans().clear()
+        flat = rng.integers(-50, 50, rows * n + 8) if exact else rng.standard_normal(rows * n + 8)
+        flat = flat.astype(dt)
+        h = flat[off:off + rows * n].reshape(rows, n)
+        x = bk.asarray(flat)[off:off + rows * n].reshape(rows, n)
+        ref = h.astype(np.int64 if exact else np.float64)
+        for inc, exc, rev in combos:            # the identity as the init
+            flags = dict(include_initial=inc, exclusive=exc, reverse=rev)
+            want = ref_scan(add, ref, 1, 0 if (inc or exc) else None, **flags)
+            close(accumulate(ops.add, x, axis=1, **flags), want.astype(np.float64), **tol)
+        # one combination per shape (in turn): an init, a non-commutative operator (the
+        # last element seen) and an out view whose 16-byte phase differs from the input's
+        inc, exc, rev = combos[i % len(combos)]
+        flags = dict(include_initial=inc, exclusive=exc, reverse=rev)
+        close(accumulate(ops.add, x, axis=1, init=dt.type(5), **flags),
+              ref_scan(add, ref, 1, 5, **flags).astype(np.float64), **tol)
+        close(accumulate(lambda a, b: b, x, axis=1, init=dt.type(-7), **flags),
+              ref_scan(lambda a, b: b, ref, 1, -7, **flags).astype(np.float64))
+        m = n + 1 if inc else n
+        buf = bk.zeros(rows * m + 8, dtype=dt)
+        o = buf[off + 1:off + 1 + rows * m].reshape(rows, m)
+        accumulate(ops.add, x, axis=1, out=o, **flags)
+        close(o, ref_scan(add, ref, 1, 0, **flags).astype(np.float64), **tol)
+        if dt == np.dtype("float32") and n < 32:     # widening: float32 rows into float64
+            r = cumulative_sum(x, axis=1, dtype=np.float64, include_initial=True)
+            close(r, ref_scan(add, ref, 1, 0, include_initial=True).astype(np.float64),
+                  rtol=1e-9, atol=1e-9)
+        kernels = {p.kernel.name for p in pscan._fast_plans().values() if getattr(p, "kernel", None)}
+        assert kernels == {"make_row_scan"}, (n, kernels)
 
 
 @pytest.mark.parametrize("src,dst", [("int32", "int64"), ("float32", "float64"), ("uint32", "int64"),

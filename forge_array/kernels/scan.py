@@ -1064,16 +1064,22 @@ def _make_pack(n):
     return cuda.jit(device=True)(g["pack"])
 
 
-def make_row_scan(fn, acc_dtype, block, vecs, has_init, in_dtype=None):
+def make_row_scan(fn, acc_dtype, block, vecs, has_init, in_dtype=None, shift=False,
+                  reverse=False):
     """Kernel factory of the short-row scan: inclusive scans of many short contiguous rows
     (``n`` elements each, rows adjacent: ``R * n`` consecutive elements, e.g. axis 1 of a
     (10^7, 10) matrix), output of a 4- or 8-byte dtype, input of that dtype or (``in_dtype``)
     one of 4 or 8 bytes that casts safely to it (int32 -> int64, float32 -> float64), scalar
-    operator ``fn``.
-    Each warp works alone on tiles of ``RT = TW // n`` whole rows (``TW = vecs * 32 * VEC``
+    operator ``fn``. ``shift``: output rows of ``m`` elements (``m = n + 1``: include_initial;
+    ``m = n``: exclusive) that start with the value at ``init`` and hold the inclusive scan
+    from their second element on (an exclusive row drops its last one). ``reverse``: every
+    row is scanned from its last element to its first (input and output rows run backwards
+    in memory: ``src`` and ``dst`` point at the first scanned element of row 0, the highest
+    address of its row).
+    Each warp works alone on tiles of ``RT = TW // m`` whole rows (``TW = vecs * 32 * VEC``
     elements, its slice of the block's shared memory): it stages the tile in with 128-bit
-    loads (:func:`.staging.make_tile_loader`; a converted input into a tile of its own type),
-    scans it in place in shared memory and
+    loads (:func:`.staging.make_tile_loader`; a converted or shifted scan into a tile of its
+    own beside the result's), scans it in shared memory and
     stores it out with 128-bit stores (:func:`.staging.make_tile_storer`; input and output
     may have different 16-byte phases). No look-back, no ticket, no block barrier: the rows
     are independent. With at least 32 rows per tile each lane scans rows ``lane, lane + 32,
@@ -1082,11 +1088,12 @@ def make_row_scan(fn, acc_dtype, block, vecs, has_init, in_dtype=None):
     lanes' runs start in distinct shared-memory banks), restarting at every row start; a
     warp scan of the segmented operator (a row start on the right restarts the fold) hands
     each lane the fold of its row before its run, which the lane applies to its elements
-    before its first row start.
+    before its first row start. A reversed tile is the staged range read backwards (its
+    rows in reverse order, each from its end), so the same code scans it.
 
-    Kernel arguments: ``src, dst, init`` (1-tuples of pointers), ``n`` (row length, at most
-    ``TW``), ``R`` (rows), ``aux`` (the 16-byte phase in elements of ``src[0]``, plus 16 times
-    that of ``dst[0]``).
+    Kernel arguments: ``src, dst, init`` (1-tuples of pointers), ``n`` (row length), ``m``
+    (output row length, ``n`` unless ``shift``; at most ``TW``), ``R`` (rows), ``aux`` (the
+    16-byte phase in elements of ``src[0]``, plus 16 times that of ``dst[0]``).
 
     >>> import numpy as np
     >>> callable(make_row_scan(lambda a, b: a + b, np.dtype("float32"), 64, 2, False))
@@ -1095,6 +1102,8 @@ def make_row_scan(fn, acc_dtype, block, vecs, has_init, in_dtype=None):
     acc_dtype = np.dtype(acc_dtype)
     in_dtype = acc_dtype if in_dtype is None else np.dtype(in_dtype)
     CONV = in_dtype != acc_dtype
+    SHIFT = bool(shift)
+    REV = bool(reverse)
     OUT_T = acc_dtype.type
     VEC = fi.VEC(acc_dtype)
     TW = int(vecs) * 32 * VEC
@@ -1111,23 +1120,41 @@ def make_row_scan(fn, acc_dtype, block, vecs, has_init, in_dtype=None):
     seg_scan = fi.make_warp_scan(seg)
 
     @cuda.jit(device=True)
-    def lane_per_row(s, si, so, init, n, rows, lane):
+    def ix(q, tot):                    # shared position of the tile's q-th scanned element
+        if REV:
+            return tot - 1 - q
+        return q
+
+    @cuda.jit(device=True)
+    def lane_per_row(s, si, so, init, n, m, rows, lane):
+        tin = rows * n
+        tout = rows * m
         r = lane
         while r < rows:
-            e = so + r * n
-            a = OUT_T(fi.load(si, e))
+            e = r * n
+            o = r * m + 1              # (SHIFT) where the row's first result goes
+            a = OUT_T(fi.load(si, so + ix(e, tin)))
             if has_init:
                 a = fi.cast_like(op(fi.load(init[0], 0), a), a)
-            if has_init or CONV:       # (else the first element is in place already)
-                fi.store(s, e, a)
+            if SHIFT:
+                fi.store(s, so + ix(o - 1, tout), fi.load(init[0], 0))
+                if m > 1:
+                    fi.store(s, so + ix(o, tout), a)
+            elif has_init or CONV:     # (else the first element is in place already)
+                fi.store(s, so + ix(e, tin), a)
             for j in range(1, n):
-                a = fi.cast_like(op(a, OUT_T(fi.load(si, e + j))), a)
-                fi.store(s, e + j, a)
+                a = fi.cast_like(op(a, OUT_T(fi.load(si, so + ix(e + j, tin)))), a)
+                if SHIFT:
+                    if j < m - 1:
+                        fi.store(s, so + ix(o + j, tout), a)
+                else:
+                    fi.store(s, so + ix(e + j, tin), a)
             r += 32
 
     @cuda.jit(device=True)
-    def segmented(s, si, so, init, n, rows, lane):
+    def segmented(s, si, so, init, n, m, rows, lane):
         tot = rows * n
+        tout = rows * m
         C = (tot + 31) // 32
         C += 1 - C % 2                 # odd: the 32 runs start in 32 distinct banks
         b = lane * C
@@ -1135,23 +1162,33 @@ def make_row_scan(fn, acc_dtype, block, vecs, has_init, in_dtype=None):
         if e > tot:
             e = tot
         fh = (b + n - 1) // n * n      # the first row start at or after b
+        d0 = (b // n) * (m - n) + 1    # (SHIFT) output position less input position, row of b
+        d = d0
         head = 0
         a = fi.load(s, so)             # (typed; lanes past the tile fold nothing)
         nxt = fh
         p = b
         while p < e:
-            x = OUT_T(fi.load(si, so + p))
+            x = OUT_T(fi.load(si, so + ix(p, tot)))
             if p == nxt:
                 if has_init:
                     x = fi.cast_like(op(fi.load(init[0], 0), x), x)
                 a = x
                 head = 1
                 nxt += n
+                if SHIFT:
+                    if p > b:
+                        d += m - n
+                    fi.store(s, so + ix(p + d - 1, tout), fi.load(init[0], 0))
             elif p == b:
                 a = x
             else:
                 a = fi.cast_like(op(a, x), a)
-            fi.store(s, so + p, a)
+            if SHIFT:
+                if m > n or p + 1 < nxt:   # (an exclusive row drops its last result)
+                    fi.store(s, so + ix(p + d, tout), a)
+            else:
+                fi.store(s, so + ix(p, tot), a)
             p += 1
         inc = seg_scan((head, a))
         prev = fi.shfl_up(inc, 1)      # the fold of this lane's row before its run
@@ -1162,15 +1199,21 @@ def make_row_scan(fn, acc_dtype, block, vecs, has_init, in_dtype=None):
                 lim = e
             p = b
             while p < lim:
-                fi.store(s, so + p, fi.cast_like(op(c, fi.load(s, so + p)), c))
+                if SHIFT:
+                    if m > n or p + 1 < fh:
+                        q = so + ix(p + d0, tout)
+                        fi.store(s, q, fi.cast_like(op(c, fi.load(s, q)), c))
+                else:
+                    q = so + ix(p, tot)
+                    fi.store(s, q, fi.cast_like(op(c, fi.load(s, q)), c))
                 p += 1
 
     @cuda.jit(device=True)
-    def tiles_loop(s, si, src, dst, init, n, R, aux):
+    def tiles_loop(s, si, src, dst, init, n, m, R, aux):
         tid = cuda.threadIdx.x
         lane = tid % 32
         so = (tid // 32) * TW
-        RT = TW // n
+        RT = TW // m
         tiles = (R + RT - 1) // RT
         t = np.int64(cuda.blockIdx.x) * WPB + tid // 32
         step = np.int64(cuda.gridDim.x) * WPB
@@ -1181,28 +1224,33 @@ def make_row_scan(fn, acc_dtype, block, vecs, has_init, in_dtype=None):
             rows = R - r0
             if rows > RT:
                 rows = RT
-            load_tile(si, so, src[0], r0 * n, rows * n, mis_in, lane)
+            start_in = r0 * n
+            start_out = r0 * m
+            if REV:                    # the staged ranges start at the rows' other ends
+                start_in -= n - 1
+                start_out -= m - 1
+            load_tile(si, so, src[0], start_in, rows * n, mis_in, lane)
             fi.syncwarp()
             if RT >= 32:               # warp-uniform
-                lane_per_row(s, si, so, init, n, rows, lane)
+                lane_per_row(s, si, so, init, n, m, rows, lane)
             else:
-                segmented(s, si, so, init, n, rows, lane)
+                segmented(s, si, so, init, n, m, rows, lane)
             fi.syncwarp()
-            store_tile(s, so, dst[0], r0 * n, rows * n, mis_out, lane)
+            store_tile(s, so, dst[0], start_out, rows * m, mis_out, lane)
             fi.syncwarp()
             t += step
 
-    if CONV:                           # the input's own tile beside the result's
-        def body(sc, src, dst, init, n, R, aux):
-            tiles_loop(sc[0], sc[1], src, dst, init, n, R, aux)
-        run = fi.with_shared_scratch(WPB * TW, (acc_dtype, in_dtype), body, 6)
+    if CONV or SHIFT:                  # the input's own tile beside the result's
+        def body(sc, src, dst, init, n, m, R, aux):
+            tiles_loop(sc[0], sc[1], src, dst, init, n, m, R, aux)
+        run = fi.with_shared_scratch(WPB * TW, (acc_dtype, in_dtype), body, 7)
     else:
-        def body(s, src, dst, init, n, R, aux):
-            tiles_loop(s, s, src, dst, init, n, R, aux)
-        run = fi.with_shared_scratch(WPB * TW, acc_dtype, body, 6)
+        def body(s, src, dst, init, n, m, R, aux):
+            tiles_loop(s, s, src, dst, init, n, m, R, aux)
+        run = fi.with_shared_scratch(WPB * TW, acc_dtype, body, 7)
 
-    def row_scan(src, dst, init, n, R, aux):
-        run(src, dst, init, n, R, aux)
+    def row_scan(src, dst, init, n, m, R, aux):
+        run(src, dst, init, n, m, R, aux)
 
     return row_scan
 

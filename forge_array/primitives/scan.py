@@ -851,7 +851,8 @@ def plan_scan(fn, tuple_op, xv, ov, in_dtypes, acc_dtypes, init, shift, n, m, nb
                             nbatch, nb1, s_in, bx, s_out, bo)
     if nbatch >= 64 and not tuple_op and _rows_staged_fit(pc, in_dtypes, acc_dtypes, xv, ov, shift,
                                                          n, m, nbatch, nb1, s_in, bx, s_out, bo):
-        return _plan_rows(p, pc, fn, acc_dtypes[0], xv, ov, has_init, n, nbatch, in_dtypes[0])
+        return _plan_rows(p, pc, fn, acc_dtypes[0], xv, ov, has_init, n, nbatch, in_dtypes[0],
+                          shift, m, s_in < 0)
     if (columns and not tuple_op and not det
             and _narrow_fit(pc, in_dtypes, acc_dtypes, xv, ov, shift, n, m, nbatch, nb1, s_in, bx,
                             s_out, bo)):
@@ -1007,9 +1008,11 @@ def _rows_staged_fit(pc, in_dtypes, acc_dtypes, xv, ov, shift, n, m, nbatch, nb1
                      s_out, bo):
     """Whether :func:`..kernels.scan.make_row_scan` takes this batched scan: one operand of
     a 4- or 8-byte integer or float dtype scanned in its own dtype or one it casts to safely
-    (int32 -> int64, float32 -> float64), inclusive (no ``include_initial``), rows of at most
-    ``rows_staged_max`` elements, adjacent and contiguous in the input and in the output
-    (``R * n`` consecutive elements each), both naturally aligned."""
+    (int32 -> int64, float32 -> float64), inclusive, exclusive or with ``include_initial``,
+    forwards or reversed, rows of at most ``rows_staged_max`` elements (output rows too),
+    adjacent and contiguous in the input and in the output (``R * n`` consecutive elements,
+    ``R * m`` out, both running in the scan's direction or both against it), naturally
+    aligned."""
     vecs = int(pc.get("rows_staged_vecs", 0))
     if not vecs or len(in_dtypes) != 1 or len(acc_dtypes) != 1:
         return False
@@ -1018,49 +1021,55 @@ def _rows_staged_fit(pc, in_dtypes, acc_dtypes, xv, ov, shift, n, m, nbatch, nb1
                            and np.can_cast(ind, acc, "safe")):
         return False
     isz = acc.itemsize
-    if isz not in (4, 8) or shift or m != n:
+    if isz not in (4, 8) or (m != n and not shift):
+        return False
+    if (shift or s_in < 0) and not pc.get("rows_staged_flags", True):
         return False
     longv = int(pc.get("rows_staged_long_vecs", 0))
     while 2 * vecs <= longv:            # the longest tile: vecs doubled (see _plan_rows)
         vecs *= 2
-    if n > min(int(pc.get("rows_staged_max", 128)), vecs * 32 * (16 // isz)):
+    if m > min(int(pc.get("rows_staged_max", 128)), vecs * 32 * (16 // isz)):
         return False
-    if nbatch != nb1 or s_in != 1 or bx[1] != n or s_out != 1 or bo[1] != n:
+    if nbatch != nb1 or abs(s_in) != 1 or s_out != s_in or bx[1] != n or bo[1] != m:
         return False
     return runtime.misalignment(xv[0]) % ind.itemsize == 0 and runtime.misalignment(ov[0]) % isz == 0
 
 
-def _plan_rows(p, pc, fn, acc, xv, ov, has_init, n, nbatch, ind=None):
+def _plan_rows(p, pc, fn, acc, xv, ov, has_init, n, nbatch, ind=None, shift=0, m=None,
+               reverse=False):
     """Plan of :func:`..kernels.scan.make_row_scan` (see :func:`_rows_staged_fit`): one wave
     of persistent blocks whose warps take tiles of whole rows in turn. Rows longer than a
     tile of ``rows_staged_vecs`` vectors per lane take tiles of twice, four times ... as many
     vectors, up to ``rows_staged_long_vecs``: the smallest that holds a row, in
     proportionally smaller blocks and more of them per SM (the same shared memory per
-    block and per SM). A converted input (``ind``) has its own tile beside the result's:
-    half-size blocks, twice as many per SM."""
+    block and per SM). A converted input (``ind``) or a shifted output (``shift``: output
+    rows of ``m`` elements starting with the init) has its own tile beside the result's:
+    half-size blocks, twice as many per SM. ``reverse``: the rows run backwards in memory."""
+    m = n if m is None else m
     block = int(pc.get("rows_staged_block", 256))
     vecs = int(pc["rows_staged_vecs"])
     per_sm = int(pc.get("rows_staged_blocks_per_sm", 4))
     isz = acc.itemsize
     longv = int(pc.get("rows_staged_long_vecs", 0))
     v = vecs
-    while n > v * 32 * (16 // isz) and 2 * v <= longv:
+    while m > v * 32 * (16 // isz) and 2 * v <= longv:
         v *= 2
     block, per_sm, vecs = max(32, block * vecs // v), per_sm * v // vecs, v
     ind = acc if ind is None else np.dtype(ind)
-    if ind != acc and block > 32:
+    if (ind != acc or shift) and block > 32:
         block, per_sm = block // 2, per_sm * 2
     tw = vecs * 32 * (16 // isz)
-    tiles = -(-nbatch // (tw // n))
+    tiles = -(-nbatch // (tw // m))
     wpb = block // 32
     I64 = runtime.i64
     argtypes = (runtime.tuple_ptr_t((ind,)), runtime.tuple_ptr_t((acc,)),
-                runtime.tuple_ptr_t((acc,)), I64, I64, I64)
+                runtime.tuple_ptr_t((acc,)), I64, I64, I64, I64)
     p.kernel = runtime.compile_kernel(
-        kscan.make_row_scan, (fn, acc, block, vecs, has_init) + ((ind,) if ind != acc else ()),
+        kscan.make_row_scan,
+        (fn, acc, block, vecs, has_init, ind if ind != acc else None, bool(shift), bool(reverse)),
         argtypes)
     aux = runtime.misalignment(xv[0]) // ind.itemsize + 16 * (runtime.misalignment(ov[0]) // isz)
-    p.scalars = (n, nbatch, aux)
+    p.scalars = (n, m, nbatch, aux)
     p.grid = max(1, min(-(-tiles // wpb), per_sm * runtime.device_info()["sm_count"]))
     p.block = block
     p.state, p.slots, p.ntiles = None, 0, 0

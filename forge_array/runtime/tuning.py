@@ -101,7 +101,9 @@ TABLES: dict = {
         # of this many 16-byte vectors per lane (0 = off: the column kernel takes them);
         # rows_staged_long_vecs: rows longer than that tile take tiles of 2, 4 ... times as
         # many vectors, up to this many (the smallest that holds a row; blocks and blocks per
-        # SM scaled to keep shared memory per block; 0 = off);
+        # SM scaled to keep shared memory per block; 0 = off); rows_staged_flags: the staged
+        # kernel takes include_initial / exclusive rows (output tile of its own) and reversed
+        # rows too (False: they go to the column or tile kernels, as before session 16);
         # rows_column_max: many short rows that the staged kernel does not take go to the
         # column kernel up to this length (absent: a quarter of the tile scan's tile)
         # narrow_max: axis 0 of C-contiguous matrices of 2 .. narrow_max (<= 32) columns scanned
