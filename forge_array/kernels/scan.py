@@ -1076,23 +1076,25 @@ def make_row_scan(fn, acc_dtype, block, vecs, has_init, in_dtype=None, shift=Fal
     row is scanned from its last element to its first (input and output rows run backwards
     in memory: ``src`` and ``dst`` point at the first scanned element of row 0, the highest
     address of its row).
-    Each warp works alone on tiles of ``RT = TW // m`` whole rows (``TW = vecs * 32 * VEC``
+    Each warp works alone on tiles of ``RT = TW // n`` whole rows (``TW = vecs * 32 * VEC``
     elements, its slice of the block's shared memory): it stages the tile in with 128-bit
-    loads (:func:`.staging.make_tile_loader`; a converted or shifted scan into a tile of its
-    own beside the result's), scans it in shared memory and
+    loads (:func:`.staging.make_tile_loader`; a converted input into a tile of its own type),
+    scans it in place in shared memory and
     stores it out with 128-bit stores (:func:`.staging.make_tile_storer`; input and output
-    may have different 16-byte phases). No look-back, no ticket, no block barrier: the rows
-    are independent. With at least 32 rows per tile each lane scans rows ``lane, lane + 32,
-    ...``; with fewer (rows longer than ``TW / 32``) the warp scans the tile as one segmented
-    sequence: each lane folds a run of ``C`` consecutive elements (``C`` odd, so that the
-    lanes' runs start in distinct shared-memory banks), restarting at every row start; a
-    warp scan of the segmented operator (a row start on the right restarts the fold) hands
-    each lane the fold of its row before its run, which the lane applies to its elements
-    before its first row start. A reversed tile is the staged range read backwards (its
-    rows in reverse order, each from its end), so the same code scans it.
+    may have different 16-byte phases; a shifted tile's output vectors gathered from the
+    scanned rows one place on, with the init at every row start). No look-back, no ticket,
+    no block barrier: the rows are independent. With at least 32 rows per tile each lane
+    scans rows ``lane, lane + 32, ...``; with fewer (rows longer than ``TW / 32``) the warp
+    scans the tile as one segmented sequence: each lane folds a run of ``C`` consecutive
+    elements (``C`` odd, so that the lanes' runs start in distinct shared-memory banks),
+    restarting at every row start; a warp scan of the segmented operator (a row start on
+    the right restarts the fold) hands each lane the fold of its row before its run, which
+    the lane applies to its elements before its first row start. A reversed tile is the
+    staged range read backwards (its rows in reverse order, each from its end), so the same
+    code scans it.
 
-    Kernel arguments: ``src, dst, init`` (1-tuples of pointers), ``n`` (row length), ``m``
-    (output row length, ``n`` unless ``shift``; at most ``TW``), ``R`` (rows), ``aux`` (the
+    Kernel arguments: ``src, dst, init`` (1-tuples of pointers), ``n`` (row length, at most
+    ``TW``), ``m`` (output row length: ``n`` unless ``shift``), ``R`` (rows), ``aux`` (the
     16-byte phase in elements of ``src[0]``, plus 16 times that of ``dst[0]``).
 
     >>> import numpy as np
@@ -1126,35 +1128,24 @@ def make_row_scan(fn, acc_dtype, block, vecs, has_init, in_dtype=None, shift=Fal
         return q
 
     @cuda.jit(device=True)
-    def lane_per_row(s, si, so, init, n, m, rows, lane):
-        tin = rows * n
-        tout = rows * m
+    def lane_per_row(s, si, so, init, n, rows, lane):
+        tot = rows * n
         r = lane
         while r < rows:
             e = r * n
-            o = r * m + 1              # (SHIFT) where the row's first result goes
-            a = OUT_T(fi.load(si, so + ix(e, tin)))
+            a = OUT_T(fi.load(si, so + ix(e, tot)))
             if has_init:
                 a = fi.cast_like(op(fi.load(init[0], 0), a), a)
-            if SHIFT:
-                fi.store(s, so + ix(o - 1, tout), fi.load(init[0], 0))
-                if m > 1:
-                    fi.store(s, so + ix(o, tout), a)
-            elif has_init or CONV:     # (else the first element is in place already)
-                fi.store(s, so + ix(e, tin), a)
+            if has_init or CONV:       # (else the first element is in place already)
+                fi.store(s, so + ix(e, tot), a)
             for j in range(1, n):
-                a = fi.cast_like(op(a, OUT_T(fi.load(si, so + ix(e + j, tin)))), a)
-                if SHIFT:
-                    if j < m - 1:
-                        fi.store(s, so + ix(o + j, tout), a)
-                else:
-                    fi.store(s, so + ix(e + j, tin), a)
+                a = fi.cast_like(op(a, OUT_T(fi.load(si, so + ix(e + j, tot)))), a)
+                fi.store(s, so + ix(e + j, tot), a)
             r += 32
 
     @cuda.jit(device=True)
-    def segmented(s, si, so, init, n, m, rows, lane):
+    def segmented(s, si, so, init, n, rows, lane):
         tot = rows * n
-        tout = rows * m
         C = (tot + 31) // 32
         C += 1 - C % 2                 # odd: the 32 runs start in 32 distinct banks
         b = lane * C
@@ -1162,8 +1153,6 @@ def make_row_scan(fn, acc_dtype, block, vecs, has_init, in_dtype=None, shift=Fal
         if e > tot:
             e = tot
         fh = (b + n - 1) // n * n      # the first row start at or after b
-        d0 = (b // n) * (m - n) + 1    # (SHIFT) output position less input position, row of b
-        d = d0
         head = 0
         a = fi.load(s, so)             # (typed; lanes past the tile fold nothing)
         nxt = fh
@@ -1176,19 +1165,11 @@ def make_row_scan(fn, acc_dtype, block, vecs, has_init, in_dtype=None, shift=Fal
                 a = x
                 head = 1
                 nxt += n
-                if SHIFT:
-                    if p > b:
-                        d += m - n
-                    fi.store(s, so + ix(p + d - 1, tout), fi.load(init[0], 0))
             elif p == b:
                 a = x
             else:
                 a = fi.cast_like(op(a, x), a)
-            if SHIFT:
-                if m > n or p + 1 < nxt:   # (an exclusive row drops its last result)
-                    fi.store(s, so + ix(p + d, tout), a)
-            else:
-                fi.store(s, so + ix(p, tot), a)
+            fi.store(s, so + ix(p, tot), a)
             p += 1
         inc = seg_scan((head, a))
         prev = fi.shfl_up(inc, 1)      # the fold of this lane's row before its run
@@ -1199,26 +1180,102 @@ def make_row_scan(fn, acc_dtype, block, vecs, has_init, in_dtype=None, shift=Fal
                 lim = e
             p = b
             while p < lim:
-                if SHIFT:
-                    if m > n or p + 1 < fh:
-                        q = so + ix(p + d0, tout)
-                        fi.store(s, q, fi.cast_like(op(c, fi.load(s, q)), c))
-                else:
-                    q = so + ix(p, tot)
-                    fi.store(s, q, fi.cast_like(op(c, fi.load(s, q)), c))
+                q = so + ix(p, tot)
+                fi.store(s, q, fi.cast_like(op(c, fi.load(s, q)), c))
                 p += 1
+
+    # shifted output: element k of an output row is the init (k = 0) or the scanned row's
+    # element k - 1; (r, k) walk the output in memory order (backwards when reversed)
+    @cuda.jit(device=True)
+    def shifted_value(s, so, r, k, n, tot, iv):
+        if k == 0:
+            return iv
+        return fi.load(s, so + ix(r * n + k - 1, tot))
+
+    @cuda.jit(device=True)
+    def next_rk(r, k, m):
+        if REV:
+            k -= 1
+            if k < 0:
+                return r - 1, m - 1
+            return r, k
+        k += 1
+        if k == m:
+            return r + 1, 0
+        return r, k
+
+    @cuda.jit(device=True)
+    def row_col(q, m, tout, inv_m):    # (row, element) of the output's memory position q
+        o = q
+        if REV:
+            o = tout - 1 - q
+        r = np.int64(np.float32(o) * inv_m)   # exact up to one either way: o < 2^24
+        k = o - r * m
+        if k < 0:
+            r -= 1
+            k += m
+        elif k >= m:
+            r += 1
+            k -= m
+        return r, k
+
+    if VEC == 4:
+        @cuda.jit(device=True)
+        def shifted_vec(s, so, r, k, n, m, tot, iv):
+            v0 = shifted_value(s, so, r, k, n, tot, iv)
+            r, k = next_rk(r, k, m)
+            v1 = shifted_value(s, so, r, k, n, tot, iv)
+            r, k = next_rk(r, k, m)
+            v2 = shifted_value(s, so, r, k, n, tot, iv)
+            r, k = next_rk(r, k, m)
+            return (v0, v1, v2, shifted_value(s, so, r, k, n, tot, iv))
+    else:
+        @cuda.jit(device=True)
+        def shifted_vec(s, so, r, k, n, m, tot, iv):
+            v0 = shifted_value(s, so, r, k, n, tot, iv)
+            r, k = next_rk(r, k, m)
+            return (v0, shifted_value(s, so, r, k, n, tot, iv))
+
+    @cuda.jit(device=True)
+    def store_shifted(s, so, p, start, n, m, rows, mis, lane, iv, inv_m):
+        """The tile's ``rows * m`` output elements to ``p[start ...]``: scalar head up to the
+        16-byte boundary, 128-bit stores, scalar tail (as the plain storer)."""
+        tot = rows * n
+        tout = rows * m
+        po = (mis + start) % VEC
+        ha = (VEC - po) % VEC
+        if ha > tout:
+            ha = tout
+        nv = (tout - ha) // VEC
+        if lane < ha:
+            r, k = row_col(lane, m, tout, inv_m)
+            fi.store(p, start + lane, shifted_value(s, so, r, k, n, tot, iv))
+        q = lane
+        while q < nv:
+            i0 = ha + q * VEC
+            r, k = row_col(i0, m, tout, inv_m)
+            fi.vstore(p, start + i0, shifted_vec(s, so, r, k, n, m, tot, iv))
+            q += 32
+        tl = ha + nv * VEC + lane
+        if tl < tout:
+            r, k = row_col(tl, m, tout, inv_m)
+            fi.store(p, start + tl, shifted_value(s, so, r, k, n, tot, iv))
 
     @cuda.jit(device=True)
     def tiles_loop(s, si, src, dst, init, n, m, R, aux):
         tid = cuda.threadIdx.x
         lane = tid % 32
         so = (tid // 32) * TW
-        RT = TW // m
+        RT = TW // n
         tiles = (R + RT - 1) // RT
         t = np.int64(cuda.blockIdx.x) * WPB + tid // 32
         step = np.int64(cuda.gridDim.x) * WPB
         mis_in = aux & 15
         mis_out = aux >> 4
+        iv = fi.load(s, 0)
+        inv_m = np.float32(1.0) / np.float32(m)
+        if SHIFT:
+            iv = fi.load(init[0], 0)
         while t < tiles:               # warp-uniform
             r0 = t * RT
             rows = R - r0
@@ -1232,15 +1289,18 @@ def make_row_scan(fn, acc_dtype, block, vecs, has_init, in_dtype=None, shift=Fal
             load_tile(si, so, src[0], start_in, rows * n, mis_in, lane)
             fi.syncwarp()
             if RT >= 32:               # warp-uniform
-                lane_per_row(s, si, so, init, n, m, rows, lane)
+                lane_per_row(s, si, so, init, n, rows, lane)
             else:
-                segmented(s, si, so, init, n, m, rows, lane)
+                segmented(s, si, so, init, n, rows, lane)
             fi.syncwarp()
-            store_tile(s, so, dst[0], start_out, rows * m, mis_out, lane)
+            if SHIFT:
+                store_shifted(s, so, dst[0], start_out, n, m, rows, mis_out, lane, iv, inv_m)
+            else:
+                store_tile(s, so, dst[0], start_out, rows * n, mis_out, lane)
             fi.syncwarp()
             t += step
 
-    if CONV or SHIFT:                  # the input's own tile beside the result's
+    if CONV:                           # the input's own tile beside the result's
         def body(sc, src, dst, init, n, m, R, aux):
             tiles_loop(sc[0], sc[1], src, dst, init, n, m, R, aux)
         run = fi.with_shared_scratch(WPB * TW, (acc_dtype, in_dtype), body, 7)

@@ -1009,7 +1009,7 @@ def _rows_staged_fit(pc, in_dtypes, acc_dtypes, xv, ov, shift, n, m, nbatch, nb1
     """Whether :func:`..kernels.scan.make_row_scan` takes this batched scan: one operand of
     a 4- or 8-byte integer or float dtype scanned in its own dtype or one it casts to safely
     (int32 -> int64, float32 -> float64), inclusive, exclusive or with ``include_initial``,
-    forwards or reversed, rows of at most ``rows_staged_max`` elements (output rows too),
+    forwards or reversed, rows of at most ``rows_staged_max`` elements,
     adjacent and contiguous in the input and in the output (``R * n`` consecutive elements,
     ``R * m`` out, both running in the scan's direction or both against it), naturally
     aligned."""
@@ -1028,7 +1028,7 @@ def _rows_staged_fit(pc, in_dtypes, acc_dtypes, xv, ov, shift, n, m, nbatch, nb1
     longv = int(pc.get("rows_staged_long_vecs", 0))
     while 2 * vecs <= longv:            # the longest tile: vecs doubled (see _plan_rows)
         vecs *= 2
-    if m > min(int(pc.get("rows_staged_max", 128)), vecs * 32 * (16 // isz)):
+    if n > min(int(pc.get("rows_staged_max", 128)), vecs * 32 * (16 // isz)):
         return False
     if nbatch != nb1 or abs(s_in) != 1 or s_out != s_in or bx[1] != n or bo[1] != m:
         return False
@@ -1042,9 +1042,10 @@ def _plan_rows(p, pc, fn, acc, xv, ov, has_init, n, nbatch, ind=None, shift=0, m
     tile of ``rows_staged_vecs`` vectors per lane take tiles of twice, four times ... as many
     vectors, up to ``rows_staged_long_vecs``: the smallest that holds a row, in
     proportionally smaller blocks and more of them per SM (the same shared memory per
-    block and per SM). A converted input (``ind``) or a shifted output (``shift``: output
-    rows of ``m`` elements starting with the init) has its own tile beside the result's:
-    half-size blocks, twice as many per SM. ``reverse``: the rows run backwards in memory."""
+    block and per SM). A converted input (``ind``) has its own tile beside the result's:
+    half-size blocks, twice as many per SM. ``shift``: output rows of ``m`` elements starting
+    with the init (gathered from the scanned tile as it is stored); ``reverse``: the rows run
+    backwards in memory."""
     m = n if m is None else m
     block = int(pc.get("rows_staged_block", 256))
     vecs = int(pc["rows_staged_vecs"])
@@ -1052,14 +1053,14 @@ def _plan_rows(p, pc, fn, acc, xv, ov, has_init, n, nbatch, ind=None, shift=0, m
     isz = acc.itemsize
     longv = int(pc.get("rows_staged_long_vecs", 0))
     v = vecs
-    while m > v * 32 * (16 // isz) and 2 * v <= longv:
+    while n > v * 32 * (16 // isz) and 2 * v <= longv:
         v *= 2
     block, per_sm, vecs = max(32, block * vecs // v), per_sm * v // vecs, v
     ind = acc if ind is None else np.dtype(ind)
-    if (ind != acc or shift) and block > 32:
+    if ind != acc and block > 32:
         block, per_sm = block // 2, per_sm * 2
     tw = vecs * 32 * (16 // isz)
-    tiles = -(-nbatch // (tw // m))
+    tiles = -(-nbatch // (tw // n))
     wpb = block // 32
     I64 = runtime.i64
     argtypes = (runtime.tuple_ptr_t((ind,)), runtime.tuple_ptr_t((acc,)),
