@@ -1237,9 +1237,10 @@ def make_row_scan(fn, acc_dtype, block, vecs, has_init, in_dtype=None, shift=Fal
             return (v0, shifted_value(s, so, r, k, n, tot, iv))
 
     @cuda.jit(device=True)
-    def store_shifted(s, so, p, start, n, m, rows, mis, lane, iv, inv_m):
+    def store_shifted(s, so, p, start, n, m, rows, mis, lane, iv, inv_m, dr, dk):
         """The tile's ``rows * m`` output elements to ``p[start ...]``: scalar head up to the
-        16-byte boundary, 128-bit stores, scalar tail (as the plain storer)."""
+        16-byte boundary, 128-bit stores, scalar tail (as the plain storer). A lane's vectors
+        are ``32 * VEC`` elements apart: ``dr`` rows and ``dk`` elements of a row."""
         tot = rows * n
         tout = rows * m
         po = (mis + start) % VEC
@@ -1251,10 +1252,21 @@ def make_row_scan(fn, acc_dtype, block, vecs, has_init, in_dtype=None, shift=Fal
             r, k = row_col(lane, m, tout, inv_m)
             fi.store(p, start + lane, shifted_value(s, so, r, k, n, tot, iv))
         q = lane
+        r, k = row_col(ha + q * VEC, m, tout, inv_m)
         while q < nv:
-            i0 = ha + q * VEC
-            r, k = row_col(i0, m, tout, inv_m)
-            fi.vstore(p, start + i0, shifted_vec(s, so, r, k, n, m, tot, iv))
+            fi.vstore(p, start + ha + q * VEC, shifted_vec(s, so, r, k, n, m, tot, iv))
+            if REV:                    # the next vector of this lane, 32 vectors on
+                r -= dr
+                k -= dk
+                if k < 0:
+                    k += m
+                    r -= 1
+            else:
+                r += dr
+                k += dk
+                if k >= m:
+                    k -= m
+                    r += 1
             q += 32
         tl = ha + nv * VEC + lane
         if tl < tout:
@@ -1274,6 +1286,8 @@ def make_row_scan(fn, acc_dtype, block, vecs, has_init, in_dtype=None, shift=Fal
         mis_out = aux >> 4
         iv = fi.load(s, 0)
         inv_m = np.float32(1.0) / np.float32(m)
+        dr = (32 * VEC) // m
+        dk = 32 * VEC - dr * m
         if SHIFT:
             iv = fi.load(init[0], 0)
         while t < tiles:               # warp-uniform
@@ -1294,7 +1308,8 @@ def make_row_scan(fn, acc_dtype, block, vecs, has_init, in_dtype=None, shift=Fal
                 segmented(s, si, so, init, n, rows, lane)
             fi.syncwarp()
             if SHIFT:
-                store_shifted(s, so, dst[0], start_out, n, m, rows, mis_out, lane, iv, inv_m)
+                store_shifted(s, so, dst[0], start_out, n, m, rows, mis_out, lane, iv, inv_m, dr,
+                              dk)
             else:
                 store_tile(s, so, dst[0], start_out, rows * n, mis_out, lane)
             fi.syncwarp()
