@@ -1236,11 +1236,22 @@ def make_row_scan(fn, acc_dtype, block, vecs, has_init, in_dtype=None, shift=Fal
             r, k = next_rk(r, k, m)
             return (v0, shifted_value(s, so, r, k, n, tot, iv))
 
+    if VEC == 4:
+        @cuda.jit(device=True)
+        def gather(s, a):
+            return (fi.load(s, a), fi.load(s, a + 1), fi.load(s, a + 2), fi.load(s, a + 3))
+    else:
+        @cuda.jit(device=True)
+        def gather(s, a):
+            return (fi.load(s, a), fi.load(s, a + 1))
+
     @cuda.jit(device=True)
     def store_shifted(s, so, p, start, n, m, rows, mis, lane, iv, inv_m, dr, dk):
         """The tile's ``rows * m`` output elements to ``p[start ...]``: scalar head up to the
         16-byte boundary, 128-bit stores, scalar tail (as the plain storer). A lane's vectors
-        are ``32 * VEC`` elements apart: ``dr`` rows and ``dk`` elements of a row."""
+        are ``32 * VEC`` elements apart: ``dr`` rows and ``dk`` elements of a row. When no
+        vector of the warp's round holds a row start (or, exclusive, a dropped last
+        element), each is ``VEC`` consecutive scanned elements: a plain gather."""
         tot = rows * n
         tout = rows * m
         po = (mis + start) % VEC
@@ -1251,10 +1262,21 @@ def make_row_scan(fn, acc_dtype, block, vecs, has_init, in_dtype=None, shift=Fal
         if lane < ha:
             r, k = row_col(lane, m, tout, inv_m)
             fi.store(p, start + lane, shifted_value(s, so, r, k, n, tot, iv))
-        q = lane
-        r, k = row_col(ha + q * VEC, m, tout, inv_m)
-        while q < nv:
-            fi.vstore(p, start + ha + q * VEC, shifted_vec(s, so, r, k, n, m, tot, iv))
+        r, k = row_col(ha + lane * VEC, m, tout, inv_m)
+        qb = 0
+        while qb < nv:                 # warp-uniform rounds of 32 vectors
+            q = qb + lane
+            if REV:                    # elements k, k - 1, ... of row r, none the init
+                plain = k >= VEC
+            else:                      # elements k, k + 1, ... of row r, none past its end
+                plain = k >= 1 and k + VEC <= m
+            every = fi.ballot(plain or q >= nv) == np.uint32(0xFFFFFFFF)
+            if q < nv:
+                if every:
+                    v = gather(s, so + ix(r * n + k - 1, tot))
+                else:
+                    v = shifted_vec(s, so, r, k, n, m, tot, iv)
+                fi.vstore(p, start + ha + q * VEC, v)
             if REV:                    # the next vector of this lane, 32 vectors on
                 r -= dr
                 k -= dk
@@ -1267,7 +1289,7 @@ def make_row_scan(fn, acc_dtype, block, vecs, has_init, in_dtype=None, shift=Fal
                 if k >= m:
                     k -= m
                     r += 1
-            q += 32
+            qb += 32
         tl = ha + nv * VEC + lane
         if tl < tout:
             r, k = row_col(tl, m, tout, inv_m)
