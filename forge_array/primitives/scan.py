@@ -1065,10 +1065,13 @@ def _plan_rows(p, pc, fn, acc, xv, ov, has_init, n, nbatch, ind=None, shift=0, m
     I64 = runtime.i64
     argtypes = (runtime.tuple_ptr_t((ind,)), runtime.tuple_ptr_t((acc,)),
                 runtime.tuple_ptr_t((acc,)), I64, I64, I64, I64)
+    # rows_staged_bound: registers capped so that the grid's blocks per SM all fit (shifted
+    # rows need 80 registers unbounded, 3 blocks of 256 per SM; plain rows 62, 4 blocks)
+    lb = (block, per_sm) if pc.get("rows_staged_bound", False) and block * per_sm <= 2048 else None
     p.kernel = runtime.compile_kernel(
         kscan.make_row_scan,
         (fn, acc, block, vecs, has_init, ind if ind != acc else None, bool(shift), bool(reverse)),
-        argtypes)
+        argtypes, launch_bounds=lb)
     aux = runtime.misalignment(xv[0]) // ind.itemsize + 16 * (runtime.misalignment(ov[0]) // isz)
     p.scalars = (n, m, nbatch, aux)
     p.grid = max(1, min(-(-tiles // wpb), per_sm * runtime.device_info()["sm_count"]))
