@@ -948,7 +948,7 @@ def _plan(f, op, ins, kdims, rdims, kb, acc, ident, init_v, index, out_ok=False)
     kernel = build(split)
     depth = p.get("col_unroll", unroll)   # rows in flight per thread of a column kernel
     if occupancy:
-        res = min(_resident(kernel, block, p["blocks_per_sm"]), p["blocks_per_sm"])
+        res = min(runtime.resident_blocks(kernel, block, p["blocks_per_sm"]), p["blocks_per_sm"])
         grid, split2, chunk = shape(sm * res)
         if min(split2, 2) != min(split, 2):
             kernel = build(split2)
@@ -962,7 +962,7 @@ def _plan(f, op, ins, kdims, rdims, kb, acc, ident, init_v, index, out_ok=False)
             # thread and no launch bound (more registers, fewer blocks per SM); wide, short
             # matrices (many tiles, few rows per thread) keep the bounded kernel
             kd = build(2, deep)
-            resd = min(_resident(kd, block, p["blocks_per_sm"]), p["blocks_per_sm"])
+            resd = min(runtime.resident_blocks(kd, block, p["blocks_per_sm"]), p["blocks_per_sm"])
             gd, sd, cd = shape(sm * resd, deep)
             if 2 * units <= sm * resd and cd >= 2 * deep * RB:
                 kernel = kd if min(sd, 2) == 2 else build(sd, deep)
@@ -984,38 +984,6 @@ def _plan(f, op, ins, kdims, rdims, kb, acc, ident, init_v, index, out_ok=False)
             "nslots": nslots,
             "nticks": nticks, "acc_full": acc_full, "flag": ident_missing, "depth": depth,
             "scalars": (nb, nr, m0, m1, SB, SR, S0, S1, ob, orr, int(kb), L0, L1, chunk, aux)}
-
-
-_RESIDENT: dict = {}
-
-
-def _resident(kernel, block, fallback):
-    """Blocks of ``block`` threads of ``kernel`` that fit on one SM (the driver's occupancy
-    calculator: registers, shared memory), or ``fallback`` where it cannot tell (simulator)."""
-    if runtime.SIMULATE:
-        return fallback
-    key = (kernel, block)
-    v = _RESIDENT.get(key)
-    if v is None:
-        v = 0
-        try:
-            from cupy.cuda import driver
-
-            v = int(driver.occupancyMaxActiveBlocksPerMultiprocessor(kernel.function().ptr, block, 0))
-        except Exception:  # pragma: no cover - depends on the CuPy build
-            try:   # by hand: registers (allocated per warp, 256 at a time), shared memory
-                fn = kernel.function()
-                warps = -(-block // 32)
-                per_warp = -(-int(fn.num_regs) * 32 // 256) * 256
-                by_regs = (65536 // max(per_warp, 1)) // warps
-                by_smem = (233472 // (int(fn.shared_size_bytes) + 1024))
-                v = min(by_regs, by_smem, 2048 // block, 32)
-            except Exception:
-                v = 0
-        if v <= 0:
-            v = fallback
-        _RESIDENT[key] = v
-    return v
 
 
 def _buf_at(x, off):

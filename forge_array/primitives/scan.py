@@ -1065,13 +1065,18 @@ def _plan_rows(p, pc, fn, acc, xv, ov, has_init, n, nbatch, ind=None, shift=0, m
     I64 = runtime.i64
     argtypes = (runtime.tuple_ptr_t((ind,)), runtime.tuple_ptr_t((acc,)),
                 runtime.tuple_ptr_t((acc,)), I64, I64, I64, I64)
-    # rows_staged_bound: registers capped so that the grid's blocks per SM all fit (shifted
-    # rows need 80 registers unbounded, 3 blocks of 256 per SM; plain rows 62, 4 blocks)
-    lb = (block, per_sm) if pc.get("rows_staged_bound", False) and block * per_sm <= 2048 else None
-    p.kernel = runtime.compile_kernel(
-        kscan.make_row_scan,
-        (fn, acc, block, vecs, has_init, ind if ind != acc else None, bool(shift), bool(reverse)),
-        argtypes, launch_bounds=lb)
+    fargs = (fn, acc, block, vecs, has_init, ind if ind != acc else None, bool(shift), bool(reverse))
+    p.kernel = runtime.compile_kernel(kscan.make_row_scan, fargs, argtypes)
+    # rows_staged_bound: where registers keep some of the grid's blocks per SM from being
+    # resident together (shifted rows: 80 registers, 3 blocks of 256 per SM of the grid's 4;
+    # the persistent grid's last blocks would then run after the others), the kernel with a
+    # launch bound that fits them all, if it does
+    if (pc.get("rows_staged_bound", True) and block * per_sm <= 2048
+            and runtime.resident_blocks(p.kernel, block, per_sm) < per_sm):
+        kb = runtime.compile_kernel(kscan.make_row_scan, fargs, argtypes,
+                                    launch_bounds=(block, per_sm))
+        if runtime.resident_blocks(kb, block, per_sm) >= per_sm:
+            p.kernel = kb
     aux = runtime.misalignment(xv[0]) // ind.itemsize + 16 * (runtime.misalignment(ov[0]) // isz)
     p.scalars = (n, m, nbatch, aux)
     p.grid = max(1, min(-(-tiles // wpb), per_sm * runtime.device_info()["sm_count"]))

@@ -544,6 +544,42 @@ def _entry_name(ptx: str) -> str:
     return m.group(1)
 
 
+_RESIDENT_BLOCKS: dict = {}
+
+
+def resident_blocks(kernel, block, fallback):
+    """Blocks of ``block`` threads of ``kernel`` that fit on one SM (the driver's occupancy
+    calculator: registers, shared memory), or ``fallback`` where it cannot tell (simulator).
+
+    >>> resident_blocks(None, 256, 4) if config.SIMULATE else 4
+    4
+    """
+    if config.SIMULATE:
+        return fallback
+    key = (kernel, block)
+    v = _RESIDENT_BLOCKS.get(key)
+    if v is None:
+        v = 0
+        try:
+            from cupy.cuda import driver
+
+            v = int(driver.occupancyMaxActiveBlocksPerMultiprocessor(kernel.function().ptr, block, 0))
+        except Exception:  # pragma: no cover - depends on the CuPy build
+            try:   # by hand: registers (allocated per warp, 256 at a time), shared memory
+                fn = kernel.function()
+                warps = -(-block // 32)
+                per_warp = -(-int(fn.num_regs) * 32 // 256) * 256
+                by_regs = (65536 // max(per_warp, 1)) // warps
+                by_smem = (233472 // (int(fn.shared_size_bytes) + 1024))
+                v = min(by_regs, by_smem, 2048 // block, 32)
+            except Exception:
+                v = 0
+        if v <= 0:
+            v = fallback
+        _RESIDENT_BLOCKS[key] = v
+    return v
+
+
 # --------------------------------------------------------------------------- offline
 
 

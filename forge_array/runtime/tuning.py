@@ -102,8 +102,11 @@ TABLES: dict = {
         # rows_staged_long_vecs: rows longer than that tile take tiles of 2, 4 ... times as
         # many vectors, up to this many (the smallest that holds a row; blocks and blocks per
         # SM scaled to keep shared memory per block; 0 = off); rows_staged_flags: the staged
-        # kernel takes include_initial / exclusive rows (output tile of its own) and reversed
-        # rows too (False: they go to the column or tile kernels, as before session 16);
+        # kernel takes include_initial / exclusive rows (shifted as they are stored) and
+        # reversed rows too (False: they go to the column or tile kernels, as before session
+        # 16); rows_staged_bound: a launch bound where registers would keep some of the grid's
+        # blocks per SM from being resident (H200, session16/row_scan_probe-bound.txt: rows of
+        # 1000 include_initial 408 -> 327 us, int32 -> int64 rows of 10 540 -> 385);
         # rows_column_max: many short rows that the staged kernel does not take go to the
         # column kernel up to this length (absent: a quarter of the tile scan's tile)
         # narrow_max: axis 0 of C-contiguous matrices of 2 .. narrow_max (<= 32) columns scanned
@@ -116,7 +119,7 @@ TABLES: dict = {
         # 128 x 256: 402; dense conflict-free tiles: 362; 96 x 384 bytes, 8 loads in flight: 328
         "scan_columns": {"block": 256, "items": 32, "staged": True, "lookback": 1,
                          "warp_lookback_cols": 16, "rows_items": 16, "rows_staged_vecs": 8,
-                         "rows_staged_max": 128, "rows_staged_block": 256,
+                         "rows_staged_max": 128, "rows_staged_block": 256, "rows_staged_bound": True,
                          "rows_staged_blocks_per_sm": 4, "narrow_max": 32, "narrow_block": 96,
                          "narrow_bytes": 384, "narrow_packed": 4, "narrow_wide": True},
     },
