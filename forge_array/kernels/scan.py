@@ -72,7 +72,7 @@ from numba import cuda
 
 from .. import intrinsics as fi
 from ..intrinsics import words as fw
-from .staging import make_tile_loader, make_tile_storer
+from .staging import make_gather, make_tile_loader, make_tile_storer, make_vector_split
 
 __all__ = [
     "EMPTY", "AGG", "PREFIX", "packable", "value_op", "tagged_combine",
@@ -1113,6 +1113,8 @@ def make_row_scan(fn, acc_dtype, block, vecs, has_init, in_dtype=None, shift=Fal
     op = fi.as_device(fn)
     load_tile = make_tile_loader(32, fi.VEC(in_dtype))
     store_tile = make_tile_storer(32, VEC)
+    gather = make_gather(VEC)
+    split = make_vector_split(VEC)
 
     def seg(p, q):                     # (row start seen, fold since it): q's start restarts
         if q[0] != 0:
@@ -1236,15 +1238,6 @@ def make_row_scan(fn, acc_dtype, block, vecs, has_init, in_dtype=None, shift=Fal
             r, k = next_rk(r, k, m)
             return (v0, shifted_value(s, so, r, k, n, tot, iv))
 
-    if VEC == 4:
-        @cuda.jit(device=True)
-        def gather(s, a):
-            return (fi.load(s, a), fi.load(s, a + 1), fi.load(s, a + 2), fi.load(s, a + 3))
-    else:
-        @cuda.jit(device=True)
-        def gather(s, a):
-            return (fi.load(s, a), fi.load(s, a + 1))
-
     @cuda.jit(device=True)
     def store_shifted(s, so, p, start, n, m, rows, mis, lane, iv, inv_m, dr, dk):
         """The tile's ``rows * m`` output elements to ``p[start ...]``: scalar head up to the
@@ -1254,11 +1247,7 @@ def make_row_scan(fn, acc_dtype, block, vecs, has_init, in_dtype=None, shift=Fal
         element), each is ``VEC`` consecutive scanned elements: a plain gather."""
         tot = rows * n
         tout = rows * m
-        po = (mis + start) % VEC
-        ha = (VEC - po) % VEC
-        if ha > tout:
-            ha = tout
-        nv = (tout - ha) // VEC
+        ha, nv = split(mis, start, tout)
         if lane < ha:
             r, k = row_col(lane, m, tout, inv_m)
             fi.store(p, start + lane, shifted_value(s, so, r, k, n, tot, iv))

@@ -16,7 +16,45 @@ from numba import cuda
 
 from .. import intrinsics as fi
 
-__all__ = ["make_tile_loader", "make_tile_storer"]
+__all__ = ["make_gather", "make_tile_loader", "make_tile_storer", "make_vector_split"]
+
+
+def make_gather(VEC):
+    """``(sh, a) -> VEC-tuple``: ``VEC`` (2 or 4) consecutive scalars of a shared array from
+    ``sh[a]``, for a 128-bit store (scalar loads: ``a`` need not be 16-byte aligned).
+
+    >>> callable(make_gather(4))
+    True
+    """
+    if VEC == 4:
+        @cuda.jit(device=True)
+        def gather(sh, a):
+            return (fi.load(sh, a), fi.load(sh, a + 1), fi.load(sh, a + 2), fi.load(sh, a + 3))
+    elif VEC == 2:
+        @cuda.jit(device=True)
+        def gather(sh, a):
+            return (fi.load(sh, a), fi.load(sh, a + 1))
+    else:
+        raise ValueError(f"make_gather: VEC must be 2 or 4, got {VEC}")
+    return gather
+
+
+def make_vector_split(VEC):
+    """``(mis, start, n) -> (ha, nv)``: a run ``p[start : start + n]`` of an array whose
+    ``p[0]`` has the 16-byte phase ``mis`` (elements) as ``ha`` scalars up to the first 16-byte
+    boundary, then ``nv`` whole vectors of ``VEC`` elements (the rest is the scalar tail).
+
+    >>> callable(make_vector_split(4))
+    True
+    """
+    @cuda.jit(device=True)
+    def split(mis, start, n):
+        po = (mis + start) % VEC
+        ha = (VEC - po) % VEC
+        if ha > n:
+            ha = n
+        return ha, (n - ha) // VEC
+    return split
 
 
 def make_tile_loader(BLOCK, VEC, V4=False, WIDE=False):
@@ -115,26 +153,16 @@ def make_tile_storer(BLOCK, VEC, V4=False):
     >>> callable(make_tile_storer(32, 4))
     True
     """
-    if VEC == 4:
-        @cuda.jit(device=True)
-        def gather(sh, a):
-            return (fi.load(sh, a), fi.load(sh, a + 1), fi.load(sh, a + 2), fi.load(sh, a + 3))
-    elif VEC == 2:
-        @cuda.jit(device=True)
-        def gather(sh, a):
-            return (fi.load(sh, a), fi.load(sh, a + 1))
-    else:
+    if VEC not in (2, 4):
         raise ValueError(f"make_tile_storer: VEC must be 2 or 4, got {VEC}")
+    gather = make_gather(VEC)
+    split = make_vector_split(VEC)
 
     @cuda.jit(device=True)
     def store_from(sh, s0, p, start, n, mis, tid, aligned):
         """``sh[s0 + i]`` to ``p[start + i]``; ``aligned``: the shared vectors behind the global
         16-byte boundaries are 16-byte aligned too (one ``ld.shared.v4`` each)."""
-        po = (mis + start) % VEC
-        ha = (VEC - po) % VEC
-        if ha > n:
-            ha = n
-        nv = (n - ha) // VEC
+        ha, nv = split(mis, start, n)
         if tid < ha:
             fi.store(p, start + tid, fi.load(sh, s0 + tid))
         g = start + ha
