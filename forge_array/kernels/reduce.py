@@ -41,7 +41,6 @@ public way in):
 
 from __future__ import annotations
 
-import operator
 from typing import NamedTuple
 
 import numpy as np
@@ -52,6 +51,7 @@ from ..runtime import (
     buffer_of,
     compile_kernel,
     data_address,
+    device_allocator,
     device_info,
     element_strides,
     i64,
@@ -544,6 +544,8 @@ class Launch(NamedTuple):
     param: float
     in_view: object  # simulator only: dtype the input is viewed as (bool -> uint8), or None
     out_views: object  # simulator only: buffer dtypes of the outputs when they differ
+    out_nbytes: tuple  # bytes of each output
+    alloc: object  # GPU only: CuPy's device allocator (the outputs are built after the launch)
 
 
 _REPLAY: dict = {}
@@ -592,8 +594,10 @@ def plan(spec, x, param=0.0, out_shape=(1,)):
     out_dtypes = tuple(np.dtype(d) for d in (spec.out_dtypes or spec.acc_dtypes))
     bufs = tuple(buffer_dtype(d) for d in out_dtypes)
     empty = np.ndarray if isinstance(x, np.ndarray) else _cupy().ndarray
+    count = int(np.prod(out_shape, dtype=np.int64))
     p = Launch(kernel, grid, block, head + tail, tuple(out_shape), out_dtypes, empty, float(param),
-               xv.dtype if xv is not x else None, None if bufs == out_dtypes else bufs)
+               xv.dtype if xv is not x else None, None if bufs == out_dtypes else bufs,
+               tuple(count * d.itemsize for d in out_dtypes), None if _SIM else device_allocator())
     if len(_REPLAY) >= _MAX_CACHED:
         _REPLAY.clear()
     _REPLAY[key] = p
@@ -603,27 +607,27 @@ def plan(spec, x, param=0.0, out_shape=(1,)):
 def replay(p, x, on=None):
     """Run the :class:`Launch` ``p`` on ``x`` (of the layout it was planned for); returns the
     tuple of output arrays.  The only difference between the GPU and the simulator is how
-    arrays become kernel arguments (a device address or a ``SimBuffer``).  ``on``: the
-    caller's ``stream_key()`` of this moment, if it has one (saves asking CuPy again)."""
-    kernel, grid, block, fixed, shape, dtypes, empty, param, in_view, out_views = p
-    if len(dtypes) == 1:
-        outs = (empty(shape, dtypes[0]),)
+    arrays become kernel arguments (a device address or a ``SimBuffer``); on the GPU the
+    outputs' memory is allocated before the launch and the arrays are built over it after
+    (host time the kernel hides).  ``on``: the caller's ``stream_key()`` of this moment, if
+    it has one (saves asking CuPy again)."""
+    kernel, grid, block, fixed, shape, dtypes, empty, param, in_view, out_views, nbytes, alloc = p
+    if not _SIM:
+        if len(nbytes) == 1:
+            mem = alloc(nbytes[0])
+            launch(kernel, grid, block, (x.data.ptr,) + fixed + (mem.ptr, param), 0, on)
+            return (empty(shape, dtypes[0], memptr=mem),)
+        mems = [alloc(nb) for nb in nbytes]
+        launch(kernel, grid, block, (x.data.ptr,) + fixed + tuple([m.ptr for m in mems]) + (param,), 0, on)
+        return tuple([empty(shape, d, memptr=m) for d, m in zip(dtypes, mems)])
+    outs = tuple([empty(shape, d) for d in dtypes])
+    xb = buffer_of(x if in_view is None else x.view(in_view))
+    if out_views is None:
+        obs = tuple(map(buffer_of, outs))
     else:
-        outs = tuple([empty(shape, d) for d in dtypes])
-    if _SIM:
-        xb = buffer_of(x if in_view is None else x.view(in_view))
-        if out_views is None:
-            obs = tuple(map(buffer_of, outs))
-        else:
-            obs = tuple([buffer_of(o.view(d)) for o, d in zip(outs, out_views)])
-    else:
-        xb = x.data.ptr
-        obs = tuple(map(_PTR, outs))
+        obs = tuple([buffer_of(o.view(d)) for o, d in zip(outs, out_views)])
     launch(kernel, grid, block, (xb,) + fixed + obs + (param,), 0, on)
     return outs
-
-
-_PTR = operator.attrgetter("data.ptr")  # device address of a CuPy array
 
 
 def _kernel_plan(spec, in_dtypes, mode, ndim):

@@ -35,7 +35,7 @@ from .compiler import (
     u64,
 )
 from .config import SIMULATE
-from .memory import SimBuffer, buffer_of, data_address, element_strides, misalignment
+from .memory import SimBuffer, buffer_of, data_address, device_allocator, element_strides, misalignment
 
 __all__ = [
     "SIMULATE",
@@ -49,6 +49,7 @@ __all__ = [
     "cupy",
     "current_device",
     "data_address",
+    "device_allocator",
     "device_info",
     "element_strides",
     "f32",
