@@ -82,3 +82,24 @@ def profile_calls(f, n=3000, top=30, sync=True):
     if sync:
         _cp().cuda.Device().synchronize()
     pstats.Stats(pr).sort_stats("tottime").print_stats(top)
+
+
+def matvec_calls(n, p, copies=4):
+    """``(A @ x, x @ A)`` pairs of zero-argument calls, ours and PyTorch's, on float32 ``(n, p)``
+    matrices: ``(("A@x", ours, torch), ("x@A", ours, torch))``; the calls rotate over
+    ``copies`` random matrices so that, as in the bench, no call finds its input in L2."""
+    import itertools
+
+    import torch
+
+    import forge_array as xp
+
+    cp = _cp()
+    cAs = [cp.random.random((n, p), dtype=cp.float32) for _ in range(copies)]
+    cv, cu = cp.random.random(p, dtype=cp.float32), cp.random.random(n, dtype=cp.float32)
+    As = itertools.cycle([xp.asarray(a) for a in cAs])
+    tAs = itertools.cycle([torch.as_tensor(a, device="cuda") for a in cAs])
+    v, u = xp.asarray(cv), xp.asarray(cu)
+    tv, tu = torch.as_tensor(cv, device="cuda"), torch.as_tensor(cu, device="cuda")
+    return (("A@x", lambda: next(As) @ v, lambda: next(tAs) @ tv),
+            ("x@A", lambda: u @ next(As), lambda: tu @ next(tAs)))

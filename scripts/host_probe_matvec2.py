@@ -2,25 +2,12 @@
 event-timed µs from an idle GPU (the bench's method), behind a busy GPU (the kernels alone)
 and host µs, for ours and PyTorch; the calls rotate over 4 copies of the matrix (160 MB) so
 that, as in the bench, no call finds its input in L2."""
-import itertools
-
-import cupy as cp
-import torch
-
-import forge_array as xp
-from bench.hosttime import event_us, host_us
+from bench.hosttime import event_us, host_us, matvec_calls
 
 shapes = ((10, 10**6), (100, 10**5), (10**3, 10**4), (10**4, 10**3), (10**5, 100), (10**6, 10))
 print(f"{'case':24s} {'idle':>7s} {'busy':>7s} {'host':>7s}   torch {'idle':>7s} {'busy':>7s} {'host':>7s}")
 for n, p in shapes:
-    cAs = [cp.random.random((n, p), dtype=cp.float32) for _ in range(4)]
-    cv, cu = cp.random.random(p, dtype=cp.float32), cp.random.random(n, dtype=cp.float32)
-    As = itertools.cycle([xp.asarray(a) for a in cAs])
-    tAs = itertools.cycle([torch.as_tensor(a, device="cuda") for a in cAs])
-    v, u = xp.asarray(cv), xp.asarray(cu)
-    tv, tu = torch.as_tensor(cv, device="cuda"), torch.as_tensor(cu, device="cuda")
-    for label, ours, theirs in (("A@x", lambda: next(As) @ v, lambda: next(tAs) @ tv),
-                                ("x@A", lambda: u @ next(As), lambda: tu @ next(tAs))):
+    for label, ours, theirs in matvec_calls(n, p):
         row = []
         for f in (ours, theirs):
             f()
