@@ -416,12 +416,12 @@ def test_column_kernel_tile_rows_and_block(bk, fresh_plans, rowcol_params, sm_co
         assert {pl["split"] for pl in plans} == {-(-4 // (cols // 4 // (128 // rows_shared)))}
 
 
-@pytest.mark.parametrize("flight", [2, 4])
+@pytest.mark.parametrize("flight", [2, 4, 8])
 def test_column_kernel_split_combine(bk, fresh_plans, rowcol_params, sm_count, flight):
     """The last block of a split column tile combines its partial rows, ``col_combine`` rows in
     flight per thread: 300 rows of 16 column vectors (one tile of 16 x 4 threads, 4 rows at a
-    time) split 37 ways (9-row parts, 34 of them): rounds of four, of two and a single row per
-    thread. Sums (exact int64), argmax (index pairs) and a reduction without identity."""
+    time) split 37 ways (9-row parts, 34 of them): rounds of eight, of four, of two and a single
+    row per thread. Sums (exact int64), argmax (index pairs) and a reduction without identity."""
     _simulator_geometry(sm_count, rowcol_params, blocks_per_sm=20, occupancy=False, col_flat=0,
                         col_combine=flight, col_round=False, col_split_group=0)
     rng = np.random.default_rng(40 + flight)

@@ -884,7 +884,7 @@ def make_colvec_kernel(f, op, K, ACC, ID, FLAG, INIT, BLOCK, SPLIT, RED2, INDEX,
     rows go out in one round trip (else one at a time). ``VOUT``: a thread's ``VEC`` results
     go out in one 128-bit store when all its columns are valid (the host guarantees a
     contiguous result of the input's item size, 16-byte aligned at column 0 of every output
-    row, and phase 0); else one store per column. ``FLIGHT`` (2 or 4): rows of partials a
+    row, and phase 0); else one store per column. ``FLIGHT`` (2, 4 or 8): rows of partials a
     thread of the last block of a split tile has in flight while it combines them.
     ``GROUPED`` (with ``GS >= 2`` and more than ``GS`` parts): two levels, as in the flat
     kernel: the last block of each group of ``GS`` consecutive parts of a tile folds their
@@ -1073,6 +1073,19 @@ def make_colvec_kernel(f, op, K, ACC, ID, FLAG, INIT, BLOCK, SPLIT, RED2, INDEX,
     def fold_parts(part, w, hi, RB, ntot, o, cl, accs):
         """Fold partial rows ``w, w + RB, ... < hi`` (row ``r`` at ``r * ntot + o``) into
         ``accs``, ``FLIGHT`` rows in flight."""
+        if FLIGHT >= 8:
+            while w + 7 * RB < hi:         # eight rows of partials in flight
+                r0 = part_row(part, w * ntot + o, cl)
+                r1 = part_row(part, (w + RB) * ntot + o, cl)
+                r2 = part_row(part, (w + 2 * RB) * ntot + o, cl)
+                r3 = part_row(part, (w + 3 * RB) * ntot + o, cl)
+                r4 = part_row(part, (w + 4 * RB) * ntot + o, cl)
+                r5 = part_row(part, (w + 5 * RB) * ntot + o, cl)
+                r6 = part_row(part, (w + 6 * RB) * ntot + o, cl)
+                r7 = part_row(part, (w + 7 * RB) * ntot + o, cl)
+                accs = comb(comb(comb(comb(accs, r0), r1), r2), r3)
+                accs = comb(comb(comb(comb(accs, r4), r5), r6), r7)
+                w += 8 * RB
         if FLIGHT >= 4:
             while w + 3 * RB < hi:         # four rows of partials in flight
                 r0 = part_row(part, w * ntot + o, cl)

@@ -930,7 +930,7 @@ def _plan(f, op, ins, kdims, rdims, kb, acc, ident, init_v, index, out_ok=False)
             fargs = lambda split, cu=cu: (f, op.fn, K, acc, ID, ident_missing, init_v, block, min(split, 2),  # noqa: E731
                                           red2, index, cu, vec, modes,
                                           bool(p.get("col_tail", True)) and all(modes), vout,
-                                          4 if p.get("col_combine", 2) >= 4 else 2, bool(split_group))
+                                          _flight(p.get("col_combine", 2)), bool(split_group))
         else:
             factory = _k.make_col_kernel
             aux = CQ
@@ -997,6 +997,16 @@ def _plan(f, op, ins, kdims, rdims, kb, acc, ident, init_v, index, out_ok=False)
             "nslots": nslots,
             "nticks": nticks, "acc_full": acc_full, "flag": ident_missing, "depth": depth,
             "scalars": (nb, nr, m0, m1, SB, SR, S0, S1, ob, orr, int(kb), L0, L1, chunk, aux)}
+
+
+def _flight(n):
+    """Rows of partials in flight per thread of a split tile's combiner: 8, 4 or 2 (the
+    ``col_combine`` tuning entry, rounded down).
+
+    >>> [_flight(n) for n in (1, 2, 4, 6, 8, 16)]
+    [2, 2, 4, 4, 8, 8]
+    """
+    return 8 if n >= 8 else 4 if n >= 4 else 2
 
 
 def _buf_at(x, off):

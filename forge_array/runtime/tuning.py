@@ -56,7 +56,7 @@ TABLES: dict = {
         # per lane, 1, 2 or 4),
         # col_flat_min_blocks (launch bound of the flat column kernel, 0 = none), col_combine
         # (vectorised column kernel split across blocks: rows of partials in flight per thread
-        # of the last block, 2 or 4), col_split_group (tiles split into at least this many
+        # of the last block, 2, 4 or 8), col_split_group (tiles split into at least this many
         # parts combine in two levels, groups of ceil(sqrt(parts)); 0 = one level), col_deep
         # (vectorised column kernel with occupancy: launches whose tiles split their rows
         # across blocks in one wave, at least 2 * col_deep rows per thread, take a kernel with
@@ -176,12 +176,15 @@ TABLES: dict = {
         # 312-346 with 32). Rows the staged kernel does not take (a
         # conversion, include_initial, strided rows) keep the column kernel up to 200
         # elements (130: 2874 against the tile scan's 3987 us; 300: 2630 against 1865)
+        # col_combine 8 (session 17, session17/config_probe-combine.txt, kernels alone behind a
+        # busy GPU, three rounds): x @ A (10^4, 10^3) 20.9 -> 19.9-20.0 us (4: 20.3); x @ A
+        # (10^3, 10^4), (10^5, 10^2), sum(axis=0) (10^4, 10^4), (10^3, 10^5) within 0.1 us
         "scan_columns": {"narrow_block": 160, "narrow_bytes": 272, "rows_staged_max": 4096,
                          "rows_staged_long_vecs": 32, "rows_column_max": 200},
         "rowcol": {"occupancy": True, "row_tile_warp": True, "row_tile_min_blocks": 0, "col_tile": 32,
                    "col_min_blocks": 8, "row_tile_v4": True, "row_tile_vecs": 8, "row_fill": 2,
                    "col_vstore": True, "col_flat_group": 2, "col_min_items": 64, "col_block": 128,
-                   "col_deep": 8, "row_tile_accs": 2},
+                   "col_deep": 8, "row_tile_accs": 2, "col_combine": 8},
     },
     "H100": {},
     "H200": {},
