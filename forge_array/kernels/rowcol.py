@@ -1070,29 +1070,28 @@ def make_colvec_kernel(f, op, K, ACC, ID, FLAG, INIT, BLOCK, SPLIT, RED2, INDEX,
     combine_all = fi.with_shared_scratch(BLOCK * VEC, _dtypes_of(ID), combine_body, 5)
 
     @cuda.jit(device=True)
+    def parts4(part, w, RB, ntot, o, cl):
+        """Partial rows ``w, w + RB, w + 2 RB, w + 3 RB``, all loads issued before any is used."""
+        return (part_row(part, w * ntot + o, cl), part_row(part, (w + RB) * ntot + o, cl),
+                part_row(part, (w + 2 * RB) * ntot + o, cl), part_row(part, (w + 3 * RB) * ntot + o, cl))
+
+    @cuda.jit(device=True)
+    def comb4(accs, rs):
+        return comb(comb(comb(comb(accs, rs[0]), rs[1]), rs[2]), rs[3])
+
+    @cuda.jit(device=True)
     def fold_parts(part, w, hi, RB, ntot, o, cl, accs):
         """Fold partial rows ``w, w + RB, ... < hi`` (row ``r`` at ``r * ntot + o``) into
         ``accs``, ``FLIGHT`` rows in flight."""
         if FLIGHT >= 8:
             while w + 7 * RB < hi:         # eight rows of partials in flight
-                r0 = part_row(part, w * ntot + o, cl)
-                r1 = part_row(part, (w + RB) * ntot + o, cl)
-                r2 = part_row(part, (w + 2 * RB) * ntot + o, cl)
-                r3 = part_row(part, (w + 3 * RB) * ntot + o, cl)
-                r4 = part_row(part, (w + 4 * RB) * ntot + o, cl)
-                r5 = part_row(part, (w + 5 * RB) * ntot + o, cl)
-                r6 = part_row(part, (w + 6 * RB) * ntot + o, cl)
-                r7 = part_row(part, (w + 7 * RB) * ntot + o, cl)
-                accs = comb(comb(comb(comb(accs, r0), r1), r2), r3)
-                accs = comb(comb(comb(comb(accs, r4), r5), r6), r7)
+                a = parts4(part, w, RB, ntot, o, cl)
+                b = parts4(part, w + 4 * RB, RB, ntot, o, cl)
+                accs = comb4(comb4(accs, a), b)
                 w += 8 * RB
         if FLIGHT >= 4:
             while w + 3 * RB < hi:         # four rows of partials in flight
-                r0 = part_row(part, w * ntot + o, cl)
-                r1 = part_row(part, (w + RB) * ntot + o, cl)
-                r2 = part_row(part, (w + 2 * RB) * ntot + o, cl)
-                r3 = part_row(part, (w + 3 * RB) * ntot + o, cl)
-                accs = comb(comb(comb(comb(accs, r0), r1), r2), r3)
+                accs = comb4(accs, parts4(part, w, RB, ntot, o, cl))
                 w += 4 * RB
         while w + RB < hi:                 # two rows of partials in flight
             accs = comb(comb(accs, part_row(part, w * ntot + o, cl)),
