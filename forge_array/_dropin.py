@@ -42,7 +42,8 @@ from .primitives import axis_reduce as _axis
 from .primitives import scan as _scan
 from .primitives.reduce import mapreduce as _mapreduce
 from .primitives.reduce import normalize_axis as _normalize_axis
-from .runtime import kernels_available
+from .runtime import kernels_available, originals
+from .runtime.originals import FUNCTIONS, METHODS
 
 try:  # the matrix-vector primitives (a colleague's module)
     from .primitives.matvec import matvec as _matvec
@@ -65,14 +66,6 @@ from .primitives.reduce import var as _p_var
 
 __all__ = ["DropIn", "FUNCTIONS", "METHODS"]
 
-#: module functions a DropIn defines (``amax``/``amin`` are ``max``/``min``)
-FUNCTIONS = ("sum", "prod", "max", "amax", "min", "amin", "mean", "var", "std", "argmax",
-             "argmin", "any", "all", "cumsum", "cumprod", "nansum", "nanmax", "nanmin", "dot",
-             "matmul", "vdot", "inner")
-
-#: ``ndarray`` methods a DropIn defines
-METHODS = ("sum", "prod", "max", "min", "mean", "var", "std", "argmax", "argmin", "any",
-           "all", "cumsum", "cumprod", "dot")
 
 #: returned by a core when our kernels do not cover the call: the original runs instead
 DECLINE = object()
@@ -217,8 +210,9 @@ class DropIn:
     kernels, each falling back to the function it replaces.
 
     ``xp``: the array module (``cupy``; ``numpy`` under the simulator). ``fallbacks``:
-    name -> callable overriding the originals (default: ``getattr(xp, name)`` now, before
-    any patching); ``method_fallbacks`` likewise for ``xp.ndarray``'s methods.
+    name -> callable overriding the originals (default: the module's own functions as
+    :func:`forge_array.runtime.originals.capture` recorded them, before any patch);
+    ``method_fallbacks`` likewise for ``xp.ndarray``'s methods.
     Attributes: one function per name of :data:`FUNCTIONS`; ``methods``: name -> function
     taking the array first, for :data:`METHODS`; ``counts``: how many calls ran on our
     kernels (``"kernel"``) and how many fell back (``"fallback"``), per name.
@@ -234,9 +228,10 @@ class DropIn:
     def __init__(self, xp, fallbacks=None, method_fallbacks=None):
         self.xp = xp
         self.ndarray = xp.ndarray
-        fb = {n: getattr(xp, n) for n in FUNCTIONS if hasattr(xp, n)}
+        funcs, meths = originals.capture(xp)   # CuPy's own, recorded before any patch
+        fb = dict(funcs)
         fb.update(fallbacks or {})
-        mfb = {n: getattr(xp.ndarray, n) for n in METHODS if hasattr(xp.ndarray, n)}
+        mfb = dict(meths)
         mfb.update(method_fallbacks or {})
         self.fallbacks = fb
         self.method_fallbacks = mfb
@@ -456,7 +451,7 @@ class DropIn:
         if not self._out_ok(out, _reduced_shape(a.shape, axes, keepdims), a.dtype):
             return DECLINE
         r = _mapreduce(None, fmax if is_max else fmin, a, axis=axes, keepdims=bool(keepdims))
-        if bool(self.xp.isnan(r).any()):           # as CuPy: a sync for the warning
+        if bool(self.fallbacks["any"](self.xp.isnan(r))):   # as CuPy: a sync for the warning
             warnings.warn("All-NaN slice encountered", RuntimeWarning, stacklevel=3)
         return self._put(r, out)
 
@@ -513,102 +508,103 @@ class DropIn:
             me._hit("kernel", name)
             return r
 
-        def sum(a, axis=None, dtype=None, out=None, keepdims=False):
+        def sum(a, axis=None, dtype=None, out=None, keepdims=False, **kw):
             """Sum over ``axis`` (CuPy's ``sum``): int64 / uint64 for bool and narrower
             integers unless ``dtype`` is given."""
-            return run("sum", me._c_sum_prod(_sum_prim, a, axis, dtype, out, keepdims), fb["sum"],
-                       a, axis=axis, dtype=dtype, out=out, keepdims=keepdims)
+            return run("sum", DEC if kw else me._c_sum_prod(_sum_prim, a, axis, dtype, out, keepdims), fb["sum"],
+                       a, axis=axis, dtype=dtype, out=out, keepdims=keepdims, **kw)
 
-        def prod(a, axis=None, dtype=None, out=None, keepdims=False):
+        def prod(a, axis=None, dtype=None, out=None, keepdims=False, **kw):
             """Product over ``axis`` (CuPy's ``prod``), with ``sum``'s dtype rules."""
-            return run("prod", me._c_sum_prod(_prod_prim, a, axis, dtype, out, keepdims),
-                       fb["prod"], a, axis=axis, dtype=dtype, out=out, keepdims=keepdims)
+            return run("prod", DEC if kw else me._c_sum_prod(_prod_prim, a, axis, dtype, out, keepdims),
+                       fb["prod"], a, axis=axis, dtype=dtype, out=out, keepdims=keepdims, **kw)
 
-        def amax(a, axis=None, out=None, keepdims=False):
+        def amax(a, axis=None, out=None, keepdims=False, **kw):
             """Maximum over ``axis`` (CuPy's ``amax`` / ``max``); NaN propagates."""
-            return run("max", me._c_extremum(_max_prim, a, axis, out, keepdims), fb["amax"],
-                       a, axis=axis, out=out, keepdims=keepdims)
+            return run("max", DEC if kw else me._c_extremum(_max_prim, a, axis, out, keepdims), fb["amax"],
+                       a, axis=axis, out=out, keepdims=keepdims, **kw)
 
-        def amin(a, axis=None, out=None, keepdims=False):
+        def amin(a, axis=None, out=None, keepdims=False, **kw):
             """Minimum over ``axis`` (CuPy's ``amin`` / ``min``); NaN propagates."""
-            return run("min", me._c_extremum(_min_prim, a, axis, out, keepdims), fb["amin"],
-                       a, axis=axis, out=out, keepdims=keepdims)
+            return run("min", DEC if kw else me._c_extremum(_min_prim, a, axis, out, keepdims), fb["amin"],
+                       a, axis=axis, out=out, keepdims=keepdims, **kw)
 
-        def mean(a, axis=None, dtype=None, out=None, keepdims=False):
+        def mean(a, axis=None, dtype=None, out=None, keepdims=False, **kw):
             """Arithmetic mean over ``axis`` (float64 for integers)."""
-            return run("mean", me._c_mean(a, axis, dtype, out, keepdims), fb["mean"],
-                       a, axis=axis, dtype=dtype, out=out, keepdims=keepdims)
+            return run("mean", DEC if kw else me._c_mean(a, axis, dtype, out, keepdims), fb["mean"],
+                       a, axis=axis, dtype=dtype, out=out, keepdims=keepdims, **kw)
 
-        def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
+        def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kw):
             """Variance over ``axis`` with ``ddof``, in one pass (Welford / Chan)."""
-            return run("var", me._c_moments(a, axis, dtype, out, ddof, keepdims, False),
+            return run("var", DEC if kw else me._c_moments(a, axis, dtype, out, ddof, keepdims, False),
                        fb["var"], a, axis=axis, dtype=dtype, out=out, ddof=ddof,
-                       keepdims=keepdims)
+                       keepdims=keepdims, **kw)
 
-        def std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
+        def std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kw):
             """Standard deviation over ``axis`` with ``ddof``, in one pass."""
-            return run("std", me._c_moments(a, axis, dtype, out, ddof, keepdims, True),
+            return run("std", DEC if kw else me._c_moments(a, axis, dtype, out, ddof, keepdims, True),
                        fb["std"], a, axis=axis, dtype=dtype, out=out, ddof=ddof,
-                       keepdims=keepdims)
+                       keepdims=keepdims, **kw)
 
         def _arg_fallback(f):
-            def call(a, axis=None, dtype=None, out=None, keepdims=False):
-                kw = {"dtype": dtype} if dtype is not None else {}
+            def call(a, axis=None, dtype=None, out=None, keepdims=False, **kw):
+                if dtype is not None:
+                    kw["dtype"] = dtype
                 return f(a, axis=axis, out=out, keepdims=keepdims, **kw)
             return call
 
         argmax_fb = _arg_fallback(fb["argmax"])
         argmin_fb = _arg_fallback(fb["argmin"])
 
-        def argmax(a, axis=None, dtype=None, out=None, keepdims=False):
+        def argmax(a, axis=None, dtype=None, out=None, keepdims=False, **kw):
             """Index of the first maximum along ``axis`` (flat index for ``axis=None``)."""
-            return run("argmax", me._c_arg(_p_argmax, a, axis, dtype, out, keepdims),
-                       argmax_fb, a, axis, dtype, out, keepdims)
+            return run("argmax", DEC if kw else me._c_arg(_p_argmax, a, axis, dtype, out, keepdims),
+                       argmax_fb, a, axis, dtype, out, keepdims, **kw)
 
-        def argmin(a, axis=None, dtype=None, out=None, keepdims=False):
+        def argmin(a, axis=None, dtype=None, out=None, keepdims=False, **kw):
             """Index of the first minimum along ``axis`` (flat index for ``axis=None``)."""
-            return run("argmin", me._c_arg(_p_argmin, a, axis, dtype, out, keepdims),
-                       argmin_fb, a, axis, dtype, out, keepdims)
+            return run("argmin", DEC if kw else me._c_arg(_p_argmin, a, axis, dtype, out, keepdims),
+                       argmin_fb, a, axis, dtype, out, keepdims, **kw)
 
-        def any(a, axis=None, out=None, keepdims=False):
+        def any(a, axis=None, out=None, keepdims=False, **kw):
             """Whether any element over ``axis`` is nonzero."""
-            return run("any", me._c_logical(_any_prim, a, axis, out, keepdims), fb["any"],
-                       a, axis=axis, out=out, keepdims=keepdims)
+            return run("any", DEC if kw else me._c_logical(_any_prim, a, axis, out, keepdims), fb["any"],
+                       a, axis=axis, out=out, keepdims=keepdims, **kw)
 
-        def all(a, axis=None, out=None, keepdims=False):
+        def all(a, axis=None, out=None, keepdims=False, **kw):
             """Whether every element over ``axis`` is nonzero."""
-            return run("all", me._c_logical(_all_prim, a, axis, out, keepdims), fb["all"],
-                       a, axis=axis, out=out, keepdims=keepdims)
+            return run("all", DEC if kw else me._c_logical(_all_prim, a, axis, out, keepdims), fb["all"],
+                       a, axis=axis, out=out, keepdims=keepdims, **kw)
 
-        def cumsum(a, axis=None, dtype=None, out=None):
+        def cumsum(a, axis=None, dtype=None, out=None, **kw):
             """Cumulative sum along ``axis`` (of the flattened array for ``axis=None``)."""
-            return run("cumsum", me._c_scan(_scan.cumulative_sum, a, axis, dtype, out),
-                       fb["cumsum"], a, axis=axis, dtype=dtype, out=out)
+            return run("cumsum", DEC if kw else me._c_scan(_scan.cumulative_sum, a, axis, dtype, out),
+                       fb["cumsum"], a, axis=axis, dtype=dtype, out=out, **kw)
 
-        def cumprod(a, axis=None, dtype=None, out=None):
+        def cumprod(a, axis=None, dtype=None, out=None, **kw):
             """Cumulative product along ``axis`` (of the flattened array for ``axis=None``)."""
-            return run("cumprod", me._c_scan(_scan.cumulative_prod, a, axis, dtype, out),
-                       fb["cumprod"], a, axis=axis, dtype=dtype, out=out)
+            return run("cumprod", DEC if kw else me._c_scan(_scan.cumulative_prod, a, axis, dtype, out),
+                       fb["cumprod"], a, axis=axis, dtype=dtype, out=out, **kw)
 
-        def nansum(a, axis=None, dtype=None, out=None, keepdims=False):
+        def nansum(a, axis=None, dtype=None, out=None, keepdims=False, **kw):
             """Sum over ``axis`` counting NaN as zero."""
-            return run("nansum", me._c_nansum(a, axis, dtype, out, keepdims), fb["nansum"],
-                       a, axis=axis, dtype=dtype, out=out, keepdims=keepdims)
+            return run("nansum", DEC if kw else me._c_nansum(a, axis, dtype, out, keepdims), fb["nansum"],
+                       a, axis=axis, dtype=dtype, out=out, keepdims=keepdims, **kw)
 
-        def nanmax(a, axis=None, out=None, keepdims=False):
+        def nanmax(a, axis=None, out=None, keepdims=False, **kw):
             """Maximum over ``axis`` ignoring NaN (NaN and a RuntimeWarning for all-NaN
             slices)."""
-            return run("nanmax", me._c_nanext(a, axis, out, keepdims, True), fb["nanmax"],
-                       a, axis=axis, out=out, keepdims=keepdims)
+            return run("nanmax", DEC if kw else me._c_nanext(a, axis, out, keepdims, True), fb["nanmax"],
+                       a, axis=axis, out=out, keepdims=keepdims, **kw)
 
-        def nanmin(a, axis=None, out=None, keepdims=False):
+        def nanmin(a, axis=None, out=None, keepdims=False, **kw):
             """Minimum over ``axis`` ignoring NaN."""
-            return run("nanmin", me._c_nanext(a, axis, out, keepdims, False), fb["nanmin"],
-                       a, axis=axis, out=out, keepdims=keepdims)
+            return run("nanmin", DEC if kw else me._c_nanext(a, axis, out, keepdims, False), fb["nanmin"],
+                       a, axis=axis, out=out, keepdims=keepdims, **kw)
 
-        def dot(a, b, out=None):
+        def dot(a, b, out=None, **kw):
             """Dot product; matrix-vector, vector-matrix and vector-vector on our kernels."""
-            return run("dot", me._c_product(a, b, out, "dot"), fb["dot"], a, b, out=out)
+            return run("dot", DEC if kw else me._c_product(a, b, out, "dot"), fb["dot"], a, b, out=out, **kw)
 
         def matmul(a, b, out=None, **kwargs):
             """``a @ b``; matrix (or batch) times vector and vector times matrix on our
@@ -616,16 +612,16 @@ class DropIn:
             r = DEC if kwargs else me._c_product(a, b, out, "matmul")
             return run("matmul", r, fb["matmul"], a, b, out=out, **kwargs)
 
-        def vdot(a, b):
+        def vdot(a, b, **kw):
             """Dot product of the flattened arrays (real dtypes on our kernels)."""
             r = DEC
-            if (me._mine(a) and me._mine(b) and a.size == b.size and a.ndim and b.ndim):
+            if (not kw and me._mine(a) and me._mine(b) and a.size == b.size and a.ndim and b.ndim):
                 r = me._c_product(a.reshape(-1), b.reshape(-1), None, "dot")
-            return run("vdot", r, fb["vdot"], a, b)
+            return run("vdot", r, fb["vdot"], a, b, **kw)
 
-        def inner(a, b):
+        def inner(a, b, **kw):
             """Inner product over the last axes."""
-            return run("inner", me._c_product(a, b, None, "inner"), fb["inner"], a, b)
+            return run("inner", DEC if kw else me._c_product(a, b, None, "inner"), fb["inner"], a, b, **kw)
 
         funcs = dict(sum=sum, prod=prod, amax=amax, max=amax, amin=amin, min=amin, mean=mean,
                      var=var, std=std, argmax=argmax, argmin=argmin, any=any, all=all,
@@ -661,47 +657,47 @@ class DropIn:
                               f"(see forge_array.cupy).\n\n" + (getattr(orig, "__doc__", "") or ""))
             return method
 
-        def c_sum(a, axis=None, dtype=None, out=None, keepdims=False):
-            return me._c_sum_prod(_sum_prim, a, axis, dtype, out, keepdims)
+        def c_sum(a, axis=None, dtype=None, out=None, keepdims=False, **kw):
+            return DEC if kw else me._c_sum_prod(_sum_prim, a, axis, dtype, out, keepdims)
 
-        def c_prod(a, axis=None, dtype=None, out=None, keepdims=None):
-            return me._c_sum_prod(_prod_prim, a, axis, dtype, out, bool(keepdims))
+        def c_prod(a, axis=None, dtype=None, out=None, keepdims=None, **kw):
+            return DEC if kw else me._c_sum_prod(_prod_prim, a, axis, dtype, out, bool(keepdims))
 
-        def c_max(a, axis=None, out=None, keepdims=False):
-            return me._c_extremum(_max_prim, a, axis, out, keepdims)
+        def c_max(a, axis=None, out=None, keepdims=False, **kw):
+            return DEC if kw else me._c_extremum(_max_prim, a, axis, out, keepdims)
 
-        def c_min(a, axis=None, out=None, keepdims=False):
-            return me._c_extremum(_min_prim, a, axis, out, keepdims)
+        def c_min(a, axis=None, out=None, keepdims=False, **kw):
+            return DEC if kw else me._c_extremum(_min_prim, a, axis, out, keepdims)
 
-        def c_mean(a, axis=None, dtype=None, out=None, keepdims=False):
-            return me._c_mean(a, axis, dtype, out, keepdims)
+        def c_mean(a, axis=None, dtype=None, out=None, keepdims=False, **kw):
+            return DEC if kw else me._c_mean(a, axis, dtype, out, keepdims)
 
-        def c_var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
-            return me._c_moments(a, axis, dtype, out, ddof, keepdims, False)
+        def c_var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kw):
+            return DEC if kw else me._c_moments(a, axis, dtype, out, ddof, keepdims, False)
 
-        def c_std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
-            return me._c_moments(a, axis, dtype, out, ddof, keepdims, True)
+        def c_std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kw):
+            return DEC if kw else me._c_moments(a, axis, dtype, out, ddof, keepdims, True)
 
-        def c_argmax(a, axis=None, out=None, dtype=None, keepdims=False):
-            return me._c_arg(_p_argmax, a, axis, dtype, out, keepdims)
+        def c_argmax(a, axis=None, out=None, dtype=None, keepdims=False, **kw):
+            return DEC if kw else me._c_arg(_p_argmax, a, axis, dtype, out, keepdims)
 
-        def c_argmin(a, axis=None, out=None, dtype=None, keepdims=False):
-            return me._c_arg(_p_argmin, a, axis, dtype, out, keepdims)
+        def c_argmin(a, axis=None, out=None, dtype=None, keepdims=False, **kw):
+            return DEC if kw else me._c_arg(_p_argmin, a, axis, dtype, out, keepdims)
 
-        def c_any(a, axis=None, out=None, keepdims=False):
-            return me._c_logical(_any_prim, a, axis, out, keepdims)
+        def c_any(a, axis=None, out=None, keepdims=False, **kw):
+            return DEC if kw else me._c_logical(_any_prim, a, axis, out, keepdims)
 
-        def c_all(a, axis=None, out=None, keepdims=False):
-            return me._c_logical(_all_prim, a, axis, out, keepdims)
+        def c_all(a, axis=None, out=None, keepdims=False, **kw):
+            return DEC if kw else me._c_logical(_all_prim, a, axis, out, keepdims)
 
-        def c_cumsum(a, axis=None, dtype=None, out=None):
-            return me._c_scan(_scan.cumulative_sum, a, axis, dtype, out)
+        def c_cumsum(a, axis=None, dtype=None, out=None, **kw):
+            return DEC if kw else me._c_scan(_scan.cumulative_sum, a, axis, dtype, out)
 
-        def c_cumprod(a, axis=None, dtype=None, out=None):
-            return me._c_scan(_scan.cumulative_prod, a, axis, dtype, out)
+        def c_cumprod(a, axis=None, dtype=None, out=None, **kw):
+            return DEC if kw else me._c_scan(_scan.cumulative_prod, a, axis, dtype, out)
 
-        def c_dot(a, b, out=None):
-            return me._c_product(a, b, out, "dot")
+        def c_dot(a, b, out=None, **kw):
+            return DEC if kw else me._c_product(a, b, out, "dot")
 
         def plain(orig, self, *args, **kwargs):
             return orig(self, *args, **kwargs)
@@ -738,6 +734,7 @@ class DropIn:
         >>> d.unpatch(fake); fake.sum is np.sum
         True
         """
+        originals.capture(module)        # what every fallback calls, recorded first
         saved = self._patched.setdefault(id(module), {"module": module, "functions": {},
                                                       "methods": {}})
         done = {"functions": [], "methods": [], "failed": {}}

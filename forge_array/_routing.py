@@ -8,9 +8,11 @@ errors raised, operands of matmul/vecdot/tensordot promoted to a common dtype
 and checked for matching shapes. ``x``, ``a`` and ``b`` are ``numpy.ndarray`` or
 ``cupy.ndarray``; ``x`` is the ORIGINAL input (not converted to ``dtype``).
 
-Each function returns a backend array of exactly the right dtype and shape.
-Today they call NumPy / CuPy (through array-api-compat); our own kernels plug
-in here with a first line such as ``if kernels_apply(x): return primitives.sum(...)``.
+Each function returns a backend array of exactly the right dtype and shape: from our
+kernels (:mod:`forge_array.primitives`) when they take the array, else from NumPy / CuPy.
+The NumPy / CuPy calls go through the module's pristine namespace
+(:func:`forge_array.runtime.array_module`), never through a function that
+``forge_array.cupy.patch()`` may have replaced.
 
 >>> import numpy as np
 >>> from forge_array import _routing
@@ -25,6 +27,7 @@ import importlib
 import numpy as np
 
 from . import primitives
+from .runtime import array_module as _xp
 from .runtime import config, kernels_available
 
 # the module (``primitives.reduce`` is the generic function of the same name)
@@ -71,7 +74,7 @@ def _cupy_inf_fix(x, res, axis, keepdims, target):
     comes back as +-max-finite (cupy/cupy#7424, #8180). Put the infinity back."""
     if isinstance(x, np.ndarray) or x.dtype.kind != "f" or x.size == 0:
         return res
-    ns = _ns(x)
+    ns = _xp(x)
     allinf = ns.all(x == target, axis=axis, keepdims=keepdims)
     return ns.where(allinf, x.dtype.type(target), res)
 
@@ -122,21 +125,21 @@ def reduce_sum(x, axis, dtype, keepdims):
     """Sum over ``axis`` (tuple), accumulated and returned in ``dtype``."""
     if _red.routes(x, axis):
         return _red.sum(x, axis, dtype, keepdims)
-    return _out(x, _ns(x).sum(x, axis=axis, dtype=dtype, keepdims=keepdims), dtype)
+    return _out(x, _xp(x).sum(x, axis=axis, dtype=dtype, keepdims=keepdims), dtype)
 
 
 def reduce_prod(x, axis, dtype, keepdims):
     """Product over ``axis`` (tuple), accumulated and returned in ``dtype``."""
     if _red.routes(x, axis):
         return _red.prod(x, axis, dtype, keepdims)
-    return _out(x, _ns(x).prod(x, axis=axis, dtype=dtype, keepdims=keepdims), dtype)
+    return _out(x, _xp(x).prod(x, axis=axis, dtype=dtype, keepdims=keepdims), dtype)
 
 
 def reduce_max(x, axis, keepdims):
     """Maximum over ``axis`` (tuple, no empty reductions); NaN propagates."""
     if _red.routes(x, axis):
         return _red.max(x, axis, keepdims)
-    res = _ns(x).max(x, axis=axis, keepdims=keepdims)
+    res = _xp(x).max(x, axis=axis, keepdims=keepdims)
     return _out(x, _cupy_inf_fix(x, res, axis, keepdims, -np.inf), x.dtype)
 
 
@@ -144,7 +147,7 @@ def reduce_min(x, axis, keepdims):
     """Minimum over ``axis`` (tuple, no empty reductions); NaN propagates."""
     if _red.routes(x, axis):
         return _red.min(x, axis, keepdims)
-    res = _ns(x).min(x, axis=axis, keepdims=keepdims)
+    res = _xp(x).min(x, axis=axis, keepdims=keepdims)
     return _out(x, _cupy_inf_fix(x, res, axis, keepdims, np.inf), x.dtype)
 
 
@@ -152,14 +155,14 @@ def reduce_mean(x, axis, keepdims):
     """Arithmetic mean over ``axis`` (tuple) of a floating-point array."""
     if _red.routes(x, axis):
         return _red.mean(x, axis, keepdims)
-    return _out(x, _ns(x).mean(x, axis=axis, keepdims=keepdims), x.dtype)
+    return _out(x, _xp(x).mean(x, axis=axis, keepdims=keepdims), x.dtype)
 
 
 def reduce_var(x, axis, correction, keepdims):
     """Variance over ``axis`` (tuple) with ``correction`` degrees of freedom removed."""
     if _red.routes(x, axis, moments=True):
         return _red.var(x, axis, correction, keepdims)
-    res = _ns(x).var(x, axis=axis, correction=correction, keepdims=keepdims)
+    res = _xp(x).var(x, axis=axis, ddof=correction, keepdims=keepdims)
     return _out(x, res, x.dtype)
 
 
@@ -167,7 +170,7 @@ def reduce_std(x, axis, correction, keepdims):
     """Standard deviation over ``axis`` (tuple) with ``correction``."""
     if _red.routes(x, axis, moments=True):
         return _red.std(x, axis, correction, keepdims)
-    res = _ns(x).std(x, axis=axis, correction=correction, keepdims=keepdims)
+    res = _xp(x).std(x, axis=axis, ddof=correction, keepdims=keepdims)
     return _out(x, res, x.dtype)
 
 
@@ -175,21 +178,21 @@ def reduce_any(x, axis, keepdims):
     """Logical OR over ``axis`` (tuple) -> bool."""
     if _red.routes(x, axis):
         return _red.any(x, axis, keepdims)
-    return _out(x, _ns(x).any(x, axis=axis, keepdims=keepdims), np.dtype(bool))
+    return _out(x, _xp(x).any(x, axis=axis, keepdims=keepdims), np.dtype(bool))
 
 
 def reduce_all(x, axis, keepdims):
     """Logical AND over ``axis`` (tuple) -> bool."""
     if _red.routes(x, axis):
         return _red.all(x, axis, keepdims)
-    return _out(x, _ns(x).all(x, axis=axis, keepdims=keepdims), np.dtype(bool))
+    return _out(x, _xp(x).all(x, axis=axis, keepdims=keepdims), np.dtype(bool))
 
 
 def _arg_inf_fix(x, res, axis, keepdims, target):
     # see _cupy_inf_fix: an all-(+-inf) slice must give index 0
     if isinstance(x, np.ndarray) or x.dtype.kind != "f" or x.size == 0:
         return res
-    ns = _ns(x)
+    ns = _xp(x)
     allinf = ns.all(x == target, axis=axis, keepdims=keepdims)
     return ns.where(allinf, 0, res)
 
@@ -199,7 +202,7 @@ def argmax(x, axis, keepdims):
     array) -> int64; NaN counts as the maximum."""
     if _red.routes_arg(x, axis):
         return _red.argmax(x, axis, keepdims)
-    res = _ns(x).argmax(x, axis=axis, keepdims=keepdims)
+    res = _xp(x).argmax(x, axis=axis, keepdims=keepdims)
     return _out(x, _arg_inf_fix(x, res, axis, keepdims, -np.inf), np.dtype(np.int64))
 
 
@@ -207,7 +210,7 @@ def argmin(x, axis, keepdims):
     """Index of the first minimum along ``axis`` (int or None) -> int64."""
     if _red.routes_arg(x, axis):
         return _red.argmin(x, axis, keepdims)
-    res = _ns(x).argmin(x, axis=axis, keepdims=keepdims)
+    res = _xp(x).argmin(x, axis=axis, keepdims=keepdims)
     return _out(x, _arg_inf_fix(x, res, axis, keepdims, np.inf), np.dtype(np.int64))
 
 
@@ -219,12 +222,24 @@ def cumulative_fast(name, x, axis, dtype, include_initial):
     return None
 
 
+def _backend_scan(x, name, initial, axis, dtype, include_initial):
+    """NumPy's / CuPy's ``cumsum`` / ``cumprod`` along ``axis``, with a leading
+    ``initial`` when ``include_initial``."""
+    xp = _xp(x)
+    res = getattr(xp, name)(x, axis=axis, dtype=dtype)
+    if include_initial:
+        shape = list(res.shape)
+        shape[axis] = 1
+        res = xp.concatenate([xp.full(shape, initial, dtype=res.dtype), res], axis=axis)
+    return res
+
+
 def cumulative_sum(x, axis, dtype, include_initial):
     """Inclusive scan with + along ``axis`` (non-negative int) in ``dtype``; with
     ``include_initial`` the output starts with a 0 and is one longer."""
     if kernels_available(x):
         return _scan.cumulative_sum(x, axis=axis, dtype=dtype, include_initial=include_initial)
-    res = _ns(x).cumulative_sum(x, axis=axis, dtype=dtype, include_initial=include_initial)
+    res = _backend_scan(x, "cumsum", 0, axis, dtype, include_initial)
     return _out(x, res, dtype)
 
 
@@ -232,7 +247,7 @@ def cumulative_prod(x, axis, dtype, include_initial):
     """Inclusive scan with * along ``axis`` in ``dtype`` (leading 1 with include_initial)."""
     if kernels_available(x):
         return _scan.cumulative_prod(x, axis=axis, dtype=dtype, include_initial=include_initial)
-    res = _ns(x).cumulative_prod(x, axis=axis, dtype=dtype, include_initial=include_initial)
+    res = _backend_scan(x, "cumprod", 1, axis, dtype, include_initial)
     return _out(x, res, dtype)
 
 
@@ -241,7 +256,7 @@ def matmul(a, b):
     r = _mv.route_matmul(a, b)
     if r is not None:
         return _out(a, r, a.dtype)
-    return _out(a, _ns(a).matmul(a, b), a.dtype)
+    return _out(a, _xp(a).matmul(a, b), a.dtype)
 
 
 def vecdot(a, b, axis):

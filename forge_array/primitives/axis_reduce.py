@@ -86,8 +86,7 @@ def normalize_axes(axis, ndim):
     return tuple(sorted(out))
 
 
-def _xp(x):
-    return runtime.cupy() if runtime.is_cupy_array(x) else np
+_xp = runtime.array_module
 
 
 def _comps(entry):
@@ -298,7 +297,7 @@ def axis_mapreduce(f, op, arrays, axis, init, keepdims, out_dtype, *, index=Fals
         for c in _comps(e):
             if _xp(c) is not xp:
                 raise ValueError("arrays are on different devices (NumPy and CuPy arrays mixed)")
-            if xp is not np and c.device != x0.device:
+            if not isinstance(c, np.ndarray) and c.device != x0.device:
                 raise ValueError(f"arrays are on different devices: {c.device} and {x0.device}")
             if tuple(c.shape) != shape:
                 raise ValueError(f"arrays of different shapes: {tuple(c.shape)} and {shape}")

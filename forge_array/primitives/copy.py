@@ -21,8 +21,7 @@ from ._layout import collapse
 _RAW = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64, 16: np.complex128}
 
 
-def _xp(x):
-    return np if type(x) is np.ndarray or not runtime.is_cupy_array(x) else runtime.cupy()
+_xp = runtime.array_module
 
 
 def _grid(work_items: int, block: int) -> int:

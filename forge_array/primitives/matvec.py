@@ -44,8 +44,7 @@ __all__ = ["matvec", "vecmat", "result_dtype", "route_matmul", "route_vecdot", "
            "matmul_fast", "vecdot_fast", "tensordot_fast"]
 
 
-def _xp(x):
-    return runtime.cupy() if runtime.is_cupy_array(x) else np
+_xp = runtime.array_module
 
 
 def _promote(a, b):
@@ -138,7 +137,7 @@ def _check(A, x, what):
             raise ValueError(f"{what}: x must have at least 1 dimension")
         if _xp(A) is not _xp(x):
             raise ValueError(f"{what}: A and x are on different devices (NumPy and CuPy)")
-        if _xp(A) is not np and A.device != x.device:
+        if not isinstance(A, np.ndarray) and A.device != x.device:
             raise ValueError(f"{what}: A and x are on different devices: {A.device}, {x.device}")
 
 

@@ -34,6 +34,7 @@ import numpy as np
 from numba import types as nt
 
 from .. import ops as _ops
+from .. import runtime
 from ..kernels import reduce as _k
 from ..runtime import data_address, kernels_available, result_type, stream_key
 from ..runtime.compiler import compile_error
@@ -80,13 +81,9 @@ _builtin_any = any
 # --------------------------------------------------------------------------- helpers
 
 
-def _xp(x):
-    """The array module of backend array ``x`` (numpy or cupy)."""
-    if isinstance(x, np.ndarray):
-        return np
-    import cupy
-
-    return cupy
+#: the pristine namespace of backend array ``x``'s module (numpy or cupy), whose functions
+#: are never a patched drop-in's
+_xp = runtime.array_module
 
 
 def normalize_axis(axis, ndim):

@@ -95,8 +95,7 @@ def _check_op(fn, tuple_op, acc_dtypes, name):
 # --------------------------------------------------------------------------- arguments
 
 
-def _xp(a):
-    return runtime.cupy() if runtime.is_cupy_array(a) else np
+_xp = runtime.array_module
 
 
 def _inputs(x):
@@ -505,7 +504,7 @@ class _State:
 def _zeros16(xp, n, dtype):
     """Zeroed 1-D array of ``n`` elements starting on a 16-byte boundary (CuPy allocations
     always do; NumPy ones are over-allocated and sliced)."""
-    if xp is not np:
+    if xp.__wrapped__ is not np:
         return xp.zeros(n, dtype=dtype)
     isz = np.dtype(dtype).itemsize
     raw = np.zeros(n + 16 // isz, dtype=dtype)

@@ -7,6 +7,7 @@ See ``docs/kernel-api.md`` for how kernels are written against it.
 
 from . import config  # noqa: F401  (first: sets up the simulator before numba.cuda loads)
 from .backend import (
+    array_module,
     cupy,
     current_device,
     device_info,
@@ -42,6 +43,7 @@ __all__ = [
     "STATS",
     "Kernel",
     "SimBuffer",
+    "array_module",
     "buffer_of",
     "compile_error",
     "compile_kernel",

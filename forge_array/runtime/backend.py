@@ -14,14 +14,16 @@ import threading
 
 import numpy as np
 
-from . import config
+from . import config, originals
 
 _CUPY = None
 _CUPY_TRIED = False
 
 
 def cupy():
-    """Return the ``cupy`` module, or None when it is missing or finds no GPU."""
+    """Return CuPy's pristine namespace (``cupy``'s attributes, with the functions that
+    ``forge_array.cupy.patch()`` may replace bound to CuPy's originals, see
+    :mod:`forge_array.runtime.originals`), or None when CuPy is missing or finds no GPU."""
     global _CUPY, _CUPY_TRIED
     if not _CUPY_TRIED:
         _CUPY_TRIED = True
@@ -29,10 +31,27 @@ def cupy():
             import cupy as cp
 
             if cp.cuda.runtime.getDeviceCount() > 0:
-                _CUPY = cp
+                _CUPY = originals.namespace(cp)
         except Exception:  # no CuPy, no driver, no device
             _CUPY = None
     return _CUPY
+
+
+_NUMPY = originals.namespace(np)
+
+
+def array_module(x):
+    """The pristine namespace (see :mod:`forge_array.runtime.originals`) of backend array
+    ``x``'s module: NumPy's for a ``numpy.ndarray``, CuPy's otherwise. Fallbacks call its
+    ``sum``, ``cumsum``, ... so that they never reach a patched function.
+
+    >>> import numpy as np
+    >>> array_module(np.zeros(2)).sum is np.sum
+    True
+    """
+    if type(x) is not np.ndarray and is_cupy_array(x):
+        return cupy()
+    return _NUMPY
 
 
 _CUPY_TYPES: set = set()

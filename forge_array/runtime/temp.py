@@ -25,8 +25,7 @@ from . import backend, config
 _local = threading.local()
 
 
-def _xp(like):
-    return backend.cupy() if backend.is_cupy_array(like) else np
+_xp = backend.array_module
 
 
 def empty(n: int, dtype, like) -> "np.ndarray":
