@@ -1,0 +1,128 @@
+"""Dask with forge_array's kernels in every worker: ``dask.array`` of CuPy chunks whose
+chunk reductions, scans and matrix-vector products run on our kernels, with no change to
+the Dask code.
+
+``dask.array`` calls NumPy's functions on each chunk (``np.sum``, ``np.cumsum``,
+``np.matmul``...); on a CuPy chunk those dispatch through ``__array_function__`` to the
+functions of the ``cupy`` module, looked up by name at call time. So
+:func:`forge_array.cupy.patch` in the process that runs the chunk puts our kernels under
+Dask. This module does that where the chunks run:
+
+- distributed (``distributed.Client``, dask-cuda's ``LocalCUDACluster``, one worker per
+  GPU): :class:`ForgeArrayPlugin`, a worker plugin that patches CuPy in every worker
+  process as it starts, and in the workers that join later. :func:`register` is the one
+  line; :func:`stats` gathers per worker how many chunk calls ran on our kernels.
+- the threaded scheduler (one process): :func:`patched`, or plain
+  ``forge_array.cupy.patch()``.
+
+A worker that cannot import forge_array's CuPy drop-in, or has no GPU, keeps plain CuPy
+and logs why; results are the same either way. A chunk our kernels do not cover (a dtype,
+an ``out=`` of another shape...) runs CuPy's own function, exactly. See
+``docs/scale-out.md``.
+
+Example (on a GPU host)::
+
+    from dask_cuda import LocalCUDACluster
+    from distributed import Client
+    import dask.array as da, cupy, forge_array.dask as fdask
+
+    client = Client(LocalCUDACluster())           # one worker per GPU
+    fdask.register(client)                        # our kernels in every worker
+    x = da.random.random((10**7, 100), chunks=(10**6, 100)).map_blocks(cupy.asarray)
+    x.std(axis=0).compute()
+    fdask.stats(client)                           # {worker: {"kernel": {...}, ...}}
+
+Needs ``dask[array]`` and ``distributed`` (``pip install "forge-array[dask]"``);
+dask-cuda for one worker per GPU (``"forge-array[dask-cuda]"``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+try:
+    import dask  # noqa: F401
+    import distributed
+except ImportError as _exc:
+    raise ImportError(
+        "forge_array.dask needs dask and distributed: pip install \"forge-array[dask]\" (and "
+        "\"forge-array[dask-cuda]\" for dask-cuda's LocalCUDACluster, one worker per GPU); "
+        f"missing: {_exc.name or _exc}"
+    ) from _exc
+
+__all__ = ["ForgeArrayPlugin", "register", "stats", "status", "patched", "worker_patch"]
+
+import cloudpickle as _cloudpickle  # noqa: E402  (a dependency of distributed)
+
+from . import _worker_plugin  # noqa: E402
+from ._worker_plugin import ForgeArrayPlugin, worker_patch, worker_unpatch  # noqa: E402
+
+# the plugin travels by value: a worker that cannot import forge_array still unpickles it,
+# keeps plain CuPy and logs why
+_cloudpickle.register_pickle_by_value(_worker_plugin)
+
+
+def register(client, methods=True):
+    """Register :class:`ForgeArrayPlugin` on ``client``: every worker, now and later,
+    patches CuPy with our kernels. Returns :func:`status` of the workers.
+
+    >>> from distributed import Client, LocalCluster              # doctest: +SKIP
+    >>> register(Client(LocalCluster(n_workers=1)))               # doctest: +SKIP
+    {'tcp://127.0.0.1:40001': {'patched': False, 'reason': 'plain CuPy: ...'}}
+    """
+    if not isinstance(client, distributed.Client):
+        raise TypeError(f"register: expected a distributed.Client, got {type(client).__name__}")
+    client.register_plugin(ForgeArrayPlugin(methods=methods), name=ForgeArrayPlugin.name)
+    return status(client)
+
+
+def status(client):
+    """Per worker: whether CuPy is patched there and why (``{address: {"patched": bool,
+    "reason": str}}``).
+
+    >>> status(client)                  # doctest: +SKIP
+    {'tcp://127.0.0.1:40001': {'patched': True, 'reason': 'forge_array kernels on NVIDIA H200'}}
+    """
+    return {w: {"patched": s["patched"], "reason": s["reason"]}
+            for w, s in client.run(_worker_plugin._worker_stats).items()}
+
+
+def stats(client=None, reset=False):
+    """How many chunk calls ran on our kernels and how many fell back to CuPy, per function:
+    per worker for a ``client`` (``{address: {"patched", "reason", "kernel", "fallback"}}``),
+    or for this process (threaded scheduler) without one. ``reset`` zeroes the counters
+    after reading them.
+
+    >>> stats(client)["tcp://127.0.0.1:40001"]["kernel"]     # doctest: +SKIP
+    {'sum': 8, 'cumsum': 4}
+    """
+    if client is None:
+        out = _worker_plugin._worker_stats()
+        if reset:
+            _worker_plugin._worker_reset_stats()
+        return out
+    out = client.run(_worker_plugin._worker_stats)
+    if reset:
+        client.run(_worker_plugin._worker_reset_stats)
+    return out
+
+
+@contextlib.contextmanager
+def patched(methods=True):
+    """For the threaded (or synchronous) scheduler: chunks computed inside the block run on
+    our kernels; yields :func:`worker_patch`'s report. CuPy is restored on exit unless it
+    was patched before.
+
+    >>> import dask.array as da, cupy                       # doctest: +SKIP
+    >>> x = da.ones((10**6, 10), chunks=(10**5, 10)).map_blocks(cupy.asarray)
+    >>> with patched():                                     # doctest: +SKIP
+    ...     x.sum(axis=0).compute(scheduler="threads")
+    """
+    fcp = _worker_plugin._drop_in()
+    was = fcp is not None and fcp.is_patched()
+    state = worker_patch(methods=methods)
+    try:
+        yield state
+    finally:
+        if state["patched"] and not was:
+            worker_unpatch()

@@ -1,0 +1,81 @@
+"""forge_array.dask without a GPU: the ImportError naming what to install, the worker
+plugin's registration on a distributed cluster (its workers keep plain CuPy here and say
+why), the threaded-scheduler helper, and the plugin travelling by value. The chunk work on
+our kernels is tested on the GPU (tests/test_dask_gpu.py)."""
+
+import importlib
+import subprocess
+import sys
+
+import pytest
+
+
+def test_import_error_names_what_to_install():
+    code = ("import sys; sys.modules['distributed'] = None\n"
+            "try:\n    import forge_array.dask\n"
+            "except ImportError as e:\n    print('MSG', e)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120, env={**__import__('os').environ, "FORGE_ARRAY_SIMULATE": "1"})
+    assert "MSG forge_array.dask needs dask and distributed" in out.stdout, out.stdout + out.stderr
+    assert 'pip install "forge-array[dask]"' in out.stdout
+
+
+distributed = pytest.importorskip("distributed")
+pytest.importorskip("dask.array")
+
+
+def test_plugin_travels_by_value():
+    import cloudpickle
+
+    fdask = importlib.import_module("forge_array.dask")
+    assert "forge_array._worker_plugin" in cloudpickle.list_registry_pickle_by_value()
+    from distributed.protocol.pickle import dumps, loads
+
+    blob = dumps(fdask.ForgeArrayPlugin(methods=False))
+    assert b"forge_array._worker_plugin" not in blob or b"ForgeArrayPlugin" in blob
+    plugin = loads(blob)
+    assert plugin.methods is False and plugin.name == "forge-array"
+
+
+def test_register_type_error():
+    fdask = importlib.import_module("forge_array.dask")
+    with pytest.raises(TypeError, match="distributed.Client"):
+        fdask.register(object())
+
+
+def test_register_on_a_cluster_without_gpu():
+    """Two worker processes with no GPU: the plugin runs in each, keeps plain CuPy, logs and
+    reports why; a Dask computation gives the same result."""
+    fdask = importlib.import_module("forge_array.dask")
+    import dask.array as da
+    import numpy as np
+
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=None, silence_logs=False) as cluster, \
+            distributed.Client(cluster) as client:
+        workers = sorted(client.scheduler_info()["workers"])
+        # one worker cannot import forge_array at all: the plugin still arrives (by value)
+        client.run(_hide_forge_array, workers=[workers[0]])
+        st = fdask.register(client)
+        assert sorted(st) == workers
+        for s in st.values():
+            assert s["patched"] is False and s["reason"].startswith("plain CuPy"), s
+        assert "No module named" in st[workers[0]]["reason"], st
+        x = da.arange(1000, chunks=100, dtype="float64")
+        assert float(x.sum().compute()) == float(np.arange(1000).sum())
+        per_worker = fdask.stats(client, reset=True)
+        assert set(per_worker) == set(st)
+        assert all(w["kernel"] == {} for w in per_worker.values())
+
+
+def _hide_forge_array():
+    for name in [m for m in sys.modules if m == "forge_array" or m.startswith("forge_array.")]:
+        del sys.modules[name]
+    sys.modules["forge_array"] = None
+
+
+def test_threaded_helper_without_gpu():
+    fdask = importlib.import_module("forge_array.dask")
+    with fdask.patched() as state:
+        assert state["patched"] is False and "plain CuPy" in state["reason"]
+    assert fdask.stats()["patched"] is False
