@@ -461,6 +461,23 @@ class DropIn:
             return DECLINE
         if a.ndim == 0 or b.ndim == 0:
             return DECLINE
+        if kind != "inner" and b.ndim == 2 and b.shape[1] == 1 and a.ndim >= 2:
+            # (..., n, p) @ (p, 1): a matrix-vector product kept 2-D (dask.array's matmul
+            # of a vector)
+            if a.shape[-1] != b.shape[0]:
+                return DECLINE
+            dt = _mv_dtype(None, None, a.dtype, b.dtype)
+            if not self._out_ok(out, tuple(a.shape[:-1]) + (1,), dt):
+                return DECLINE
+            return self._put(_matvec(a, b[:, 0])[..., None], out)
+        if kind != "inner" and a.ndim == 2 and a.shape[0] == 1 and b.ndim == 2:
+            # (1, n) @ (n, p): a vector-matrix product kept 2-D
+            if a.shape[1] != b.shape[0]:
+                return DECLINE
+            dt = _mv_dtype(None, None, a.dtype, b.dtype)
+            if not self._out_ok(out, (1, b.shape[1]), dt):
+                return DECLINE
+            return self._put(_vecmat(a[0], b)[None, :], out)
         dt = _mv_dtype(None, None, a.dtype, b.dtype)
         if a.ndim == 1 and b.ndim == 1:
             if a.shape[0] != b.shape[0] or not self._out_ok(out, (), dt):
