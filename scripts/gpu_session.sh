@@ -63,6 +63,9 @@ for step in $steps; do
         echo "== script $f"
         PYTHONPATH=$PWD:${PYTHONPATH:-} timeout ${SCRIPT_TIMEOUT:-200} python3 "$f" 2>&1 | tee "$OUT/r/$(basename "$f" .py).txt"
       done ;;
+    dask)
+      timeout ${DASK_TIMEOUT:-400} python3 -m bench.suite_dask ${DASK_ARGS:-} --out "$OUT/r/bench" 2>&1 \
+        | tee "$OUT/r/dask.txt" | tail -60 ;;
     conformance)
       timeout ${CONF_TIMEOUT:-300} python3 conformance/run.py --suite .suite/array-api-tests --device cuda:0 \
         --max-examples ${CONF_EXAMPLES:-20} -n ${CONF_WORKERS:-12} --json "$OUT/r/conformance.json" 2>&1 \

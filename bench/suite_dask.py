@@ -1,0 +1,284 @@
+"""dask: dask.array of CuPy chunks, plain CuPy against forge_array's kernels under Dask.
+
+    python -m bench.suite_dask                               # 10^9 float32, both shapes, threads + cluster
+    python -m bench.suite_dask --n 1e8 --chunk 1e7 --schedulers threads --reps 3
+    python -m bench.suite_dask --schedulers cluster --workers 1,2 --out "$OUT"
+    python -m bench.suite_dask --gpus 1,2,4 --scaling weak   # LocalCUDACluster, one worker per GPU
+
+Per shape (``--shapes``, ``rows x cols`` at ``--n`` elements in chunks of ``--chunk``
+elements), scheduler and configuration, every operation (``sum``, ``mean(axis=0)``,
+``std(axis=0)``, ``argmax``, ``cumsum(axis=0)``, ``x @ v``) runs ``--reps`` times on an
+array persisted in GPU memory; each run is wall-clock from ``persist()`` to the results
+being in GPU memory (synchronised), and the median is kept. ``plain``: CuPy's own chunk
+functions; ``forge_array``: the same cluster with CuPy patched (the worker plugin of
+:mod:`forge_array.dask`, or :func:`forge_array.dask.patched` for the threaded scheduler).
+Results are compared (allclose; argmax exact). GB/s counts the array read once per
+operation (and written once for ``cumsum``); ``copy GB/s`` is one GPU's device-to-device
+copy rate measured in the same run.
+
+Schedulers: ``threads`` (one process), ``cluster`` (``distributed.LocalCluster`` with
+``--workers`` worker processes on the one GPU), ``cuda`` (dask-cuda's ``LocalCUDACluster``,
+one worker per GPU; ``--gpus`` lists the GPU counts, ``--scaling weak`` keeps ``--n`` per
+GPU, ``strong`` keeps it in total). Writes ``dask.json`` and ``dask.md`` under
+``<out>/<device-slug>/``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+import numpy as np
+
+OPS = ("sum", "mean0", "std0", "argmax", "cumsum0", "matvec")
+LABELS = {"sum": "sum", "mean0": "mean(axis=0)", "std0": "std(axis=0)", "argmax": "argmax",
+          "cumsum0": "cumsum(axis=0)", "matvec": "x @ v"}
+
+
+def _op(name, x, v):
+    if name == "sum":
+        return x.sum()
+    if name == "mean0":
+        return x.mean(axis=0)
+    if name == "std0":
+        return x.std(axis=0)
+    if name == "argmax":
+        return x.argmax()
+    if name == "cumsum0":
+        return x.cumsum(axis=0)
+    if name == "matvec":
+        return x @ v
+    raise ValueError(name)
+
+
+def _sample(name, r):
+    """What is compared: the whole result, or for cumsum its last row and a middle row."""
+    if name == "cumsum0":
+        return [r[-1], r[r.shape[0] // 2]]
+    return [r]
+
+
+def _gather(client, arrays):
+    import dask
+
+    if client is None:
+        return [np.asarray(a.get() if hasattr(a, "get") else a) for a in dask.compute(*arrays, scheduler="threads")]
+    return [np.asarray(a.get() if hasattr(a, "get") else a) for a in client.compute(list(arrays), sync=True)]
+
+
+def _sync_all(client):
+    import cupy
+
+    if client is None:
+        cupy.cuda.Device().synchronize()
+    else:
+        client.run(lambda: __import__("cupy").cuda.Device().synchronize())
+
+
+def _persist(client, arr):
+    import distributed
+
+    if client is None:
+        return arr.persist(scheduler="threads")
+    y = client.persist(arr)
+    distributed.wait(y)
+    return y
+
+
+def _copy_gbps(n=10**9):
+    import cupy
+
+    a = cupy.ones(n // 4, dtype=cupy.float32)
+    b = cupy.empty_like(a)
+    ts = []
+    for _ in range(6):
+        s, e = cupy.cuda.Event(), cupy.cuda.Event()
+        s.record()
+        b[...] = a
+        e.record()
+        e.synchronize()
+        ts.append(cupy.cuda.get_elapsed_time(s, e) / 1e3)
+    return 2 * a.nbytes / statistics.median(ts[1:]) / 1e9
+
+
+def _make(client, rows, cols, chunk_rows, seed):
+    import cupy
+    import dask.array as da
+
+    rs = da.random.RandomState(seed=seed, RandomState=cupy.random.RandomState)
+    x = rs.random_sample((rows, cols), chunks=(chunk_rows, cols)).astype("float32")
+    v = rs.random_sample((cols,), chunks=(cols,)).astype("float32")
+    return _persist(client, x), _persist(client, v)
+
+
+def _set_patch(client, on, state):
+    """Patch (or restore) CuPy where the chunks run."""
+    import forge_array.dask as fdask
+
+    if client is None:
+        if on:
+            state["ctx"] = fdask.patched()
+            state["report"] = state["ctx"].__enter__()
+            return state["report"]["patched"]
+        if "ctx" in state:
+            state.pop("ctx").__exit__(None, None, None)
+        return False
+    if on:
+        st = fdask.register(client)
+        return all(s["patched"] for s in st.values())
+    client.unregister_worker_plugin(fdask.ForgeArrayPlugin.name)
+    return False
+
+
+def run_config(sched, client, rows, cols, chunk_elems, ops, reps, seed=0):
+    chunk_rows = max(1, chunk_elems // cols)
+    x, v = _make(client, rows, cols, chunk_rows, seed)
+    out = {}
+    samples = {}
+    state = {}
+    for mode in ("plain", "forge_array"):
+        on = mode == "forge_array"
+        active = _set_patch(client, on, state)
+        if on and not active:
+            print(f"  {sched}: forge_array not active on the workers", file=sys.stderr)
+        for name in ops:
+            ts = []
+            for rep in range(reps + 1):
+                t0 = time.perf_counter()
+                y = _persist(client, _op(name, x, v))
+                _sync_all(client)
+                t = time.perf_counter() - t0
+                if rep:
+                    ts.append(t)
+            got = _gather(client, _sample(name, y))
+            del y
+            if not on:
+                samples[name] = got
+                err, ok = 0.0, True
+            else:
+                ref = samples[name]
+                if name == "argmax":
+                    ok = all(np.array_equal(a, b) for a, b in zip(got, ref))
+                    err = 0.0 if ok else 1.0
+                else:
+                    err = max(float(np.max(np.abs(a.astype(np.float64) - b) / (np.abs(b) + 1e-6)))
+                              for a, b in zip(got, ref))
+                    ok = all(np.allclose(a, b, rtol=1e-3, atol=1e-3) for a, b in zip(got, ref))
+            out.setdefault(name, {})[mode] = {"median_s": statistics.median(ts), "min_s": min(ts),
+                                              "reps": len(ts), "max_rel_err": err, "check": ok}
+            print(f"  {sched} {rows}x{cols} {LABELS[name]:>15} {mode:>11}: "
+                  f"{statistics.median(ts) * 1e3:9.2f} ms{'' if ok else '  MISMATCH'}", flush=True)
+    _set_patch(client, False, state)
+    return out
+
+
+def _bytes(name, rows, cols):
+    n = rows * cols * 4
+    return 2 * n if name == "cumsum0" else n
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(prog="python -m bench.suite_dask", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--n", default="1e9", help="elements (per GPU with --scaling weak)")
+    p.add_argument("--chunk", default="1e8", help="elements per chunk")
+    p.add_argument("--shapes", default="x100,x1e4",
+                   help="comma-separated 'x<cols>' (rows = n / cols) or '<rows>x<cols>'")
+    p.add_argument("--schedulers", default="threads,cluster", help="threads, cluster, cuda")
+    p.add_argument("--workers", default="1", help="worker processes of the 'cluster' scheduler")
+    p.add_argument("--gpus", default="1", help="GPU counts of the 'cuda' scheduler")
+    p.add_argument("--scaling", default="weak", choices=("weak", "strong"))
+    p.add_argument("--ops", default=",".join(OPS))
+    p.add_argument("--reps", type=int, default=3)
+    p.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "results"))
+    a = p.parse_args(argv)
+
+    import cupy
+    import dask
+    import distributed
+
+    import forge_array
+
+    n, chunk = int(float(a.n)), int(float(a.chunk))
+    ops = [o for o in a.ops.split(",") if o]
+    props = cupy.cuda.runtime.getDeviceProperties(0)
+    gpu = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
+    copy = _copy_gbps()
+    print(f"{gpu}: copy {copy:.0f} GB/s; dask {dask.__version__}, distributed {distributed.__version__}")
+    results = {"gpu": gpu, "copy_gbps": copy, "date": time.strftime("%Y-%m-%d"),
+               "versions": {"dask": dask.__version__, "distributed": distributed.__version__,
+                            "cupy": cupy.__version__, "forge_array": forge_array.__version__},
+               "args": vars(a), "runs": []}
+
+    def shapes(total):
+        for s in a.shapes.split(","):
+            r, c = s.split("x")
+            c = int(float(c))
+            yield (int(float(r)) if r else total // c), c
+
+    for sched in a.schedulers.split(","):
+        configs = []
+        if sched == "threads":
+            configs = [(1, None)]
+        elif sched == "cluster":
+            configs = [(int(w), "cluster") for w in a.workers.split(",")]
+        elif sched == "cuda":
+            configs = [(int(g), "cuda") for g in a.gpus.split(",")]
+        for count, kind in configs:
+            total = n * count if (kind == "cuda" and a.scaling == "weak") else n
+            cluster = client = None
+            if kind == "cluster":
+                cluster = distributed.LocalCluster(n_workers=count, threads_per_worker=1,
+                                                   processes=True, dashboard_address=None)
+            elif kind == "cuda":
+                from dask_cuda import LocalCUDACluster
+
+                cluster = LocalCUDACluster(CUDA_VISIBLE_DEVICES=",".join(map(str, range(count))),
+                                           dashboard_address=None)
+            if cluster is not None:
+                client = distributed.Client(cluster)
+            try:
+                for rows, cols in shapes(total):
+                    res = run_config(f"{sched}[{count}]", client, rows, cols, chunk, ops, a.reps)
+                    for name, modes in res.items():
+                        gb = _bytes(name, rows, cols) / 1e9
+                        for m in modes.values():
+                            m["gbps"] = gb / m["median_s"]
+                            m["gbps_per_gpu"] = m["gbps"] / (count if kind == "cuda" else 1)
+                        results["runs"].append({
+                            "scheduler": sched, "count": count, "shape": [rows, cols], "op": name,
+                            "plain": modes["plain"], "forge_array": modes["forge_array"],
+                            "speedup": modes["plain"]["median_s"] / modes["forge_array"]["median_s"]})
+            finally:
+                if client is not None:
+                    client.close()
+                    cluster.close()
+
+    slug = "".join(ch if ch.isalnum() else "-" for ch in gpu.lower()).strip("-")
+    folder = os.path.join(a.out, slug)
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, "dask.json"), "w") as f:
+        json.dump(results, f, indent=1)
+    lines = [f"# dask.array of CuPy chunks: plain CuPy against forge_array ({gpu}, {results['date']})", "",
+             f"`python -m bench.suite_dask {' '.join(argv or sys.argv[1:])}`; wall-clock medians of "
+             f"{a.reps} runs; one GPU's copy rate {copy:.0f} GB/s.", "",
+             "| scheduler | workers/GPUs | shape | operation | plain ms | forge_array ms | speed-up | "
+             "forge_array GB/s per GPU | of copy | check |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in results["runs"]:
+        fa, pl = r["forge_array"], r["plain"]
+        lines.append(f"| {r['scheduler']} | {r['count']} | {r['shape'][0]:.0e}x{r['shape'][1]} | "
+                     f"{LABELS[r['op']]} | {pl['median_s'] * 1e3:.1f} | {fa['median_s'] * 1e3:.1f} | "
+                     f"{r['speedup']:.2f}x | {fa['gbps_per_gpu']:.0f} | {fa['gbps_per_gpu'] / copy:.2f} | "
+                     f"{'ok' if fa['check'] else 'MISMATCH'} |")
+    with open(os.path.join(folder, "dask.md"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    return 0 if all(r["forge_array"]["check"] for r in results["runs"]) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
