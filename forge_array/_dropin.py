@@ -31,6 +31,7 @@ NaN propagates through ``max``/``min`` and is skipped by ``nanmax``/``nanmin``/`
 
 from __future__ import annotations
 
+import functools
 import math
 import operator
 import warnings
@@ -43,7 +44,7 @@ from .primitives import scan as _scan
 from .primitives.reduce import mapreduce as _mapreduce
 from .primitives.reduce import normalize_axis as _normalize_axis
 from .runtime import kernels_available, originals
-from .runtime.originals import FUNCTIONS, METHODS
+from .runtime.originals import FUNCTIONS, METHODS, in_original
 
 try:  # the matrix-vector primitives (a colleague's module)
     from .primitives.matvec import matvec as _matvec
@@ -231,8 +232,10 @@ class DropIn:
         funcs, meths = originals.capture(xp)   # CuPy's own, recorded before any patch
         fb = dict(funcs)
         fb.update(fallbacks or {})
+        fb = {n: originals.guarded(f) for n, f in fb.items()}
         mfb = dict(meths)
         mfb.update(method_fallbacks or {})
+        mfb = {n: originals.guarded(f) for n, f in mfb.items()}
         self.fallbacks = fb
         self.method_fallbacks = mfb
         self.counts = {"kernel": {}, "fallback": {}}
@@ -644,6 +647,12 @@ class DropIn:
                      var=var, std=std, argmax=argmax, argmin=argmin, any=any, all=all,
                      cumsum=cumsum, cumprod=cumprod, nansum=nansum, nanmax=nanmax,
                      nanmin=nanmin, dot=dot, matmul=matmul, vdot=vdot, inner=inner)
+        direct = dict(fb, argmax=argmax_fb, argmin=argmin_fb)
+        entries = {}
+        for name, f in list(funcs.items()):
+            if f not in entries:
+                entries[f] = _entry(f, direct[name])
+            funcs[name] = entries[f]
         for name, f in funcs.items():
             if name not in ("max", "min"):
                 f.__qualname__ = f.__name__ = name
@@ -662,6 +671,8 @@ class DropIn:
             orig = mfb.get(name)
 
             def method(self, *args, **kwargs):
+                if in_original():           # inside CuPy's own code: stay there
+                    return call(orig, self, *args, **kwargs)
                 r = core(self, *args, **kwargs)
                 if r is DEC:
                     me._hit("fallback", "ndarray." + name)
@@ -814,6 +825,20 @@ class DropIn:
 
 
 _MISSING = object()
+
+
+def _entry(f, original):
+    """``f``, except inside an original's call (:func:`forge_array.runtime.originals.in_original`),
+    where ``original`` runs instead: CuPy's own functions call ``ndarray`` methods and other
+    functions that may be patched."""
+
+    @functools.wraps(f)
+    def entry(*args, **kwargs):
+        if in_original():
+            return original(*args, **kwargs)
+        return f(*args, **kwargs)
+
+    return entry
 
 
 # primitives with one calling convention: (x, axes, dtype, keepdims) / (x, axes, keepdims)

@@ -38,7 +38,7 @@ def patched(bk):
         d.unpatch(mod)
     for name in FUNCTIONS:
         if hasattr(mod, name):
-            assert getattr(mod, name) is originals.function(mod, name), name
+            assert getattr(mod, name) is originals.function(mod, name).__wrapped__, name
 
 
 def _host(x):
@@ -175,3 +175,35 @@ def test_array_module_is_pristine(patched, bk):
     assert getattr(mod, "sum") is d.sum
     assert ns.sum is originals.function(mod, "sum") and ns.sum is not d.sum
     assert ns.empty is mod.empty
+
+
+class _MethodArray(np.ndarray):
+    """An array type whose methods can be patched, like ``cupy.ndarray``'s."""
+
+
+def test_originals_that_call_patched_methods():
+    """CuPy's ``cupy.sum`` is ``a.sum(...)``: an original that calls a patched method. NumPy
+    does the same for an ndarray subclass; the fallbacks must not loop through it."""
+    import types
+
+    fake = types.ModuleType("fake_cupy")
+    fake.ndarray = _MethodArray
+    for name in FUNCTIONS:
+        if hasattr(np, name):
+            setattr(fake, name, getattr(np, name))
+    d = DropIn(fake)
+    rep = d.patch(fake)
+    try:
+        assert "sum" in rep["methods"] and not rep["failed"]
+        for shape, axis in [((0, 3), 0), ((3, 0), 1), ((0,), None), ((2, 0, 2), (0, 2))]:
+            x = np.zeros(shape, dtype=np.float32).view(_MethodArray)
+            for name in ("sum", "prod", "mean", "any", "all", "cumsum"):
+                kw = {"axis": axis} if name != "cumsum" or not isinstance(axis, tuple) else {}
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    got = getattr(x, name)(**kw)
+                    ref = originals.method(fake, name)(x.view(np.ndarray), **kw)
+                np.testing.assert_array_equal(np.asarray(got), np.asarray(ref))
+    finally:
+        d.unpatch(fake)
+    assert "sum" not in _MethodArray.__dict__

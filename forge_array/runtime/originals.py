@@ -11,20 +11,26 @@ attributes are the module's own, except that the patchable names resolve to the 
 originals: the primitives do all their backend work (``xp.empty``, ``xp.sum`` as a
 fallback, ...) on it.
 
+An original may itself call a patched name: CuPy's ``cupy.sum`` is ``a.sum(...)``, the
+method, which ``patch(methods=True)`` replaces. So every original is handed out wrapped:
+while it runs, :func:`in_original` is true in that thread, and the drop-in's functions and
+methods then pass straight to the originals.
+
 >>> import numpy as np, types
 >>> fake = types.ModuleType("fake"); fake.sum = np.sum; fake.empty = np.empty
 >>> fake.ndarray = np.ndarray
 >>> ns = namespace(fake)
 >>> fake.sum = lambda *a, **k: "patched"
->>> ns.sum is np.sum, ns.empty is np.empty, function(fake, "sum") is np.sum
-(True, True, True)
+>>> ns.sum.__wrapped__ is np.sum, ns.empty is np.empty, int(function(fake, "sum")([1, 2]))
+(True, True, 3)
 """
 
 from __future__ import annotations
 
 import threading
 
-__all__ = ["FUNCTIONS", "METHODS", "capture", "function", "method", "namespace"]
+__all__ = ["FUNCTIONS", "METHODS", "capture", "function", "guarded", "in_original", "method",
+           "namespace"]
 
 #: module functions ``forge_array.cupy.patch()`` may replace (``amax``/``amin`` are
 #: ``max``/``min``)
@@ -42,6 +48,47 @@ _LOCK = threading.Lock()
 _RECORDS: dict = {}
 #: id(module) -> its pristine namespace
 _NAMESPACES: dict = {}
+#: how deep this thread is inside original (unpatched) calls
+_TLS = threading.local()
+#: id(original) -> (original, its guarded wrapper)
+_GUARDED: dict = {}
+
+
+def in_original():
+    """Whether this thread is running inside an original function or method handed out
+    here (the drop-in then passes every call straight to the originals).
+
+    >>> in_original()
+    False
+    """
+    return getattr(_TLS, "depth", 0) > 0
+
+
+def guarded(f):
+    """``f`` wrapped so that :func:`in_original` is true while it runs (one wrapper per
+    ``f``; the wrapper's ``__wrapped__`` is ``f``).
+
+    >>> import numpy as np
+    >>> g = guarded(np.sum); int(g([1, 2])), g is guarded(np.sum), g.__wrapped__ is np.sum
+    (3, True, True)
+    """
+    hit = _GUARDED.get(id(f))
+    if hit is not None and hit[0] is f:
+        return hit[1]
+
+    def original(*args, **kwargs):
+        tls = _TLS
+        tls.depth = getattr(tls, "depth", 0) + 1
+        try:
+            return f(*args, **kwargs)
+        finally:
+            tls.depth -= 1
+
+    original.__wrapped__ = f
+    original.__name__ = getattr(f, "__name__", "original")
+    original.__doc__ = getattr(f, "__doc__", None)
+    _GUARDED[id(f)] = (f, original)
+    return original
 
 
 def capture(module):
@@ -73,25 +120,26 @@ def capture(module):
 
 def function(module, name):
     """``module``'s own function ``name`` as it was before any patch (its current one for a
-    name patch() never replaces).
+    name patch() never replaces), :func:`guarded`.
 
     >>> import numpy as np
-    >>> function(np, "cumsum") is np.cumsum
+    >>> function(np, "cumsum").__wrapped__ is np.cumsum
     True
     """
     f = capture(module)[0].get(name)
-    return f if f is not None else getattr(module, name)
+    return guarded(f) if f is not None else getattr(module, name)
 
 
 def method(module, name):
-    """``module.ndarray``'s own method ``name`` (unbound) as it was before any patch.
+    """``module.ndarray``'s own method ``name`` (unbound) as it was before any patch,
+    :func:`guarded`.
 
     >>> import numpy as np
-    >>> method(np, "max") is np.ndarray.max
+    >>> method(np, "max").__wrapped__ is np.ndarray.max
     True
     """
     m = capture(module)[1].get(name)
-    return m if m is not None else getattr(module.ndarray, name)
+    return guarded(m) if m is not None else getattr(module.ndarray, name)
 
 
 class _Pristine:
@@ -100,7 +148,7 @@ class _Pristine:
 
     def __init__(self, module):
         funcs, _ = capture(module)
-        self.__dict__.update(funcs)
+        self.__dict__.update({n: guarded(f) for n, f in funcs.items()})
         self.__dict__["__wrapped__"] = module
         self.__dict__["__name__"] = getattr(module, "__name__", "?")
 
@@ -119,7 +167,7 @@ def namespace(module):
     module's, with the names of :data:`FUNCTIONS` as they were before any patch.
 
     >>> import numpy as np
-    >>> namespace(np).sum is np.sum and namespace(np) is namespace(np)
+    >>> namespace(np).sum.__wrapped__ is np.sum and namespace(np) is namespace(np)
     True
     """
     ns = _NAMESPACES.get(id(module))
