@@ -129,8 +129,10 @@ def _set_patch(client, on, state):
         return False
     if on:
         st = fdask.register(client)
+        state["registered"] = True
         return all(s["patched"] for s in st.values())
-    client.unregister_worker_plugin(fdask.ForgeArrayPlugin.name)
+    if state.pop("registered", False):
+        client.unregister_worker_plugin(fdask.ForgeArrayPlugin.name)
     return False
 
 
