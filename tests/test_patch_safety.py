@@ -106,7 +106,14 @@ def test_scans_and_products_on_empty_and_0d_arrays(patched, bk, dt):
                    ((3,), (3, 2)), ((4,), (4,))]:
         a, b = _data(bk, sa, dt), _data(bk, sb, dt)
         for name in ("dot", "matmul", "inner", "vdot"):
-            _same(_call(getattr(mod, name), a, b), _call(originals.function(mod, name), a, b))
+            # NumPy's result is the reference: CuPy's dot of empty integer operands raises
+            # ZeroDivisionError
+            got = _call(getattr(mod, name), a, b)
+            ref = _call(getattr(np, name), _host(a), _host(b))
+            if ref[1] is None and got[1] is None:
+                got = (_host(got[0]), None)
+                ref = (np.asarray(ref[0]).astype(got[0].dtype), None)
+            _same(got, ref)
 
 
 def test_dask_meta_calls(patched, bk):

@@ -333,7 +333,12 @@ def launch(kernel: Kernel, grid: int, block: int, args: tuple, shared: int = 0, 
             st.pack_into(buf, 0, *args)
         else:
             st.pack_into(buf, 0, *kernel._flatten(args))
-        _launch_kernel(ptr, grid, 1, 1, block, 1, 1, shared, sptr, 0, extra)
+        try:
+            _launch_kernel(ptr, grid, 1, 1, block, 1, 1, shared, sptr, 0, extra)
+        except Exception as exc:
+            if not _make_context_current(exc, dev):
+                raise
+            _launch_kernel(ptr, grid, 1, 1, block, 1, 1, shared, sptr, 0, extra)
         return
     fns = kernel._fns
     fn = fns.get(_get_device()) if fns else None
@@ -350,6 +355,16 @@ def launch(kernel: Kernel, grid: int, block: int, args: tuple, shared: int = 0, 
         for c, a in zip(kernel._convs, args):
             cargs += c(a)
     fn((grid,), (block,), cargs, shared_mem=shared)
+
+
+def _make_context_current(exc, dev) -> bool:
+    """After ``CUDA_ERROR_INVALID_CONTEXT`` from a driver launch (a thread whose first CUDA
+    call is ours has no current context until the runtime API makes the device's primary
+    context current): make it current and say whether to retry."""
+    if "CUDA_ERROR_INVALID_CONTEXT" not in str(exc):
+        return False
+    backend.cupy().cuda.runtime.setDevice(dev)
+    return True
 
 
 def _allow_dynamic_shared(kernel, dev, handle, nbytes) -> None:
