@@ -99,3 +99,29 @@ def test_meta_and_empty_chunks(cp):
         assert x.mean(axis=0).compute(scheduler="sync").shape == (5,)
         assert x.sum(axis=1).compute(scheduler="sync").shape == (0,)
         assert x.cumsum(axis=0).compute(scheduler="sync").shape == (0, 5)
+
+
+def test_kernels_from_fresh_threads(cp):
+    """A thread whose first CUDA call is one of our launches (Dask's worker threads)."""
+    import threading
+
+    fcp = importlib.import_module("forge_array.cupy")
+    arrs = [cp.random.random((3001 * (i + 1), 37), dtype=cp.float32) for i in range(6)]
+    refs = [float(cp.asnumpy(a).astype(np.float64).sum()) for a in arrs]
+    cp.cuda.Device().synchronize()
+    errors = []
+
+    def work(i):
+        try:
+            for _ in range(20):
+                r = float(fcp.sum(arrs[i], axis=(0, 1), keepdims=True).ravel()[0])
+                assert abs(r - refs[i]) <= 1e-4 * abs(refs[i]), (i, r, refs[i])
+        except Exception as exc:  # noqa: BLE001 - reported below
+            errors.append(repr(exc))
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[:3]
