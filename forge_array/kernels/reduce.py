@@ -712,7 +712,10 @@ def _scratch(acc_dtypes, gmax, like):
     r = _SCRATCH.get(key)
     if r is None:
         parts = [temp.empty(gmax, buffer_dtype(d), like) for d in acc_dtypes]
-        r = _SCRATCH[key] = (parts, temp.empty(gmax, np.uint8, like), temp.counters(1, like))
+        r = (parts, temp.empty(gmax, np.uint8, like), temp.counters(1, like))
+        # two threads on one stream (CuPy's null stream is shared) may both get here: the
+        # first entry wins, so a plan never keeps the address of buffers nobody holds
+        r = _SCRATCH.setdefault(key, r)
     return r
 
 
