@@ -43,9 +43,11 @@ def test_register_type_error():
         fdask.register(object())
 
 
-def test_register_on_a_cluster_without_gpu():
+def test_register_on_a_cluster_without_gpu(sim):
     """Two worker processes with no GPU: the plugin runs in each, keeps plain CuPy, logs and
     reports why; a Dask computation gives the same result."""
+    if not sim:
+        pytest.skip("the workers find a GPU here (tests/test_dask_gpu.py covers that)")
     fdask = importlib.import_module("forge_array.dask")
     import dask.array as da
     import numpy as np
@@ -74,7 +76,9 @@ def _hide_forge_array():
     sys.modules["forge_array"] = None
 
 
-def test_threaded_helper_without_gpu():
+def test_threaded_helper_without_gpu(sim):
+    if not sim:
+        pytest.skip("this process finds a GPU")
     fdask = importlib.import_module("forge_array.dask")
     with fdask.patched() as state:
         assert state["patched"] is False and "plain CuPy" in state["reason"]
