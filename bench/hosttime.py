@@ -1,4 +1,4 @@
-"""Per-call timings for the host probes in ``scripts/host_probe_*.py`` (GPU machine only).
+"""Per-call host timings shared by ``bench/host_overhead.py`` (GPU machine only).
 
 - :func:`host_us`: host µs of one call, the GPU idle before it (synchronised), median;
 - :func:`event_us`: CUDA-event µs of one call from an idle GPU (the bench's method: the host
