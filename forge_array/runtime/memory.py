@@ -108,7 +108,7 @@ def device_allocator():
     pointer and builds the array over that memory afterwards
     (``cupy.ndarray(shape, dtype, memptr=mem)``), so that constructing the array object
     happens while the kernel runs rather than ahead of the launch (about 1 µs of host time
-    per call on an H200 machine, ``bench/results/nvidia-h200/session17/host_micro.txt``).
+    per call on an H200 machine, measured with ``python -m bench.host_overhead``).
 
     >>> alloc = None if config.SIMULATE else device_allocator()   # none in the simulator
     >>> alloc is None or callable(alloc)

@@ -103,9 +103,8 @@ TABLES: dict = {
         # many vectors, up to this many (the smallest that holds a row; blocks and blocks per
         # SM scaled to keep shared memory per block; 0 = off); rows_staged_flags: the staged
         # kernel takes include_initial / exclusive rows (shifted as they are stored) and
-        # reversed rows too (False: they go to the column or tile kernels, as before session
-        # 16); rows_staged_bound: a launch bound where registers would keep some of the grid's
-        # blocks per SM from being resident (H200, session16/row_scan_probe-bound.txt: rows of
+        # reversed rows too (False: they go to the column or tile kernels, as the flags' absence does); rows_staged_bound: a launch bound where registers would keep some of the grid's
+        # blocks per SM from being resident (H200, bench.tune sweep of scan_columns.rows_staged_bound: rows of
         # 1000 include_initial 408 -> 327 us, int32 -> int64 rows of 10 540 -> 385);
         # rows_column_max: many short rows that the staged kernel does not take go to the
         # column kernel up to this length (absent: a quarter of the tile scan's tile)
@@ -114,7 +113,7 @@ TABLES: dict = {
         # narrow_bytes of tile per thread, narrow_packed: packed status words per (tile, column),
         # that many tiles per round trip of a lane's look-back (0: a flag word per tile);
         # narrow_wide: 8 vector loads in flight per thread while staging (else 4).
-        # H200, axis 0 of (10^7, 10) (tune-narrowscan, -2 .. -5): column kernel 680-707 us; flag
+        # H200, axis 0 of (10^7, 10) (bench.tune sweeps of scan_columns.narrow_*): column kernel 680-707 us; flag
         # words with blocks of 256 x 128 bytes 830, 128 x 256 bytes 565-576; packed 4 at
         # 128 x 256: 402; dense conflict-free tiles: 362; 96 x 384 bytes, 8 loads in flight: 328
         "scan_columns": {"block": 256, "items": 32, "staged": True, "lookback": 1,
@@ -124,48 +123,45 @@ TABLES: dict = {
                          "narrow_bytes": 384, "narrow_packed": 4, "narrow_wide": True},
     },
     "sm90": {
-        # H200 sweep tune-copy.md: 128-thread blocks, x[1:] 1e9 0.97 -> 0.99 of copy, aligned 1e8 0.96 -> 0.99
+        # H200, bench.tune --suite copy sweep of copy.block: 128-thread blocks, x[1:] 1e9 0.97 -> 0.99 of copy, aligned 1e8 0.96 -> 0.99
         "copy": {"block": 128},
         "reduce": {"block": 512},
-        # shared_vec (session 11, tune-s11-sv): 1-D scans at 10^8 / 10^9 float32 282-297 /
+        # shared_vec (bench.tune sweep, H200): 1-D scans at 10^8 / 10^9 float32 282-297 /
         # 2746-2751 -> 285-288 / 2690-2702 us, float64 526-540 / 5324-5330 -> 513-515 / 5189-5196,
         # int32 290-302 / 2554-2665 -> 280-281 / 2504-2519; the axis scans unchanged
-        # pipeline (session 12, tune-s12-pipe5): warp-specialised blocks of 4 + 4 warps x 9
+        # pipeline (bench.tune sweep, H200): warp-specialised blocks of 4 + 4 warps x 9
         # vectors x 4 buffers for scans of >= 2^28 elements: 10^9 float32 2701 / 2788 -> 2583 /
         # 2590 us, float64 5200 / 5275 -> 4934 / 4970, int32 2512 / 2516 -> 2411 / 2407; at
         # 10^8 it is level with the tile scan (281-298 either way), hence the threshold
-        # pipe_vectors 13, pipe_min 2^26 (session 13, tune-s13-pipe-vec, tune-s13-pipe-sq): 4 + 4
+        # pipe_vectors 13, pipe_min 2^26 (bench.tune sweep, H200): 4 + 4
         # warps x 13 vectors x 4 buffers (2 blocks per SM) against 9 vectors / the tile scan:
         # float32 10^8 297 -> 275-277 us, 10^9 2574-2584 -> 2429-2430; float64 546-591 ->
         # 476-477, 4899-4952 -> 4515-4523; int32 280-285 -> 262-266, 2398-2406 -> 2265; at 10^7
         # the tile scan stays (52-57 us against 72-76); wider squads of the same tile lost
-        # pipe_row_tiles 0.5 (session 15, tune-s15-rowpipe, session15/row_scan_probe-*): with
-        # partial tiles moved by bulk copies (session 14), rows from half a pipelined tile up
+        # pipe_row_tiles 0.5 (bench.tune sweep, H200): with
+        # partial tiles moved by bulk copies, rows from half a pipelined tile up
         # take the pipeline: axis 1 of (10^4, 10^4) float32 316-317 -> 257-261 us, (1000,
         # 10^5) 277 -> 243, float64 (20000, 5000) 582 -> 439-458, (33333, 3000) 598 -> 468-487;
         # rows of a quarter tile lost (float32 3000: 420 -> 566, float64 1500: 683 -> 819)
         "scan": {"item_bytes": 128, "shared_vec": True, "pipeline": True, "pipe_vectors": 13,
                  "pipe_stages": 4, "pipe_min": 1 << 26, "pipe_row_tiles": 0.5},
-        # H200 sweeps (tune-rowcol-*.md, tune-rowcol2-*.md): best overall of the rowcol variants
-        # row_tile_vecs 8 (session 5, tune-rowtile / tune-rowtile2): sum(axis=1) of (10^7, 10)
+        # H200, bench.tune sweeps of rowcol over the reduce and matvec suites: best overall of the variants
+        # row_tile_vecs 8 (bench.tune sweep, H200): sum(axis=1) of (10^7, 10)
         # 177 -> 144 and 174 -> 141 us, A @ x (10^7, 10) 180 -> 146 and 175 -> 147 us; 16 vectors
         # and 8 loads in flight (row_tile_wide) were no better
-        # row_fill 2 (session 8, tune-rowfill): A @ x (10, 10^6) 33.5 / 31.5 -> 29.1 us, (100, 10^5)
+        # row_fill 2 (bench.tune sweep, H200): A @ x (10, 10^6) 33.5 / 31.5 -> 29.1 us, (100, 10^5)
         # 32.9 / 34.4 -> 28.0 us; the n*p = 10^8 and 10^9 shapes unchanged
-        # session 10 (tune-s9col-*, tune-s9flat-*, tune-s10col-*): col_vstore: sum(axis=0) of
+        # col_vstore (bench.tune sweeps of rowcol.col_*): sum(axis=0) of
         # (10, 10^7) 131 -> 118 us, x @ A 146 -> 132; col_flat_group 2: sum(axis=0) (10^6, 100)
         # 123-134 -> 108-111, x @ A (10^5, 100) 38.5 -> 31.7; col_min_items 64: (100, 10^6) sum
         # 119 -> 105, x @ A 126 -> 108; 128-thread vectorised column blocks, 8 per SM (64
         # registers, as 256 x 4): (10^3, 10^5) sum 110 -> 105, x @ A 116-123 -> 108
-        # col_deep 8 (session 13, tune-s13-deep-*): x @ A (10^4, 10^4) 122 -> 113 us, (10^5, 10^3)
+        # col_deep 8 (bench.tune sweep, H200): x @ A (10^4, 10^4) 122 -> 113 us, (10^5, 10^3)
         # 130 -> 115, n*p = 10^7 (10^4, 10^3) 35 -> 30-32, n*p = 10^9 (10^5, 10^4) 997-1004 ->
         # 933-935, int32 (10^5, 10^3) 130 -> 115-116, sum(axis=0) (10^4, 10^4) 114-116 -> 110-111;
-        # the launches it does not take unchanged; row_tile_accs 2 (session 13,
-        # tune-s13-rowacc-sum): sum(axis=1) of (10^7, 10) 139.3 / 139.3 -> 125.5 / 124.6 us
-        # narrow-matrix scan tiles of 160 threads x 272 bytes (session 13, tune-s13-narrow,
-        # tune-s13-narrow2): axis 0 of (10^7, 10) float32 333-375 us (96 x 384) -> 308-335
-        # rows_staged_max 4096, rows_staged_long_vecs 32, rows_column_max 200 (session 15,
-        # session15/row_scan_probe-*.txt, 10^8 elements, axis 1): the staged kernel's warps scan
+        # the launches it does not take unchanged; row_tile_accs 2 (bench.tune sweep, H200): sum(axis=1) of (10^7, 10) 139.3 / 139.3 -> 125.5 / 124.6 us
+        # narrow-matrix scan tiles of 160 threads x 272 bytes (bench.tune sweep, H200): axis 0 of (10^7, 10) float32 333-375 us (96 x 384) -> 308-335
+        # rows_staged_max 4096, rows_staged_long_vecs 32, rows_column_max 200 (bench.tune sweep, H200): the staged kernel's warps scan
         # tiles of fewer than 32 rows as one segmented sequence, so rows of 130 .. 2048 float32
         # (130 .. 1024 float64) leave the column kernel: float32 rows of 130 2874 -> 309 us,
         # 300 2630 -> 291-298, 1000 1998 -> 292-297, 2000 1860 -> 299 (tile scan 469); float64
@@ -176,8 +172,7 @@ TABLES: dict = {
         # 312-346 with 32). Rows the staged kernel does not take (a
         # conversion, include_initial, strided rows) keep the column kernel up to 200
         # elements (130: 2874 against the tile scan's 3987 us; 300: 2630 against 1865)
-        # col_combine 8 (session 17, session17/config_probe-combine.txt, kernels alone behind a
-        # busy GPU, three rounds): x @ A (10^4, 10^3) 20.9 -> 19.9-20.0 us (4: 20.3); x @ A
+        # col_combine 8 (bench.tune sweep, H200): x @ A (10^4, 10^3) 20.9 -> 19.9-20.0 us (4: 20.3); x @ A
         # (10^3, 10^4), (10^5, 10^2), sum(axis=0) (10^4, 10^4), (10^3, 10^5) within 0.1 us
         "scan_columns": {"narrow_block": 160, "narrow_bytes": 272, "rows_staged_max": 4096,
                          "rows_staged_long_vecs": 32, "rows_column_max": 200},
