@@ -4,6 +4,7 @@ why), the threaded-scheduler helper, and the plugin travelling by value. The chu
 our kernels is tested on the GPU (tests/test_dask_gpu.py)."""
 
 import importlib
+import os
 import subprocess
 import sys
 
@@ -15,7 +16,7 @@ def test_import_error_names_what_to_install():
             "try:\n    import forge_array.dask\n"
             "except ImportError as e:\n    print('MSG', e)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=120, env={**__import__('os').environ, "FORGE_ARRAY_SIMULATE": "1"})
+                         timeout=120, env={**os.environ, "FORGE_ARRAY_SIMULATE": "1"})
     assert "MSG forge_array.dask needs dask and distributed" in out.stdout, out.stdout + out.stderr
     assert 'pip install "forge-array[dask]"' in out.stdout
 
@@ -43,23 +44,29 @@ def test_register_type_error():
         fdask.register(object())
 
 
-def test_register_on_a_cluster_without_gpu(sim):
-    """Two worker processes with no GPU: the plugin runs in each, keeps plain CuPy, logs and
-    reports why; a Dask computation gives the same result."""
-    if not sim:
-        pytest.skip("the workers find a GPU here (tests/test_dask_gpu.py covers that)")
-    fdask = importlib.import_module("forge_array.dask")
-    import dask.array as da
-    import numpy as np
+_CLUSTER_SCRIPT = r"""
+import sys
+import dask.array as da
+import distributed
+import numpy as np
+import forge_array.dask as fdask
 
+
+def hide_forge_array():
+    for name in [m for m in sys.modules if m == "forge_array" or m.startswith("forge_array.")]:
+        del sys.modules[name]
+    sys.modules["forge_array"] = None
+
+
+if __name__ == "__main__":
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                  dashboard_address=None, silence_logs=False) as cluster, \
+                                  dashboard_address=None) as cluster, \
             distributed.Client(cluster) as client:
         workers = sorted(client.scheduler_info()["workers"])
         # one worker cannot import forge_array at all: the plugin still arrives (by value)
-        client.run(_hide_forge_array, workers=[workers[0]])
+        client.run(hide_forge_array, workers=[workers[0]])
         st = fdask.register(client)
-        assert sorted(st) == workers
+        assert sorted(st) == workers, st
         for s in st.values():
             assert s["patched"] is False and s["reason"].startswith("plain CuPy"), s
         assert "No module named" in st[workers[0]]["reason"], st
@@ -68,12 +75,23 @@ def test_register_on_a_cluster_without_gpu(sim):
         per_worker = fdask.stats(client, reset=True)
         assert set(per_worker) == set(st)
         assert all(w["kernel"] == {} for w in per_worker.values())
+    print("CLUSTER-OK")
+"""
 
 
-def _hide_forge_array():
-    for name in [m for m in sys.modules if m == "forge_array" or m.startswith("forge_array.")]:
-        del sys.modules[name]
-    sys.modules["forge_array"] = None
+def test_register_on_a_cluster_without_gpu(sim, tmp_path):
+    """Two worker processes with no GPU: the plugin runs in each, keeps plain CuPy, logs and
+    reports why (one of them cannot import forge_array at all); a Dask computation gives the
+    same result. In a process of its own, so the cluster's processes never touch the test
+    runner's."""
+    if not sim:
+        pytest.skip("the workers find a GPU here (tests/test_dask_gpu.py covers that)")
+    script = tmp_path / "cluster_check.py"
+    script.write_text(_CLUSTER_SCRIPT)
+    env = {**os.environ, "FORGE_ARRAY_SIMULATE": "1"}
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                         timeout=240, env=env)
+    assert "CLUSTER-OK" in out.stdout, out.stdout[-3000:] + out.stderr[-3000:]
 
 
 def test_threaded_helper_without_gpu(sim):
