@@ -103,7 +103,8 @@ TABLES: dict = {
         # many vectors, up to this many (the smallest that holds a row; blocks and blocks per
         # SM scaled to keep shared memory per block; 0 = off); rows_staged_flags: the staged
         # kernel takes include_initial / exclusive rows (shifted as they are stored) and
-        # reversed rows too (False: they go to the column or tile kernels, as the flags' absence does); rows_staged_bound: a launch bound where registers would keep some of the grid's
+        # reversed rows too (False: they go to the column or tile kernels, as the flags' absence does);
+        # rows_staged_bound: a launch bound where registers would keep some of the grid's
         # blocks per SM from being resident (H200, bench.tune sweep of scan_columns.rows_staged_bound: rows of
         # 1000 include_initial 408 -> 327 us, int32 -> int64 rows of 10 540 -> 385);
         # rows_column_max: many short rows that the staged kernel does not take go to the
@@ -123,7 +124,8 @@ TABLES: dict = {
                          "narrow_bytes": 384, "narrow_packed": 4, "narrow_wide": True},
     },
     "sm90": {
-        # H200, bench.tune --suite copy sweep of copy.block: 128-thread blocks, x[1:] 1e9 0.97 -> 0.99 of copy, aligned 1e8 0.96 -> 0.99
+        # H200, bench.tune --suite copy sweep of copy.block: 128-thread blocks, x[1:] 1e9 0.97 -> 0.99 of copy, aligned
+        # 1e8 0.96 -> 0.99
         "copy": {"block": 128},
         "reduce": {"block": 512},
         # shared_vec (bench.tune sweep, H200): 1-D scans at 10^8 / 10^9 float32 282-297 /
@@ -159,9 +161,12 @@ TABLES: dict = {
         # col_deep 8 (bench.tune sweep, H200): x @ A (10^4, 10^4) 122 -> 113 us, (10^5, 10^3)
         # 130 -> 115, n*p = 10^7 (10^4, 10^3) 35 -> 30-32, n*p = 10^9 (10^5, 10^4) 997-1004 ->
         # 933-935, int32 (10^5, 10^3) 130 -> 115-116, sum(axis=0) (10^4, 10^4) 114-116 -> 110-111;
-        # the launches it does not take unchanged; row_tile_accs 2 (bench.tune sweep, H200): sum(axis=1) of (10^7, 10) 139.3 / 139.3 -> 125.5 / 124.6 us
-        # narrow-matrix scan tiles of 160 threads x 272 bytes (bench.tune sweep, H200): axis 0 of (10^7, 10) float32 333-375 us (96 x 384) -> 308-335
-        # rows_staged_max 4096, rows_staged_long_vecs 32, rows_column_max 200 (bench.tune sweep, H200): the staged kernel's warps scan
+        # the launches it does not take unchanged; row_tile_accs 2 (bench.tune sweep, H200): sum(axis=1) of (10^7, 10)
+        # 139.3 / 139.3 -> 125.5 / 124.6 us
+        # narrow-matrix scan tiles of 160 threads x 272 bytes (bench.tune sweep, H200): axis 0 of (10^7, 10) float32
+        # 333-375 us (96 x 384) -> 308-335
+        # rows_staged_max 4096, rows_staged_long_vecs 32, rows_column_max 200 (bench.tune sweep, H200): the staged
+        # kernel's warps scan
         # tiles of fewer than 32 rows as one segmented sequence, so rows of 130 .. 2048 float32
         # (130 .. 1024 float64) leave the column kernel: float32 rows of 130 2874 -> 309 us,
         # 300 2630 -> 291-298, 1000 1998 -> 292-297, 2000 1860 -> 299 (tile scan 469); float64
