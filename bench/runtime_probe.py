@@ -1,4 +1,4 @@
-"""Runtime figures of issue 3: host time per launch, cold and warm-cache first-call times.
+"""Runtime figures: host time per launch, cold and warm-cache first-call times.
 
 Run on the GPU machine:  python -m bench.runtime_probe [--out DIR]
 Prints a table and writes runtime_probe.json.
