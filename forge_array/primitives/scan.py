@@ -504,7 +504,7 @@ class _State:
 def _zeros16(xp, n, dtype):
     """Zeroed 1-D array of ``n`` elements starting on a 16-byte boundary (CuPy allocations
     always do; NumPy ones are over-allocated and sliced)."""
-    if xp.__wrapped__ is not np:
+    if getattr(xp, "__wrapped__", xp) is not np:
         return xp.zeros(n, dtype=dtype)
     isz = np.dtype(dtype).itemsize
     raw = np.zeros(n + 16 // isz, dtype=dtype)
