@@ -51,7 +51,7 @@ import numpy as np
 from numba import cuda
 
 from .. import intrinsics as fi
-from . import scan as kscan
+from .scan import lookback as kscan
 from .staging import make_tile_loader, make_tile_storer
 
 __all__ = ["make_narrow_scan", "MAX_COLUMNS", "tile_rows"]

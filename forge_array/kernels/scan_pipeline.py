@@ -49,7 +49,7 @@ import numpy as np
 from numba import cuda
 
 from .. import intrinsics as fi
-from .scan import (
+from .scan.lookback import (
     _ONE,
     _TWO,
     _ZERO,
