@@ -255,14 +255,16 @@ def test_column_kernel_vectorised_row_tail(bk, fresh_plans, rowcol_params, rows,
 
 def _vout_of_plans(monkeypatch):
     """The ``VOUT`` argument of every vectorised column kernel the plans ask for."""
+    from forge_array.primitives.axis_reduce import plan
+
     seen = []
-    real = ar._compile
+    real = plan._compile
 
     def spy(factory, fargs, *rest, **kw):
         if factory.__name__ == "make_colvec_kernel":
             seen.append(len(fargs) > 15 and fargs[15])
         return real(factory, fargs, *rest, **kw)
-    monkeypatch.setattr(ar, "_compile", spy)
+    monkeypatch.setattr(plan, "_compile", spy)
     return seen
 
 

@@ -1,0 +1,100 @@
+"""Argument handling of the axis reductions: axes, identities, dtype tuples and the default maps.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ... import runtime
+
+try:
+    from numpy.exceptions import AxisError
+except ImportError:  # pragma: no cover
+    from numpy import AxisError
+
+
+# --------------------------------------------------------------------------- arguments
+
+
+def normalize_axes(axis, ndim):
+    """Tuple of sorted non-negative axes; AxisError (a ValueError and an IndexError) when out
+    of range, ValueError on duplicates.
+
+    >>> normalize_axes(-1, 3), normalize_axes(None, 2), normalize_axes((2, 0), 3)
+    ((2,), (0, 1), (0, 2))
+    """
+    if axis is None:
+        return tuple(range(ndim))
+    if isinstance(axis, (int, np.integer)) and not isinstance(axis, bool):
+        axis = (axis,)
+    out = []
+    for a in axis:
+        if isinstance(a, bool) or not isinstance(a, (int, np.integer)):
+            raise TypeError(f"axis must be an int or a tuple of ints, got {a!r}")
+        a = int(a)
+        if not -ndim <= a < ndim:
+            raise AxisError(a, ndim)
+        out.append(a % ndim if ndim else a)
+    if len(set(out)) != len(out):
+        raise ValueError(f"repeated axis in {tuple(axis)}")
+    return tuple(sorted(out))
+
+
+_xp = runtime.array_module
+
+
+def _comps(entry):
+    return entry if isinstance(entry, tuple) else (entry,)
+
+
+def _first(entry):
+    return entry[0] if isinstance(entry, tuple) else entry
+
+
+def _dt_tuple(dt):
+    return tuple(np.dtype(d) for d in dt) if isinstance(dt, (tuple, list)) else np.dtype(dt)
+
+
+def _value_of(v, dt):
+    """``v`` as NumPy scalar(s) of ``dt`` (a dtype or a tuple of dtypes)."""
+    if isinstance(dt, tuple):
+        if not isinstance(v, (tuple, list)) or len(v) != len(dt):
+            raise TypeError(f"init must be a tuple of {len(dt)} values, got {v!r}")
+        return tuple(_value_of(a, d) for a, d in zip(v, dt))
+    with np.errstate(all="ignore"):
+        return np.asarray(v).astype(dt)[()]
+
+
+def _zero_of(dt):
+    if isinstance(dt, tuple):
+        return tuple(d.type(0) for d in dt)
+    return dt.type(0)
+
+
+def _f_identity(a):
+    return a
+
+
+def _f_tuple2(a, b):
+    return (a, b)
+
+
+def _f_tuple3(a, b, c):
+    return (a, b, c)
+
+
+def _f_pair_index(v, k):
+    return (v, k)
+
+
+_DEFAULT_F = {1: _f_identity, 2: _f_tuple2, 3: _f_tuple3}
+
+
+def _hashable(v):
+    """A key for a value that tells float32(0) from float64(0) and equals itself for NaN."""
+    if isinstance(v, tuple):
+        return tuple(_hashable(x) for x in v)
+    if v is None:
+        return None
+    return (v.dtype.str, v.tobytes())
+
+

@@ -1,0 +1,584 @@
+"""Launch planning of the axis reductions: which row / column kernel, its vector width, block,
+split and grid for a layout, and the compiled kernel with its arguments.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import types as nt
+
+from ... import runtime
+from ...kernels import rowcol as _k
+from ...runtime import temp, tuning
+from .arguments import _first, _hashable, _zero_of
+
+# --------------------------------------------------------------------------- launch
+
+
+def _buf_t(dt):
+    if isinstance(dt, tuple):
+        return nt.Tuple(tuple(_buf_t(d) for d in dt))
+    return runtime.ptr_t(dt)
+
+
+def _entry_dtype(entry):
+    if isinstance(entry, tuple):
+        return tuple(c.dtype for c in entry)
+    return entry.dtype
+
+
+def _buffer(entry):
+    if isinstance(entry, tuple):
+        return tuple(_buffer(c) for c in entry)
+    return runtime.buffer_of(entry)
+
+
+def _next_pow2(n):
+    return 1 << max(0, int(n) - 1).bit_length()
+
+
+def _vec_phase(ins, K, nb, nr, SB, SR, S1, J):
+    """(VEC, misalignment of operand 0 in elements) for the row kernel, VEC 1 when 128-bit
+    loads do not apply."""
+    if any(isinstance(e, tuple) for e in ins):
+        return 1, 0
+    dts = [e.dtype for e in ins]
+    if any(d.kind not in "iuf" for d in dts) or len({d.itemsize for d in dts}) != 1:
+        return 1, 0
+    size = dts[0].itemsize
+    vec = 16 // size
+    if vec < 2 or J < 2 * vec or any(S1[k] != 1 for k in range(K)):
+        return 1, 0
+    mis = []
+    for e in ins:
+        m = runtime.misalignment(e)
+        if m % size:
+            return 1, 0
+        mis.append(m // size)
+    for k in range(1, K):
+        if (mis[k] - mis[0]) % vec:
+            return 1, 0
+        if nb > 1 and (SB[k] - SB[0]) % vec:
+            return 1, 0
+        if nr > 1 and (SR[k] - SR[0]) % vec:
+            return 1, 0
+    return vec, mis[0]
+
+
+def _rowtile_modes(ins, K, nb, nr, J, SB, SR, S1):
+    """(VEC, MODES, dtypes, packed phases) for the staged short-row kernel, or None: operand 0
+    and every other operand with ``MODES[k] == 1`` is a plain integer / float array whose
+    rows are contiguous and adjacent (one run of ``nb * nr * J`` elements), the others are
+    constant along the rows (``SR == 0``: ``x`` of ``A @ x``)."""
+    modes = []
+    for k in range(K):
+        e = ins[k]
+        flat = (not isinstance(e, tuple) and S1[k] == 1 and (nr == 1 or SR[k] == J)
+                and (nb == 1 or SB[k] == nr * J))
+        if flat:
+            modes.append(1)
+        elif SR[k] == 0 or nr == 1 and nb == 1:
+            modes.append(0)
+        else:
+            return None
+    if not modes[0]:
+        return None
+    staged = [ins[k] for k in range(K) if modes[k]]
+    dts = [e.dtype for e in staged]
+    if any(d.kind not in "iuf" for d in dts) or len({d.itemsize for d in dts}) != 1:
+        return None
+    size = dts[0].itemsize
+    aux = 0
+    for k in range(K):
+        if modes[k]:
+            m = runtime.misalignment(ins[k])
+            if m % size:
+                return None
+            aux |= (m // size) << (4 * k)
+    return 16 // size, tuple(modes), tuple(ins[k].dtype if modes[k] else None for k in range(K)), aux
+
+
+def _colvec_phase(ins, K, nb, nr, m0, red2, SB, SR, S0, S1):
+    """(VEC, phase of column 0 in elements, MODES) for the vectorised column kernel, or None
+    when it does not apply: every operand is contiguous along the outputs (``SR == 1``,
+    a plain array of 4- or 8-byte integers or floats, all of one item size) or constant
+    along them (``SR == 0``, e.g. ``x`` of ``x @ A``), and the vector operands have the same
+    16-byte phase at column 0 of every row."""
+    modes = tuple(1 if SR[k] == 1 else 0 for k in range(K))
+    if not any(modes) or any(SR[k] not in (0, 1) for k in range(K)):
+        return None
+    vecs = [e for e, m in zip(ins, modes) if m]
+    if any(isinstance(e, tuple) for e in vecs):
+        return None
+    dts = [e.dtype for e in vecs]
+    if any(d.kind not in "iuf" for d in dts) or len({d.itemsize for d in dts}) != 1:
+        return None
+    size = dts[0].itemsize
+    if size not in (4, 8):
+        return None
+    vec = 16 // size
+    if nr < vec:
+        return None
+    ph = None
+    for k in range(K):
+        if not modes[k]:
+            continue
+        if S1[k] % vec or (red2 and m0 > 1 and S0[k] % vec) or (nb > 1 and SB[k] % vec):
+            return None
+        m = runtime.misalignment(ins[k])
+        if m % size:
+            return None
+        m = (m // size) % vec
+        if ph is None:
+            ph = m
+        elif m != ph:
+            return None
+    return vec, ph, modes
+
+
+def _rows_per_block(nr, most):
+    """Rows per block of the multi-row kernel for ``nr`` rows: the largest divisor of ``nr``
+    in ``2 .. most`` (no clamped duplicate rows), else ``most``; 1 (off) when ``most < 2``."""
+    if most < 2:
+        return 1
+    for r in range(min(most, nr), 1, -1):
+        if nr % r == 0:
+            return r
+    return min(most, nr)
+
+
+def _colflat_modes(ins, K, nr, J, SR, S1, limit):
+    """(VEC, MODES, head) for the flat column kernel, or None when it does not apply: operand
+    0 is a C-contiguous matrix (``SR == 1``, row stride ``S1 == nr``) of 4- or 8-byte
+    integers or floats with ``VEC <= nr <= limit`` columns; every other operand is laid out
+    the same way with the same item size and 16-byte phase (``MODES[k] = 1``) or is indexed
+    by the row only (``SR == 0``: ``x`` of ``x @ A``, ``MODES[k] = 0``). ``head``: elements
+    before operand 0's first 16-byte boundary."""
+    if any(isinstance(e, tuple) for e in ins):
+        return None
+    size = ins[0].dtype.itemsize
+    if ins[0].dtype.kind not in "iuf" or size not in (4, 8):
+        return None
+    vec = 16 // size
+    if not vec <= nr <= limit or J < 2:
+        return None
+    ph = None
+    modes = []
+    for k in range(K):
+        e = ins[k]
+        if SR[k] == 1 and S1[k] == nr:
+            if e.dtype.kind not in "iuf" or e.dtype.itemsize != size:
+                return None
+            m = runtime.misalignment(e)
+            if m % size:
+                return None
+            m = (m // size) % vec
+            if ph is not None and m != ph:
+                return None
+            ph = m
+            modes.append(1)
+        elif SR[k] == 0:
+            modes.append(0)
+        else:
+            return None
+    if not modes[0]:
+        return None
+    return vec, tuple(modes), (vec - ph) % vec
+
+
+def _plan(f, op, ins, kdims, rdims, kb, acc, ident, init_v, index, out_ok=False):
+    """Kernel, launch shape and scalar arguments of one reduction (a dict). ``out_ok``: the
+    result is 16-byte aligned at its first element (128-bit stores may write it)."""
+    K = len(ins)
+    p = tuning.params("rowcol")
+    block = p["block"]
+    sm = runtime.device_info()["sm_count"]
+    unroll = p["unroll"]
+    # output rows (b, i) and reduction (j0, j1); strides per operand, then out / index
+    if len(kdims) == 2:
+        (nb, sb), (nr, sr) = kdims
+    elif len(kdims) == 1:
+        nb, sb = 1, (0,) * (K + 1)
+        nr, sr = kdims[0]
+    else:
+        nb, sb, nr, sr = 1, (0,) * (K + 1), 1, (0,) * (K + 1)
+    if not rdims:
+        rdims = [[1, (0,) * (K + 1)]]
+    red2 = len(rdims) == 2
+    if red2:
+        (m0, s0), (m1, s1) = rdims
+    else:
+        m0, s0 = 1, (0,) * (K + 1)
+        m1, s1 = rdims[0]
+    SB, SR, S0, S1 = (tuple(int(v) for v in s[:K]) for s in (sb, sr, s0, s1))
+    ob, orr, L0, L1 = int(sb[K]), int(sr[K]), int(s0[K]), int(s1[K])
+    R = nb * nr
+    J = m0 * m1
+    # row kernel when operand 0 is contiguous along the reduction
+    min_red = abs(S1[0])
+    min_kept = min([abs(v[0]) for v in (sb, sr)] if kdims else [np.inf])
+    if len(kdims) == 1:
+        min_kept = abs(sr[0])
+    row = min_red < min_kept or not kdims or (min_red == min_kept and J >= R)
+    ident_missing = ident is None
+    ID = _zero_of(acc) if ident_missing else ident
+    colvec = None
+    if not row and p.get("col_vec", True):
+        colvec = _colvec_phase(ins, K, nb, nr, m0, red2, SB, SR, S0, S1)
+    flat = None
+    if (not row and nb == 1 and not red2 and not index and not ident_missing
+            and not isinstance(acc, tuple) and p.get("col_flat", 0)):
+        flat = _colflat_modes(ins, K, nr, J, SR, S1, min(block, p["col_flat"]))
+    rowtile = None
+    if row and not red2 and J <= p.get("row_tile_max", 0):
+        rowtile = _rowtile_modes(ins, K, nb, nr, J, SB, SR, S1)
+    occupancy = p.get("occupancy", False)
+    min_items = p["min_items"]
+    if rowtile is not None:
+        # short rows: tiles of whole rows staged through shared memory by 128-bit loads
+        vec, modes, dts, aux = rowtile
+        tv = p.get("row_tile_vecs", 2)
+        if sum(modes) > 1:   # several staged operands: keep shared memory per block <= 24 KiB
+            tv = max(1, tv // 2)
+        warp = bool(p.get("row_tile_warp", False))
+        span = (32 if warp else block)
+        tile = tv * span * vec
+        if tile < J:
+            rowtile = None
+    if rowtile is not None:
+        G = 1
+        while G < 32 and 2 * G <= span // max(1, tile // J):
+            G *= 2
+        if p.get("row_tile_banks", False):
+            # groups of gcd(J, 32) lanes: the lanes of a round read distinct banks (J = 10:
+            # pairs instead of a thread per row, whose stride-10 reads conflict 2-way)
+            G = max(G, math.gcd(J, 32))
+        rt = tile // J if warp else min(tile // J, block // G)
+        ntile = -(-R // rt)
+        factory = _k.make_rowtile_kernel
+        fargs = (f, op.fn, K, acc, ID, ident_missing, init_v, G, block, index, vec, modes, dts,
+                 tv, warp, warp and bool(p.get("row_tile_v4", False)),
+                 tv >= 8 and bool(p.get("row_tile_wide", False)),
+                 # partial results per lane: only single-operand rows of <= 16 elements won
+                 # (H200, tune-s13-rowacc-*: sum(axis=1) of (10^7, 10) 139 -> 125 us; of (10^6,
+                 # 100) 131-133 -> 135-138, A @ x of (10^7, 10) 146-152 -> 149-164)
+                 int(p.get("row_tile_accs", 1)) if K == 1 and J <= 16 else 1)
+        nticks = 1
+
+        def shape(cap):
+            if warp:   # persistent: one wave, every warp loops over its tiles
+                return max(1, min(-(-ntile // (block // 32)), cap)), 1, J
+            return max(1, min(ntile, sm * p["max_blocks_per_sm"] * 4)), 1, J
+    elif row:
+        vec, mis = (1, 0) if red2 else _vec_phase(ins, K, nb, nr, SB, SR, S1, J)
+        per_lane = p["row_items"] * vec
+        factory = _k.make_row_kernel
+        aux = mis
+        nticks = R
+        if J <= 32 * per_lane or R >= sm * p["warp_rows"]:
+            G = min(32, _next_pow2(-(-J // per_lane)))
+
+            def shape(cap):
+                return max(1, min(-(-R // (block // G)), sm * p["max_blocks_per_sm"] * 4)), 1, J
+        else:
+            G = block
+            most = max(1, J // (block * min_items * vec))
+            rows = 1
+            if (K == 2 and vec > 1 and SR[1] == 0 and nr > 1 and not red2 and not index
+                    and not ident_missing and not isinstance(acc, tuple)):
+                rows = _rows_per_block(nr, p.get("row_multi", 0))
+            units = nb * -(-nr // rows)
+            # few groups of long rows (fewer than a quarter of the SMs: A @ x of (10, 10^6),
+            # (100, 10^5)): split them further, down to a vector per thread, until there are
+            # row_fill blocks per SM; min_items alone left those with 122 and 78 blocks on 132
+            # SMs. (10^3, 10^4) (125 groups of 8 rows, each with loads enough in flight) was
+            # slower split (H200, tuning/tune-rowfill.md)
+            if 4 * units <= sm:
+                fill = -(-sm * p.get("row_fill", 0) // units)
+                most = max(most, min(fill, max(1, J // (block * vec))))
+
+            def shape(cap):
+                # occupancy: one wave of blocks (the last of a second wave would run alone)
+                split = max(1, min(cap // units if occupancy else -(-cap // units), most))
+                chunk = -(-J // split)
+                chunk = -(-chunk // vec) * vec
+                split = -(-J // chunk)
+                return units * split, split, chunk
+            if rows > 1:
+                # A @ x: several rows per block share each vector of x
+                factory = _k.make_rowmulti_kernel
+                nticks = units
+                fargs = lambda split: (f, op.fn, K, acc, ID, ident_missing, init_v, block,  # noqa: E731
+                                       min(split, 2), rows, vec, p.get("row_multi_unroll", 2))
+        if factory is _k.make_row_kernel:
+            fargs = lambda split: (f, op.fn, K, acc, ID, ident_missing, init_v, G, block,  # noqa: E731
+                                   min(split, 2), red2, index, vec, unroll)
+    elif flat is not None:
+        # thin C-contiguous matrix: one flat run of 128-bit vectors; T * VEC must be a
+        # multiple of p so that every thread's lanes keep their columns
+        vec, modes, head = flat
+        gq = nr // math.gcd(nr, vec * block)
+        nvec = max(1, (J * nr - head) // vec)
+        factory = _k.make_colflat_kernel
+        aux = head
+        nticks = 1
+        # col_flat_group R: groups of R * U blocks (U = VEC * block // p blocks' partials per
+        # column position) combine their partials first, R rows per position (0 = one level)
+        group = p.get("col_flat_group", 0) * (vec * block // nr)
+
+        def shape(cap):
+            want = max(1, min(cap, -(-nvec // block)))
+            grid = max(gq, want // gq * gq)
+            return grid, max(grid, 2), group
+        fargs = (f, op.fn, K, acc, ID, ident_missing, init_v, block, vec, modes,
+                 p.get("col_unroll", unroll), group > 0)
+    else:
+        if colvec is not None:
+            # vectorised column kernel: VEC adjacent outputs per thread, 128-bit loads
+            block = p.get("col_block", block)
+            vec, ph, modes = colvec
+            nq = -(-(nr + ph) // vec)
+        else:
+            # column kernel: the output index i must be the contiguous kept dim
+            vec, ph, nq = 1, 0, nr
+        ct = p.get("col_tile", 0)
+        col_items = p.get("col_min_items", min_items)
+        if nq <= block // 4:
+            CQ = nq
+        elif ct:
+            # tiles of ct threads side by side (ct * VEC columns), RB = block / ct rows at a
+            # time, fewer rows per thread when J is short (RB = 1: no combine in the block)
+            def tile_width(items):   # CQ when a thread takes at least `items` rows
+                rb = max(1, min(block // ct, J // items))
+                return min(block >> (rb.bit_length() - 1), -(-nq // 32) * 32)
+            CQ = tile_width(col_items)
+            if col_items > min_items and 2 * nb * -(-nq // CQ) < sm * p["blocks_per_sm"]:
+                CQ = tile_width(min_items)   # col_min_items only where its tiles fill half a wave
+        else:
+            CQ = min(block, -(-nq // 32) * 32)
+        RB = block // CQ
+        tiles = -(-nq // CQ)
+        units = nb * tiles
+        most = max(1, J // (RB * min_items))   # splits of the rows: min_items rows per thread
+        waves = p.get("col_waves", 0)
+        cu = p.get("col_unroll", unroll)
+        col_round = p.get("col_round", False)
+
+        def shape(cap, cu=cu):
+            # col_round: a thread's rows of a split part in whole rounds of the kernel's unroll
+            step = RB * (8 if cu >= 8 else 4 if cu >= 4 else 2 if cu >= 2 else 1) if col_round else 1
+            if occupancy:
+                split = 1 if units >= cap else max(1, min(cap // units, most))
+                if units >= cap and waves > 1:
+                    # a second, partly filled wave of long blocks: split the rows so that the
+                    # last wave is as full as possible (e.g. 782 tiles on 528 slots: 2 x 782)
+                    split = max(range(1, min(waves, most) + 1),
+                                key=lambda s: (units * s / cap / -(-units * s // cap), -s))
+            else:
+                split = max(1, min(-(-cap // units), most))
+            chunk = -(-J // split)
+            if split > 1:   # whole unrolled rounds of rows per thread
+                chunk = -(-chunk // step) * step
+            split = -(-J // chunk)
+            return units * split, split, chunk
+        nticks = units
+        # col_split_group S: tiles split into at least S parts combine their partial rows in
+        # two levels, groups of ceil(sqrt(parts)) parts (0: the tile's last block folds them all)
+        split_group = p.get("col_split_group", 0) if colvec is not None else 0
+
+        def group_size(split):
+            return math.isqrt(split - 1) + 1 if split_group and split >= max(split_group, 4) else 0
+        if colvec is not None:
+            factory = _k.make_colvec_kernel
+            aux = CQ * 16 + ph   # + the group size (* 32768) once the split is known
+            osize = np.dtype(acc).itemsize if not isinstance(acc, tuple) and not ident_missing else 0
+            vout = (bool(p.get("col_vstore", False)) and out_ok and ph == 0 and orr == 1
+                    and (nb == 1 or ob % vec == 0) and osize * vec == 16 and not index)
+            fargs = lambda split, cu=cu: (f, op.fn, K, acc, ID, ident_missing, init_v, block, min(split, 2),  # noqa: E731
+                                          red2, index, cu, vec, modes,
+                                          bool(p.get("col_tail", True)) and all(modes), vout,
+                                          _flight(p.get("col_combine", 2)), bool(split_group))
+        else:
+            factory = _k.make_col_kernel
+            aux = CQ
+            fargs = lambda split: (f, op.fn, K, acc, ID, ident_missing, init_v, block, min(split, 2),  # noqa: E731
+                                   red2, index, cu)
+    acc_full = (np.dtype(bool), acc) if ident_missing else acc
+    ins_t = nt.Tuple(tuple(_buf_t(_entry_dtype(e)) for e in ins))
+    out_t = _buf_t(acc_full)
+    argtypes = (ins_t, out_t, out_t, runtime.ptr_t(np.uint32), runtime.i64, runtime.i64,
+                runtime.i64, runtime.i64) + (nt.UniTuple(runtime.i64, K),) * 4 + (runtime.i64,) * 7
+    lb = None
+    scalar_acc = not isinstance(acc, tuple) and not ident_missing
+    if factory is _k.make_rowtile_kernel and p.get("row_tile_min_blocks") and scalar_acc:
+        lb = (block, p["row_tile_min_blocks"])   # caps registers so that blocks stay resident
+    elif factory is _k.make_colvec_kernel and p.get("col_min_blocks") and scalar_acc:
+        lb = (block, p["col_min_blocks"])
+    elif factory is _k.make_colflat_kernel and p.get("col_flat_min_blocks"):
+        lb = (block, p["col_flat_min_blocks"])   # the two-level combine needs more registers
+
+    def build(split, *deep):
+        fa = fargs(split, *deep) if callable(fargs) else fargs
+        fkey = fa[:4] + (_hashable(ID),) + (fa[5], _hashable(init_v)) + fa[7:]
+        return _compile(factory, fa, fkey, argtypes, op, None if deep else lb)
+
+    # launch shape for a provisional number of resident blocks, then (occupancy) for the
+    # number the compiled kernel really gets (registers, shared memory)
+    grid, split, chunk = shape(sm * p["blocks_per_sm"])
+    kernel = build(split)
+    depth = p.get("col_unroll", unroll)   # rows in flight per thread of a column kernel
+    if occupancy:
+        res = min(runtime.resident_blocks(kernel, block, p["blocks_per_sm"]), p["blocks_per_sm"])
+        grid, split2, chunk = shape(sm * res)
+        if min(split2, 2) != min(split, 2):
+            kernel = build(split2)
+        split = split2
+        deep = p.get("col_deep", 0) if factory is _k.make_colvec_kernel else 0
+        # (the deep kernel is compiled only where its launch could qualify: its residency is
+        # at most blocks_per_sm)
+        if deep and deep > cu and 2 * units <= sm * p["blocks_per_sm"]:
+            # col_deep D: where the tiles are few enough that the rows split across blocks in
+            # one wave (tall x @ A, n*p = 10^7 shapes), the kernel with D rows in flight per
+            # thread and no launch bound (more registers, fewer blocks per SM); wide, short
+            # matrices (many tiles, few rows per thread) keep the bounded kernel
+            kd = build(2, deep)
+            resd = min(runtime.resident_blocks(kd, block, p["blocks_per_sm"]), p["blocks_per_sm"])
+            gd, sd, cd = shape(sm * resd, deep)
+            if 2 * units <= sm * resd and cd >= 2 * deep * RB:
+                kernel = kd if min(sd, 2) == 2 else build(sd, deep)
+                grid, split, chunk = gd, sd, cd
+                depth = deep
+    grid = min(grid, 2**31 - 1)
+    nslots = R * split
+    if factory is _k.make_colflat_kernel and chunk:
+        ngroups = -(-grid // chunk)   # group rows after the blocks' rows; a ticket per group
+        nslots = R * (grid + ngroups)
+        nticks = 1 + ngroups
+    elif factory is _k.make_colvec_kernel and group_size(split):
+        gs = group_size(split)
+        ngroups = -(-split // gs)     # per tile: group rows after the parts' rows, a ticket each
+        aux += gs * 32768
+        nslots = R * (split + ngroups)
+        nticks = units * (1 + ngroups)
+    return {"kernel": kernel, "kind": factory.__name__, "grid": grid, "block": block, "split": split,
+            "nslots": nslots,
+            "nticks": nticks, "acc_full": acc_full, "flag": ident_missing, "depth": depth,
+            "scalars": (nb, nr, m0, m1, SB, SR, S0, S1, ob, orr, int(kb), L0, L1, chunk, aux)}
+
+
+def _flight(n):
+    """Rows of partials in flight per thread of a split tile's combiner: 8, 4 or 2 (the
+    ``col_combine`` tuning entry, rounded down).
+
+    >>> [_flight(n) for n in (1, 2, 4, 6, 8, 16)]
+    [2, 2, 4, 4, 8, 8]
+    """
+    return 8 if n >= 8 else 4 if n >= 4 else 2
+
+
+def _buf_at(x, off):
+    """Kernel buffer of array ``x`` whose origin is moved by ``off`` elements."""
+    if runtime.SIMULATE:
+        b = runtime.SimBuffer.of(x)
+        return runtime.SimBuffer(b.array, b.origin + off, b.owner) if off else b
+    return int(x.data.ptr) + off * x.dtype.itemsize
+
+
+def _bufs_at(entry, off):
+    if isinstance(entry, tuple):
+        return tuple(_bufs_at(c, off) for c in entry)
+    return _buf_at(entry, off)
+
+
+def _plan_scratch(plan, like, sk):
+    """(buffers kept alive, partials' kernel buffers, ticket buffer) of ``plan`` on the stream
+    of key ``sk``, made once per plan and stream: the partials are carved out of the stream's
+    scratch bytes (:func:`forge_array.runtime.temp.scratch`, uninitialised: every block writes
+    its slot before the last one reads them all), the tickets are the stream's counters
+    (zero, and left zero by the kernels)."""
+    like = _first(like)
+    dts = _flat_dtypes(plan["acc_full"])
+    n = plan["nslots"]
+    sizes = [-(-n * np.dtype(d).itemsize // 256) * 256 for d in dts]
+    raw = temp.scratch(sum(sizes), like, sk)
+    parts = []
+    off = 0
+    for d, size in zip(dts, sizes):
+        parts.append(raw[off:off + n * np.dtype(d).itemsize].view(d))
+        off += size
+    part_b = _unflatten([runtime.buffer_of(t) for t in parts], plan["acc_full"])
+    tick = temp.counters(plan["nticks"], like)
+    cache = plan["scratch"]
+    if len(cache) >= 64:  # many streams (or simulator threads) over time
+        cache.clear()
+    s = cache[sk] = ((raw, parts, tick), part_b, runtime.buffer_of(tick))
+    return s
+
+
+def _execute(plan, ins, out):
+    if plan["flag"]:
+        out = (plan["empty"](_first(out).shape, dtype=bool), out)
+    if plan["moved"]:
+        out_b = _bufs_at(out, plan["out_off"])
+        ins_b = tuple(_bufs_at(e, o) for e, o in zip(ins, plan["in_off"]))
+    else:
+        out_b = _buffer(out)
+        ins_b = tuple(_buffer(e) for e in ins)
+    if plan["split"] > 1:
+        sk = runtime.stream_key()
+        s = plan["scratch"].get(sk)
+        if s is None:
+            s = _plan_scratch(plan, ins[0], sk)
+        runtime.launch(plan["kernel"], plan["grid"], plan["block"], (ins_b, out_b, s[1], s[2]) + plan["scalars"],
+                       on=sk)
+    else:
+        # one block per output: no partials and no tickets (the kernel never reads them)
+        tick = _first_leaf(out_b)
+        runtime.launch(plan["kernel"], plan["grid"], plan["block"], (ins_b, out_b, out_b, tick) + plan["scalars"])
+
+
+def _first_leaf(b):
+    while isinstance(b, tuple):
+        b = b[0]
+    return b
+
+
+def _flat_dtypes(dt):
+    if isinstance(dt, tuple):
+        out = []
+        for d in dt:
+            out.extend(_flat_dtypes(d))
+        return out
+    return [dt]
+
+
+def _unflatten(items, dt):
+    it = iter(items)
+
+    def rec(d):
+        if isinstance(d, tuple):
+            return tuple(rec(x) for x in d)
+        return next(it)
+
+    return rec(dt)
+
+
+_KERNELS: dict = {}
+
+
+def _compile(factory, fargs, fkey, argtypes, op, launch_bounds=None):
+    key = (factory, fkey, argtypes, launch_bounds)
+    k = _KERNELS.get(key)
+    if k is None:
+        try:
+            k = runtime.compile_kernel(factory, fargs, argtypes, launch_bounds=launch_bounds)
+        except TypeError as exc:
+            msg = str(exc)
+            if op.name not in msg:
+                raise TypeError(f"axis reduction with operator {op.name}: {msg}") from exc
+            raise
+        _KERNELS[key] = k
+    return k
+
+
