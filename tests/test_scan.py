@@ -423,7 +423,7 @@ def test_plan_replay(bk, monkeypatch):
     def no_planning(*a, **kw):
         raise AssertionError("planned again")
 
-    monkeypatch.setattr(pscan, "plan_scan", no_planning)
+    monkeypatch.setattr(pscan.plan, "plan_scan", no_planning)
     for k, call in enumerate(calls):
         got, want = call(rand(bk, (n,), "float32", seed=70 + k), rand(bk, (n,), "float32", seed=80 + k))
         close(got, want.astype(np.float64), rtol=1e-4, atol=1e-4)
@@ -794,7 +794,7 @@ def test_row_scan_staged(bk, monkeypatch, dtype):
     rng = np.random.default_rng(47)
     made = []
     orig = pscan._plan_rows
-    monkeypatch.setattr(pscan, "_plan_rows", lambda *a: made.append(1) or orig(*a))
+    monkeypatch.setattr(pscan.plan, "_plan_rows", lambda *a: made.append(1) or orig(*a))
     exact = dt.kind == "i"
     for rows, n, off in [(64, 2, 0), (100, 10, 1), (200, 3, 3), (70, 7, 2), (65, tw // 2 + 1, 1),
                          (66, tw, 0), (300, 5, 1)]:
@@ -1114,7 +1114,7 @@ def test_narrow_scan(bk, monkeypatch, dtype, packed):
     rng = np.random.default_rng(48)
     made = []
     orig = pscan._plan_narrow
-    monkeypatch.setattr(pscan, "_plan_narrow", lambda *a: made.append(1) or orig(*a))
+    monkeypatch.setattr(pscan.plan, "_plan_narrow", lambda *a: made.append(1) or orig(*a))
     exact = dt.kind == "i"
     tol = {} if exact else {"rtol": 1e-4, "atol": 1e-4}
 

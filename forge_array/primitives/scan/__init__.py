@@ -1,0 +1,228 @@
+"""Scans on backend arrays: generic ``accumulate`` and ``cumulative_sum`` / ``cumulative_prod``.
+
+On our kernels (:mod:`forge_array.kernels.scan`, single pass with decoupled look-back) when
+``runtime.kernels_available(x)``; otherwise NumPy (``cumsum`` / ufunc ``accumulate``) or a
+numba loop on the CPU for generic operators.
+
+Example
+-------
+>>> import numpy as np
+>>> from forge_array import ops
+>>> from forge_array.primitives import accumulate, cumulative_sum
+>>> cumulative_sum(np.array([1, 2, 3], dtype=np.int32), include_initial=True).tolist()
+[0, 1, 3, 6]
+>>> a, b = np.array([0.5, 0.5, 0.5]), np.array([1.0, 1.0, 1.0])
+>>> accumulate(ops.affine, (a, b))[1].tolist()      # h_t = 0.5 h_(t-1) + 1, h_(-1) = 0
+[1.0, 1.5, 1.75]
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ... import runtime
+from .arguments import AxisError, _check_op, _inputs, _normalize_axis, _resolve, _value, _xp
+from .cpu import _scan_cpu
+from .plan import _fast_key, _fast_plans, _layout_key, _plan_narrow, _plan_rows, _remember, _run_fast, _scan_kernel  # noqa: F401 - tests count plans
+from .state import _fit_items, _items_for, _local, _reset_states, _state_key, _zeros16, scan_statistics  # noqa: F401
+
+__all__ = ["accumulate", "cumulative_sum", "cumulative_prod", "scan_statistics"]
+
+# --------------------------------------------------------------------------- public API
+
+
+def accumulate(op, x, /, *, axis=None, init=None, include_initial=False, exclusive=False,
+               reverse=False, out=None, deterministic=False):
+    """Inclusive scan of ``x`` with the associative operator ``op`` along ``axis``.
+
+    ``op`` is a :class:`forge_array.ops.Operator` or any plain Python function of two
+    elements that numba compiles (commutative or not); elements are scalars, or tuples when
+    ``x`` is a tuple of arrays (struct-of-arrays: the result is then a tuple of arrays).
+    ``axis=None`` scans the C-order flattening (as ``numpy.cumsum``). The result at ``k`` is
+    ``op(...op(op(init, x_0), x_1)..., x_k)`` (``init`` left out when None).
+
+    ``include_initial``: the output is one longer along ``axis`` and starts with ``init``
+    (the operator's identity when ``init`` is None). ``exclusive``: element ``k`` gets the
+    combination of the elements before it (``init`` / identity first). ``reverse``: scan
+    from the end (the result is ``flip(accumulate(op, flip(x)))``). ``out``: backend
+    array(s) of the result's shape and dtype(s), possibly views. ``deterministic``:
+    bitwise-identical results run to run for floating-point operators (the look-back then
+    combines in a fixed order; see docs/scans.md for the cost).
+
+    >>> import numpy as np
+    >>> accumulate(lambda a, b: max(a, b), np.array([3, 1, 4, 1, 5])).tolist()
+    [3, 3, 4, 4, 5]
+    >>> matmul2 = lambda p, q: (p[0] * q[0] + p[1] * q[2], p[0] * q[1] + p[1] * q[3],
+    ...                         p[2] * q[0] + p[3] * q[2], p[2] * q[1] + p[3] * q[3])
+    >>> m = tuple(np.array([v, v]) for v in (1.0, 1.0, 0.0, 1.0))   # [[1,1],[0,1]] twice
+    >>> [c.tolist() for c in accumulate(matmul2, m)]
+    [[1.0, 1.0], [1.0, 2.0], [0.0, 0.0], [1.0, 1.0]]
+    """
+    fn, ident, name = _resolve(op)
+    xs, is_tuple = _inputs(x)
+    dtypes = tuple(np.dtype(a.dtype) for a in xs)
+    return _accumulate(fn, is_tuple, xs, dtypes, dtypes, ident, name, axis=axis, init=init,
+                       include_initial=include_initial, exclusive=exclusive, reverse=reverse,
+                       out=out, deterministic=deterministic, flatten=True)
+
+
+def _accumulate(fn, tuple_op, xs, in_dtypes, acc_dtypes, ident, name, *, axis, init,
+                include_initial, exclusive, reverse, out, deterministic, flatten):
+    fkey = None
+    if init is None and out is None:  # replay the plan of an earlier call of the same layout
+        fkey = _fast_key(fn, tuple_op, xs, acc_dtypes, axis, include_initial, exclusive,
+                         reverse, deterministic, flatten)
+        plan = _fast_plans().get(fkey) if fkey is not None else None
+        if plan is not None:
+            r = _run_fast(plan, xs, acc_dtypes, tuple_op, fkey[-1])
+            if r is not None:
+                return r
+    if include_initial and exclusive:
+        raise ValueError("accumulate: include_initial and exclusive exclude each other")
+    _check_op(fn, tuple_op, acc_dtypes, name)
+    flat = False
+    if axis is None:
+        if xs[0].ndim != 1:
+            if not flatten:
+                raise ValueError(f"{name}: axis must be given for a {xs[0].ndim}-D array")
+            xs = [a.reshape(-1) for a in xs]
+            flat = True
+        axis = 0
+    elif xs[0].ndim == 0:
+        raise AxisError(axis, 0)
+    else:
+        axis = _normalize_axis(axis, xs[0].ndim)
+    if init is not None:
+        init = _value(init, acc_dtypes, "init")
+    elif include_initial or exclusive:
+        iv = ident(acc_dtypes if tuple_op else acc_dtypes[0]) if ident is not None else None
+        if iv is None:
+            raise ValueError(f"accumulate: operator {name} has no identity; pass init= for "
+                             "include_initial / exclusive scans")
+        init = _value(iv, acc_dtypes, "identity")
+    shift = 1 if (include_initial or exclusive) else 0
+    shape = list(xs[0].shape)
+    n = shape[axis]
+    m = n + 1 if include_initial else n
+    shape[axis] = m
+    shape = tuple(shape)
+    xp = _xp(xs[0])
+    if out is None:
+        outs = [xp.empty(shape, dtype=d) for d in acc_dtypes]
+    else:
+        outs = list(out) if isinstance(out, (tuple, list)) else [out]
+        if len(outs) != len(acc_dtypes) or (isinstance(out, (tuple, list)) != tuple_op):
+            want = f"a tuple of {len(acc_dtypes)} arrays" if tuple_op else "one array"
+            raise ValueError(f"accumulate: out must be {want}")
+        for o, d in zip(outs, acc_dtypes):
+            if tuple(o.shape) != shape or np.dtype(o.dtype) != d:
+                raise ValueError(f"accumulate: out has shape {tuple(o.shape)} and dtype {o.dtype}, "
+                                 f"expected {shape} and {d}")
+            if runtime.is_cupy_array(o) != runtime.is_cupy_array(xs[0]):
+                raise ValueError("accumulate: out must be on the device of x")
+    if n == 0 or math.prod(shape) == 0:
+        if shift and math.prod(shape) > 0:
+            for o, v in zip(outs, init):
+                idx = [slice(None)] * len(shape)
+                idx[axis] = -1 if reverse else 0
+                o[tuple(idx)] = v
+        return tuple(outs) if tuple_op else outs[0]
+    if runtime.kernels_available(xs[0]) and all(d.itemsize <= 16 for d in acc_dtypes):
+        plan = _scan_kernel(fn, tuple_op, xs, outs, in_dtypes, acc_dtypes, axis, init, shift,
+                            m, reverse, deterministic)
+        if plan is not None and fkey is not None:
+            plan.flat = flat
+            _remember(fkey, plan)
+    else:
+        _scan_cpu(fn, tuple_op, xs, outs, acc_dtypes, axis, init, shift, m, reverse)
+    return tuple(outs) if tuple_op else outs[0]
+
+
+def _sum_dtype(dt, dtype, name):
+    if dtype is not None:
+        dtype = np.dtype(dtype)
+        if np.dtype(dt).kind == "c" and dtype.kind != "c":
+            raise TypeError(f"{name}: cannot accumulate {dt} in {dtype}")
+        return dtype
+    dt = np.dtype(dt)
+    if dt.kind == "b" or (dt.kind == "i" and dt.itemsize < 8):
+        return np.dtype(np.int64)
+    if dt.kind == "u" and dt.itemsize < 8:
+        return np.dtype(np.uint64)
+    return dt
+
+
+_CUMULATIVE: dict = {}
+
+
+def _cumulative(opname, x, axis, dtype, include_initial, out):
+    if x.ndim == 0:
+        raise ValueError(f"{opname}: x must have at least one dimension")
+    if axis is None and x.ndim > 1:
+        raise ValueError(f"{opname}: axis must be given for a {x.ndim}-D array")
+    try:
+        key = (opname, x.dtype, dtype)
+        op, ind, acc = _CUMULATIVE[key]
+    except (KeyError, TypeError):
+        from ... import ops
+
+        op = ops.add if opname == "cumulative_sum" else ops.multiply
+        ind, acc = (np.dtype(x.dtype),), (_sum_dtype(x.dtype, dtype, opname),)
+        try:
+            _CUMULATIVE[key] = (op, ind, acc)
+        except TypeError:
+            pass
+    return _accumulate(op.fn, False, [x], ind, acc, op.identity, opname,
+                       axis=axis, init=None, include_initial=include_initial, exclusive=False,
+                       reverse=False, out=out, deterministic=False, flatten=False)
+
+
+def cumulative_fast(opname, x, axis, dtype, include_initial):
+    """``cumulative_sum`` / ``cumulative_prod`` (``opname``) of backend array ``x`` along
+    ``axis`` (a normalized int) in ``dtype`` when an earlier call of the same kind and layout
+    left a launch plan to replay; None otherwise (the caller then takes the full path).
+
+    >>> import numpy as np
+    >>> x = np.arange(4.0)
+    >>> r = cumulative_fast("cumulative_sum", x, 0, np.dtype("float64"), False)
+    >>> r is None or r.tolist() == [0.0, 1.0, 3.0, 6.0]
+    True
+    """
+    ent = _CUMULATIVE.get((opname, x.dtype, dtype))
+    if ent is None:
+        return None
+    op, _, acc = ent
+    # the key _fast_key builds for this call (one operand, no flags but include_initial)
+    fkey = (op.fn, False, acc, axis, include_initial, False, False, False, False,
+            (_layout_key(x),), _state_key(x))
+    plan = _fast_plans().get(fkey)
+    if plan is None:
+        return None
+    return _run_fast(plan, (x,), acc, False, fkey[-1])
+
+
+def cumulative_sum(x, /, *, axis=None, dtype=None, include_initial=False, out=None):
+    """Cumulative sum of backend array ``x`` along ``axis`` (optional for 1-D), accumulated in
+    ``dtype`` (default: the standard's rule, int64 / uint64 for smaller integers and bool),
+    without converting a copy of ``x`` first. ``include_initial`` prepends a 0.
+
+    >>> import numpy as np
+    >>> cumulative_sum(np.array([[1, 2], [3, 4]], dtype=np.int8), axis=0).tolist()
+    [[1, 2], [4, 6]]
+    """
+    return _cumulative("cumulative_sum", x, axis, dtype, include_initial, out)
+
+
+def cumulative_prod(x, /, *, axis=None, dtype=None, include_initial=False, out=None):
+    """Cumulative product of backend array ``x`` along ``axis`` (optional for 1-D); dtype
+    rules as :func:`cumulative_sum`; ``include_initial`` prepends a 1.
+
+    >>> import numpy as np
+    >>> cumulative_prod(np.array([1.0, 2.0, 3.0]), include_initial=True).tolist()
+    [1.0, 1.0, 2.0, 6.0]
+    """
+    return _cumulative("cumulative_prod", x, axis, dtype, include_initial, out)
+
+

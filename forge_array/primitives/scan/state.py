@@ -1,0 +1,208 @@
+"""State the scan kernels keep between launches: status words with their epochs, tile counters,
+the look-back statistics, and the tile sizes that fit shared memory.
+"""
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from ... import runtime
+from ...kernels import scan as kscan
+from .arguments import _EPOCH_LIMIT, _xp
+
+# --------------------------------------------------------------------------- kernel path
+
+
+class _State:
+    """Tile-status storage of one (device, stream, value type, host thread): reused by every
+    launch; the epoch makes old words read as INVALID, the base turns the monotone ticket
+    counter into tile ids, so nothing is ever cleared between launches. It grows in place
+    (launch plans keep a reference to it)."""
+
+    __slots__ = ("xp", "packed", "acc_dtypes", "status", "vals", "counter", "base", "epoch",
+                 "slots", "_bufs")
+
+    def __init__(self, like, packed, acc_dtypes, slots):
+        self.xp = _xp(like)
+        self.packed = packed  # 32-bit pieces per packed status word (2 or 4), 0: flag + slots
+        self.acc_dtypes = acc_dtypes
+        self.counter = self.xp.zeros(kscan.STAT_WORDS, dtype=np.uint64)
+        self.base = 0
+        self.epoch = 1
+        self.slots = 0
+        self.grow(slots)
+
+    def grow(self, slots):
+        """Room for ``slots`` tile states (fresh zeroed words: epoch 0 is never used)."""
+        xp = self.xp
+        if self.packed:  # 2 words per tile (deterministic mode: aggregate and prefix)
+            self.status = _zeros16(xp, 2 * slots * self.packed, np.uint32)
+            self.vals = tuple(xp.zeros(1, dtype=d) for d in self.acc_dtypes)
+        else:
+            self.status = xp.zeros(slots, dtype=np.uint32)
+            self.vals = tuple(xp.zeros(2 * slots, dtype=d) for d in self.acc_dtypes)
+        self.slots = slots
+        self._bufs = None
+
+    def counter_room(self, words):
+        """At least ``words`` words in the counter buffer (a traced pipeline launch writes
+        its time stamps after the statistics words), the counts kept."""
+        if self.counter.size < words:
+            grown = self.xp.zeros(words, dtype=np.uint64)
+            grown[: self.counter.size] = self.counter
+            self.counter = grown
+            self._bufs = None
+
+    def reset(self):
+        """Back to a fresh state in place (after a failed launch took an unknown number of
+        tickets and left words half-published); the plans that hold it stay valid."""
+        self.counter[...] = 0
+        self.status[...] = 0
+        self.base = 0
+        self.epoch = 1
+
+    def buffers(self):
+        """Kernel buffers ``(status, vals, counter)`` (built once per allocation)."""
+        b = self._bufs
+        if b is None:
+            b = self._bufs = (runtime.buffer_of(self.status),
+                              tuple(runtime.buffer_of(v) for v in self.vals),
+                              runtime.buffer_of(self.counter))
+        return b
+
+
+def _zeros16(xp, n, dtype):
+    """Zeroed 1-D array of ``n`` elements starting on a 16-byte boundary (CuPy allocations
+    always do; NumPy ones are over-allocated and sliced)."""
+    if getattr(xp, "__wrapped__", xp) is not np:
+        return xp.zeros(n, dtype=dtype)
+    isz = np.dtype(dtype).itemsize
+    raw = np.zeros(n + 16 // isz, dtype=dtype)
+    k = (-raw.__array_interface__["data"][0] % 16) // isz
+    return raw[k:k + n]
+
+
+_local = threading.local()
+
+
+def _state_key(like):
+    if runtime.is_cupy_array(like):
+        return runtime.stream_key()  # (device, stream)
+    return ("host",)
+
+
+def _state(like, acc_dtypes, slots, wide=True, flags=False):
+    """The :class:`_State` of this stream and value type with room for ``slots`` tile
+    states; ``flags``: a flag word per tile plus separate value slots even when the value
+    would fit a packed word (the narrow scan keeps ``p`` values per tile)."""
+    cache = getattr(_local, "states", None)
+    if cache is None:
+        cache = _local.states = {}
+    packed = 0 if flags else (kscan.status_words(acc_dtypes) if kscan.packable(acc_dtypes, wide) else 0)
+    key = _state_key(like) + (packed, acc_dtypes)
+    st = cache.get(key)
+    if st is None:
+        st = cache[key] = _State(like, packed, acc_dtypes, max(slots, 1024))
+    elif st.slots < slots:
+        st.grow(max(slots, 2 * st.slots))
+    return st
+
+
+def _reset_states():
+    for st in getattr(_local, "states", {}).values():
+        st.reset()
+
+
+# a failed launch (simulator) may have taken fewer tickets than its tiles
+runtime.temp.on_discard(_reset_states)
+
+
+def _after_launch(st, ntiles):
+    st.base += ntiles
+    st.epoch += 1
+    if st.epoch >= _EPOCH_LIMIT:
+        st.status[...] = 0
+        st.epoch = 1
+
+
+def scan_statistics():
+    """Look-back statistics of this thread's scans so far (simulator and GPU): ``spins``
+    (reads of a predecessor that had not published yet) and ``agg_steps`` (look-back steps
+    that found only aggregates and went further back). Reads device memory (syncs).
+
+    >>> sorted(scan_statistics())
+    ['agg_steps', 'spins']
+    """
+    spins = agg = 0
+    for st in getattr(_local, "states", {}).values():
+        c = st.counter.get() if runtime.is_cupy_array(st.counter) else st.counter
+        spins += int(c[kscan.STAT_SPINS])
+        agg += int(c[kscan.STAT_AGG_WINDOWS])
+    return {"spins": spins, "agg_steps": agg}
+
+
+_INIT_CACHE: dict = {}
+
+
+def _init_buffers(like, acc_dtypes, init):
+    key = (_state_key(like), acc_dtypes, None if init is None else tuple(v.tobytes() for v in init))
+    b = _INIT_CACHE.get(key)
+    if b is None:
+        xp = _xp(like)
+        vals = init if init is not None else tuple(d.type(0) for d in acc_dtypes)
+        b = tuple(xp.asarray(np.array([v], dtype=d)) for v, d in zip(vals, acc_dtypes))
+        if len(_INIT_CACHE) > 256:
+            _INIT_CACHE.clear()
+        _INIT_CACHE[key] = b
+    return b
+
+
+_SMEM_LIMIT = 46 * 1024  # static shared memory of a block: 48 KiB, less the small arrays
+
+
+def _items_for(p, acc_dtypes):
+    """Items per thread of the tile scan: ``item_bytes`` (``item_bytes_8`` for values of
+    8 bytes or more when given) over the value size, capped by ``items_max`` and by the
+    padded tile's static shared memory, rounded down to a power of two."""
+    nbytes = sum(d.itemsize for d in acc_dtypes)
+    ib = p.get("item_bytes_8", p["item_bytes"]) if nbytes >= 8 else p["item_bytes"]
+    items = max(1, min(p.get("items_max", 32), ib // nbytes,
+                       _SMEM_LIMIT * 32 // (33 * p["block"] * nbytes)))
+    return 1 << (items.bit_length() - 1)  # a power of two
+
+
+def _fit_items(p, items, n, in_dtypes, acc_dtypes, tuple_op):
+    """Items per thread so that a row's tiles are about equally full (``fit_items``): the
+    fewest tiles of at most ``items`` per thread, then the fewest items (a multiple of the
+    128-bit vector width) that still cover the row in that many tiles, allowing for the
+    alignment lead. A row of 10^4 float32 with tiles of 8192 gets 2 tiles of 5120 instead
+    of one full tile and one of 1808 elements (half the blocks of a batch idle).
+
+    >>> p = {"block": 256, "fit_items": True}
+    >>> f32 = (np.dtype("float32"),)
+    >>> _fit_items(p, 32, 10**4, f32, f32, False), _fit_items(p, 32, 10**8, f32, f32, False)
+    (20, 32)
+    """
+    if not p.get("fit_items", True) or tuple_op:
+        return items
+    v = max(16 // in_dtypes[0].itemsize, 16 // acc_dtypes[0].itemsize, 1)
+    if items % v or items <= v:
+        return items
+    block = p["block"]
+    span = n + v - 1  # the lead (< v elements) shifts the first tile
+    nt = -(-span // (block * items))
+    fit = -(-span // (nt * block))
+    fit = -(-fit // v) * v
+    return min(items, fit)
+
+
+def _common_layout(arrs):
+    """Element strides shared by all arrays, or None."""
+    try:
+        ss = [runtime.element_strides(a) for a in arrs]
+    except ValueError:
+        return None
+    return ss[0] if all(s == ss[0] for s in ss) else None
+
+
