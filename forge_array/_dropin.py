@@ -41,29 +41,24 @@ import numpy as np
 from . import ops as _ops
 from .primitives import axis_reduce as _axis
 from .primitives import scan as _scan
-from .primitives.reduce import mapreduce as _mapreduce
-from .primitives.reduce import normalize_axis as _normalize_axis
-from .runtime import kernels_available, originals
-from .runtime.originals import FUNCTIONS, METHODS, in_original
-
-try:  # the matrix-vector primitives (a colleague's module)
-    from .primitives.matvec import matvec as _matvec
-    from .primitives.matvec import result_dtype as _mv_dtype
-    from .primitives.matvec import vecmat as _vecmat
-except ImportError:  # pragma: no cover - until it lands: dot / matmul fall back
-    _matvec = _vecmat = _mv_dtype = None
-
+from .primitives.matvec import matvec as _matvec
+from .primitives.matvec import result_dtype as _mv_dtype
+from .primitives.matvec import vecmat as _vecmat
 from .primitives.reduce import all as _p_all
 from .primitives.reduce import any as _p_any
 from .primitives.reduce import argmax as _p_argmax
 from .primitives.reduce import argmin as _p_argmin
+from .primitives.reduce import mapreduce as _mapreduce
 from .primitives.reduce import max as _p_max
 from .primitives.reduce import mean as _p_mean
 from .primitives.reduce import min as _p_min
+from .primitives.reduce import normalize_axis as _normalize_axis
 from .primitives.reduce import prod as _p_prod
 from .primitives.reduce import std as _p_std
 from .primitives.reduce import sum as _p_sum
 from .primitives.reduce import var as _p_var
+from .runtime import kernels_available, originals
+from .runtime.originals import FUNCTIONS, METHODS, in_original
 
 __all__ = ["DropIn", "FUNCTIONS", "METHODS"]
 
@@ -450,7 +445,7 @@ class DropIn:
 
     def _c_product(self, a, b, out, kind):
         """dot / matmul / inner of a matrix (or batch) and a vector, or of two vectors."""
-        if _matvec is None or not (self._mine(a) and self._mine(b)) or a.dtype != b.dtype:
+        if not (self._mine(a) and self._mine(b)) or a.dtype != b.dtype:
             return DECLINE
         if a.ndim == 0 or b.ndim == 0:
             return DECLINE

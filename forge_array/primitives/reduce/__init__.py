@@ -134,7 +134,7 @@ def mapreduce(f, op, *arrays, axis=None, init=None, keepdims=False):
         if full:
             hot = (f, user_op) if len(arrays) == 1 and axis is None and init is None else None
             return _kernel_full(f, op, flat, struct, acc, is_tuple, init_v, keepdims, x0, hot)
-        if _axis_kernels() and op.commutative and len(arrays) <= _AXIS_MAX_INPUTS:
+        if op.commutative and len(arrays) <= _AXIS_MAX_INPUTS:
             return _axis.axis_mapreduce(f, op, arrays, axes, init, keepdims,
                                         acc if is_tuple else acc[0])
         # a non-commutative operator along some axes (the axis kernels combine lanes out
@@ -303,7 +303,7 @@ def _axis_named(x, axis, f, op, out_dtype, keepdims, hot=None):
     """Axis reduction through the axis kernels when they exist; None otherwise. With
     ``hot = (name, dtype)`` (the caller's arguments) its launch is cached for
     :func:`axis_fast`."""
-    if _axis is None or not hasattr(_axis, "axis_mapreduce") or not kernels_available(x):
+    if not kernels_available(x):
         return None
     if axis is None or len(axis) == x.ndim or x.size == 0:
         return None
@@ -337,8 +337,6 @@ def axis_fast(name, x, axes, dtype=None, keepdims=False):
     >>> r is None or r.tolist() == [2.0, 2.0, 2.0]
     True
     """
-    if _axis is None:
-        return None
     try:
         ent = _axis._FAST.get(("axis", name, axes, dtype, keepdims, _axis._layout_key(x)))
     except (TypeError, AttributeError):
@@ -346,10 +344,6 @@ def axis_fast(name, x, axes, dtype=None, keepdims=False):
     if ent is None:
         return None
     return ent((x,))
-
-
-def _axis_kernels():
-    return _axis is not None and hasattr(_axis, "axis_mapreduce")
 
 
 def routes(x, axis, moments=False):
@@ -360,11 +354,7 @@ def routes(x, axis, moments=False):
     >>> routes(np.zeros(3), (0,)) == kernels_available(np.zeros(3))
     True
     """
-    if not kernels_available(x):
-        return False
-    if moments and x.dtype.kind == "c":
-        return False
-    return axis is None or len(axis) == x.ndim or _axis_kernels()
+    return kernels_available(x) and not (moments and x.dtype.kind == "c")
 
 
 def routes_arg(x, axis):
@@ -374,9 +364,7 @@ def routes_arg(x, axis):
     >>> routes_arg(np.zeros(3), None) == kernels_available(np.zeros(3))
     True
     """
-    if not kernels_available(x):
-        return False
-    return axis is None or x.ndim <= 1 or (_axis_kernels() and hasattr(_axis, "argmax"))
+    return kernels_available(x)
 
 
 def _np_axis(axis):
@@ -580,7 +568,7 @@ def _moments(x, axis, correction, keepdims, post, name):
             p = 0.0
         # no fast path for a degenerate count (the namespace silences its warnings)
         return _launch_named(spec, x, p, keepdims, (name, None, correction) if p > 0 else None)
-    if _axis_kernels() and kernels_available(x) and x.size > 0:
+    if kernels_available(x) and x.size > 0:
         m2 = _axis.axis_mapreduce(_welford_map(dt), _ops.welford, (x,), axis, None, keepdims,
                                   (dt, dt, dt))[2]
         m2 /= _builtin_max(math.prod(x.shape[d] for d in axis) - correction, 0)
@@ -643,8 +631,7 @@ def _arg(x, axis, keepdims, op, name):
         # the fast path replays on x itself: not for a bool array (viewed as uint8 here)
         hot = (name, None, None) if axis is None and xv is x else None
         return _launch_named(spec, xv, 0.0, keepdims, hot)
-    if (_axis is not None and hasattr(_axis, "axis_mapreduce") and kernels_available(x)
-            and hasattr(_axis, name)):
+    if kernels_available(x):
         return getattr(_axis, name)(x, axis, keepdims)
     fn = getattr(xp, name)
     if keepdims:
