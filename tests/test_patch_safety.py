@@ -45,8 +45,21 @@ def _host(x):
     return x.get() if hasattr(x, "get") else np.asarray(x)
 
 
+class _Raised:
+    """The exception a call raised: equal to another of the same type, shown with its message."""
+
+    def __init__(self, exc):
+        self.type, self.text = type(exc), f"{type(exc).__name__}: {exc}"
+
+    def __eq__(self, other):
+        return isinstance(other, _Raised) and self.type is other.type
+
+    def __repr__(self):
+        return self.text
+
+
 def _call(f, *args, **kw):
-    """(result, None) or (None, exception type) with warnings silenced."""
+    """(result, None) or (None, what it raised) with warnings silenced."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
@@ -54,7 +67,7 @@ def _call(f, *args, **kw):
         except RecursionError:
             raise
         except Exception as exc:  # noqa: BLE001 - the type is compared
-            return None, type(exc)
+            return None, _Raised(exc)
 
 
 def _same(got, ref):
