@@ -711,9 +711,9 @@ def make_divergent_shuffle():
 def test_divergent_shuffle_is_a_clear_error_in_simulator(bk, sim, monkeypatch):
     if not sim:
         pytest.skip("on the GPU a partial warp shuffle is undefined behaviour")
-    from forge_array.intrinsics import sim_impl
+    from forge_array.intrinsics import sim_threads
 
-    monkeypatch.setattr(sim_impl, "BARRIER_TIMEOUT", 0.3)
+    monkeypatch.setattr(sim_threads, "BARRIER_TIMEOUT", 0.3)
     k = compile_kernel(make_divergent_shuffle, (), (ptr_t("int32"),))
     with pytest.raises(RuntimeError, match="deadlock|aborted"):
         _go(k, 1, 32, bk.zeros(32, "int32"))
