@@ -55,7 +55,7 @@ def reduce(op, x, /, *, axis=None, init=None, keepdims=False):
     >>> float(xp.reduce(ops.maximum, xp.asarray([1.0, 4.0, 2.0])))
     4.0
     >>> r = xp.reduce(lambda a, b: a * b, xp.asarray([[1, 2], [3, 4]]), axis=1)
-    >>> [int(v) for v in r]
+    >>> list(map(int, r))
     [2, 12]
     >>> v, i = xp.reduce(ops.argmin, (xp.asarray([3.0, 1.0, 1.0]), xp.asarray([0, 1, 2])))
     >>> int(i)

@@ -93,7 +93,7 @@ def stats(client=None, reset=False):
     or for this process (threaded scheduler) without one. ``reset`` zeroes the counters
     after reading them.
 
-    >>> stats(client)["tcp://127.0.0.1:40001"]["kernel"]     # doctest: +SKIP
+    >>> per_worker = stats(client)["tcp://127.0.0.1:40001"]; per_worker["kernel"]   # doctest: +SKIP
     {'sum': 8, 'cumsum': 4}
     """
     if client is None:
@@ -114,7 +114,7 @@ def patched(methods=True):
     was patched before.
 
     >>> import dask.array as da, cupy                       # doctest: +SKIP
-    >>> x = da.ones((10**6, 10), chunks=(10**5, 10)).map_blocks(cupy.asarray)
+    >>> x = da.ones((10**6, 10), chunks=(10**5, 10)).map_blocks(cupy.asarray)   # doctest: +SKIP
     >>> with patched():                                     # doctest: +SKIP
     ...     x.sum(axis=0).compute(scheduler="threads")
     """

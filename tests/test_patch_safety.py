@@ -66,6 +66,10 @@ def _call(f, *args, **kw):
             return f(*args, **kw), None
         except RecursionError:
             raise
+        except RuntimeError as exc:
+            if "deadlock in warp" in str(exc):   # the simulator's, on a loaded machine: conftest reruns
+                raise
+            return None, _Raised(exc)
         except Exception as exc:  # noqa: BLE001 - the type is compared
             return None, _Raised(exc)
 

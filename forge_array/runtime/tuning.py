@@ -41,7 +41,7 @@ TABLES: dict = {
         # kernel: a thread's last 1-3 rows in one round trip when no operand is broadcast;
         # H200, tune-coltail: sum(axis=0) (10, 10^7) 144 -> 135 us, (100, 10^6) 129 -> 122,
         # (10^3, 10^5) 119 -> 111; x @ A (10, 10^7) 150 -> 171, so not for x @ A); see
-        # primitives/axis_reduce.py; row_fill: blocks per SM the row kernel splits few groups
+        # primitives/axis_reduce/plan.py; row_fill: blocks per SM the row kernel splits few groups
         # of long rows into (0 = off); col_vstore (vectorised column kernel: a thread's results
         # in one 128-bit store), col_waves (column kernel of at least a wave of tiles: split the
         # rows into up to this many parts so that the last wave is as full as possible; 0 = off),
