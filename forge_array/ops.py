@@ -27,8 +27,11 @@ identity):
 from __future__ import annotations
 
 import math
+import operator as _operator
 
 import numpy as np
+
+from .runtime import functions as _functions
 
 __all__ = [
     "Operator",
@@ -128,14 +131,22 @@ class Operator:
 
 
 def as_operator(f):
-    """Return ``f`` if it is an :class:`Operator`, else wrap the callable ``f``
-    (not commutative, no identity, arity unknown).
+    """Return ``f`` if it is an :class:`Operator`; Python's ``max``, ``min`` and the
+    ``operator`` module's ``add``, ``mul``, ``and_``, ``or_``, ``xor`` become the named
+    operators (with their identities and fast paths); another builtin or plain function is
+    wrapped (not commutative, no identity, arity unknown), one :class:`Operator` per function
+    as :func:`forge_array.runtime.functions.canonical` sees it, so that an equal lambda
+    written anew finds the kernels compiled for the first.
 
-    >>> as_operator(add) is add
+    >>> as_operator(add) is add, as_operator(max) is maximum
+    (True, True)
+    >>> import math
+    >>> op = as_operator(math.hypot)
+    >>> op.name, op(3.0, 4.0)
+    ('hypot', 5.0)
+    >>> ops = [as_operator(lambda a, b: a + 2 * b) for _ in range(2)]
+    >>> ops[0] is ops[1]
     True
-    >>> op = as_operator(max)
-    >>> op.name, op(1, 2)
-    ('max', 2)
     >>> as_operator(3)
     Traceback (most recent call last):
     ...
@@ -145,8 +156,27 @@ def as_operator(f):
         return f
     if not callable(f):
         raise TypeError(f"operator must be callable, got {type(f).__name__}")
-    return Operator(f, getattr(f, "__name__", None) or repr(f), identity=None,
-                    commutative=False, arity=None)
+    try:
+        named = _BUILTIN_OPERATORS.get(f)
+    except TypeError:  # an unhashable callable
+        named = None
+    if named is not None:
+        return named
+    fn = _functions.compilable(f, 2)
+    try:
+        op = _WRAPPED.get(fn)
+    except TypeError:
+        return Operator(fn, getattr(f, "__name__", None) or repr(f), identity=None, commutative=False, arity=None)
+    if op is None:
+        if len(_WRAPPED) >= 4096:   # new functions per call must not grow it forever
+            _WRAPPED.clear()
+        op = _WRAPPED.setdefault(fn, Operator(fn, getattr(f, "__name__", None) or repr(f), identity=None,
+                                              commutative=False, arity=None))
+    return op
+
+
+#: Operator objects of wrapped functions, by canonical function
+_WRAPPED: dict = {}
 
 
 # ----------------------------------------------------------------------------
@@ -467,3 +497,8 @@ def _test_docs():  # pragma: no cover - used by doctest collection only
     >>> affine((2.0, 1.0), (3.0, 0.0))
     (6.0, 3.0)
     """
+
+
+#: Python builtins that are the named operators
+_BUILTIN_OPERATORS = {max: maximum, min: minimum, _operator.add: add, _operator.mul: multiply,
+                      _operator.and_: bitwise_and, _operator.or_: bitwise_or, _operator.xor: bitwise_xor}

@@ -66,7 +66,7 @@ def words_for(dtypes):
 
 
 if SIMULATE:
-    from . import sim_impl as _sim
+    from . import sim_memory as _sim
 
     class _Wide:
         """``n`` consecutive uint32 elements of a buffer seen as one element (a tuple)."""

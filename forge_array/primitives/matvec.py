@@ -29,7 +29,6 @@ Example
 from __future__ import annotations
 
 import math
-import operator
 
 import numba
 import numpy as np
@@ -38,6 +37,7 @@ from numba.np import numpy_support
 
 from .. import ops as _ops
 from .. import runtime
+from ..runtime.functions import compilable
 from .axis_reduce import _FAST, _fast_key, _layout_key, _remember, axis_mapreduce
 
 __all__ = ["matvec", "vecmat", "result_dtype", "route_matmul", "route_vecdot", "route_tensordot",
@@ -59,18 +59,9 @@ def _promote(a, b):
         return np.result_type(a, b)
 
 
-_BUILTIN_OPS = {min: _ops.minimum, max: _ops.maximum, operator.add: _ops.add,
-                operator.mul: _ops.multiply, operator.and_: _ops.bitwise_and,
-                operator.or_: _ops.bitwise_or}
-
-
 def _as_op(op):
-    """``ops`` operator for ``op``; Python's ``min``, ``max``, ``operator.add``, ... map to
-    theirs (numba cannot compile builtins as functions)."""
-    try:
-        op = _BUILTIN_OPS.get(op, op)
-    except TypeError:  # unhashable
-        pass
+    """``ops`` operator for ``op`` (builtins such as ``min``, ``max``, ``operator.add`` map to
+    the named operators: see :func:`forge_array.ops.as_operator`)."""
     return _ops.as_operator(op)
 
 
@@ -166,6 +157,8 @@ def matvec(A, x, /, *, f=None, op=None, init=None):
     [2, 5]
     """
     key = None
+    f = None if f is None else compilable(f, 2)
+    op = None if op is None else _ops.as_operator(op)
     if init is None and x is not None:
         key = _fast_key("matvec", f, op, (A, x), None, False, None, False)
         ent = _FAST.get(key) if key is not None else None
@@ -212,6 +205,8 @@ def vecmat(x, A, /, *, f=None, op=None, init=None):
     [0.0, 1.0, 2.0]
     """
     key = None
+    f = None if f is None else compilable(f, 2)
+    op = None if op is None else _ops.as_operator(op)
     if init is None and x is not None:
         key = _fast_key("vecmat", f, op, (A, x), None, False, None, False)
         ent = _FAST.get(key) if key is not None else None

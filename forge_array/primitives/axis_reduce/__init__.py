@@ -47,6 +47,7 @@ import numpy as np
 from ... import ops as _ops
 from ... import runtime
 from ...kernels import rowcol as _k
+from ...runtime.functions import compilable
 from .arguments import (
     _DEFAULT_F,
     _comps,
@@ -213,6 +214,8 @@ def axis_mapreduce(f, op, arrays, axis, init, keepdims, out_dtype, *, index=Fals
         f = _DEFAULT_F[K]
     elif not callable(f):
         raise TypeError(f"map function must be callable, got {type(f).__name__}")
+    else:
+        f = compilable(f, K + (1 if index else 0))
     x0 = _first(arrays[0])
     xp = _xp(x0)
     shape = tuple(x0.shape)

@@ -33,6 +33,7 @@ import numpy as np
 from ... import ops as _ops
 from ...kernels import reduce as _k
 from ...runtime import data_address, kernels_available, stream_key
+from ...runtime.functions import compilable
 from .. import axis_reduce as _axis
 from .arguments import (
     _flatten_operands,
@@ -119,7 +120,8 @@ def mapreduce(f, op, *arrays, axis=None, init=None, keepdims=False):
     """
     if f is not None and not callable(f):
         raise TypeError(f"map function must be callable, got {type(f).__name__}")
-    user_op = op
+    if f is not None:
+        f = compilable(f, len(arrays))   # an equal function finds the kernels of the first
     op = _ops.as_operator(op)
     if not arrays:
         raise TypeError("mapreduce needs at least one array")
@@ -132,7 +134,7 @@ def mapreduce(f, op, *arrays, axis=None, init=None, keepdims=False):
     full = len(axes) == x0.ndim
     if kernels_available(x0):
         if full:
-            hot = (f, user_op) if len(arrays) == 1 and axis is None and init is None else None
+            hot = (f, op) if len(arrays) == 1 and axis is None and init is None else None
             return _kernel_full(f, op, flat, struct, acc, is_tuple, init_v, keepdims, x0, hot)
         if op.commutative and len(arrays) <= _AXIS_MAX_INPUTS:
             return _axis.axis_mapreduce(f, op, arrays, axes, init, keepdims,
@@ -201,7 +203,8 @@ def mapreduce_fast(f, op, x, keepdims=False):
     True
     """
     try:
-        key = _hot_key("mapreduce", x, None, keepdims, (f, op))
+        key = _hot_key("mapreduce", x, None, keepdims, (None if f is None else compilable(f, 1),
+                                                        _ops.as_operator(op)))
         hit = _HOT.get(key)
     except (TypeError, AttributeError):  # an unhashable function; not an array
         return None

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from ... import ops as _ops
 from ... import runtime
 
 try:
@@ -20,10 +21,12 @@ _EPOCH_LIMIT = (1 << 30) - 1
 
 
 def _resolve(op):
-    """(fn, identity(dtypes) or None, name) of an Operator or a plain function."""
-    fn = getattr(op, "fn", op)
-    if not callable(fn):
+    """(fn, identity(dtypes) or None, name) of an Operator, a builtin or a plain function
+    (:func:`forge_array.ops.as_operator`: equal functions are one operator)."""
+    if not callable(getattr(op, "fn", op)):
         raise TypeError(f"accumulate: operator must be callable, got {type(op).__name__}")
+    op = _ops.as_operator(op)
+    fn = op.fn
     ident = getattr(op, "identity", None)
     if ident is not None and not callable(ident):
         ident = None
