@@ -3,6 +3,7 @@ kernels and plans, different closures or globals do not, and builtins (``max``, 
 ``math.*``, the ``operator`` module) work wherever a Python function does, on the kernels'
 backend (the simulator in CI) and the CPU device, against NumPy."""
 
+import importlib
 import math
 import operator
 
@@ -11,8 +12,6 @@ import pytest
 
 import forge_array as xp
 from forge_array import ops
-import importlib
-
 from forge_array.primitives import accumulate
 from forge_array.primitives.matvec import matvec, vecmat
 from forge_array.runtime import STATS, functions
