@@ -28,6 +28,7 @@ import os
 import re
 import threading
 import time
+import warnings
 
 import numba
 import numpy as np
@@ -168,37 +169,57 @@ def _cache_path(key: str) -> str:
     return os.path.join(config.CACHE_DIR, key[:2], key + ".ptx")
 
 
-_HEADER = "// forge_array kernel "
+_HEADER = "// forge_array kernel v1 "
+_WARNED = []
 
 
 def _read_cached(path: str):
-    """The cached (entry, ptx) or None when missing, corrupt or stale."""
+    """The cached ``(entry, ptx)``, or None when the file is missing or damaged: truncated,
+    zeroed, not UTF-8, of another format version, or with a wrong checksum. A damaged file is
+    removed, so the caller rebuilds it (and replaces it atomically with :func:`_write_cached`).
+    """
     try:
-        with open(path, "r", encoding="utf-8") as f:
-            first = f.readline()
-            body = f.read()
+        with open(path, "rb") as f:
+            data = f.read()
     except OSError:
         return None
-    m = re.match(_HEADER + r"(\S+) (\S+)\n$", first)
-    if not m or hashlib.sha256(body.encode()).hexdigest() != m.group(2):
-        try:
-            os.unlink(path)
-        except OSError:
-            pass
-        return None
-    return m.group(1), body
+    try:
+        text = data.decode("utf-8")
+        first, _, body = text.partition("\n")
+        m = re.fullmatch(re.escape(_HEADER) + r"(\S+) ([0-9a-f]{64})", first)
+        if m and hashlib.sha256(body.encode()).hexdigest() == m.group(2):
+            return m.group(1), body
+    except (UnicodeDecodeError, ValueError):
+        pass
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+    return None
 
 
 def _write_cached(path: str, entry: str, ptx: str) -> None:
+    """Write a cache file atomically (a temporary file of this process and thread, then a
+    rename): readers never see half a file, and processes filling the same entry at once
+    both succeed. A read-only or unusable cache directory only costs recompiles, with one
+    warning per process."""
+    tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
         with open(tmp, "w", encoding="utf-8") as f:
             f.write(f"{_HEADER}{entry} {hashlib.sha256(ptx.encode()).hexdigest()}\n")
             f.write(ptx)
         os.replace(tmp, path)
-    except OSError:  # a read-only or full cache directory only costs recompiles
-        pass
+    except OSError as exc:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        if not _WARNED:
+            _WARNED.append(True)
+            warnings.warn(f"forge_array: the kernel cache {config.CACHE_DIR} is not writable ({exc}); "
+                          "kernels are compiled again in every process (set FORGE_ARRAY_CACHE_DIR)",
+                          RuntimeWarning, stacklevel=3)
 
 
 # --------------------------------------------------------------------------- kernels
