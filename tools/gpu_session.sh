@@ -2,7 +2,8 @@
 # One call on the lent GPU machine: install, test on the GPU, benchmark, run the conformance
 # suite; results go to $OUT (a tarball + short summaries). Carry .whl (and .suite for the
 # conformance suite). Usage, as the device command:
-#   bash tools/gpu_session.sh [steps...]     steps: main tests probe bench conformance tune (default: all but tune)
+#   bash tools/gpu_session.sh [steps...]     steps: main tests probe bench conformance startup dask tune profile timing
+#   script (default: main tests probe bench conformance)
 #   BENCH_ARGS="--suite copy,reduce" TEST_ARGS="tests/test_copy.py" bash tools/gpu_session.sh tests bench
 #   TUNE=tune-lines.txt bash tools/gpu_session.sh tune   (a file of bench.tune argument lines)
 #   PROFILE=profile-lines.txt bash tools/gpu_session.sh profile   (bench.profile lines, under ncu)
@@ -63,6 +64,9 @@ for step in $steps; do
         echo "== script $f"
         PYTHONPATH=$PWD:${PYTHONPATH:-} timeout ${SCRIPT_TIMEOUT:-200} python3 "$f" 2>&1 | tee "$OUT/r/$(basename "$f" .py).txt"
       done ;;
+    startup)
+      timeout ${STARTUP_TIMEOUT:-400} python3 -m bench.suite_startup ${STARTUP_ARGS:-} --out "$OUT/r/bench" 2>&1 \
+        | tee "$OUT/r/startup.txt" | tail -20 ;;
     dask)
       timeout ${DASK_TIMEOUT:-400} python3 -m bench.suite_dask ${DASK_ARGS:-} --out "$OUT/r/bench" 2>&1 \
         | tee "$OUT/r/dask.txt" | tail -60 ;;
