@@ -44,7 +44,8 @@ t_import = time.perf_counter() - t0
 import numpy as np
 rng = np.random.default_rng(0)
 side = int(N ** 0.5)
-x32 = arr(rng.random(N, dtype=np.float32)); x64 = arr(rng.random(N)); A = arr(rng.random((side, side), dtype=np.float32))
+x32 = arr(rng.random(N, dtype=np.float32)); x64 = arr(rng.random(N))
+A = arr(rng.random((side, side), dtype=np.float32))
 v = arr(rng.random(side, dtype=np.float32))
 cp.cuda.runtime.deviceSynchronize()
 calls = [("sum f32", lambda: mods.sum(x32)), ("sum f64", lambda: mods.sum(x64)), ("max", lambda: mods.max(x32)),
