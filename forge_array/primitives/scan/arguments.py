@@ -35,11 +35,16 @@ def _resolve(op):
 
 
 _CHECKED: dict = {}
+#: operators known to return a number of their operands' kind: no typing pass (which compiles the
+#: operator for the CPU, ~1 s for a process's first numba compile) before a cumulative_sum
+_SAME_KIND_OPS = frozenset((_ops.add.fn, _ops.multiply.fn, _ops.maximum.fn, _ops.minimum.fn))
 
 
 def _check_op(fn, tuple_op, acc_dtypes, name):
     """TypeError unless ``fn`` compiles for elements of ``acc_dtypes`` and returns values that
     convert to them (same structure; same kind or narrower, as NumPy's same_kind casting)."""
+    if not tuple_op and fn in _SAME_KIND_OPS and np.dtype(acc_dtypes[0]).kind in "iufc":
+        return   # add / multiply / maximum / minimum of numbers: a number of the same kind
     key = (fn, tuple_op, acc_dtypes)
     try:
         if key in _CHECKED:
