@@ -1,7 +1,8 @@
 """``python -m forge_array``: versions, devices, kernel status and a smoke test.
 
 Checks sum, cumulative_sum and matmul on every device against NumPy; exits with
-status 1 when one of them fails.
+status 1 when one of them fails. ``python -m forge_array warmup`` compiles the standard
+operations' kernels into the disk cache (:mod:`forge_array._warmup`).
 """
 
 from __future__ import annotations
@@ -72,7 +73,12 @@ def _checks(xp, np, device):
     return failures
 
 
-def main() -> int:
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv and argv[0] == "warmup":
+        from forge_array._warmup import main as warmup_main  # noqa: PLC0415
+
+        return warmup_main(argv[1:])
     import numpy as np  # noqa: PLC0415
 
     import forge_array as xp  # noqa: PLC0415

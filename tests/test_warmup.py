@@ -1,0 +1,40 @@
+"""``python -m forge_array warmup``: every standard operation once per dtype and layout class
+(in the simulator in CI, with tiny shapes), combinations the standard rejects skipped, bad
+arguments refused."""
+
+import io
+
+import pytest
+
+import forge_array as xp
+from forge_array import __main__ as cli
+from forge_array._warmup import OPS, warmup
+
+
+def test_warmup_runs_every_layout_class():
+    out = io.StringIO()
+    r = warmup(dtypes=("float32", "int32"), ops=("sum", "mean", "cumulative_sum", "matmul"), device=xp.cpu,
+               sizes=(40,), shape=(8, 12), out=out)
+    # sum, cumulative_sum: 1 size + 2 axes each; mean: 3 for float32, skipped for int32; matmul: 2
+    assert r["calls"] == 2 * (3 + 3 + 2) + 3
+    assert r["skipped"] == 3
+    lines = out.getvalue().splitlines()
+    assert lines[0].startswith("[1/8] sum float32 n=40")
+    assert any("skipped" in ln for ln in lines if "mean int32" in ln)
+
+
+def test_warmup_refuses_unknown_names():
+    with pytest.raises(ValueError, match="unknown operations"):
+        warmup(ops=("sum", "median"), device=xp.cpu)
+    with pytest.raises(ValueError, match="unknown dtypes"):
+        warmup(dtypes=("float128x",), device=xp.cpu)
+    assert "matmul" in OPS and "cumulative_prod" in OPS
+
+
+def test_warmup_command(capsys):
+    rc = cli.main(["warmup", "--dtypes", "float64", "--ops", "max,argmax", "--sizes", "33",
+                   "--shape", "5,7", "--device", "cpu"])
+    assert rc == 0
+    captured = capsys.readouterr()
+    assert "warmup: 6 calls (0 skipped)" in captured.out
+    assert "[2/2] argmax float64 axis=1 (5, 7)" in captured.err
