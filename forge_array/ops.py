@@ -165,13 +165,15 @@ def as_operator(f):
     fn = _functions.compilable(f, 2)
     try:
         op = _WRAPPED.get(fn)
-    except TypeError:
-        return Operator(fn, getattr(f, "__name__", None) or repr(f), identity=None, commutative=False, arity=None)
+    except TypeError:  # an unhashable callable object: no reuse
+        op = fn = None
     if op is None:
-        if len(_WRAPPED) >= 4096:   # new functions per call must not grow it forever
-            _WRAPPED.clear()
-        op = _WRAPPED.setdefault(fn, Operator(fn, getattr(f, "__name__", None) or repr(f), identity=None,
-                                              commutative=False, arity=None))
+        op = Operator(f if fn is None else fn, getattr(f, "__name__", None) or repr(f), identity=None,
+                      commutative=False, arity=None)
+        if fn is not None:
+            if len(_WRAPPED) >= 4096:   # new functions per call must not grow it forever
+                _WRAPPED.clear()
+            op = _WRAPPED.setdefault(fn, op)
     return op
 
 

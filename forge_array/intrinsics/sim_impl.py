@@ -20,6 +20,7 @@ Example
 
 from __future__ import annotations
 
+from .names import NAMES
 from .sim_async import (
     bar_sync,
     bulk_commit,
@@ -68,49 +69,4 @@ from .sim_memory import (
 )
 from .sim_threads import VEC, WARP, lane_id, warp_id
 
-__all__ = [
-    "WARP",
-    "VEC",
-    "lane_id",
-    "warp_id",
-    "ballot",
-    "syncwarp",
-    "shfl_idx",
-    "shfl_up",
-    "shfl_down",
-    "shfl_xor",
-    "fence_block",
-    "fence_device",
-    "fence_system",
-    "load_acquire",
-    "store_release",
-    "load_relaxed",
-    "atomic_add",
-    "atomic_exch",
-    "atomic_cas",
-    "load",
-    "store",
-    "vload",
-    "vstore",
-    "vstore_shared",
-    "vload_shared",
-    "vload_hinted",
-    "vstore_hinted",
-    "nanosleep",
-    "cast_like",
-    "with_shared_scratch",
-    "memory_model",
-    "device_op",
-    "globaltimer",
-    "mbar_init",
-    "mbar_fence_init",
-    "mbar_arrive",
-    "mbar_arrive_tx",
-    "mbar_try_wait",
-    "bulk_load",
-    "bulk_store",
-    "bulk_commit",
-    "bulk_wait_read",
-    "fence_proxy_async",
-    "bar_sync",
-]
+__all__ = [*NAMES, "memory_model"]

@@ -59,12 +59,6 @@ def _promote(a, b):
         return np.result_type(a, b)
 
 
-def _as_op(op):
-    """``ops`` operator for ``op`` (builtins such as ``min``, ``max``, ``operator.add`` map to
-    the named operators: see :func:`forge_array.ops.as_operator`)."""
-    return _ops.as_operator(op)
-
-
 _SWAPPED: dict = {}
 
 
@@ -103,7 +97,7 @@ def result_dtype(f, op, dta, dtx):
     if f is None and op is None:
         return _promote(dta, dtx) if dtx is not None else np.dtype(dta)
     base = _promote(dta, dtx) if dtx is not None else np.dtype(dta)
-    opf = _as_op(op).fn if op is not None else _ops.add.fn
+    opf = _ops.as_operator(op).fn if op is not None else _ops.add.fn
     if f is None:
         fn = _ops.multiply.fn if dtx is not None else (lambda a: a)
     else:
@@ -141,7 +135,7 @@ def _defaults(f, op, dta, dtx):
             f = _ops.logical_and.fn if dtx is not None else None
     if f is None and dtx is not None:
         f = _ops.multiply.fn
-    return f, _as_op(op)
+    return f, _ops.as_operator(op)
 
 
 def matvec(A, x, /, *, f=None, op=None, init=None):
