@@ -20,7 +20,8 @@ import math
 import os
 from collections import defaultdict
 
-PEERS = ("cupy", "torch", "cuda.compute")
+from .summarize import PEERS
+
 TITLES = {"cupy": "CuPy", "torch": "PyTorch", "cuda.compute": "cuda.compute"}
 SUITE_TITLES = {"copy": "Copy", "reduce": "Reductions", "scan": "Scans", "matvec": "Matrix-vector products",
                 "cupy_dropin": "CuPy drop-in workload"}

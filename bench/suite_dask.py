@@ -36,6 +36,8 @@ import uuid
 
 import numpy as np
 
+from .backends import slug
+
 OPS = ("sum", "mean0", "std0", "argmax", "cumsum0", "matvec")
 LABELS = {"sum": "sum", "mean0": "mean(axis=0)", "std0": "std(axis=0)", "argmax": "argmax",
           "cumsum0": "cumsum(axis=0)", "matvec": "x @ v"}
@@ -269,8 +271,7 @@ def main(argv=None):
                     client.close()
                     cluster.close()
 
-    slug = "".join(ch if ch.isalnum() else "-" for ch in gpu.lower()).strip("-")
-    folder = os.path.join(a.out, slug)
+    folder = os.path.join(a.out, slug(gpu))
     os.makedirs(folder, exist_ok=True)
     with open(os.path.join(folder, "dask.json"), "w") as f:
         json.dump(results, f, indent=1)

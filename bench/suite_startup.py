@@ -29,6 +29,8 @@ import sys
 import tempfile
 import time
 
+from .backends import slug
+
 _SCRIPT = r'''
 import json, sys, time
 t0 = time.perf_counter()
@@ -134,8 +136,7 @@ def main(argv=None) -> int:
     import cupy
 
     name = cupy.cuda.runtime.getDeviceProperties(0)["name"].decode()
-    slug = "".join(c if c.isalnum() else "-" for c in name.lower()).strip("-")
-    folder = os.path.join(args.out, slug)
+    folder = os.path.join(args.out, slug(name))
     os.makedirs(folder, exist_ok=True)
     with open(os.path.join(folder, "startup.json"), "w") as fh:
         json.dump({"device": name, "n": args.n, "runs": args.runs, "results": results}, fh, indent=1)
