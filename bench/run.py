@@ -21,7 +21,7 @@ import time
 from . import harness
 from .common import Sizes
 
-SUITES = ("copy", "reduce", "scan", "matvec", "cupy_dropin")
+SUITES = ("copy", "reduce", "scan", "matvec", "cupy_dropin", "fusion")
 DEFAULT_OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 DRY_RUN_OUT = "/tmp/forge_array_bench_dry_run"
 

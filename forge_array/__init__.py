@@ -156,3 +156,4 @@ from ._statistical import (
     var,
 )
 from ._utility import all, any, diff
+from .fusion import fuse

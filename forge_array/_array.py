@@ -78,6 +78,12 @@ def scalar_to_backend(value, dtype, device):
     return host
 
 
+#: Called before a write into an array's memory through the namespace (``x[k] = v``,
+#: in-place operators) while fused calls are traced: :mod:`forge_array.fusion` computes
+#: what is pending first, so that no deferred step reads values written after it.
+BEFORE_WRITE = [None]
+
+
 class Array:
     """An n-dimensional array of the array API standard.
 
@@ -422,6 +428,8 @@ class Array:
         else:
             raise TypeError(f"value must be an array or a Python scalar, got "
                             f"{type(value).__name__}")
+        if BEFORE_WRITE[0] is not None:
+            BEFORE_WRITE[0]()
         self._array[k] = v
 
     # ------------------------------------------------------------------ operators
@@ -441,7 +449,10 @@ class Array:
         if res.shape != self.shape:
             raise ValueError(f"in-place operation would change the shape of the left operand "
                              f"from {self.shape} to {res.shape}")
-        self._array[...] = res._array
+        r = res._array
+        if BEFORE_WRITE[0] is not None:
+            BEFORE_WRITE[0]()
+        self._array[...] = r
         return self
 
     def __abs__(self):

@@ -13,6 +13,7 @@ from . import _routing
 from ._array import Array, _is_scalar, scalar_dtype, transfer
 from ._dtypes import isdtype
 from ._helpers import check_array
+from .fusion import build as _fusion
 
 __all__ = ["astype", "can_cast", "finfo", "iinfo", "isdtype", "result_type"]
 
@@ -31,6 +32,10 @@ def astype(x, dtype, /, *, copy=True, device=None):
         raise TypeError(f"astype(): casting complex {x.dtype} to real {dtype} would discard "
                         "the imaginary part; use real() or abs() first")
     dev = x.device if device is None else _dev.as_device(device)
+    if dev == x.device and dtype != x.dtype and _fusion.ACTIVE[0] and _fusion.tracing():
+        r = _fusion.astype(x, dtype)
+        if r is not None:
+            return r
     arr = x._array
     moved = False
     if dev != x.device:

@@ -18,6 +18,7 @@ import numpy as np
 from . import _devices as _dev
 from . import _dtypes as _dt
 from ._array import Array, _is_scalar, py_scalar, scalar_dtype, scalar_to_backend
+from .fusion import build as _fusion
 
 __all__ = [
     "abs", "acos", "acosh", "add", "asin", "asinh", "atan", "atan2", "atanh",
@@ -58,34 +59,36 @@ def _scalar_operand(value, dtype, device):
     return np.asarray(value, dtype=dtype)
 
 
-def _binary_operands(name, x1, x2, kinds):
-    """Validate and promote two operands; return (a, b, dtype, device)."""
+def _binary_types(name, x1, x2, kinds):
+    """Validate two operands without reading their values; return (dtype, device, s1, s2):
+    the promoted dtype, the device, and the dtype of ``x1`` / ``x2`` where it is a Python
+    scalar (else None)."""
     if isinstance(x1, Array):
         _check_kind(name, x1.dtype, kinds, "x1")
         if isinstance(x2, Array):
             _check_kind(name, x2.dtype, kinds, "x2")
             dev = _dev.check_same_device(x1._device, x2._device)
-            dt = _dt.promote(x1.dtype, x2.dtype)
-            a, b = x1._array, x2._array
-        elif _is_scalar(x2):
-            dev = x1._device
+            return _dt.promote(x1.dtype, x2.dtype), dev, None, None
+        if _is_scalar(x2):
             sdt = scalar_dtype(x2, x1.dtype, "x2")
-            dt = _dt.promote(x1.dtype, sdt)
-            a, b = x1._array, _scalar_operand(x2, sdt, dev)
-        else:
-            raise TypeError(f"{name}(): x2 must be an array or a Python scalar, got "
-                            f"{type(x2).__name__}")
-    elif isinstance(x2, Array):
+            return _dt.promote(x1.dtype, sdt), x1._device, None, sdt
+        raise TypeError(f"{name}(): x2 must be an array or a Python scalar, got "
+                        f"{type(x2).__name__}")
+    if isinstance(x2, Array):
         _check_kind(name, x2.dtype, kinds, "x2")
         if not _is_scalar(x1):
             raise TypeError(f"{name}(): x1 must be an array or a Python scalar, got "
                             f"{type(x1).__name__}")
-        dev = x2._device
         sdt = scalar_dtype(x1, x2.dtype, "x1")
-        dt = _dt.promote(sdt, x2.dtype)
-        a, b = _scalar_operand(x1, sdt, dev), x2._array
-    else:
-        raise TypeError(f"{name}(): at least one of x1, x2 must be an array")
+        return _dt.promote(sdt, x2.dtype), x2._device, sdt, None
+    raise TypeError(f"{name}(): at least one of x1, x2 must be an array")
+
+
+def _binary_operands(name, x1, x2, kinds):
+    """Validate and promote two operands; return (a, b, dtype, device)."""
+    dt, dev, s1, s2 = _binary_types(name, x1, x2, kinds)
+    a = _scalar_operand(x1, s1, dev) if s1 is not None else x1._array
+    b = _scalar_operand(x2, s2, dev) if s2 is not None else x2._array
     if a.dtype != dt:
         a = a.astype(dt)
     if b.dtype != dt:
@@ -94,6 +97,10 @@ def _binary_operands(name, x1, x2, kinds):
 
 
 def _binary(name, x1, x2, kinds, fix=None):
+    if _fusion.ACTIVE[0] and _fusion.tracing():
+        r = _fusion.binary(name, x1, x2, kinds)
+        if r is not None:
+            return r
     a, b, dt, dev = _binary_operands(name, x1, x2, kinds)
     with _dev.on(dev):
         res = _backend_fn(dev, name)(a, b)
@@ -106,6 +113,10 @@ def _unary(name, x, kinds, fix=None, backend_name=None):
     if not isinstance(x, Array):
         raise TypeError(f"{name}() requires an array, got {type(x).__name__}")
     _check_kind(name, x.dtype, kinds)
+    if _fusion.ACTIVE[0] and _fusion.tracing():
+        r = _fusion.unary(name, x)
+        if r is not None:
+            return r
     dev = x._device
     with _dev.on(dev):
         res = _backend_fn(dev, backend_name or name)(x._array)
@@ -430,11 +441,12 @@ def clip(x, /, min=None, max=None):  # noqa: A002
     _check_kind("clip", x.dtype, "real numeric")
     dev = x._device
     m = _dev.backend(dev)
-    res = x._array
     bounds = []
+    scalars = []
     for bound, what in ((min, "min"), (max, "max")):
         if bound is None:
             bounds.append(None)
+            scalars.append(None)
             continue
         if isinstance(bound, Array):
             _dev.check_same_device(dev, bound._device)
@@ -442,7 +454,8 @@ def clip(x, /, min=None, max=None):  # noqa: A002
             if _dt.kind_of(bound.dtype) != _dt.kind_of(x.dtype):
                 raise TypeError(f"clip(): {what} of dtype {bound.dtype} does not match x of "
                                 f"dtype {x.dtype}")
-            b = bound._array
+            b = bound
+            scalars.append(bound)
         elif _is_scalar(bound):
             v = py_scalar(bound)
             if isinstance(v, (bool, complex)) or (isinstance(v, float) and
@@ -451,11 +464,19 @@ def clip(x, /, min=None, max=None):  # noqa: A002
             if x.dtype in _dt.integer_dtypes:
                 info = np.iinfo(x.dtype)
                 v = int(np.clip(v, info.min, info.max))
-            b = scalar_to_backend(v, x.dtype, dev)
+            b = v
+            scalars.append(v)
         else:
             raise TypeError(f"clip(): {what} must be an array, a Python scalar or None")
         bounds.append(b)
-    lo, hi = bounds
+    if (_fusion.ACTIVE[0] and _fusion.tracing()
+            and not any(isinstance(v, Array) or v != v for v in scalars if v is not None)):
+        r = _fusion.clip(x, *scalars)
+        if r is not None:
+            return r
+    res = x._array
+    lo, hi = (b._array if isinstance(b, Array) else
+              None if b is None else scalar_to_backend(b, x.dtype, dev) for b in bounds)
     with _dev.on(dev):
         if lo is not None:
             res = m.where(res < lo, lo.astype(x.dtype), res)

@@ -11,9 +11,10 @@ from . import _devices as _dev
 from . import _dtypes as _dt
 from . import _routing
 from ._array import Array, _is_scalar
-from ._elementwise import _binary_operands
+from ._elementwise import _binary_operands, _binary_types
 from ._helpers import check_array, normalize_axes, normalize_axis
 from ._statistical import checked, full_fast
+from .fusion import build as _fusion
 
 __all__ = ["argmax", "argmin", "count_nonzero", "nonzero", "searchsorted", "where"]
 
@@ -37,6 +38,11 @@ def _arg(name, x, axis, keepdims):
         ax = normalize_axis(axis, x.ndim, name)
         if x.shape[ax] == 0:
             raise ValueError(f"{name}() along axis {ax} of length 0")
+    if _fusion.ACTIVE[0] and _fusion.tracing():
+        r = _fusion.reduction(name, x, tuple(range(x.ndim)) if ax is None else (ax,), x.dtype,
+                              keepdims)
+        if r is not None:
+            return r
     fn = _routing.argmax if name == "argmax" else _routing.argmin
     with _dev.on(x.device):
         return Array._new(fn(x._array, ax, keepdims), x.device)
@@ -133,6 +139,12 @@ def where(condition, x1, x2, /):
     check_array(condition, "where", "condition")
     if condition.dtype != _dt.bool:
         raise TypeError(f"where(): condition must be a boolean array, got {condition.dtype}")
+    if _fusion.ACTIVE[0] and _fusion.tracing():
+        dt, dev, s1, s2 = _binary_types("where", x1, x2, "any")
+        _dev.check_same_device(condition.device, dev)
+        r = _fusion.where(condition, x1, x2, dt, dev, s1, s2)
+        if r is not None:
+            return r
     a, b, dt, dev = _binary_operands("where", x1, x2, "any")
     _dev.check_same_device(condition.device, dev)
     with _dev.on(dev):

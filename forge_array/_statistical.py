@@ -18,6 +18,7 @@ from . import _dtypes as _dt
 from . import _routing
 from ._array import Array
 from ._helpers import check_array, normalize_axes, normalize_axis
+from .fusion import build as _fusion
 from .runtime import current_device
 
 __all__ = ["cumulative_prod", "cumulative_sum", "max", "mean", "min", "prod", "std", "sum",
@@ -67,7 +68,7 @@ def full_fast(name, x, dtype=None, keepdims=False, extra=None):
     >>> r is None or float(r) == 3.0
     True
     """
-    if type(x) is not Array or type(keepdims) is not bool:
+    if type(x) is not Array or type(keepdims) is not bool or _fusion.ACTIVE[0]:
         return None
     # only arguments of the types `checked` records: as keys, 1 == True == 1.0
     if dtype is not None and not isinstance(dtype, np.dtype):
@@ -99,7 +100,7 @@ def axis_fast(name, x, axis, dtype=None, keepdims=False):
     >>> r is None or r.shape == (3,)
     True
     """
-    if type(x) is not Array or type(keepdims) is not bool:
+    if type(x) is not Array or type(keepdims) is not bool or _fusion.ACTIVE[0]:
         return None
     if dtype is not None and not isinstance(dtype, np.dtype):
         return None
@@ -177,6 +178,10 @@ def sum(x, /, *, axis=None, dtype=None, keepdims=False):  # noqa: A001
     axes = normalize_axes(axis, x.ndim, "sum")
     dt = accumulation_dtype(x.dtype, dtype, "sum")
     checked("sum", x, dtype, None, dt)
+    if _fusion.ACTIVE[0] and _fusion.tracing():
+        r = _fusion.reduction("sum", x, axes, dt, _keepdims(keepdims, "sum"))
+        if r is not None:
+            return r
     with _dev.on(x.device):
         return _wrap(_routing.reduce_sum(x._array, axes, dt, _keepdims(keepdims, "sum")), x)
 
@@ -196,6 +201,10 @@ def prod(x, /, *, axis=None, dtype=None, keepdims=False):
     axes = normalize_axes(axis, x.ndim, "prod")
     dt = accumulation_dtype(x.dtype, dtype, "prod")
     checked("prod", x, dtype, None, dt)
+    if _fusion.ACTIVE[0] and _fusion.tracing():
+        r = _fusion.reduction("prod", x, axes, dt, _keepdims(keepdims, "prod"))
+        if r is not None:
+            return r
     with _dev.on(x.device):
         return _wrap(_routing.reduce_prod(x._array, axes, dt, _keepdims(keepdims, "prod")), x)
 
@@ -210,6 +219,10 @@ def _extremum(name, x, axis, keepdims):
     if _reduced_count(x, axes) == 0:
         raise ValueError(f"{name}() of an empty reduction (shape {x.shape}, axis {axes}) "
                          "has no value")
+    if _fusion.ACTIVE[0] and _fusion.tracing():
+        r = _fusion.reduction(name, x, axes, x.dtype, _keepdims(keepdims, name))
+        if r is not None:
+            return r
     fn = _routing.reduce_max if name == "max" else _routing.reduce_min
     with _dev.on(x.device):
         return _wrap(fn(x._array, axes, _keepdims(keepdims, name)), x)
@@ -258,6 +271,10 @@ def mean(x, /, *, axis=None, keepdims=False):
     checked("mean", x, None, None, None)
     axes = normalize_axes(axis, x.ndim, "mean")
     kd = _keepdims(keepdims, "mean")
+    if _fusion.ACTIVE[0] and _fusion.tracing():
+        r = _fusion.reduction("mean", x, axes, x.dtype, kd)
+        if r is not None:
+            return r
     with _dev.on(x.device):
         if _reduced_count(x, axes) == 0:
             return _wrap(_quiet(_routing.reduce_mean, x._array, axes, kd), x)
@@ -278,6 +295,11 @@ def _spread(name, x, axis, correction, keepdims):
     checked(name, x, None, correction, None)
     fn = _routing.reduce_var if name == "var" else _routing.reduce_std
     kd = _keepdims(keepdims, name)
+    if _reduced_count(x, axes) - correction > 0:
+        if _fusion.ACTIVE[0] and _fusion.tracing():
+            r = _fusion.reduction(name, x, axes, x.dtype, kd, correction)
+            if r is not None:
+                return r
     with _dev.on(x.device):
         if _reduced_count(x, axes) - correction <= 0:
             return _wrap(_quiet(fn, x._array, axes, correction, kd), x)

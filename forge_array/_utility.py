@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import builtins
 
+import numpy as np
+
 from . import _devices as _dev
 from . import _dtypes as _dt
 from . import _routing
 from ._array import Array
 from ._helpers import as_int, check_array, normalize_axes, normalize_axis
 from ._statistical import axis_fast, checked, full_fast
+from .fusion import build as _fusion
 
 __all__ = ["all", "any", "diff"]
 
@@ -28,6 +31,10 @@ def _logical(name, x, axis, keepdims):
     axes = normalize_axes(axis, x.ndim, name)
     if not isinstance(keepdims, bool):
         raise TypeError(f"{name}(): keepdims must be a bool")
+    if _fusion.ACTIVE[0] and _fusion.tracing():
+        r = _fusion.reduction(name, x, axes, np.dtype(np.bool_), keepdims)
+        if r is not None:
+            return r
     fn = _routing.reduce_all if name == "all" else _routing.reduce_any
     with _dev.on(x.device):
         return Array._new(fn(x._array, axes, keepdims), x.device)

@@ -137,8 +137,10 @@ def _load_src(dt, expr):
     return f"({expr} != 0)" if _is_bool(dt) else expr
 
 
-def _build_source(spec, in_dtypes, mode, ndim, items, vec, block):
-    """Python source of the kernel and its device helpers for one specialisation."""
+def _build_source(spec, in_dtypes, mode, ndim, items, vec, block, uniform=()):
+    """Python source of the kernel and its device helpers for one specialisation.
+    ``uniform``: indices of the arrays that hold one value for every element (broadcast
+    scalars, e.g. a reduction's result feeding a map): read once, outside the layout."""
     K = len(in_dtypes)
     A = len(spec.acc_dtypes)
     flags = spec.identity is None
@@ -208,7 +210,7 @@ def _build_source(spec, in_dtypes, mode, ndim, items, vec, block):
     params = [f"x{k}" for k in range(K)] + ["n", "peel"]
     if mode == MODE_STRIDED:
         params += [f"sh{d}" for d in range(ndim)]
-        params += [f"st{k}_{d}" for k in range(K) for d in range(ndim)]
+        params += [f"st{k}_{d}" for k in range(K) for d in range(ndim) if k not in uniform]
     params += [f"p{k}" for k in range(A)] + ["pf", "ticket"]
     out_dtypes = spec.out_dtypes or spec.acc_dtypes
     O = len(out_dtypes)
@@ -223,18 +225,23 @@ def _build_source(spec, in_dtypes, mode, ndim, items, vec, block):
         if mode != MODE_STRIDED:
             return out, [idx] * K
         if ndim == 1:
-            return out, [f"({idx}) * st{k}_0" for k in range(K)]
+            return out, [None if k in uniform else f"({idx}) * st{k}_0" for k in range(K)]
         out.append(f"_q{tag} = {idx}")
         for d in range(ndim - 1, 0, -1):
             out.append(f"_c{tag}_{d} = _q{tag} % sh{d}")
             out.append(f"_q{tag} = _q{tag} // sh{d}")
         coords = [f"_q{tag}"] + [f"_c{tag}_{d}" for d in range(1, ndim)]
-        offs = [" + ".join(f"{coords[d]} * st{k}_{d}" for d in range(ndim)) for k in range(K)]
+        offs = [None if k in uniform else " + ".join(f"{coords[d]} * st{k}_{d}" for d in range(ndim))
+                for k in range(K)]
         return out, offs
+
+    def at(k, i):
+        """Source of array k's element at offset i."""
+        return f"_u{k}" if k in uniform else f"x{k}[{i}]"
 
     def elem_at(idx, tag, ind):
         pre, offs = offsets(idx, tag)
-        call = f"_elem({', '.join(f'x{k}[{offs[k]}]' for k in range(K))}, {idx})"
+        call = f"_elem({', '.join(at(k, offs[k]) for k in range(K))}, {idx})"
         return [ind + s for s in pre], call
 
     def tree(names):
@@ -261,6 +268,8 @@ def _build_source(spec, in_dtypes, mode, ndim, items, vec, block):
     emit(I + f"g = bid * {block} + tid")
     emit(I + f"gs = nb * {block}")
     emit(I + f"acc = {ident}")
+    for k in uniform:
+        emit(I + f"_u{k} = x{k}[0]")
 
     if not spec.commutative:
         # chunked: thread g owns [g*c, (g+1)*c), in order
@@ -276,7 +285,7 @@ def _build_source(spec, in_dtypes, mode, ndim, items, vec, block):
     elif mode == MODE_VEC:
         # head: peel scalar elements to reach a 16-byte boundary
         emit(I + "if g < peel and g < n:")
-        emit(I * 2 + f"acc = _sop(acc, _elem({', '.join(f'x{k}[g]' for k in range(K))}, g))")
+        emit(I * 2 + f"acc = _sop(acc, _elem({', '.join(at(k, 'g') for k in range(K))}, g))")
         emit(I + "m = n - peel")
         emit(I + "if m < 0:")
         emit(I * 2 + "m = 0")
@@ -288,11 +297,13 @@ def _build_source(spec, in_dtypes, mode, ndim, items, vec, block):
         for u in range(items):
             emit(I * 2 + f"_b{u} = peel + (j + {u} * gs) * {vec}")
             for k in range(K):
-                emit(I * 2 + f"_v{k}_{u} = fi.vload(x{k}, _b{u})")
+                if k not in uniform:
+                    emit(I * 2 + f"_v{k}_{u} = fi.vload(x{k}, _b{u})")
         for u in range(items):
             for lane in range(vec):
                 emit(I * 2 + f"_e{u}_{lane} = _elem("
-                     + ", ".join(f"_v{k}_{u}[{lane}]" for k in range(K)) + f", _b{u} + {lane})")
+                     + ", ".join(f"_u{k}" if k in uniform else f"_v{k}_{u}[{lane}]" for k in range(K))
+                     + f", _b{u} + {lane})")
                 names.append(f"_e{u}_{lane}")
         tl, te = tree(names)
         for s in tl:
@@ -303,11 +314,13 @@ def _build_source(spec, in_dtypes, mode, ndim, items, vec, block):
         emit(I + "while j < nvec:")
         emit(I * 2 + f"_b = peel + j * {vec}")
         for k in range(K):
-            emit(I * 2 + f"_w{k} = fi.vload(x{k}, _b)")
+            if k not in uniform:
+                emit(I * 2 + f"_w{k} = fi.vload(x{k}, _b)")
         names = []
         for lane in range(vec):
             emit(I * 2 + f"_f{lane} = _elem("
-                 + ", ".join(f"_w{k}[{lane}]" for k in range(K)) + f", _b + {lane})")
+                 + ", ".join(f"_u{k}" if k in uniform else f"_w{k}[{lane}]" for k in range(K))
+                 + f", _b + {lane})")
             names.append(f"_f{lane}")
         tl, te = tree(names)
         for s in tl:
@@ -317,7 +330,7 @@ def _build_source(spec, in_dtypes, mode, ndim, items, vec, block):
         # tail
         emit(I + f"t = peel + nvec * {vec} + g")
         emit(I + "if t < n:")
-        emit(I * 2 + f"acc = _sop(acc, _elem({', '.join(f'x{k}[t]' for k in range(K))}, t))")
+        emit(I * 2 + f"acc = _sop(acc, _elem({', '.join(at(k, 't') for k in range(K))}, t))")
     else:
         # flat or strided, grid-stride with `items` independent loads per iteration
         emit(I + "j = g")
@@ -397,7 +410,7 @@ def _build_source(spec, in_dtypes, mode, ndim, items, vec, block):
     return "\n".join(lines) + "\n", params
 
 
-def make_reduce_kernel(spec, in_dtypes, mode, ndim, items, vec, block):
+def make_reduce_kernel(spec, in_dtypes, mode, ndim, items, vec, block, uniform=()):
     """Kernel factory: the full-reduction kernel for ``spec`` on arrays of ``in_dtypes``
     (see the module docstring); ``mode`` is ``"vec"``, ``"flat"`` or ``"strided"``.
 
@@ -406,7 +419,7 @@ def make_reduce_kernel(spec, in_dtypes, mode, ndim, items, vec, block):
     >>> callable(make_reduce_kernel(spec, ("float32",), "vec", 1, 2, 4, 64))
     True
     """
-    src, _ = _build_source(spec, in_dtypes, mode, ndim, items, vec, block)
+    src, _ = _build_source(spec, in_dtypes, mode, ndim, items, vec, block, uniform)
     A = len(spec.acc_dtypes)
     out_dtypes = spec.out_dtypes or spec.acc_dtypes
     flags = spec.identity is None
@@ -510,7 +523,7 @@ def _grid_max(block):
     return g
 
 
-def kernel_argtypes(spec, in_dtypes, mode, ndim):
+def kernel_argtypes(spec, in_dtypes, mode, ndim, uniform=()):
     """numba types of the kernel's arguments for one specialisation.
 
     >>> from forge_array import ops
@@ -521,7 +534,7 @@ def kernel_argtypes(spec, in_dtypes, mode, ndim):
     K = len(in_dtypes)
     a = [ptr_t(d) for d in in_dtypes] + [i64, i64]
     if mode == MODE_STRIDED:
-        a += [i64] * (ndim + K * ndim)
+        a += [i64] * (ndim + (K - len(uniform)) * ndim)
     a += [ptr_t(buffer_dtype(d)) for d in spec.acc_dtypes]
     a += [ptr_t("uint8"), ptr_t("uint32")]
     a += [ptr_t(buffer_dtype(d)) for d in (spec.out_dtypes or spec.acc_dtypes)]
@@ -575,7 +588,7 @@ def plan(spec, x, param=0.0, out_shape=(1,)):
     xv = x.view(np.uint8) if spec.f is None and x.dtype.kind == "b" else x
     arrays = [xv]
     try:
-        mode, ndim, strides, shape, peel = _layout(spec, arrays)
+        mode, ndim, strides, shape, peel, _ = _layout(spec, arrays)
     except ValueError:  # too many dims after collapsing, or strides not whole elements
         return None
     if arrays[0] is not xv:  # reversed or transposed to a better view: not a replay
@@ -630,21 +643,22 @@ def replay(p, x, on=None):
     return outs
 
 
-def _kernel_plan(spec, in_dtypes, mode, ndim):
+def _kernel_plan(spec, in_dtypes, mode, ndim, uniform=()):
     """(kernel, block, elements per block, grid cap) of one specialisation."""
-    key = (spec, in_dtypes, mode, ndim)
+    key = (spec, in_dtypes, mode, ndim, uniform)
     kp = _PLANS.get(key)
     if kp is None:
         p = tuning.params("reduce")
         block = p["block"]
-        itemsize = np.dtype(in_dtypes[0]).itemsize
+        lead = next((k for k in range(len(in_dtypes)) if k not in uniform), 0)
+        itemsize = np.dtype(in_dtypes[lead]).itemsize
         vec = 16 // itemsize if mode == MODE_VEC else 1
         items = p["items"]
         if mode == MODE_VEC:
             items = max(1, min(items, 16 // vec))
-        argtypes = kernel_argtypes(spec, in_dtypes, mode, ndim)
+        argtypes = kernel_argtypes(spec, in_dtypes, mode, ndim, uniform)
         kernel = compile_kernel(make_reduce_kernel,
-                                (spec, in_dtypes, mode, ndim, items, vec, block),
+                                (spec, in_dtypes, mode, ndim, items, vec, block, uniform),
                                 tuple(argtypes))
         kp = _PLANS[key] = (kernel, block, block * items * vec, _grid_max(block))
     return kp
@@ -669,12 +683,12 @@ def full_reduce(spec, arrays, init=None, param=0.0, out_shape=(1,)):
     x0 = arrays[0]
     n = x0.size
     try:
-        mode, ndim, strides, shape, peel = _layout(spec, arrays)
+        mode, ndim, strides, shape, peel, uniform = _layout(spec, arrays)
     except ValueError:  # too many dims after collapsing, or strides not whole elements
         arrays = [a.copy() for a in arrays]
-        mode, ndim, strides, shape, peel = _layout(spec, arrays)
+        mode, ndim, strides, shape, peel, uniform = _layout(spec, arrays)
     in_dtypes = tuple(a.dtype.str for a in arrays)
-    kernel, block, per_block, gmax = _kernel_plan(spec, in_dtypes, mode, ndim)
+    kernel, block, per_block, gmax = _kernel_plan(spec, in_dtypes, mode, ndim, uniform)
     if spec.commutative:
         grid = max(1, min(gmax, (n + per_block - 1) // per_block))
     else:
@@ -719,21 +733,39 @@ def _scratch(acc_dtypes, gmax, like):
     return r
 
 
+def uniform_operands(arrays):
+    """Indices of the arrays (of several, not all) whose every stride is 0: one value
+    broadcast to every element, read once by the kernels.
+
+    >>> import numpy as np
+    >>> uniform_operands([np.ones(3), np.broadcast_to(np.float64(2.0), (3,))])
+    (1,)
+    """
+    if len(arrays) < 2 or arrays[0].size <= 1:
+        return ()
+    u = tuple(k for k, a in enumerate(arrays) if a.ndim and not any(a.strides))
+    return () if len(u) == len(arrays) else u
+
+
 def _layout(spec, arrays):
-    """(mode, ndim, strides per array, shape, peel) for the arrays."""
-    if all(a.flags.c_contiguous for a in arrays):
-        return _contig_layout(arrays)
+    """(mode, ndim, strides per array, shape, peel, uniform) for the arrays; the strides
+    of the uniform arrays (:func:`uniform_operands`) are left out."""
+    uniform = uniform_operands(arrays)
+    lay = [a for k, a in enumerate(arrays) if k not in uniform]
+    if all(a.flags.c_contiguous for a in lay):
+        return _contig_layout(lay) + (uniform,)
     if spec.commutative and not spec.with_index and len(arrays) == 1:
         arrays[:] = _normalise_commutative(arrays)
         if arrays[0].flags.c_contiguous:
-            return _contig_layout(arrays)
-    strides = [element_strides(a) for a in arrays]
-    shape, st = collapse(arrays[0].shape, strides)
+            return _contig_layout(arrays) + (uniform,)
+        lay = list(arrays)
+    strides = [element_strides(a) for a in lay]
+    shape, st = collapse(lay[0].shape, strides)
     if len(shape) == 1 and all(s[0] == 1 for s in st):
-        return _contig_layout(arrays)
+        return _contig_layout(lay) + (uniform,)
     if len(shape) > MAX_DIMS:
         raise ValueError(f"{len(shape)} dims after collapsing (the strided path takes {MAX_DIMS})")
-    return MODE_STRIDED, len(shape), st, shape, 0
+    return MODE_STRIDED, len(shape), st, shape, 0, uniform
 
 
 def _contig_layout(arrays):

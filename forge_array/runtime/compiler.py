@@ -225,7 +225,11 @@ def _write_cached(path: str, entry: str, ptx: str) -> None:
 # --------------------------------------------------------------------------- kernels
 
 #: Statistics of this process: compiles, disk hits, seconds spent.
-STATS = {"compiled": 0, "disk_hits": 0, "compile_seconds": 0.0, "load_seconds": 0.0}
+#: Counters of this process: kernels compiled and found on disk, seconds spent compiling and
+#: loading, kernel ``launches`` (every launch of ours), and element-wise expressions ``fused``
+#: into the kernel that consumes them (see :mod:`forge_array.fusion`).
+STATS = {"compiled": 0, "disk_hits": 0, "compile_seconds": 0.0, "load_seconds": 0.0,
+         "launches": 0, "fused": 0}
 
 
 class Kernel:
@@ -326,6 +330,7 @@ def launch(kernel: Kernel, grid: int, block: int, args: tuple, shared: int = 0, 
     the caller has it (saves asking CuPy for the current device and stream again)."""
     if grid <= 0:
         return
+    STATS["launches"] += 1
     sim = kernel._sim
     if sim is not None:
         try:

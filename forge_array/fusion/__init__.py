@@ -1,0 +1,14 @@
+"""Fused expressions: element-wise chains computed inside the kernels that consume them.
+
+- :mod:`.expr`: expression nodes and deferred arrays;
+- :mod:`.codegen`: expressions to numba-compilable functions, cached by structure;
+- :mod:`.build`: nodes from namespace calls while a fused call is traced;
+- :mod:`.evaluate`: computing pending expressions in few launches;
+- :mod:`.trace`: the :func:`fuse` decorator and its ``explain``.
+
+See ``docs/fusion.md``.
+"""
+
+from .trace import Fused, fuse
+
+__all__ = ["fuse", "Fused"]

@@ -1,0 +1,251 @@
+"""From expressions to numba-compilable functions of their leaves.
+
+:func:`linearize` walks the expressions of one launch and returns a *program* — a tuple of
+instructions, the structural key of the launch — with the leaves in the order they were
+met; :func:`function_of` turns a program into a plain Python function of the leaves
+(``f(l0, l1, ...) -> (out0, out1, ...)``) that the kernels compile inline.  Functions are
+cached by program, so equal expressions over new arrays reuse the compiled kernels (never
+keyed by Python object identity).
+
+Each step computes in its own result dtype, as eager evaluation does: operands are
+converted to the promoted dtype first, and the result is converted to the step's dtype
+(``int8 + int8`` wraps).  Floating-point steps are compiled as written; numba lets LLVM
+contract ``a * b + c`` into one fused multiply-add, so a fused float result may differ
+from the eager one by the rounding of that contraction.
+
+>>> import numpy as np
+>>> from forge_array.fusion.expr import Const, Leaf, Node
+>>> f64 = np.dtype("float64")
+>>> x = Leaf(np.arange(3.0))
+>>> e = Node("add", (Node("multiply", (x, x), f64, (3,), f64), Const(1.0, f64)), f64, (3,), f64)
+>>> program, leaves = linearize([e])
+>>> function_of(program)(2.0)
+(np.float64(5.0),)
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import cuda
+
+from .. import ops as _ops
+from ..runtime.config import SIMULATE
+from .expr import Const, Node
+
+__all__ = ["BINARY", "UNARY", "linearize", "function_of", "source_of", "FLOAT_ONLY"]
+
+#: element-wise binary operations that fuse: name -> source template
+BINARY = {
+    "add": "{0} + {1}", "subtract": "{0} - {1}", "multiply": "{0} * {1}",
+    "divide": "{0} / {1}", "pow": "{0} ** {1}",
+    "maximum": "_maximum({0}, {1})", "minimum": "_minimum({0}, {1})",
+    "atan2": "_m.atan2({0}, {1})", "hypot": "_m.hypot({0}, {1})",
+    "copysign": "_m.copysign({0}, {1})",
+    "bitwise_and": "{0} & {1}", "bitwise_or": "{0} | {1}", "bitwise_xor": "{0} ^ {1}",
+    "logical_and": "({0} and {1})", "logical_or": "({0} or {1})", "logical_xor": "({0} != {1})",
+    "equal": "({0} == {1})", "not_equal": "({0} != {1})", "less": "({0} < {1})",
+    "less_equal": "({0} <= {1})", "greater": "({0} > {1})", "greater_equal": "({0} >= {1})",
+}
+
+#: element-wise unary operations that fuse: name -> source template
+UNARY = {
+    "negative": "-{0}", "positive": "{0}", "abs": "abs({0})", "square": "{0} * {0}",
+    "reciprocal": "_one / {0}", "sign": "_sign({0})",
+    "isnan": "({0} != {0})", "isinf": "_m.isinf({0})", "isfinite": "_m.isfinite({0})",
+    "signbit": "(_m.copysign(1.0, {0}) < 0.0)", "logical_not": "(not {0})",
+    "bitwise_invert": "~{0}",
+    **{n: "_m." + n + "({0})" for n in (
+        "sqrt", "exp", "expm1", "log", "log1p", "log2", "log10", "sin", "cos", "tan", "sinh",
+        "cosh", "tanh", "asin", "acos", "atan", "asinh", "acosh", "atanh")},
+}
+
+#: operations fused for floating-point dtypes only (others run eagerly)
+FLOAT_ONLY = frozenset(
+    ["divide", "pow", "atan2", "hypot", "copysign", "reciprocal", "isinf", "isfinite",
+     "signbit", "sqrt", "exp", "expm1", "log", "log1p", "log2", "log10", "sin", "cos", "tan",
+     "sinh", "cosh", "tanh", "asin", "acos", "atan", "asinh", "acosh", "atanh"])
+
+
+def linearize(roots):
+    """(program, leaves) of the expressions ``roots`` (nodes, leaves or constants).
+
+    The program is a tuple of instructions ``("in", k, dtype)``, ``("c", value, dtype)`` or
+    ``(op, dtype, ctype, (operand positions...), extra)``, ending with ``("out", positions)``;
+    settled nodes are leaves.  Leaves are the distinct backend arrays, in order of first use.
+    """
+    prog = []
+    leaves = []
+    leaf_pos = {}
+    seen = {}
+
+    def visit(e):
+        key = id(e)
+        p = seen.get(key)
+        if p is not None:
+            return p
+        if isinstance(e, Node) and e.value is None:
+            args = tuple(visit(a) for a in e.args)
+            extra = e.extra if e.op in ("clip",) else None
+            prog.append((e.op, e.dtype.str, None if e.ctype is None else e.ctype.str, args, extra))
+        elif isinstance(e, Const):
+            prog.append(("c", e.value, e.dtype.str))
+        else:
+            arr = e.value if isinstance(e, Node) else e.array
+            k = leaf_pos.get(id(arr))
+            if k is None:
+                k = leaf_pos[id(arr)] = len(leaves)
+                leaves.append(arr)
+            prog.append(("in", k, arr.dtype.str))
+        p = seen[key] = len(prog) - 1
+        return p
+
+    outs = tuple(visit(r) for r in roots)
+    prog.append(("out", outs))
+    return tuple(prog), leaves
+
+
+def _conv(src, from_dt, to_dt):
+    """Source converting a value of ``from_dt`` to ``to_dt``."""
+    if from_dt == to_dt:
+        return src
+    if to_dt.kind == "b":
+        return f"({src} != 0)"
+    if from_dt.kind == "b":
+        return f"_t_{to_dt.name}(1 if {src} else 0)"
+    return f"_t_{to_dt.name}({src})"
+
+
+def source_of(program):
+    """The Python source of the function of ``program`` (see :func:`linearize`), and the
+    dtypes it names."""
+    nleaves = 1 + max((i[1] for i in program if i[0] == "in"), default=-1)
+    lines = [f"def fused({', '.join(f'l{k}' for k in range(nleaves))}):"]
+    dts = []
+    names = set()
+    for pos, ins in enumerate(program):
+        kind = ins[0]
+        if kind == "out":
+            outs = [f"v{p}" for p in ins[1]]
+            lines.append(f"    return ({', '.join(outs)},)")
+            break
+        if kind == "in":
+            dt = np.dtype(ins[2])
+            src = f"l{ins[1]}"
+            lines.append(f"    v{pos} = {'(' + src + ' != 0)' if dt.kind == 'b' else src}")
+        elif kind == "c":
+            dt = np.dtype(ins[2])
+            v = ins[1]
+            if dt.kind == "b":
+                lines.append(f"    v{pos} = {bool(v)!r}")
+            else:
+                names.add(dt.name)
+                lit = repr(float(v)) if dt.kind == "f" else repr(int(v))
+                if lit in ("inf", "-inf", "nan"):
+                    lit = f"float('{lit}')"
+                lines.append(f"    v{pos} = _t_{dt.name}({lit})")
+        else:
+            op, dts_, cts, args, extra = ins
+            dt = np.dtype(dts_)
+            ct = np.dtype(cts) if cts is not None else dt
+            names.add(dt.name)
+            names.add(ct.name)
+            ops_ = [_conv(f"v{a}", dts[a], ct) for a in args]
+            if op == "where":
+                c = ops_[0] if dts[args[0]].kind == "b" else f"({ops_[0]} != 0)"
+                b1 = _conv(f"v{args[1]}", dts[args[1]], dt)
+                b2 = _conv(f"v{args[2]}", dts[args[2]], dt)
+                expr = f"({b1} if {c} else {b2})"
+            elif op == "astype":
+                expr = _conv(f"v{args[0]}", dts[args[0]], dt)
+            elif op == "clip":
+                x = ops_[0]
+                lo, hi = extra
+                lines.append(f"    v{pos} = {x}")
+                for bound, cmp in ((lo, "<"), (hi, ">")):
+                    if bound is not None:
+                        lines.append(f"    _b = _t_{dt.name}({bound!r})")
+                        lines.append(f"    v{pos} = _b if v{pos} {cmp} _b else v{pos}")
+                expr = f"v{pos}"
+            elif op in BINARY:
+                expr = BINARY[op].format(*ops_)
+                if op in ("bitwise_and", "bitwise_or", "bitwise_xor") and ct.kind == "b":
+                    expr = {"bitwise_and": "({0} and {1})", "bitwise_or": "({0} or {1})",
+                            "bitwise_xor": "({0} != {1})"}[op].format(*ops_)
+            else:
+                tpl = UNARY[op]
+                if op == "reciprocal":
+                    tpl = f"_t_{ct.name}(1) / {{0}}"
+                elif op == "bitwise_invert" and ct.kind == "b":
+                    tpl = "(not {0})"
+                elif op == "isnan" and ct.kind != "f":
+                    tpl = "False"
+                expr = tpl.format(*ops_)
+            if dt.kind == "b":
+                lines.append(f"    v{pos} = {expr}")
+            else:
+                lines.append(f"    v{pos} = _t_{dt.name}({expr})")
+        dts.append(dt)
+    return "\n".join(lines) + "\n", names
+
+
+def _sign(v):
+    if v > 0:
+        return v - v + 1
+    if v < 0:
+        return v - v - 1
+    if v == 0:
+        return v - v
+    return v
+
+
+class _QuietMath:
+    """``math`` for the simulator: NumPy's scalar functions with warnings off (NaN for a
+    domain error, as on the GPU, instead of Python's ValueError)."""
+
+    def __getattr__(self, name):
+        fn = getattr(np, {"asin": "arcsin", "acos": "arccos", "atan": "arctan",
+                          "asinh": "arcsinh", "acosh": "arccosh", "atanh": "arctanh",
+                          "atan2": "arctan2"}.get(name, name))
+
+        def quiet(*args):
+            with np.errstate(all="ignore"):
+                return fn(*args)
+        return quiet
+
+
+_MATH = _QuietMath() if SIMULATE else math
+_DEVICE = cuda.jit(device=True)
+_HELPERS = {"maximum": _DEVICE(_ops._maximum), "minimum": _DEVICE(_ops._minimum),
+            "sign": _DEVICE(_sign)}
+_FUNCTIONS: dict = {}
+
+
+def function_of(program):
+    """The compiled-inline function of ``program`` (cached by the program)."""
+    fn = _FUNCTIONS.get(program)
+    if fn is None:
+        src, names = source_of(program)
+        g = {"_m": _MATH, "_maximum": _HELPERS["maximum"], "_minimum": _HELPERS["minimum"],
+             "_sign": _HELPERS["sign"], "_one": 1.0}
+        for n in names:
+            g[f"_t_{n}"] = np.dtype(n).type
+        loc: dict = {}
+        exec(compile(src, "<forge_array fused expression>", "exec"), g, loc)
+        fn = loc["fused"]
+        if SIMULATE:
+            fn = _quiet(fn)
+        if len(_FUNCTIONS) > 4096:
+            _FUNCTIONS.clear()
+        _FUNCTIONS[program] = fn
+    return fn
+
+
+def _quiet(fn):
+    def fused(*args):
+        with np.errstate(all="ignore"):
+            return fn(*args)
+    fused.__qualname__ = "fused"
+    fused.__wrapped__ = fn
+    return fused

@@ -1,0 +1,162 @@
+"""Expression nodes and deferred arrays.
+
+A :class:`Node` is one element-wise step (an operation of the namespace on nodes, leaves
+and constants) or one reduction of a node; its shape and dtype are decided when it is
+built, by the standard's rules, so every error is raised where eager code raises it.  A
+:class:`Deferred` is the namespace's :class:`~forge_array.Array` of a node: it answers
+``shape``, ``dtype``, ``ndim``, ``size`` and ``device`` at once and computes its values the
+first time anything needs them (any other use of the array), together with whatever else
+is pending in the same fused call.
+
+>>> import numpy as np
+>>> a = Leaf(np.arange(3.0))
+>>> n = Node("add", (a, Const(1.0, np.dtype("float64"))), np.dtype("float64"), (3,))
+>>> n.shape, n.dtype
+((3,), dtype('float64'))
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .._array import Array
+
+__all__ = ["Leaf", "Const", "Node", "Deferred", "operand", "broadcast_shape", "pending"]
+
+
+class Leaf:
+    """A materialised backend array used by an expression."""
+
+    __slots__ = ("array", "dtype", "shape")
+
+    def __init__(self, array):
+        self.array = array
+        self.dtype = array.dtype
+        self.shape = tuple(array.shape)
+
+
+class Const:
+    """A Python scalar of an expression, already of its dtype (compiled in as a constant)."""
+
+    __slots__ = ("value", "dtype", "shape")
+
+    def __init__(self, value, dtype):
+        self.value = value
+        self.dtype = np.dtype(dtype)
+        self.shape = ()
+
+
+class Node:
+    """One step: ``op`` (an element-wise operation's name, or ``"reduce"``) of ``args``
+    (nodes, leaves, constants) with result ``dtype`` and ``shape``.  ``ctype``: the dtype
+    the operands are converted to before the operation (the promoted dtype; for
+    comparisons the result is bool).  ``extra``: operation parameters (a reduction's
+    :class:`~forge_array.primitives.fused_reduce.Term`, axes and keepdims).  ``value``:
+    the backend array once computed."""
+
+    __slots__ = ("op", "args", "dtype", "shape", "ctype", "extra", "value", "device", "__weakref__")
+
+    def __init__(self, op, args, dtype, shape, ctype=None, extra=None, device=None):
+        self.op = op
+        self.args = args
+        self.dtype = np.dtype(dtype)
+        self.shape = shape
+        self.ctype = ctype
+        self.extra = extra
+        self.value = None
+        self.device = device
+
+    def __repr__(self):
+        return f"Node({self.op}, {self.dtype}, {self.shape})"
+
+
+class Deferred(Array):
+    """An array whose values are computed when first needed (see the module docstring)."""
+
+    __slots__ = ("_node",)
+
+    @classmethod
+    def _of(cls, node, device):
+        obj = object.__new__(cls)
+        obj._node = node
+        obj._device = device
+        return obj
+
+    @property
+    def dtype(self):
+        return self._node.dtype
+
+    @property
+    def shape(self):
+        return self._node.shape
+
+    @property
+    def ndim(self):
+        return len(self._node.shape)
+
+    @property
+    def size(self):
+        n = 1
+        for s in self._node.shape:
+            n *= s
+        return n
+
+    def __getattr__(self, name):
+        if name != "_array":
+            raise AttributeError(name)
+        from .evaluate import settle  # noqa: PLC0415 - evaluate imports this module
+
+        node = self._node
+        if node.value is None:
+            settle([node])
+        self._array = node.value
+        return node.value
+
+
+def pending(x):
+    """The unsettled node of ``x`` (a :class:`Deferred` whose values are not computed), or
+    None."""
+    if type(x) is Deferred:
+        n = x._node
+        if n.value is None:
+            return n
+    return None
+
+
+def operand(x):
+    """The expression operand standing for array ``x``: its node while deferred, else a
+    leaf of its backend array."""
+    if type(x) is Deferred:
+        n = x._node
+        if n.value is None:
+            return n
+        return Leaf(n.value)
+    return Leaf(x._array)
+
+
+def broadcast_shape(*shapes):
+    """The broadcast of ``shapes`` by the standard's rules; ValueError when they do not
+    broadcast.
+
+    >>> broadcast_shape((3, 1), (4,), ())
+    (3, 4)
+    """
+    first = shapes[0]
+    if all(s == first for s in shapes):
+        return first
+    nd = max(len(s) for s in shapes)
+    out = []
+    for d in range(nd):
+        size = 1
+        for s in shapes:
+            k = d - (nd - len(s))
+            if k < 0:
+                continue
+            v = s[k]
+            if v != 1:
+                if size != 1 and size != v:
+                    raise ValueError("operands could not be broadcast together with shapes "
+                                     + " ".join(str(tuple(t)) for t in shapes))
+                size = v
+        out.append(size)
+    return tuple(out)

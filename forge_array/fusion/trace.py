@@ -1,0 +1,159 @@
+"""``fuse``: run a function of arrays with its element-wise steps and reductions fused.
+
+While a fused function runs, the namespace's element-wise steps, ``where``, ``astype``,
+``clip`` and reductions return deferred arrays (:mod:`.build`); when it returns, its
+outputs are computed together (:func:`.evaluate.settle`): element-wise chains inside the
+reductions that consume them, sibling reductions of one shape in one pass, element-wise
+outputs of one shape in one map launch.  Anything else reads its operands and so computes
+what it needs where it stands (a break in the plan).
+"""
+
+from __future__ import annotations
+
+import functools
+
+from .. import _array as _array_module
+from .._array import Array
+from . import build as _build
+from .evaluate import plan_of, settle
+from .expr import Deferred, pending
+
+__all__ = ["fuse", "Fused"]
+
+
+def _flatten(out, acc):
+    if isinstance(out, Deferred):
+        acc.append(out)
+    elif isinstance(out, (tuple, list)):
+        for o in out:
+            _flatten(o, acc)
+    elif isinstance(out, dict):
+        for o in out.values():
+            _flatten(o, acc)
+    return acc
+
+
+def _plain(out):
+    """``out`` with every (settled) deferred array replaced by a plain array of its values."""
+    if isinstance(out, Deferred):
+        return Array._new(out._array, out._device)
+    if isinstance(out, tuple) and type(out) is not tuple:  # a named tuple
+        return type(out)(*(_plain(o) for o in out))
+    if isinstance(out, (tuple, list)):
+        return type(out)(_plain(o) for o in out)
+    if isinstance(out, dict):
+        return {k: _plain(v) for k, v in out.items()}
+    return out
+
+
+def _by_device(nodes):
+    groups: dict = {}
+    for n in nodes:
+        groups.setdefault(n.device, []).append(n)
+    return groups.values()
+
+
+def _before_write():
+    """Settle every pending array of this thread's fused call (see ``Array.BEFORE_WRITE``)."""
+    t = _build.current()
+    if t is None:
+        return
+    nodes = []
+    for ref in t.arrays:
+        d = ref()
+        if d is not None and pending(d) is not None:
+            nodes.append(d._node)
+    if nodes:
+        t.log.append(f"{len(nodes)} pending arrays before an in-place write")
+        for group in _by_device(nodes):
+            settle(group)
+
+
+_array_module.BEFORE_WRITE[0] = _before_write
+
+
+class Fused:
+    """A function fused by :func:`fuse`; call it as the function itself."""
+
+    def __init__(self, fn):
+        self.fn = fn
+        functools.update_wrapper(self, fn)
+
+    def _trace(self, args, kwargs):
+        trace = _build.Trace()
+        _build._TLS.trace = trace
+        _build.ACTIVE[0] += 1
+        try:
+            out = self.fn(*args, **kwargs)
+        finally:
+            _build.ACTIVE[0] -= 1
+            _build._TLS.trace = None
+        return out, trace
+
+    def __call__(self, *args, **kwargs):
+        if _build.tracing():  # called from another fused function: part of its trace
+            return self.fn(*args, **kwargs)
+        out, trace = self._trace(args, kwargs)
+        outs = _flatten(out, [])
+        for group in _by_device([n for n in map(pending, outs) if n is not None]):
+            settle(group)
+        # deferred arrays the function kept elsewhere (a global, a closure): computed now,
+        # while their operands still hold the values they had
+        for ref in trace.arrays:
+            d = ref()
+            if d is not None and pending(d) is not None:
+                settle([d._node])
+        return _plain(out)
+
+    def explain(self, *args, **kwargs):
+        """The launches a call with these arguments makes, as text: what each computes, reads
+        and writes.  Nothing is computed but what the function itself forces (the steps
+        listed as settled early).
+
+        >>> import forge_array as xp
+        >>> @xp.fuse
+        ... def f(x, y):
+        ...     return xp.sum(x * y + 1)
+        >>> x = xp.ones(8, device="cpu")
+        >>> print(f.explain(x, x))                                # doctest: +SKIP
+        1 launch
+          1. reduce sum over all axes of (8,); reads float64[8], float64[8]
+        """
+        out, trace = self._trace(args, kwargs)
+        launches = []
+        for group in _by_device([n for n in map(pending, _flatten(out, [])) if n is not None]):
+            launches += plan_of(group)
+        lines = [f"{len(launches)} launch{'es' if len(launches) != 1 else ''}"]
+        for entry in trace.log:
+            lines.append(f"  settled early: {entry}")
+        for k, (kind, what, reads) in enumerate(launches, 1):
+            lines.append(f"  {k}. {kind} {what}; reads {', '.join(reads) or 'nothing'}")
+        return "\n".join(lines)
+
+    def __repr__(self):
+        return f"fuse({getattr(self.fn, '__qualname__', self.fn)!r})"
+
+
+def fuse(fn=None):
+    """Decorator: run ``fn`` (a function of arrays and Python scalars) with its element-wise
+    steps fused into the reductions that consume them, sibling reductions in one pass and
+    element-wise results written by one kernel; results equal calling ``fn`` itself.
+
+    Steps that do not fuse (sorting, linear algebra, indexing, anything that reads values)
+    run eagerly where they stand.  Python scalars are compiled in as constants (a new value
+    compiles new kernels); pass a 0-d array for a value that changes from call to call.
+    ``f.explain(*args)`` shows the launches of a call.
+
+    >>> import forge_array as xp
+    >>> @xp.fuse
+    ... def stats(x):
+    ...     return xp.mean(x), xp.std(x), xp.max(x)    # one pass over x on the GPU
+    >>> m, s, mx = stats(xp.asarray([1.0, 2.0, 3.0, 6.0], device="cpu"))
+    >>> float(m), float(mx)
+    (3.0, 6.0)
+    """
+    if fn is None:
+        return fuse
+    if not callable(fn):
+        raise TypeError(f"fuse() needs a function, got {type(fn).__name__}")
+    return Fused(fn)

@@ -1,0 +1,245 @@
+"""Several named reductions of mapped operands in one pass (horizontal and vertical fusion).
+
+``reduce_terms(expr, leaves, terms, axes, keepdims)`` reduces the values ``expr(*leaves)``
+(a tuple, one value per term) with each term's reduction, all in one launch: the
+accumulator is the concatenation of the terms' states (``sum``: one value, ``mean``: one,
+``var`` / ``std``: a Welford triple, ``argmax``: a (value, index) pair, ...), the operator
+combines each slice with its own operator, and the finishing step divides, takes a square
+root or picks the index.  ``mean``, ``std`` and ``max`` of one array read it once.
+
+>>> import numpy as np
+>>> def expr(a):
+...     return (a, a, a)
+>>> terms = (Term("mean", np.dtype("float64")), Term("std", np.dtype("float64")),
+...          Term("max", np.dtype("float64")))
+>>> m, s, mx = reduce_terms(expr, [np.arange(4.0)], terms, None, False)   # doctest: +SKIP
+>>> float(m), float(mx)                                                   # doctest: +SKIP
+(1.5, 3.0)
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+from numba import cuda
+
+from .. import ops as _ops
+from ..kernels import reduce as _k
+from ..runtime import kernels_available
+from . import axis_reduce as _axis
+
+__all__ = ["Term", "TERM_NAMES", "reduce_terms", "term_dtype"]
+
+
+class Term(NamedTuple):
+    """One reduction of a fused pass: ``name`` (sum, prod, max, min, any, all, mean, var,
+    std, argmax, argmin), ``dtype`` the dtype it accumulates and returns (for argmax /
+    argmin: the values' dtype), ``correction`` of var / std."""
+
+    name: str
+    dtype: np.dtype
+    correction: float = 0.0
+
+
+#: reductions a fused pass computes
+TERM_NAMES = ("sum", "prod", "max", "min", "any", "all", "mean", "var", "std", "argmax",
+              "argmin")
+
+_OPS = {"sum": _ops.add, "prod": _ops.multiply, "max": _ops.maximum, "min": _ops.minimum,
+        "any": _ops.logical_or, "all": _ops.logical_and, "mean": _ops.add,
+        "var": _ops.welford, "std": _ops.welford, "argmax": _ops.argmax, "argmin": _ops.argmin}
+
+
+def term_dtype(t):
+    """The result dtype of term ``t``."""
+    if t.name in ("argmax", "argmin"):
+        return np.dtype(_ops.INDEX_DTYPE)
+    if t.name in ("any", "all"):
+        return np.dtype(np.bool_)
+    return np.dtype(t.dtype)
+
+
+def _state(t):
+    """(accumulator dtypes, identity values) of term ``t``."""
+    dt = np.dtype(t.dtype)
+    op = _OPS[t.name]
+    if t.name in ("var", "std"):
+        acc = (dt, dt, dt)
+    elif t.name in ("argmax", "argmin"):
+        acc = (dt, np.dtype(_ops.INDEX_DTYPE))
+    elif t.name in ("any", "all"):
+        acc = (np.dtype(np.bool_),)
+    else:
+        acc = (dt,)
+    ident = op.identity(acc if len(acc) > 1 else acc[0])
+    ident = tuple(ident) if len(acc) > 1 else (ident,)
+    return acc, tuple(v.item() if hasattr(v, "item") else v for v in ident)
+
+
+def _sources(terms, with_index, nleaves):
+    """Source of the combined element map, operator and finishing step."""
+    leaves = ", ".join(f"l{k}" for k in range(nleaves))
+    lines = [f"def _elem({leaves}{', idx' if with_index else ''}):",
+             f"    _v = _expr({leaves})"]
+    comps = []
+    for j, t in enumerate(terms):
+        if t.name in ("var", "std"):
+            lines.append(f"    _w{j} = _wm{j}(_v[{j}])")
+            comps += [f"_w{j}[0]", f"_w{j}[1]", f"_w{j}[2]"]
+        elif t.name in ("argmax", "argmin"):
+            comps += [f"_v[{j}]", "idx"]
+        elif t.name in ("any", "all"):
+            comps.append(f"(_v[{j}] != 0)")
+        else:
+            comps.append(f"_v[{j}]")
+    lines.append(f"    return ({', '.join(comps)},)")
+    lines.append("def _op(a, b):")
+    out = []
+    pos = 0
+    for j, t in enumerate(terms):
+        width = len(_state(t)[0])
+        if width == 1:
+            out.append(f"_o{j}(a[{pos}], b[{pos}])")
+        else:
+            sa = ", ".join(f"a[{pos + c}]" for c in range(width))
+            sb = ", ".join(f"b[{pos + c}]" for c in range(width))
+            lines.append(f"    _r{j} = _o{j}(({sa}), ({sb}))")
+            out += [f"_r{j}[{c}]" for c in range(width)]
+        pos += width
+    lines.append(f"    return ({', '.join(out)},)")
+    lines.append("def _post(t, n):")
+    res = []
+    pos = 0
+    for j, t in enumerate(terms):
+        width = len(_state(t)[0])
+        if t.name == "mean":
+            res.append(f"t[{pos}] / n")
+        elif t.name in ("var", "std"):
+            lines.append(f"    _d{j} = n - {float(t.correction)!r}")
+            lines.append(f"    if _d{j} < 0.0:")
+            lines.append(f"        _d{j} = 0.0")
+            lines.append(f"    _q{j} = t[{pos + 2}] / _d{j}")
+            res.append(f"_sqrt(_q{j})" if t.name == "std" else f"_q{j}")
+        elif t.name in ("argmax", "argmin"):
+            res.append(f"t[{pos + 1}]")
+        else:
+            res.append(f"t[{pos}]")
+        pos += width
+    lines.append(f"    return ({', '.join(res)},)")
+    return "\n".join(lines) + "\n"
+
+
+_COMBINED: dict = {}
+
+
+def _combined(expr, terms, with_index, nleaves):
+    """(elem, op, post) functions of a fused pass, cached per (expr, terms)."""
+    key = (expr, terms, with_index, nleaves)
+    fns = _COMBINED.get(key)
+    if fns is None:
+        dev = cuda.jit(device=True)
+        g = {"_expr": dev(expr), "_sqrt": _sqrt_fn()}
+        for j, t in enumerate(terms):
+            g[f"_o{j}"] = dev(_OPS[t.name].fn)
+            if t.name in ("var", "std"):
+                g[f"_wm{j}"] = dev(_ops.welford_map(np.dtype(t.dtype)))
+        loc: dict = {}
+        exec(compile(_sources(terms, with_index, nleaves), "<forge_array fused reduction>",
+                     "exec"), g, loc)
+        fns = _COMBINED[key] = (loc["_elem"], loc["_op"], loc["_post"])
+    return fns
+
+
+def _sqrt_fn():
+    from ..runtime.config import SIMULATE
+
+    if SIMULATE:
+        return _quiet_sqrt
+    return math.sqrt
+
+
+def _quiet_sqrt(v):
+    with np.errstate(all="ignore"):
+        return np.sqrt(v)
+
+
+_SPECS: dict = {}
+
+
+def reduce_terms(expr, leaves, terms, axes, keepdims):
+    """Reduce the values of ``expr(*leaves)`` (a tuple, one per term of ``terms``) over
+    ``axes`` (a tuple of axes, None for all) in one launch; returns one backend array per
+    term.  ``leaves`` are backend arrays of one shape (broadcast views are fine) on a device
+    with kernels, and their shape has no zero extent; at most 3 leaves along some axes."""
+    terms = tuple(terms)
+    x0 = leaves[0]
+    ndim = x0.ndim
+    full = axes is None or len(axes) == ndim
+    with_index = any(t.name in ("argmax", "argmin") for t in terms)
+    elem, op, post = _combined(expr, terms, with_index, len(leaves))
+    states = [_state(t) for t in terms]
+    acc = tuple(d for s in states for d in s[0])
+    ident = tuple(v for s in states for v in s[1])
+    outs_dt = tuple(term_dtype(t) for t in terms)
+    arrays = [a.view(np.uint8) if a.dtype.kind == "b" else a for a in leaves]
+    if full:
+        key = (elem, acc, outs_dt)
+        spec = _SPECS.get(key)
+        if spec is None:
+            spec = _SPECS[key] = _k.ReduceSpec(
+                op=op, acc_dtypes=tuple(d.str for d in acc), identity=ident, f=elem,
+                with_index=with_index, acc_tuple=True, post=post,
+                out_dtypes=tuple(d.str for d in outs_dt), out_tuple=True, commutative=True)
+        shape = (1,) * ndim if keepdims else ()
+        return list(_k.full_reduce(spec, arrays, None, float(x0.size), shape))
+    comb = _Combined.get(op, tuple(d.type(v) for d, v in zip(acc, ident)))
+    count = math.prod(x0.shape[d] for d in axes)
+    r = _axis.axis_mapreduce(elem, comb, tuple(arrays), axes, None, keepdims, acc,
+                             index=with_index)
+    xp = _xp(x0)
+    outs = []
+    pos = 0
+    for t, (sacc, _), odt in zip(terms, states, outs_dt):
+        if t.name == "mean":
+            o = r[pos] / odt.type(count)
+        elif t.name in ("var", "std"):
+            with np.errstate(all="ignore"):
+                o = r[pos + 2] / odt.type(max(count - t.correction, 0.0))
+            if t.name == "std":
+                o = xp.sqrt(o)
+        elif t.name in ("argmax", "argmin"):
+            o = r[pos + 1]
+        else:
+            o = r[pos]
+        outs.append(o.astype(odt, copy=False))
+        pos += len(sacc)
+    return outs
+
+
+class _Combined:
+    """The operator of a fused pass as a :class:`forge_array.ops.Operator` (cached)."""
+
+    _cache: dict = {}
+
+    @classmethod
+    def get(cls, fn, ident):
+        op = cls._cache.get(fn)
+        if op is None:
+            op = cls._cache[fn] = _ops.Operator(fn, "fused", identity=lambda d: ident,
+                                                commutative=True, arity=len(ident))
+        return op
+
+
+def _xp(x):
+    if isinstance(x, np.ndarray):
+        return np
+    from ..runtime import cupy
+
+    return cupy()
+
+
+def supported(leaves):
+    """Whether the leaves' device runs our kernels."""
+    return kernels_available(leaves[0])
