@@ -121,7 +121,7 @@ def markdown(meta: dict, results: list[dict]) -> str:
                     elif r and r.get("check") == "MISMATCH":
                         problems.append(
                             f"- {rec['label']} / {n}: result differs from "
-                            f"the reference: rel. error {r.get('max_rel_err'):.3g}"
+                            f"the reference: rel. error {_err(r.get('max_rel_err'))}"
                         )
                 for p in peers:
                     s = rec.get("speedup_vs", {}).get(p)
@@ -266,6 +266,10 @@ def write_all(out_dir: str, stem: str, meta: dict, results: list[dict]) -> dict:
         paths.pop("png")
         print(err)
     return paths
+
+
+def _err(e) -> str:
+    return "n/a (shapes differ)" if e is None else f"{e:.3g}"
 
 
 def import_optional(name: str):
