@@ -168,6 +168,9 @@ def source_of(program):
                         lines.append(f"    _b = _t_{dt.name}({bound!r})")
                         lines.append(f"    v{pos} = _b if v{pos} {cmp} _b else v{pos}")
                 expr = f"v{pos}"
+            elif op == "pow" and program[args[1]][0] == "c" and program[args[1]][1] in (1, 2):
+                # x ** 2 as x * x (exact, and no pow call: pow costs as much as the load)
+                expr = ops_[0] if program[args[1]][1] == 1 else f"{ops_[0]} * {ops_[0]}"
             elif op in BINARY:
                 expr = BINARY[op].format(*ops_)
                 if op in ("bitwise_and", "bitwise_or", "bitwise_xor") and ct.kind == "b":
