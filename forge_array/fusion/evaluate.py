@@ -132,15 +132,15 @@ def _reduce_group(group, shape, axes, keepdims, device):
     size = 1
     for s in shape:
         size *= s
-    if size == 0 or (not full and _leaf_count(group) > AXIS_MAX_LEAVES):
+    roots = [r.args[0] for r in group]
+    program, leaves = linearize(roots)
+    if size == 0 or (not full and len(leaves) > AXIS_MAX_LEAVES):
         if len(group) > 1:
             for r in group:
                 _reduce_group([r], shape, axes, keepdims, device)
             return
         _reduce_materialised(group[0], shape, axes, keepdims, device)
         return
-    roots = [r.args[0] for r in group]
-    program, leaves = linearize(roots)
     if not leaves:
         leaves = [xp.zeros((), dtype=np.uint8)]
     expr = function_of(program)
@@ -150,10 +150,6 @@ def _reduce_group(group, shape, axes, keepdims, device):
     STATS["fused"] += sum(1 for e in roots if isinstance(e, Node) and e.value is None)
     for r, o in zip(group, outs):
         _done(r, o)
-
-
-def _leaf_count(group):
-    return len(linearize([r.args[0] for r in group])[1])
 
 
 def _reduce_materialised(r, shape, axes, keepdims, device):

@@ -29,19 +29,21 @@ import numpy as np
 from numba import cuda
 
 from .. import intrinsics as fi
-from ..runtime import buffer_of, compile_kernel, device_info, element_strides, i64, launch, ptr_t, tuning
+from ..runtime import (
+    array_module,
+    buffer_of,
+    compile_kernel,
+    device_info,
+    element_strides,
+    i64,
+    launch,
+    ptr_t,
+    tuning,
+)
 from ..runtime.memory import misalignment
-from .reduce import buffer_dtype, collapse, uniform_operands
+from .reduce import MAX_DIMS, MODE_FLAT, MODE_STRIDED, MODE_VEC, buffer_dtype, collapse, uniform_operands
 
 __all__ = ["make_map_kernel", "map_argtypes", "map_arrays", "MAX_DIMS"]
-
-#: Largest number of (collapsed) dimensions of the strided path.
-MAX_DIMS = 4
-
-MODE_VEC = "vec"
-MODE_FLAT = "flat"
-MODE_STRIDED = "strided"
-
 
 def _build_source(K, out_dtypes, in_bool, mode, ndim, items, vec, block, uniform):
     O = len(out_dtypes)
@@ -210,8 +212,7 @@ def map_arrays(f, arrays, out_dtypes, out=None):
     shape = tuple(x0.shape)
     out_dtypes = tuple(np.dtype(d).str for d in out_dtypes)
     if out is None:
-        empty = np.empty if isinstance(x0, np.ndarray) else _cupy().empty
-        out = tuple(empty(shape, dtype=d) for d in out_dtypes)
+        out = tuple(array_module(x0).empty(shape, dtype=d) for d in out_dtypes)
     n = int(x0.size)
     if n == 0:
         return out
@@ -232,9 +233,3 @@ def map_arrays(f, arrays, out_dtypes, out=None):
         args += list(cshape) + [s for st in strides for s in st]
     launch(kernel, grid, block, tuple(args))
     return out
-
-
-def _cupy():
-    from ..runtime import cupy
-
-    return cupy()

@@ -27,7 +27,7 @@ from numba import cuda
 
 from .. import ops as _ops
 from ..kernels import reduce as _k
-from ..runtime import kernels_available
+from ..runtime import array_module
 from . import axis_reduce as _axis
 
 __all__ = ["Term", "TERM_NAMES", "reduce_terms", "term_dtype"]
@@ -194,11 +194,11 @@ def reduce_terms(expr, leaves, terms, axes, keepdims):
                 out_dtypes=tuple(d.str for d in outs_dt), out_tuple=True, commutative=True)
         shape = (1,) * ndim if keepdims else ()
         return list(_k.full_reduce(spec, arrays, None, float(x0.size), shape))
-    comb = _Combined.get(op, tuple(d.type(v) for d, v in zip(acc, ident)))
+    comb = _operator(op, tuple(d.type(v) for d, v in zip(acc, ident)))
     count = math.prod(x0.shape[d] for d in axes)
     r = _axis.axis_mapreduce(elem, comb, tuple(arrays), axes, None, keepdims, acc,
                              index=with_index)
-    xp = _xp(x0)
+    xp = array_module(x0)
     outs = []
     pos = 0
     for t, (sacc, _), odt in zip(terms, states, outs_dt):
@@ -218,28 +218,14 @@ def reduce_terms(expr, leaves, terms, axes, keepdims):
     return outs
 
 
-class _Combined:
-    """The operator of a fused pass as a :class:`forge_array.ops.Operator` (cached)."""
-
-    _cache: dict = {}
-
-    @classmethod
-    def get(cls, fn, ident):
-        op = cls._cache.get(fn)
-        if op is None:
-            op = cls._cache[fn] = _ops.Operator(fn, "fused", identity=lambda d: ident,
-                                                commutative=True, arity=len(ident))
-        return op
+_OPERATORS: dict = {}
 
 
-def _xp(x):
-    if isinstance(x, np.ndarray):
-        return np
-    from ..runtime import cupy
-
-    return cupy()
-
-
-def supported(leaves):
-    """Whether the leaves' device runs our kernels."""
-    return kernels_available(leaves[0])
+def _operator(fn, ident):
+    """The combined operator ``fn`` of a fused pass as an :class:`~forge_array.ops.Operator`
+    with identity ``ident`` (cached per function)."""
+    op = _OPERATORS.get(fn)
+    if op is None:
+        op = _OPERATORS[fn] = _ops.Operator(fn, "fused", identity=lambda d: ident,
+                                            commutative=True, arity=len(ident))
+    return op
