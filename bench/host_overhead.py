@@ -56,6 +56,10 @@ def cases(n: int):
     w = xp.reshape(x[: (n // 10) * 10], (10, n // 10))   # a wide matrix
     v10 = xp.asarray(host[:10], device="cpu")
     f32 = np.dtype(np.float32)
+    y = xp.asarray(host[::-1].copy(), device="cpu")
+    fused_sum = xp.fuse(_sum_xy1)
+    fused_stats = xp.fuse(_stats)
+    fused_axpby = xp.fuse(_axpby)
     return [
         ("xp.sum", lambda: xp.sum(x)),
         ("xp.prod", lambda: xp.prod(x)),
@@ -80,7 +84,26 @@ def cases(n: int):
         ("primitives.reduce.var", lambda: pr.var(xs)),
         ("primitives.reduce.argmax", lambda: pr.argmax(xs)),
         ("primitives.copy", lambda: primitives.copy(xs)),
+        ("xp.fuse sum(x*y+1)", lambda: fused_sum(x, y)),
+        ("xp.fuse mean/std/max", lambda: fused_stats(x)),
+        ("xp.fuse 2x+3y-1", lambda: fused_axpby(x, y)),
     ]
+
+
+def _sum_xy1(x, y):
+    import forge_array as xp
+
+    return xp.sum(x * y + 1)
+
+
+def _stats(x):
+    import forge_array as xp
+
+    return xp.mean(x), xp.std(x), xp.max(x)
+
+
+def _axpby(x, y):
+    return 2 * x + 3 * y - 1
 
 
 def _square(a):

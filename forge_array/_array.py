@@ -83,6 +83,35 @@ def scalar_to_backend(value, dtype, device):
 #: what is pending first, so that no deferred step reads values written after it.
 BEFORE_WRITE = [None]
 
+#: Called as ``f(source, view_of, view)`` when a view of an array is taken through the
+#: namespace (basic indexing, ``.T``, ``permute_dims``...): ``view_of(source)`` gives the
+#: view of a source backend array; :mod:`forge_array.fusion` records it so that a fused
+#: function's plan can take the same view of the next call's arguments.
+VIEW_TAKEN = [None]
+
+
+def _basic_key(k):
+    if isinstance(k, tuple):
+        return all(_basic_key(i) for i in k)
+    return k is None or k is Ellipsis or isinstance(k, (int, slice))
+
+
+def take_view(x, view_of):
+    """``Array`` of ``view_of(x._array)`` on ``x``'s device, told to :data:`VIEW_TAKEN`."""
+    src = x._array
+    res = view_of(src)
+    if VIEW_TAKEN[0] is not None:
+        VIEW_TAKEN[0](src, view_of, res)
+    return Array._new(res, x._device)
+
+
+def _transpose(a):
+    return a.T
+
+
+def _swap_last(a):
+    return a.swapaxes(-1, -2)
+
 
 class Array:
     """An n-dimensional array of the array API standard.
@@ -151,14 +180,14 @@ class Array:
         if self.ndim != 2:
             raise ValueError(f"x.T requires a 2-D array, got {self.ndim}-D; use "
                              "permute_dims() or x.mT for stacks of matrices")
-        return Array._new(self._array.T, self._device)
+        return take_view(self, _transpose)
 
     @property
     def mT(self):
         """Transpose of the last two axes (needs ndim >= 2)."""
         if self.ndim < 2:
             raise ValueError(f"x.mT requires at least 2 dimensions, got {self.ndim}")
-        return Array._new(self._array.swapaxes(-1, -2), self._device)
+        return take_view(self, _swap_last)
 
     # ------------------------------------------------------------------ protocols
     def __array_namespace__(self, /, *, api_version=None):
@@ -401,7 +430,10 @@ class Array:
         Array([3, 5], dtype=int64, device=cpu)
         """
         k = self._key(key)
-        res = self._array[k]
+        src = self._array
+        res = src[k]
+        if VIEW_TAKEN[0] is not None and _basic_key(k):
+            VIEW_TAKEN[0](src, lambda a: a[k], res)
         return Array._new(res, self._device)
 
     def __setitem__(self, key, value, /):

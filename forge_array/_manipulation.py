@@ -14,7 +14,7 @@ import numpy as np
 from . import _devices as _dev
 from . import _dtypes as _dt
 from . import _routing
-from ._array import Array
+from ._array import Array, take_view
 from ._helpers import as_int, check_array, normalize_axes, normalize_axis, normalize_shape
 
 __all__ = [
@@ -70,7 +70,8 @@ def broadcast_to(x, /, shape):
     if broadcast_shapes(x.shape, shape) != shape:
         raise ValueError(f"broadcast_to(): cannot broadcast shape {x.shape} to {shape}")
     with _dev.on(x.device):
-        return Array._new(_m(x).broadcast_to(x._array, shape), x.device)
+        bt = _m(x).broadcast_to
+        return take_view(x, lambda a: bt(a, shape))
 
 
 def broadcast_arrays(*arrays):
@@ -160,7 +161,8 @@ def expand_dims(x, /, axis):
     shape = list(x.shape)
     for a in norm:
         shape.insert(a, 1)
-    return Array._new(x._array.reshape(tuple(shape)), x.device)
+    shape = tuple(shape)
+    return take_view(x, lambda a: a.reshape(shape))
 
 
 def flip(x, /, *, axis=None):
@@ -208,7 +210,7 @@ def permute_dims(x, /, axes):
     if sorted(ax) != list(range(x.ndim)):
         raise ValueError(f"permute_dims(): {tuple(axes)} is not a permutation of the "
                          f"{x.ndim} axes")
-    return Array._new(x._array.transpose(ax), x.device)
+    return take_view(x, lambda a: a.transpose(ax))
 
 
 def reshape(x, /, shape, *, copy=None):
@@ -318,7 +320,7 @@ def squeeze(x, /, axis):
         if x.shape[a] != 1:
             raise ValueError(f"squeeze(): axis {a} has size {x.shape[a]}, not 1")
     shape = tuple(n for i, n in enumerate(x.shape) if i not in axes)
-    return Array._new(x._array.reshape(shape), x.device)
+    return take_view(x, lambda a: a.reshape(shape))
 
 
 def tile(x, repetitions, /):

@@ -365,3 +365,110 @@ def test_integer_and_bool_results_are_exact():
 
     for got, want in zip(f(a, b), f.fn(a, b)):
         _same(got, want, want.dtype)
+
+
+# ------------------------------------------------------------------ plans replayed per signature
+
+
+def _counting(body):
+    calls = [0]
+
+    def fn(*args, **kwargs):
+        calls[0] += 1
+        return body(*args, **kwargs)
+
+    return xp.fuse(fn), calls
+
+
+def test_plan_is_replayed_on_new_arguments_of_one_signature():
+    def body(a, b):
+        m = xp.mean(a)
+        return xp.sum(a * b + 1), a - m, {"max": xp.max(xp.abs(a - b)), "n": 3}
+
+    f, calls = _counting(body)
+    rng = np.random.default_rng(11)
+    for k in range(3):
+        x, y = _arr(rng.random(40)), _arr(rng.random(40))
+        got, n = _launches(f, x, y)
+        want = body(x, y)
+        _same(got[0], want[0], np.float64)
+        _same(got[1], want[1], np.float64)
+        _same(got[2]["max"], want[2]["max"], np.float64)
+        assert got[2]["n"] == 3 and type(got[1]) is xp.Array
+        assert n == 2  # the mean, sum and max pass, then the map
+    assert calls[0] == 1
+
+
+def test_signature_tells_aliased_arguments_scalars_and_shapes_apart():
+    f, calls = _counting(lambda a, b, s: xp.sum(a * b + s))
+    x, y = _arr(np.arange(6.0)), _arr(np.arange(6.0) + 1)
+    _same(f(x, y, 2.0), np.sum(np.arange(6.0) * (np.arange(6.0) + 1) + 2), np.float64)
+    _same(f(x, x, 2.0), np.sum(np.arange(6.0) ** 2 + 2), np.float64)
+    _same(f(x, y, 3.0), np.sum(np.arange(6.0) * (np.arange(6.0) + 1) + 3), np.float64)
+    _same(f(x, y, 3), np.sum(np.arange(6.0) * (np.arange(6.0) + 1) + 3), np.float64)
+    z = _arr(np.arange(8.0))
+    _same(f(z, z, 2.0), np.sum(np.arange(8.0) ** 2 + 2), np.float64)
+    _same(f(x, y, float("nan")), np.nan, np.float64)
+    _same(f(x, y, float("nan")), np.nan, np.float64)
+    assert calls[0] == 6
+
+
+def test_views_of_arguments_are_taken_again_at_each_replay():
+    def body(A, v):
+        return xp.sum(A * v[None, :], axis=1), xp.sum(A.T[1:, :] * 2, axis=0)
+
+    f, calls = _counting(body)
+    rng = np.random.default_rng(12)
+    for _ in range(3):
+        A, v = _arr(rng.random((5, 4))), _arr(rng.random(4))
+        for got, want in zip(f(A, v), body(A, v)):
+            _same(got, want, np.float64)
+    assert calls[0] == 1
+
+
+def test_plans_that_depend_on_more_than_the_signature_trace_every_call():
+    state = {"w": _arr(np.ones(4))}
+    cases = [
+        lambda a: xp.sum(a * state["w"]),           # an array kept outside the arguments
+        lambda a: a * 2 if float(xp.sum(a)) > 0 else a * 3,   # values read while it runs
+        lambda a: xp.sum(xp.floor(a) + 1),          # an eager step makes a new array
+    ]
+    for body in cases:
+        f, calls = _counting(body)
+        for k in range(3):
+            state["w"] = _arr(np.full(4, float(k)))
+            x = _arr(np.arange(4.0) - 1.5 * k)
+            _same(f(x), body(x), np.float64)
+        assert calls[0] == 3
+
+
+def test_writes_into_arguments_happen_at_every_call():
+    def body(a):
+        a += 1
+        return xp.sum(a)
+
+    f, calls = _counting(body)
+    x = _arr(np.zeros(3))
+    f(x)
+    _same(f(x), 6.0, np.float64)
+    _same(x, np.full(3, 2.0), np.float64)
+    assert calls[0] == 2
+
+
+def test_arguments_without_a_signature_trace_every_call():
+    f, calls = _counting(lambda a, obj: xp.sum(a * 2))
+    x = _arr(np.arange(3.0))
+    for _ in range(2):
+        _same(f(x, object()), 6.0, np.float64)
+    assert calls[0] == 2
+
+
+def test_explain_says_whether_the_plan_is_replayed():
+    f = xp.fuse(lambda a: xp.sum(a + 1))
+    x = _arr(np.arange(3.0))
+    assert "replayed" not in f.explain(x)
+    f(x)
+    assert "replayed" in f.explain(x)
+    g = xp.fuse(lambda a: a * 2 if float(xp.sum(a)) > 0 else a)
+    g(x)
+    assert "traced at every call: the function reads values" in g.explain(x)

@@ -38,13 +38,19 @@ _KINDS = frozenset("biuf")
 
 class Trace:
     """The state of one fused call: weak references to the deferred arrays it made (those
-    still alive when it ends are settled then) and a log of early settlements."""
+    still alive when it ends are settled then), a log of early settlements, whether any
+    value was computed while the function ran (``forced``) or written through the
+    namespace (``wrote``), and the views it took of materialised arrays, ``(source,
+    view_of, view)`` of backend arrays."""
 
-    __slots__ = ("arrays", "log")
+    __slots__ = ("arrays", "log", "forced", "wrote", "views")
 
     def __init__(self):
         self.arrays = []
         self.log = []
+        self.forced = False
+        self.wrote = False
+        self.views = []
 
 
 def current():

@@ -17,12 +17,15 @@ memory but its result.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from .. import _devices as _dev
 from ..kernels.elementwise import map_arrays
 from ..primitives import fused_reduce as _fr
 from ..runtime import STATS
+from . import build as _build
 from .codegen import function_of, linearize
 from .expr import Const, Leaf, Node
 
@@ -77,13 +80,19 @@ def _done(node, value):
     node.args = ()
 
 
-def settle(nodes):
+def settle(nodes, rec=None):
     """Compute the values of ``nodes`` (pending :class:`~.expr.Node` objects of one device)
-    and of every pending reduction they use; see the module docstring."""
+    and of every pending reduction they use; see the module docstring.  ``rec``: a
+    :class:`~.replay.Recorder` that is told each launch (what it reads, what it returns)."""
     nodes = [n for n in nodes if n.value is None]
     if not nodes:
         return
+    t = _build.current()
+    if t is not None:  # values read while the function runs: its plan depends on them
+        t.forced = True
     device = nodes[0].device
+    if rec is not None:
+        rec.device = device
     with _dev.on(device):
         reds = _pending_reductions(nodes)
         while reds:
@@ -94,29 +103,43 @@ def settle(nodes):
                 term, axes, keepdims = r.extra
                 groups.setdefault((r.args[0].shape, axes, keepdims), []).append(r)
             for (shape, axes, keepdims), group in groups.items():
-                _reduce_group(group, shape, axes, keepdims, device)
+                _reduce_group(group, shape, axes, keepdims, device, rec)
             reds = [r for r in reds if r.value is None]
         maps: dict = {}
         for n in nodes:
             if n.value is None:
                 maps.setdefault(n.shape, []).append(n)
         for shape, group in maps.items():
-            _map_group(group, shape, device)
+            _map_group(group, shape, device, rec)
 
 
-def _map_group(group, shape, device):
+def _run(step, leaves, fused, rec):
+    """Run one launch ``step(*leaves)`` (a tuple of backend arrays back), counting the
+    ``fused`` expressions it computes, and tell ``rec``."""
+    outs = step(*leaves)
+    STATS["fused"] += fused
+    if rec is not None:
+        rec.add(step, leaves, outs, fused)
+    return outs
+
+
+def _map_step(xp, fn, shape, dtypes, *arrays):
+    return map_arrays(fn, [_broadcast(a, shape, xp) for a in arrays], dtypes)
+
+
+def _fill_step(xp, shape, values, dtypes):
+    return tuple(xp.full(shape, v, dtype=d) for v, d in zip(values, dtypes))
+
+
+def _map_group(group, shape, device, rec):
     program, leaves = linearize(group)
     xp = _backend(device)
-    fn = function_of(program)
-    if not leaves:  # constants only
-        leaves = [xp.zeros((), dtype=np.uint8)]
-        program = None
-    arrays = [_broadcast(a, shape, xp) for a in leaves]
-    if program is None:
-        outs = [xp.full(shape, _const_value(n), dtype=n.dtype) for n in group]
-    else:
-        outs = map_arrays(fn, arrays, tuple(n.dtype for n in group))
-    STATS["fused"] += len(group)
+    dtypes = tuple(n.dtype for n in group)
+    if leaves:
+        step = functools.partial(_map_step, xp, function_of(program), shape, dtypes)
+    else:  # constants only
+        step = functools.partial(_fill_step, xp, shape, tuple(map(_const_value, group)), dtypes)
+    outs = _run(step, leaves, len(group), rec)
     for n, o in zip(group, outs):
         _done(n, o)
 
@@ -126,7 +149,14 @@ def _const_value(node):
     return function_of(program)()[0]
 
 
-def _reduce_group(group, shape, axes, keepdims, device):
+def _reduce_step(xp, expr, shape, terms, axes, keepdims, *arrays):
+    if not arrays:
+        arrays = (xp.zeros((), dtype=np.uint8),)
+    arrays = [_broadcast(a, shape, xp) for a in arrays]
+    return tuple(_fr.reduce_terms(expr, arrays, terms, axes, keepdims))
+
+
+def _reduce_group(group, shape, axes, keepdims, device, rec):
     xp = _backend(device)
     full = axes is None
     size = 1
@@ -137,38 +167,23 @@ def _reduce_group(group, shape, axes, keepdims, device):
     if size == 0 or (not full and len(leaves) > AXIS_MAX_LEAVES):
         if len(group) > 1:
             for r in group:
-                _reduce_group([r], shape, axes, keepdims, device)
+                _reduce_group([r], shape, axes, keepdims, device, rec)
             return
-        _reduce_materialised(group[0], shape, axes, keepdims, device)
+        _reduce_materialised(group[0], shape, axes, keepdims, device, rec)
         return
-    if not leaves:
-        leaves = [xp.zeros((), dtype=np.uint8)]
-    expr = function_of(program)
-    arrays = [_broadcast(a, shape, xp) for a in leaves]
     terms = tuple(r.extra[0] for r in group)
-    outs = _fr.reduce_terms(expr, arrays, terms, axes, keepdims)
-    STATS["fused"] += sum(1 for e in roots if isinstance(e, Node) and e.value is None)
+    step = functools.partial(_reduce_step, xp, function_of(program), shape, terms, axes,
+                             keepdims)
+    fused = sum(1 for e in roots if isinstance(e, Node) and e.value is None)
+    outs = _run(step, leaves, fused, rec)
     for r, o in zip(group, outs):
         _done(r, o)
 
 
-def _reduce_materialised(r, shape, axes, keepdims, device):
-    """A reduction of an empty input, or along axes with too many leaves: compute the input
-    (one map launch), then reduce it as eager code does."""
+def _eager_reduce_step(xp, shape, term, axes, keepdims, x):
     from .. import _routing  # noqa: PLC0415 - the namespace's router
 
-    e = r.args[0]
-    if isinstance(e, Node) and e.value is None:
-        settle([e])
-        x = e.value
-    elif isinstance(e, Node):
-        x = e.value
-    elif isinstance(e, Leaf):
-        x = e.array
-    else:
-        x = _backend(device).full(shape, e.value, dtype=e.dtype)
-    x = _broadcast(x, shape, _backend(device))
-    term = r.extra[0]
+    x = _broadcast(x, shape, xp)
     ax = tuple(range(len(shape))) if axes is None else axes
     name = term.name
     if name in ("sum", "prod"):
@@ -182,7 +197,33 @@ def _reduce_materialised(r, shape, axes, keepdims, device):
         v = fn(x, None if axes is None else axes[0], keepdims)
     else:
         v = getattr(_routing, "reduce_" + name)(x, ax, keepdims)
+    return (v,)
+
+
+def _reduce_materialised(r, shape, axes, keepdims, device, rec):
+    """A reduction of an empty input, or along axes with too many leaves: compute the input
+    (one map launch), then reduce it as eager code does."""
+    e = r.args[0]
+    if isinstance(e, Node) and e.value is None:
+        settle([e], rec)
+    if isinstance(e, Node):
+        x = e.value
+    elif isinstance(e, Leaf):
+        x = e.array
+    else:  # a constant
+        x = None
+    xp = _backend(device)
+    step = functools.partial(_eager_reduce_step, xp, shape, r.extra[0], axes, keepdims)
+    if x is None:
+        step = functools.partial(_const_reduce_step, step, xp, shape, e.value, e.dtype)
+        (v,) = _run(step, [], 0, rec)
+    else:
+        (v,) = _run(step, [x], 0, rec)
     _done(r, v)
+
+
+def _const_reduce_step(reduce_step, xp, shape, value, dtype):
+    return reduce_step(xp.full(shape, value, dtype=dtype))
 
 
 def plan_of(nodes):

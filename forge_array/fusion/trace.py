@@ -17,6 +17,7 @@ from .._array import Array
 from . import build as _build
 from .evaluate import plan_of, settle
 from .expr import Deferred, pending
+from .replay import MAX_PLANS, Plan, Recorder, signature
 
 __all__ = ["fuse", "Fused"]
 
@@ -58,6 +59,7 @@ def _before_write():
     t = _build.current()
     if t is None:
         return
+    t.wrote = True
     nodes = []
     for ref in t.arrays:
         d = ref()
@@ -69,7 +71,17 @@ def _before_write():
             settle(group)
 
 
+def _view_taken(source, view_of, view):
+    """Note a view of a materialised array taken while this thread traces (see
+    ``Array.VIEW_TAKEN``)."""
+    if _build.ACTIVE[0]:
+        t = _build.current()
+        if t is not None:
+            t.views.append((source, view_of, view))
+
+
 _array_module.BEFORE_WRITE[0] = _before_write
+_array_module.VIEW_TAKEN[0] = _view_taken
 
 
 class Fused:
@@ -77,6 +89,7 @@ class Fused:
 
     def __init__(self, fn):
         self.fn = fn
+        self._plans: dict = {}
         functools.update_wrapper(self, fn)
 
     def _trace(self, args, kwargs):
@@ -93,16 +106,43 @@ class Fused:
     def __call__(self, *args, **kwargs):
         if _build.tracing():  # called from another fused function: part of its trace
             return self.fn(*args, **kwargs)
+        key, arrays = signature(args, kwargs)
+        if key is None:
+            return self._run(args, kwargs, None)
+        plan = self._plans.get(key)
+        if plan is not None:
+            if type(plan) is Plan:
+                return plan.run(arrays)
+            return self._run(args, kwargs, None)  # a plan that cannot be replayed
+        rec = Recorder(arrays)
+        out = self._run(args, kwargs, rec)
+        plan = rec.plan(out, len(arrays))
+        if len(self._plans) >= MAX_PLANS:
+            self._plans.pop(next(iter(self._plans)))
+        self._plans[key] = plan if plan is not None else rec.reason
+        return out
+
+    def _run(self, args, kwargs, rec):
+        """Trace the function and compute its outputs, telling ``rec`` the launches."""
         out, trace = self._trace(args, kwargs)
+        if rec is not None:
+            if trace.forced:
+                rec.fail("the function reads values while it runs")
+            elif trace.wrote:
+                rec.fail("the function writes into an array")
+            for view in trace.views:
+                rec.view(*view)
         outs = _flatten(out, [])
         for group in _by_device([n for n in map(pending, outs) if n is not None]):
-            settle(group)
+            settle(group, rec)
         # deferred arrays the function kept elsewhere (a global, a closure): computed now,
         # while their operands still hold the values they had
         for ref in trace.arrays:
             d = ref()
             if d is not None and pending(d) is not None:
                 settle([d._node])
+                if rec is not None:
+                    rec.fail("a deferred array is kept outside the outputs")
         return _plain(out)
 
     def explain(self, *args, **kwargs):
@@ -119,11 +159,19 @@ class Fused:
         1 launch
           1. reduce sum over all axes of (8,); reads float64[8], float64[8]
         """
+        key, _ = signature(args, kwargs)
+        plan = self._plans.get(key) if key is not None else None
         out, trace = self._trace(args, kwargs)
         launches = []
         for group in _by_device([n for n in map(pending, _flatten(out, [])) if n is not None]):
             launches += plan_of(group)
         lines = [f"{len(launches)} launch{'es' if len(launches) != 1 else ''}"]
+        if key is None:
+            lines.append("  traced at every call: an argument has no signature")
+        elif type(plan) is Plan:
+            lines.append("  replayed: the plan recorded at the first call with these arguments")
+        elif plan is not None:
+            lines.append(f"  traced at every call: {plan}")
         for entry in trace.log:
             lines.append(f"  settled early: {entry}")
         for k, (kind, what, reads) in enumerate(launches, 1):

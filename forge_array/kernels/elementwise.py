@@ -33,6 +33,7 @@ from ..runtime import (
     array_module,
     buffer_of,
     compile_kernel,
+    data_address,
     device_info,
     element_strides,
     i64,
@@ -203,33 +204,65 @@ def _kernel(f, in_dtypes, out_dtypes, mode, ndim, uniform):
     return kp
 
 
+_MAP_PLANS: dict = {}
+_MAX_CACHED = 4096
+
+
+def _plan(f, arrays, out_dtypes, out):
+    """(kernel, grid, block, tail arguments, bool inputs, bool outputs) of a map launch."""
+    n = int(arrays[0].size)
+    uniform = uniform_operands(arrays)
+    try:
+        mode, ndim, strides, cshape, peel = _layout(arrays, out, uniform)
+    except ValueError:  # more dims than the strided path takes: the caller gathers first
+        return None
+    in_dtypes = tuple(a.dtype.str for a in arrays)
+    kernel, block, per_block, gmax = _kernel(f, in_dtypes, out_dtypes, mode, ndim, uniform)
+    grid = max(1, min(gmax, (n + per_block - 1) // per_block))
+    tail = (n, peel)
+    if mode == MODE_STRIDED:
+        tail += tuple(cshape) + tuple(s for st in strides for s in st)
+    return (kernel, grid, block, tail, tuple(a.dtype.kind == "b" for a in arrays),
+            tuple(np.dtype(d).kind == "b" for d in out_dtypes))
+
+
+def _buffer(a, is_bool):
+    return buffer_of(a.view(np.uint8) if is_bool else a)
+
+
 def map_arrays(f, arrays, out_dtypes, out=None):
     """Run ``f`` over the backend arrays ``arrays`` (one shape: broadcast views are fine)
     in one launch; returns the tuple of new C-contiguous outputs of ``out_dtypes`` (or
     fills ``out``, a tuple of C-contiguous arrays of that shape).  ``f`` returns a tuple of
-    ``len(out_dtypes)`` values."""
+    ``len(out_dtypes)`` values.  The launch is planned once per layout of the inputs
+    (type, dtype, shape, strides, address mod 16 of each) and replayed after."""
     x0 = arrays[0]
     shape = tuple(x0.shape)
     out_dtypes = tuple(np.dtype(d).str for d in out_dtypes)
-    if out is None:
-        out = tuple(array_module(x0).empty(shape, dtype=d) for d in out_dtypes)
-    n = int(x0.size)
-    if n == 0:
+    fresh = out is None
+    if fresh:
+        xp = array_module(x0)
+        out = tuple(xp.empty(shape, dtype=d) for d in out_dtypes)
+    if x0.size == 0:
         return out
-    arrays = list(arrays)
-    uniform = uniform_operands(arrays)
-    try:
-        mode, ndim, strides, cshape, peel = _layout(arrays, out, uniform)
-    except ValueError:  # more dims than the strided path takes: gather the views first
+    p = None
+    if fresh:
+        key = (f, out_dtypes, misalignment(out[0])) + tuple(
+            (type(a), a.dtype, a.shape, a.strides, data_address(a) & 15) for a in arrays)
+        p = _MAP_PLANS.get(key)
+        if p is None:
+            p = _plan(f, arrays, out_dtypes, out)
+            if p is not None:
+                if len(_MAP_PLANS) >= _MAX_CACHED:
+                    _MAP_PLANS.clear()
+                _MAP_PLANS[key] = p
+    else:
+        p = _plan(f, arrays, out_dtypes, out)
+    if p is None:  # gather the views first
+        uniform = uniform_operands(arrays)
         arrays = [a if k in uniform else a.copy() for k, a in enumerate(arrays)]
-        mode, ndim, strides, cshape, peel = _layout(arrays, out, uniform)
-    in_dtypes = tuple(a.dtype.str for a in arrays)
-    kernel, block, per_block, gmax = _kernel(f, in_dtypes, out_dtypes, mode, ndim, uniform)
-    grid = max(1, min(gmax, (n + per_block - 1) // per_block))
-    args = [buffer_of(a.view(np.uint8) if a.dtype.kind == "b" else a) for a in arrays]
-    args += [buffer_of(o.view(np.uint8) if o.dtype.kind == "b" else o) for o in out]
-    args += [n, peel]
-    if mode == MODE_STRIDED:
-        args += list(cshape) + [s for st in strides for s in st]
-    launch(kernel, grid, block, tuple(args))
+        p = _plan(f, arrays, out_dtypes, out)
+    kernel, grid, block, tail, in_bool, out_bool = p
+    args = tuple(map(_buffer, arrays, in_bool)) + tuple(map(_buffer, out, out_bool)) + tail
+    launch(kernel, grid, block, args)
     return out

@@ -26,14 +26,15 @@ state: ``(valid, components...)``.
 
 The kernel source is generated per specialisation (number of arrays, tuple structure,
 mode, unroll) by :func:`make_reduce_kernel`, a factory compiled by
-:func:`forge_array.runtime.compile_kernel`.  :func:`full_reduce` is the host-side launcher.
+:func:`forge_array.runtime.compile_kernel`; :mod:`.reduce_launch` launches it.
 
 Example (simulator or GPU; the primitives in :mod:`forge_array.primitives.reduce` are the
 public way in):
 
 >>> import numpy as np
 >>> from forge_array import ops
->>> from forge_array.kernels.reduce import ReduceSpec, full_reduce
+>>> from forge_array.kernels.reduce import ReduceSpec
+>>> from forge_array.kernels.reduce_launch import full_reduce
 >>> spec = ReduceSpec(op=ops.add.fn, acc_dtypes=("float64",), identity=(0.0,))
 >>> full_reduce(spec, [np.arange(10.0)])   # doctest: +SKIP
 (array([45.]),)
@@ -48,25 +49,20 @@ from numba import cuda
 
 from .. import intrinsics as fi
 from ..runtime import (
-    buffer_of,
     compile_kernel,
-    data_address,
-    device_allocator,
     device_info,
     element_strides,
     i64,
-    launch,
     ptr_t,
     stream_key,
     temp,
     tuning,
 )
 from ..runtime import f64 as _f64
-from ..runtime.config import SIMULATE as _SIM
 from ..runtime.memory import misalignment
 
-__all__ = ["ReduceSpec", "Launch", "make_reduce_kernel", "kernel_argtypes", "full_reduce", "plan",
-           "replay", "collapse", "MAX_DIMS"]
+__all__ = ["ReduceSpec", "make_reduce_kernel", "kernel_argtypes", "collapse", "MAX_DIMS",
+           "kernel_plan", "layout", "scratch", "uniform_operands", "buffer_dtype"]
 
 #: Largest number of (collapsed) dimensions of the strided path.
 MAX_DIMS = 4
@@ -543,107 +539,7 @@ def kernel_argtypes(spec, in_dtypes, mode, ndim, uniform=()):
     return tuple(a + [_f64])
 
 
-class Launch(NamedTuple):
-    """A replayable launch of a full reduction of one array (see :func:`plan`): everything
-    but the input's and the outputs' addresses is fixed by the input's layout."""
-
-    kernel: object
-    grid: int
-    block: int
-    fixed: tuple  # n, peel (shape, strides of the strided path), partials, flags, ticket
-    out_shape: tuple
-    out_dtypes: tuple  # the result's dtypes (bool results are written as uint8)
-    empty: object  # allocator of the outputs: numpy.ndarray or cupy.ndarray
-    param: float
-    in_view: object  # simulator only: dtype the input is viewed as (bool -> uint8), or None
-    out_views: object  # simulator only: buffer dtypes of the outputs when they differ
-    out_nbytes: tuple  # bytes of each output
-    alloc: object  # GPU only: CuPy's device allocator (the outputs are built after the launch)
-
-
-_REPLAY: dict = {}
-_MAX_CACHED = 4096
-
-
-def plan(spec, x, param=0.0, out_shape=(1,)):
-    """The :class:`Launch` of a full reduction of backend array ``x`` alone (no ``init``),
-    cached per (spec, layout of ``x``: type, dtype, shape, strides, address mod 16; output
-    shape, ``param``, stream); None when ``x`` is empty or needs a copy or a different view
-    first (then :func:`full_reduce` takes its general path).
-
-    >>> import numpy as np
-    >>> from forge_array import ops
-    >>> spec = ReduceSpec(op=ops.add.fn, acc_dtypes=("float64",), identity=(0.0,))
-    >>> p = plan(spec, np.arange(10.0))          # doctest: +SKIP
-    >>> replay(p, np.arange(10.0))               # doctest: +SKIP
-    (array([45.]),)
-    """
-    if x.size == 0:
-        return None
-    key = (spec, type(x), x.dtype, x.shape, x.strides, data_address(x) & 15, out_shape, param,
-           stream_key())
-    p = _REPLAY.get(key)
-    if p is not None:
-        return p
-    xv = x.view(np.uint8) if spec.f is None and x.dtype.kind == "b" else x
-    arrays = [xv]
-    try:
-        mode, ndim, strides, shape, peel, _ = _layout(spec, arrays)
-    except ValueError:  # too many dims after collapsing, or strides not whole elements
-        return None
-    if arrays[0] is not xv:  # reversed or transposed to a better view: not a replay
-        return None
-    kernel, block, per_block, gmax = _kernel_plan(spec, (xv.dtype.str,), mode, ndim)
-    n = x.size
-    if spec.commutative:
-        grid = max(1, min(gmax, (n + per_block - 1) // per_block))
-    else:
-        grid = max(1, min(gmax, (n + block - 1) // block))
-    head = (n, peel)
-    if mode == MODE_STRIDED:
-        head += tuple(shape) + tuple(s for st in strides for s in st)
-    partials, pf, ticket = _scratch(spec.acc_dtypes, gmax, x)
-    tail = tuple(buffer_of(b) for b in partials) + (buffer_of(pf), buffer_of(ticket))
-    out_dtypes = tuple(np.dtype(d) for d in (spec.out_dtypes or spec.acc_dtypes))
-    bufs = tuple(buffer_dtype(d) for d in out_dtypes)
-    empty = np.ndarray if isinstance(x, np.ndarray) else _cupy().ndarray
-    count = int(np.prod(out_shape, dtype=np.int64))
-    p = Launch(kernel, grid, block, head + tail, tuple(out_shape), out_dtypes, empty, float(param),
-               xv.dtype if xv is not x else None, None if bufs == out_dtypes else bufs,
-               tuple(count * d.itemsize for d in out_dtypes), None if _SIM else device_allocator())
-    if len(_REPLAY) >= _MAX_CACHED:
-        _REPLAY.clear()
-    _REPLAY[key] = p
-    return p
-
-
-def replay(p, x, on=None):
-    """Run the :class:`Launch` ``p`` on ``x`` (of the layout it was planned for); returns the
-    tuple of output arrays.  The only difference between the GPU and the simulator is how
-    arrays become kernel arguments (a device address or a ``SimBuffer``); on the GPU the
-    outputs' memory is allocated before the launch and the arrays are built over it after
-    (host time the kernel hides).  ``on``: the caller's ``stream_key()`` of this moment, if
-    it has one (saves asking CuPy again)."""
-    kernel, grid, block, fixed, shape, dtypes, empty, param, in_view, out_views, nbytes, alloc = p
-    if not _SIM:
-        if len(nbytes) == 1:
-            mem = alloc(nbytes[0])
-            launch(kernel, grid, block, (x.data.ptr,) + fixed + (mem.ptr, param), 0, on)
-            return (empty(shape, dtypes[0], memptr=mem),)
-        mems = [alloc(nb) for nb in nbytes]
-        launch(kernel, grid, block, (x.data.ptr,) + fixed + tuple([m.ptr for m in mems]) + (param,), 0, on)
-        return tuple([empty(shape, d, memptr=m) for d, m in zip(dtypes, mems)])
-    outs = tuple([empty(shape, d) for d in dtypes])
-    xb = buffer_of(x if in_view is None else x.view(in_view))
-    if out_views is None:
-        obs = tuple(map(buffer_of, outs))
-    else:
-        obs = tuple([buffer_of(o.view(d)) for o, d in zip(outs, out_views)])
-    launch(kernel, grid, block, (xb,) + fixed + obs + (param,), 0, on)
-    return outs
-
-
-def _kernel_plan(spec, in_dtypes, mode, ndim, uniform=()):
+def kernel_plan(spec, in_dtypes, mode, ndim, uniform=()):
     """(kernel, block, elements per block, grid cap) of one specialisation."""
     key = (spec, in_dtypes, mode, ndim, uniform)
     kp = _PLANS.get(key)
@@ -664,61 +560,10 @@ def _kernel_plan(spec, in_dtypes, mode, ndim, uniform=()):
     return kp
 
 
-def full_reduce(spec, arrays, init=None, param=0.0, out_shape=(1,)):
-    """Reduce every element of the backend arrays ``arrays`` (same shape; flattened
-    struct-of-arrays, see :class:`ReduceSpec`) in one launch; returns a tuple of 1-element
-    backend arrays, one per output component (``spec.out_dtypes``).  ``init`` is a tuple of
-    1-element backend arrays of the accumulator dtypes when ``spec.has_init``.  The caller
-    handles empty inputs.  The outputs have shape ``out_shape`` (one element).
-
-    One array without ``init`` (every named reduction) replays a cached :class:`Launch`.
-    """
-    if init is None and len(arrays) == 1:
-        p = plan(spec, arrays[0], param, out_shape)
-        if p is not None:
-            return replay(p, arrays[0])
-    arrays = list(arrays)
-    if spec.f is None:
-        arrays = [a.view(np.uint8) if a.dtype.kind == "b" else a for a in arrays]
-    x0 = arrays[0]
-    n = x0.size
-    try:
-        mode, ndim, strides, shape, peel, uniform = _layout(spec, arrays)
-    except ValueError:  # too many dims after collapsing, or strides not whole elements
-        arrays = [a.copy() for a in arrays]
-        mode, ndim, strides, shape, peel, uniform = _layout(spec, arrays)
-    in_dtypes = tuple(a.dtype.str for a in arrays)
-    kernel, block, per_block, gmax = _kernel_plan(spec, in_dtypes, mode, ndim, uniform)
-    if spec.commutative:
-        grid = max(1, min(gmax, (n + per_block - 1) // per_block))
-    else:
-        grid = max(1, min(gmax, (n + block - 1) // block))
-    partials, pf, ticket = _scratch(spec.acc_dtypes, gmax, x0)
-    out_dtypes = [np.dtype(d) for d in (spec.out_dtypes or spec.acc_dtypes)]
-    xp = np if isinstance(x0, np.ndarray) else _cupy()
-    outs = [xp.empty(out_shape, buffer_dtype(d)) for d in out_dtypes]
-    args = [buffer_of(a) for a in arrays] + [n, peel]
-    if mode == MODE_STRIDED:
-        args += list(shape) + [s for st in strides for s in st]
-    args += [buffer_of(p) for p in partials] + [buffer_of(pf), buffer_of(ticket)]
-    args += [buffer_of(o) for o in outs]
-    if spec.has_init:
-        args += [buffer_of(i.view(np.uint8) if i.dtype.kind == "b" else i) for i in init]
-    args.append(float(param))
-    launch(kernel, grid, block, tuple(args))
-    return tuple(o.view(d) if o.dtype != d else o for o, d in zip(outs, out_dtypes))
-
-
 _SCRATCH: dict = {}
 
 
-def _cupy():
-    from ..runtime import cupy
-
-    return cupy()
-
-
-def _scratch(acc_dtypes, gmax, like):
+def scratch(acc_dtypes, gmax, like):
     """Partials, validity flags and the ticket of a launch, cached per (stream, acc dtypes):
     launches on one stream are ordered, so reuse is safe (in the simulator: per host
     thread, whose kernels run synchronously)."""
@@ -747,7 +592,7 @@ def uniform_operands(arrays):
     return () if len(u) == len(arrays) else u
 
 
-def _layout(spec, arrays):
+def layout(spec, arrays):
     """(mode, ndim, strides per array, shape, peel, uniform) for the arrays; the strides
     of the uniform arrays (:func:`uniform_operands`) are left out."""
     uniform = uniform_operands(arrays)

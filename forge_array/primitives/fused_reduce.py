@@ -27,6 +27,7 @@ from numba import cuda
 
 from .. import ops as _ops
 from ..kernels import reduce as _k
+from ..kernels import reduce_launch as _kl
 from ..runtime import array_module
 from . import axis_reduce as _axis
 
@@ -168,32 +169,39 @@ def _quiet_sqrt(v):
 _SPECS: dict = {}
 
 
+def _prepared(expr, terms, nleaves):
+    """Everything of a fused pass that does not depend on the arrays, cached per
+    (expr, terms, number of leaves)."""
+    key = (expr, terms, nleaves)
+    prep = _SPECS.get(key)
+    if prep is None:
+        with_index = any(t.name in ("argmax", "argmin") for t in terms)
+        elem, op, post = _combined(expr, terms, with_index, nleaves)
+        states = [_state(t) for t in terms]
+        acc = tuple(d for s in states for d in s[0])
+        ident = tuple(v for s in states for v in s[1])
+        outs_dt = tuple(term_dtype(t) for t in terms)
+        spec = _k.ReduceSpec(
+            op=op, acc_dtypes=tuple(d.str for d in acc), identity=ident, f=elem,
+            with_index=with_index, acc_tuple=True, post=post,
+            out_dtypes=tuple(d.str for d in outs_dt), out_tuple=True, commutative=True)
+        prep = _SPECS[key] = (spec, elem, op, acc, ident, states, outs_dt, with_index)
+    return prep
+
+
 def reduce_terms(expr, leaves, terms, axes, keepdims):
     """Reduce the values of ``expr(*leaves)`` (a tuple, one per term of ``terms``) over
     ``axes`` (a tuple of axes, None for all) in one launch; returns one backend array per
     term.  ``leaves`` are backend arrays of one shape (broadcast views are fine) on a device
     with kernels, and their shape has no zero extent; at most 3 leaves along some axes."""
-    terms = tuple(terms)
+    spec, elem, op, acc, ident, states, outs_dt, with_index = _prepared(expr, tuple(terms),
+                                                                        len(leaves))
     x0 = leaves[0]
     ndim = x0.ndim
-    full = axes is None or len(axes) == ndim
-    with_index = any(t.name in ("argmax", "argmin") for t in terms)
-    elem, op, post = _combined(expr, terms, with_index, len(leaves))
-    states = [_state(t) for t in terms]
-    acc = tuple(d for s in states for d in s[0])
-    ident = tuple(v for s in states for v in s[1])
-    outs_dt = tuple(term_dtype(t) for t in terms)
     arrays = [a.view(np.uint8) if a.dtype.kind == "b" else a for a in leaves]
-    if full:
-        key = (elem, acc, outs_dt)
-        spec = _SPECS.get(key)
-        if spec is None:
-            spec = _SPECS[key] = _k.ReduceSpec(
-                op=op, acc_dtypes=tuple(d.str for d in acc), identity=ident, f=elem,
-                with_index=with_index, acc_tuple=True, post=post,
-                out_dtypes=tuple(d.str for d in outs_dt), out_tuple=True, commutative=True)
-        shape = (1,) * ndim if keepdims else ()
-        return list(_k.full_reduce(spec, arrays, None, float(x0.size), shape))
+    if axes is None or len(axes) == ndim:
+        return list(_kl.full_reduce(spec, arrays, None, float(x0.size),
+                                    (1,) * ndim if keepdims else ()))
     comb = _operator(op, tuple(d.type(v) for d, v in zip(acc, ident)))
     count = math.prod(x0.shape[d] for d in axes)
     r = _axis.axis_mapreduce(elem, comb, tuple(arrays), axes, None, keepdims, acc,

@@ -32,6 +32,7 @@ import numpy as np
 
 from ... import ops as _ops
 from ...kernels import reduce as _k
+from ...kernels import reduce_launch as _kl
 from ...runtime import data_address, kernels_available, stream_key
 from ...runtime.functions import compilable
 from .. import axis_reduce as _axis
@@ -176,13 +177,13 @@ def _kernel_full(f, op, flat, struct, acc, is_tuple, init_v, keepdims, x0, hot=N
     if init_v is not None:
         init_bufs = tuple(xp.asarray([v], dtype=d) for v, d in zip(init_v, acc))
     elif hot is not None and len(flat) == 1 and not struct[0]:
-        p = _k.plan(spec, x0, 0.0, shape)
+        p = _kl.plan(spec, x0, 0.0, shape)
         if p is not None:
             try:
                 _remember(_hot_key("mapreduce", x0, None, keepdims, hot), (p, is_tuple))
             except TypeError:  # an unhashable function: no fast path
                 pass
-            outs = _k.replay(p, x0)
+            outs = _kl.replay(p, x0)
             return outs if is_tuple else outs[0]
     outs = _launch(spec, flat, init_bufs, 0.0, op.name, shape)
     return outs if is_tuple else outs[0]
@@ -210,13 +211,13 @@ def mapreduce_fast(f, op, x, keepdims=False):
         return None
     if hit is None:
         return None
-    outs = _k.replay(hit[0], x, key[-1])
+    outs = _kl.replay(hit[0], x, key[-1])
     return outs if hit[1] else outs[0]
 
 
 def _launch(spec, flat, init_bufs=None, param=0.0, what="", shape=(1,)):
     try:
-        return _k.full_reduce(spec, flat, init_bufs, param, shape)
+        return _kl.full_reduce(spec, flat, init_bufs, param, shape)
     except TypeError as exc:
         msg = str(exc)
         if what and what not in msg:
@@ -227,7 +228,7 @@ def _launch(spec, flat, init_bufs=None, param=0.0, what="", shape=(1,)):
 # --------------------------------------------------------------------------- named reductions
 
 #: Launch plans of full named reductions by call: (name, array type, dtype, shape, strides,
-#: address mod 16, dtype argument, keepdims, extra argument, stream) -> kernels.reduce.Launch
+#: address mod 16, dtype argument, keepdims, extra argument, stream) -> kernels.reduce_launch.Launch
 _HOT: dict = {}
 
 
@@ -256,14 +257,14 @@ def full_fast(name, x, dtype=None, keepdims=False, extra=None):
         return None
     if p is None:
         return None
-    return _k.replay(p, x, key[-1])[0]
+    return _kl.replay(p, x, key[-1])[0]
 
 
 def _launch_named(spec, x, param, keepdims, hot=None):
     """Full reduction of ``x`` alone with ``spec``; with ``hot = (name, dtype, extra)`` (the
     caller's arguments) its launch is cached for :func:`full_fast`."""
     shape = (1,) * x.ndim if keepdims else ()
-    p = _k.plan(spec, x, param, shape)
+    p = _kl.plan(spec, x, param, shape)
     if p is None:
         return _launch(spec, [x], None, param, shape=shape)[0]
     if hot is not None:
@@ -271,12 +272,12 @@ def _launch_named(spec, x, param, keepdims, hot=None):
             _remember(_hot_key(hot[0], x, hot[1], keepdims, hot[2]), p)
         except TypeError:  # unhashable argument: no fast path
             pass
-    return _k.replay(p, x)[0]
+    return _kl.replay(p, x)[0]
 
 
 def _remember(key, p):
     """Cache launch ``p`` for the fast paths (raises TypeError for an unhashable key)."""
-    if len(_HOT) >= _k._MAX_CACHED:
+    if len(_HOT) >= _kl._MAX_CACHED:
         _HOT.clear()
     _HOT[key] = p
 

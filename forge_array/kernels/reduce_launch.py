@@ -1,0 +1,195 @@
+"""Launching the full reduction kernel (:mod:`.reduce`) from the host.
+
+- :func:`plan` / :func:`replay`: the launch of a full reduction of one array, or of the
+  arrays of a mapreduce, is a :class:`Launch` (kernel, grid, block and every argument but
+  the arrays' and outputs' addresses), cached per layout of the arrays; replaying it costs
+  a dictionary look-up, the output allocations and the launch.
+- :func:`full_reduce`: the general path (any number of arrays, an ``init``, views that
+  need a copy first).
+
+>>> import numpy as np
+>>> from forge_array import ops
+>>> from forge_array.kernels.reduce import ReduceSpec
+>>> spec = ReduceSpec(op=ops.add.fn, acc_dtypes=("float64",), identity=(0.0,))
+>>> full_reduce(spec, [np.arange(10.0)])   # doctest: +SKIP
+(array([45.]),)
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from ..runtime import buffer_of, data_address, device_allocator, launch, stream_key
+from ..runtime.config import SIMULATE as _SIM
+from .reduce import MODE_STRIDED, buffer_dtype, kernel_plan, layout, scratch
+
+__all__ = ["Launch", "plan", "replay", "full_reduce"]
+
+
+class Launch(NamedTuple):
+    """A replayable launch of a full reduction (see :func:`plan`): everything but the
+    inputs' and the outputs' addresses is fixed by the inputs' layout."""
+
+    kernel: object
+    grid: int
+    block: int
+    fixed: tuple  # n, peel (shape, strides of the strided path), partials, flags, ticket
+    out_shape: tuple
+    out_dtypes: tuple  # the result's dtypes (bool results are written as uint8)
+    empty: object  # allocator of the outputs: numpy.ndarray or cupy.ndarray
+    param: float
+    in_view: object  # simulator only: dtype one input is viewed as (bool -> uint8), or None
+    out_views: object  # simulator only: buffer dtypes of the outputs when they differ
+    out_nbytes: tuple  # bytes of each output
+    alloc: object  # GPU only: CuPy's device allocator (the outputs are built after the launch)
+
+
+_REPLAY: dict = {}
+_MAX_CACHED = 4096
+
+
+def plan(spec, x, param=0.0, out_shape=(1,)):
+    """The :class:`Launch` of a full reduction (no ``init``) of backend array ``x``, or of
+    the tuple ``x`` of same-shape arrays of a mapreduce, cached per (spec, layout of each
+    array: type, dtype, shape, strides, address mod 16; output shape, ``param``, stream);
+    None when the input is empty or needs a copy or a different view first (then
+    :func:`full_reduce` takes its general path).
+
+    >>> import numpy as np
+    >>> from forge_array import ops
+    >>> from forge_array.kernels.reduce import ReduceSpec
+    >>> spec = ReduceSpec(op=ops.add.fn, acc_dtypes=("float64",), identity=(0.0,))
+    >>> p = plan(spec, np.arange(10.0))          # doctest: +SKIP
+    >>> replay(p, np.arange(10.0))               # doctest: +SKIP
+    (array([45.]),)
+    """
+    many = type(x) is tuple
+    if many:
+        key = (spec, out_shape, param, stream_key()) + tuple(
+            (type(a), a.dtype, a.shape, a.strides, data_address(a) & 15) for a in x)
+        x0 = x[0]
+    else:
+        key = (spec, type(x), x.dtype, x.shape, x.strides, data_address(x) & 15, out_shape,
+               param, stream_key())
+        x0 = x
+    p = _REPLAY.get(key)
+    if p is not None:
+        return p
+    if x0.size == 0:
+        return None
+    xv = x0.view(np.uint8) if spec.f is None and x0.dtype.kind == "b" else x0
+    arrays = list(x) if many else [xv]
+    if many and spec.f is None and any(a.dtype.kind == "b" for a in arrays):
+        return None
+    try:
+        mode, ndim, strides, shape, peel, uniform = layout(spec, arrays)
+    except ValueError:  # too many dims after collapsing, or strides not whole elements
+        return None
+    if not many and arrays[0] is not xv:  # reversed or transposed to a better view
+        return None
+    kernel, block, per_block, gmax = kernel_plan(spec, tuple(a.dtype.str for a in arrays), mode,
+                                                 ndim, uniform)
+    n = x0.size
+    if spec.commutative:
+        grid = max(1, min(gmax, (n + per_block - 1) // per_block))
+    else:
+        grid = max(1, min(gmax, (n + block - 1) // block))
+    head = (n, peel)
+    if mode == MODE_STRIDED:
+        head += tuple(shape) + tuple(s for st in strides for s in st)
+    partials, pf, ticket = scratch(spec.acc_dtypes, gmax, x0)
+    tail = tuple(buffer_of(b) for b in partials) + (buffer_of(pf), buffer_of(ticket))
+    out_dtypes = tuple(np.dtype(d) for d in (spec.out_dtypes or spec.acc_dtypes))
+    bufs = tuple(buffer_dtype(d) for d in out_dtypes)
+    empty = np.ndarray if isinstance(x0, np.ndarray) else _cupy().ndarray
+    count = int(np.prod(out_shape, dtype=np.int64))
+    p = Launch(kernel, grid, block, head + tail, tuple(out_shape), out_dtypes, empty, float(param),
+               xv.dtype if xv is not x0 else None, None if bufs == out_dtypes else bufs,
+               tuple(count * d.itemsize for d in out_dtypes), None if _SIM else device_allocator())
+    if len(_REPLAY) >= _MAX_CACHED:
+        _REPLAY.clear()
+    _REPLAY[key] = p
+    return p
+
+
+def replay(p, x, on=None):
+    """Run the :class:`Launch` ``p`` on ``x`` (an array, or the tuple of arrays, of the
+    layout it was planned for); returns the tuple of output arrays.  The only difference
+    between the GPU and the simulator is how arrays become kernel arguments (a device
+    address or a ``SimBuffer``); on the GPU the outputs' memory is allocated before the
+    launch and the arrays are built over it after (host time the kernel hides).  ``on``:
+    the caller's ``stream_key()`` of this moment, if it has one (saves asking CuPy again)."""
+    kernel, grid, block, fixed, shape, dtypes, empty, param, in_view, out_views, nbytes, alloc = p
+    if not _SIM:
+        ins = tuple([a.data.ptr for a in x]) if type(x) is tuple else (x.data.ptr,)
+        if len(nbytes) == 1:
+            mem = alloc(nbytes[0])
+            launch(kernel, grid, block, ins + fixed + (mem.ptr, param), 0, on)
+            return (empty(shape, dtypes[0], memptr=mem),)
+        mems = [alloc(nb) for nb in nbytes]
+        launch(kernel, grid, block, ins + fixed + tuple([m.ptr for m in mems]) + (param,), 0, on)
+        return tuple([empty(shape, d, memptr=m) for d, m in zip(dtypes, mems)])
+    outs = tuple([empty(shape, d) for d in dtypes])
+    if type(x) is tuple:
+        ins = tuple(map(buffer_of, x))
+    else:
+        ins = (buffer_of(x if in_view is None else x.view(in_view)),)
+    if out_views is None:
+        obs = tuple(map(buffer_of, outs))
+    else:
+        obs = tuple([buffer_of(o.view(d)) for o, d in zip(outs, out_views)])
+    launch(kernel, grid, block, ins + fixed + obs + (param,), 0, on)
+    return outs
+
+
+def full_reduce(spec, arrays, init=None, param=0.0, out_shape=(1,)):
+    """Reduce every element of the backend arrays ``arrays`` (same shape; flattened
+    struct-of-arrays, see :class:`ReduceSpec`) in one launch; returns a tuple of 1-element
+    backend arrays, one per output component (``spec.out_dtypes``).  ``init`` is a tuple of
+    1-element backend arrays of the accumulator dtypes when ``spec.has_init``.  The caller
+    handles empty inputs.  The outputs have shape ``out_shape`` (one element).
+
+    Arrays without ``init`` replay a cached :class:`Launch` (:func:`plan`).
+    """
+    if init is None:
+        p = plan(spec, arrays[0] if len(arrays) == 1 else tuple(arrays), param, out_shape)
+        if p is not None:
+            return replay(p, arrays[0] if len(arrays) == 1 else tuple(arrays))
+    arrays = list(arrays)
+    if spec.f is None:
+        arrays = [a.view(np.uint8) if a.dtype.kind == "b" else a for a in arrays]
+    x0 = arrays[0]
+    n = x0.size
+    try:
+        mode, ndim, strides, shape, peel, uniform = layout(spec, arrays)
+    except ValueError:  # too many dims after collapsing, or strides not whole elements
+        arrays = [a.copy() for a in arrays]
+        mode, ndim, strides, shape, peel, uniform = layout(spec, arrays)
+    in_dtypes = tuple(a.dtype.str for a in arrays)
+    kernel, block, per_block, gmax = kernel_plan(spec, in_dtypes, mode, ndim, uniform)
+    if spec.commutative:
+        grid = max(1, min(gmax, (n + per_block - 1) // per_block))
+    else:
+        grid = max(1, min(gmax, (n + block - 1) // block))
+    partials, pf, ticket = scratch(spec.acc_dtypes, gmax, x0)
+    out_dtypes = [np.dtype(d) for d in (spec.out_dtypes or spec.acc_dtypes)]
+    xp = np if isinstance(x0, np.ndarray) else _cupy()
+    outs = [xp.empty(out_shape, buffer_dtype(d)) for d in out_dtypes]
+    args = [buffer_of(a) for a in arrays] + [n, peel]
+    if mode == MODE_STRIDED:
+        args += list(shape) + [s for st in strides for s in st]
+    args += [buffer_of(p) for p in partials] + [buffer_of(pf), buffer_of(ticket)]
+    args += [buffer_of(o) for o in outs]
+    if spec.has_init:
+        args += [buffer_of(i.view(np.uint8) if i.dtype.kind == "b" else i) for i in init]
+    args.append(float(param))
+    launch(kernel, grid, block, tuple(args))
+    return tuple(o.view(d) if o.dtype != d else o for o, d in zip(outs, out_dtypes))
+
+
+def _cupy():
+    from ..runtime import cupy
+
+    return cupy()
