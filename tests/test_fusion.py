@@ -472,3 +472,21 @@ def test_explain_says_whether_the_plan_is_replayed():
     g = xp.fuse(lambda a: a * 2 if float(xp.sum(a)) > 0 else a)
     g(x)
     assert "traced at every call: the function reads values" in g.explain(x)
+
+
+def test_replays_follow_the_layout_of_each_argument():
+    def body(a, b):
+        return xp.sum(a * b + 1), a * 2 - b, xp.max(a - xp.mean(b))
+
+    f = xp.fuse(body)
+    base = _arr(np.random.default_rng(13).random(65))
+    other = _arr(np.random.default_rng(14).random(65))
+    views = [base[:64], base[::-1][:64], base[1:65], base[::2][:32], base[:32]]
+    for _ in range(2):
+        for v in views:
+            w = other[: v.shape[0]]
+            for got, want in zip(f(v, w), body(v, w)):
+                _same(got, want, np.float64)
+            bools = v > 0.5
+            g = xp.fuse(lambda m, a: xp.sum(xp.where(m, a, 0.0)))
+            _same(g(bools, v), xp.sum(xp.where(bools, v, 0.0)), np.float64)

@@ -22,7 +22,8 @@ import functools
 import numpy as np
 
 from .. import _devices as _dev
-from ..kernels.elementwise import map_arrays
+from ..kernels import reduce_launch as _kl
+from ..kernels.elementwise import map_arrays, map_plan
 from ..primitives import fused_reduce as _fr
 from ..runtime import STATS
 from . import build as _build
@@ -113,14 +114,52 @@ def settle(nodes, rec=None):
             _map_group(group, shape, device, rec)
 
 
-def _run(step, leaves, fused, rec):
+def _run(step, leaves, fused, rec, direct=None):
     """Run one launch ``step(*leaves)`` (a tuple of backend arrays back), counting the
-    ``fused`` expressions it computes, and tell ``rec``."""
+    ``fused`` expressions it computes, and tell ``rec``: ``direct()`` (when given and not
+    None) is what replays the same launch on the leaves' addresses alone."""
     outs = step(*leaves)
     STATS["fused"] += fused
     if rec is not None:
-        rec.add(step, leaves, outs, fused)
+        d = direct() if direct is not None else None
+        rec.add(step if d is None else d, leaves, outs, fused)
     return outs
+
+
+class _DirectReduce:
+    """A full fused reduction replayed from its :class:`~forge_array.kernels.reduce_launch.Launch`
+    (the leaves' layouts are fixed by the signature)."""
+
+    __slots__ = ("launch", "single")
+
+    def __init__(self, launch, single):
+        self.launch = launch
+        self.single = single
+
+    def __call__(self, *arrays):
+        return _kl.replay(self.launch, arrays[0] if self.single else arrays)
+
+
+class _DirectMap:
+    """A map launch replayed from its :class:`~forge_array.kernels.elementwise.MapLaunch`."""
+
+    __slots__ = ("launch",)
+
+    def __init__(self, launch):
+        self.launch = launch
+
+    def __call__(self, *arrays):
+        return self.launch.launch(arrays)
+
+
+def _direct_map(xp, fn, shape, dtypes, leaves):
+    m = map_plan(fn, [_broadcast(a, shape, xp) for a in leaves], dtypes)
+    return None if m is None else _DirectMap(m)
+
+
+def _direct_reduce(xp, expr, shape, terms, keepdims, leaves):
+    p = _fr.full_launch(expr, [_broadcast(a, shape, xp) for a in leaves], terms, keepdims)
+    return None if p is None else _DirectReduce(p, len(leaves) == 1)
 
 
 def _map_step(xp, fn, shape, dtypes, *arrays):
@@ -135,11 +174,14 @@ def _map_group(group, shape, device, rec):
     program, leaves = linearize(group)
     xp = _backend(device)
     dtypes = tuple(n.dtype for n in group)
+    direct = None
     if leaves:
-        step = functools.partial(_map_step, xp, function_of(program), shape, dtypes)
+        fn = function_of(program)
+        step = functools.partial(_map_step, xp, fn, shape, dtypes)
+        direct = functools.partial(_direct_map, xp, fn, shape, dtypes, leaves)
     else:  # constants only
         step = functools.partial(_fill_step, xp, shape, tuple(map(_const_value, group)), dtypes)
-    outs = _run(step, leaves, len(group), rec)
+    outs = _run(step, leaves, len(group), rec, direct)
     for n, o in zip(group, outs):
         _done(n, o)
 
@@ -172,10 +214,13 @@ def _reduce_group(group, shape, axes, keepdims, device, rec):
         _reduce_materialised(group[0], shape, axes, keepdims, device, rec)
         return
     terms = tuple(r.extra[0] for r in group)
-    step = functools.partial(_reduce_step, xp, function_of(program), shape, terms, axes,
-                             keepdims)
+    expr = function_of(program)
+    step = functools.partial(_reduce_step, xp, expr, shape, terms, axes, keepdims)
+    direct = None
+    if full and leaves:
+        direct = functools.partial(_direct_reduce, xp, expr, shape, terms, keepdims, leaves)
     fused = sum(1 for e in roots if isinstance(e, Node) and e.value is None)
-    outs = _run(step, leaves, fused, rec)
+    outs = _run(step, leaves, fused, rec, direct)
     for r, o in zip(group, outs):
         _done(r, o)
 

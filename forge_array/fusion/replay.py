@@ -1,8 +1,8 @@
 """Plans of fused functions: recorded at the first call of an input signature, replayed after.
 
 A fused function is traced (run with deferred arrays) at the first call with a new
-*signature*: the dtype, shape and device of each array argument, which arguments are the
-same array, and the value of each Python scalar, string or None, through tuples, lists
+*signature*: the dtype, shape, strides, 16-byte phase and device of each array argument,
+which arguments are the same array, and the value of each Python scalar, string or None, through tuples, lists
 and dicts.  While its outputs are computed, a :class:`Recorder` notes each launch: the
 step that ran it and which *slots* it read (an argument, a view taken of one, or the
 output of an earlier launch).  When the plan depends on nothing but the signature, the
@@ -28,7 +28,7 @@ import numpy as np
 
 from .. import _devices as _dev
 from .._array import Array
-from ..runtime import STATS
+from ..runtime import STATS, data_address
 
 __all__ = ["signature", "Recorder", "Plan", "MAX_PLANS"]
 
@@ -56,7 +56,9 @@ def signature(args, kwargs):
             if k is None:
                 k = index[id(a)] = len(arrays)
                 arrays.append(a)
-            return (Array, a.dtype, a.shape, v._device, k)
+            dev = v._device
+            return (Array, a.dtype, a.shape, a.strides, data_address(a) & 15, dev._kind,
+                    dev._index, k)
         t = type(v)
         if t in _PLAIN:
             return (t, v)

@@ -41,10 +41,11 @@ from ..runtime import (
     ptr_t,
     tuning,
 )
+from ..runtime.config import SIMULATE as _SIM
 from ..runtime.memory import misalignment
 from .reduce import MAX_DIMS, MODE_FLAT, MODE_STRIDED, MODE_VEC, buffer_dtype, collapse, uniform_operands
 
-__all__ = ["make_map_kernel", "map_argtypes", "map_arrays", "MAX_DIMS"]
+__all__ = ["make_map_kernel", "map_argtypes", "map_arrays", "map_plan", "MapLaunch", "MAX_DIMS"]
 
 def _build_source(K, out_dtypes, in_bool, mode, ndim, items, vec, block, uniform):
     O = len(out_dtypes)
@@ -228,6 +229,47 @@ def _plan(f, arrays, out_dtypes, out):
 
 def _buffer(a, is_bool):
     return buffer_of(a.view(np.uint8) if is_bool else a)
+
+
+class MapLaunch:
+    """A map launch replayed on new arrays of the layouts it was planned for (see
+    :func:`map_plan`): ``launch(arrays)`` allocates the outputs, launches, returns them."""
+
+    __slots__ = ("plan", "shape", "dtypes", "empty", "mis", "plan_f")
+
+    def __init__(self, plan, shape, dtypes, empty, mis):
+        self.plan, self.shape, self.dtypes, self.empty, self.mis = plan, shape, dtypes, empty, mis
+
+    def launch(self, arrays):
+        out = tuple([self.empty(self.shape, dtype=d) for d in self.dtypes])
+        kernel, grid, block, tail, in_bool, out_bool = self.plan
+        if _SIM:
+            if misalignment(out[0]) != self.mis:  # a host allocation of another phase
+                return map_arrays(self.plan_f, arrays, self.dtypes, out)
+            args = tuple(map(_buffer, arrays, in_bool)) + tuple(map(_buffer, out, out_bool))
+        else:
+            args = tuple([a.data.ptr for a in arrays]) + tuple([o.data.ptr for o in out])
+        launch(kernel, grid, block, args + tail)
+        return out
+
+
+def map_plan(f, arrays, out_dtypes):
+    """The :class:`MapLaunch` of ``map_arrays(f, arrays, out_dtypes)`` for arrays of these
+    layouts, or None (empty arrays; views that must be gathered first).  Its launch takes
+    the arrays' addresses only: the arrays it is given may be the unbroadcast operands of
+    ``arrays`` (the same first element), the strides are those of ``arrays``."""
+    x0 = arrays[0]
+    if x0.size == 0:
+        return None
+    out_dtypes = tuple(np.dtype(d).str for d in out_dtypes)
+    xp = array_module(x0)
+    out = tuple(xp.empty(x0.shape, dtype=d) for d in out_dtypes)
+    p = _plan(f, list(arrays), out_dtypes, out)
+    if p is None:
+        return None
+    m = MapLaunch(p, tuple(x0.shape), out_dtypes, xp.empty, misalignment(out[0]))
+    m.plan_f = f
+    return m
 
 
 def map_arrays(f, arrays, out_dtypes, out=None):

@@ -31,7 +31,7 @@ from ..kernels import reduce_launch as _kl
 from ..runtime import array_module
 from . import axis_reduce as _axis
 
-__all__ = ["Term", "TERM_NAMES", "reduce_terms", "term_dtype"]
+__all__ = ["Term", "TERM_NAMES", "reduce_terms", "full_launch", "term_dtype"]
 
 
 class Term(NamedTuple):
@@ -224,6 +224,18 @@ def reduce_terms(expr, leaves, terms, axes, keepdims):
         outs.append(o.astype(odt, copy=False))
         pos += len(sacc)
     return outs
+
+
+def full_launch(expr, leaves, terms, keepdims):
+    """The :class:`~forge_array.kernels.reduce_launch.Launch` of ``reduce_terms(expr, leaves,
+    terms, None, keepdims)`` for leaves of these layouts (replay it on their addresses), or
+    None (bool leaves, or views the kernel takes another way)."""
+    if any(a.dtype.kind == "b" for a in leaves):
+        return None
+    spec = _prepared(expr, tuple(terms), len(leaves))[0]
+    x0 = leaves[0]
+    shape = (1,) * x0.ndim if keepdims else ()
+    return _kl.plan(spec, x0 if len(leaves) == 1 else tuple(leaves), float(x0.size), shape)
 
 
 _OPERATORS: dict = {}
