@@ -490,3 +490,19 @@ def test_replays_follow_the_layout_of_each_argument():
             bools = v > 0.5
             g = xp.fuse(lambda m, a: xp.sum(xp.where(m, a, 0.0)))
             _same(g(bools, v), xp.sum(xp.where(bools, v, 0.0)), np.float64)
+
+
+@pytest.mark.parametrize("items", [1, 2, 3])
+def test_map_kernel_covers_every_element_for_any_unroll(monkeypatch, items):
+    from forge_array.kernels import elementwise
+    from forge_array.runtime import tuning
+
+    p = dict(tuning.params("map"), items=items)
+    monkeypatch.setattr(tuning, "params", lambda kind, _p=tuning.params: p if kind == "map" else _p(kind))
+    monkeypatch.setattr(elementwise, "_PLANS", {})
+    monkeypatch.setattr(elementwise, "_MAP_PLANS", {})
+    for n in (1, 31, 33, 64 * 2 * 2 * 4 + 5, 3000):
+        a = np.arange(n, dtype=np.float32)
+        b = np.full(n, 2.0, dtype=np.float32)
+        (out,) = elementwise.map_arrays(lambda u, v: (u * v + 1.0,), [a, b], ("float32",))
+        np.testing.assert_array_equal(out, a * 2 + 1)

@@ -100,9 +100,10 @@ def _build_source(K, out_dtypes, in_bool, mode, ndim, items, vec, block, uniform
         emit(I * 2 + "m = 0")
         emit(I + f"nvec = m // {vec}")
         emit(I + "j = g")
-        for u_count, cond in ((items, f"j + {items - 1} * gs < nvec"), (1, "j < nvec")):
-            if u_count == 1 and items == 1:
-                continue
+        loops = [(items, f"j + {items - 1} * gs < nvec")]
+        if items > 1:  # the vectors left over, one at a time
+            loops.append((1, "j < nvec"))
+        for u_count, cond in loops:
             emit(I + f"while {cond}:")
             for u in range(u_count):
                 emit(I * 2 + f"_b{u} = peel + (j + {u} * gs) * {vec}")
