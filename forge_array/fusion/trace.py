@@ -190,7 +190,10 @@ def fuse(fn=None):
     Steps that do not fuse (sorting, linear algebra, indexing, anything that reads values)
     run eagerly where they stand.  Python scalars are compiled in as constants (a new value
     compiles new kernels); pass a 0-d array for a value that changes from call to call.
-    ``f.explain(*args)`` shows the launches of a call.
+    ``fn`` runs at the first call of each input signature (dtypes, shapes, strides, devices,
+    scalar values); later calls replay the launches it made, unless its plan depends on more
+    than the signature (see docs/fusion.md).  ``f.explain(*args)`` shows the launches of a
+    call.
 
     >>> import forge_array as xp
     >>> @xp.fuse
