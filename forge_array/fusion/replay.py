@@ -2,12 +2,13 @@
 
 A fused function is traced (run with deferred arrays) at the first call with a new
 *signature*: the dtype, shape, strides, 16-byte phase and device of each array argument,
-which arguments are the same array, and the value of each Python scalar, string or None, through tuples, lists
-and dicts.  While its outputs are computed, a :class:`Recorder` notes each launch: the
-step that ran it and which *slots* it read (an argument, a view taken of one, or the
-output of an earlier launch).  When the plan depends on nothing but the signature, the
-next calls with that signature run the recorded launches on their own arguments
-(:class:`Plan`) without running the function again.
+which arguments are the same array, the value of each Python scalar, string or None
+(through tuples, lists and dicts), and the current stream.  While its outputs are
+computed, a :class:`Recorder` notes each launch: the step that ran it and which *slots* it
+read (an argument, a view taken of one, or the output of an earlier launch).  When the
+plan depends on nothing but the signature, the next calls with that signature run the
+recorded launches on their own arguments (:class:`Plan`) without running the function
+again.
 
 The plan is not recorded, and every call traces, when the function read values while it
 ran (``float(x)``, ``if xp.any(...)``, a step that does not fuse), when a launch read an
@@ -17,9 +18,10 @@ signature (a NumPy array, an object).  Python side effects of the function (prin
 appending to a list) happen at the calls that trace.
 
 >>> import forge_array as xp
->>> key, arrays = signature((xp.ones(3, device="cpu"), 2.0), {})
->>> len(arrays), key[0][1]
-(1, (<class 'float'>, '0x1.0000000000000p+1'))
+>>> x = xp.ones(3, device="cpu")
+>>> key, arrays = signature((x, 2.0), {})
+>>> len(arrays), key == signature((x, 2.0), {})[0], key == signature((x, 3.0), {})[0]
+(1, True, False)
 """
 
 from __future__ import annotations
@@ -28,7 +30,8 @@ import numpy as np
 
 from .. import _devices as _dev
 from .._array import Array
-from ..runtime import STATS, data_address
+from ..runtime import STATS, data_address, stream_key
+from ..runtime.config import SIMULATE
 
 __all__ = ["signature", "Recorder", "Plan", "MAX_PLANS"]
 
@@ -84,6 +87,10 @@ def signature(args, kwargs):
         hash(k)
     except (_NoSignature, TypeError):
         return None, arrays
+    if arrays and (SIMULATE or any(a.__class__ is not np.ndarray for a in arrays)):
+        # the stream too: a replayed reduction reuses the scratch of the stream (simulated:
+        # the host thread) it was planned on
+        k = (k, stream_key())
     return k, arrays
 
 
