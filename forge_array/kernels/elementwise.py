@@ -236,17 +236,18 @@ class MapLaunch:
     """A map launch replayed on new arrays of the layouts it was planned for (see
     :func:`map_plan`): ``launch(arrays)`` allocates the outputs, launches, returns them."""
 
-    __slots__ = ("plan", "shape", "dtypes", "empty", "mis", "plan_f")
+    __slots__ = ("f", "plan", "shape", "dtypes", "empty", "mis")
 
-    def __init__(self, plan, shape, dtypes, empty, mis):
-        self.plan, self.shape, self.dtypes, self.empty, self.mis = plan, shape, dtypes, empty, mis
+    def __init__(self, f, plan, shape, dtypes, empty, mis):
+        self.f, self.plan, self.shape, self.dtypes = f, plan, shape, dtypes
+        self.empty, self.mis = empty, mis
 
     def launch(self, arrays):
         out = tuple([self.empty(self.shape, dtype=d) for d in self.dtypes])
         kernel, grid, block, tail, in_bool, out_bool = self.plan
         if _SIM:
             if misalignment(out[0]) != self.mis:  # a host allocation of another phase
-                return map_arrays(self.plan_f, arrays, self.dtypes, out)
+                return map_arrays(self.f, arrays, self.dtypes, out)
             args = tuple(map(_buffer, arrays, in_bool)) + tuple(map(_buffer, out, out_bool))
         else:
             args = tuple([a.data.ptr for a in arrays]) + tuple([o.data.ptr for o in out])
@@ -268,9 +269,7 @@ def map_plan(f, arrays, out_dtypes):
     p = _plan(f, list(arrays), out_dtypes, out)
     if p is None:
         return None
-    m = MapLaunch(p, tuple(x0.shape), out_dtypes, xp.empty, misalignment(out[0]))
-    m.plan_f = f
-    return m
+    return MapLaunch(f, p, tuple(x0.shape), out_dtypes, xp.empty, misalignment(out[0]))
 
 
 def map_arrays(f, arrays, out_dtypes, out=None):

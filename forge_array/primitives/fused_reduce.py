@@ -166,14 +166,14 @@ def _quiet_sqrt(v):
         return np.sqrt(v)
 
 
-_SPECS: dict = {}
+_PREPARED: dict = {}
 
 
 def _prepared(expr, terms, nleaves):
     """Everything of a fused pass that does not depend on the arrays, cached per
     (expr, terms, number of leaves)."""
     key = (expr, terms, nleaves)
-    prep = _SPECS.get(key)
+    prep = _PREPARED.get(key)
     if prep is None:
         with_index = any(t.name in ("argmax", "argmin") for t in terms)
         elem, op, post = _combined(expr, terms, with_index, nleaves)
@@ -185,7 +185,7 @@ def _prepared(expr, terms, nleaves):
             op=op, acc_dtypes=tuple(d.str for d in acc), identity=ident, f=elem,
             with_index=with_index, acc_tuple=True, post=post,
             out_dtypes=tuple(d.str for d in outs_dt), out_tuple=True, commutative=True)
-        prep = _SPECS[key] = (spec, elem, op, acc, ident, states, outs_dt, with_index)
+        prep = _PREPARED[key] = (spec, elem, op, acc, ident, states, outs_dt, with_index)
     return prep
 
 
