@@ -1,8 +1,9 @@
 """fusion: whole expressions, fused by ``xp.fuse``, against the same code run eagerly.
 
 Each case is one function of arrays written once against the Array API and run as:
-``forge_array`` (``xp.fuse``), ``forge_array eager`` (the same function undecorated),
-CuPy eager (the reference), ``cupy.fuse`` where it compiles, torch eager, torch.compile
+``forge_array`` (``xp.fuse``), ``forge_array plain`` (the same function undecorated, on
+arrays forge_array owns: automatic fusion), ``forge_array eager`` (undecorated, on
+zero-copy imports of the CuPy inputs, which are never deferred), CuPy eager (the reference), ``cupy.fuse`` where it compiles, torch eager, torch.compile
 (steady state; its first call is timed in ``extras``) and jax.jit when installed.  Beside
 them: ``forge_array sum`` (one plain ``sum`` over the same bytes, the fused reductions'
 yardstick) and the copy roofline of the harness.  Float32 and float64 at 10^6 and 10^8:
@@ -142,6 +143,13 @@ def _sync(out):
         pass
 
 
+def _computed(out):
+    """``out`` with every deferred result computed (plain code under automatic fusion)."""
+    for o in out if isinstance(out, tuple) else (out,):
+        o._array  # noqa: B018 - reading the values computes a deferred array
+    return out
+
+
 def _impls(ctx, expr, label):
     def fused(*inputs):
         xp = forge()
@@ -152,8 +160,13 @@ def _impls(ctx, expr, label):
 
     def eager(*inputs):
         xp = forge()
-        args = [xp.asarray(a) for a in inputs]
+        args = [xp.asarray(a) for a in inputs]  # zero-copy imports: never deferred
         return lambda: expr(xp, *args)
+
+    def plain(*inputs):
+        xp = forge()
+        args = [xp.asarray(a, copy=True) for a in inputs]  # private: automatic fusion
+        return lambda: _computed(expr(xp, *args))
 
     def cupy_eager(*inputs):
         import cupy as cp
@@ -190,6 +203,7 @@ def _impls(ctx, expr, label):
 
     return {
         "forge_array": fused,
+        "forge_array plain": plain,
         "forge_array eager": eager,
         ctx.ref: cupy_eager,
         "cupy.fuse": cupy_fuse,

@@ -17,6 +17,7 @@ import numpy as np
 
 from . import _devices as _dev
 from . import _dtypes as _dt
+from ._ownership import share
 
 _SUPPORTED_API_VERSIONS = ("2021.12", "2022.12", "2023.12", "2024.12", "2025.12")
 
@@ -79,8 +80,8 @@ def scalar_to_backend(value, dtype, device):
 
 
 #: Called before a write into an array's memory through the namespace (``x[k] = v``,
-#: in-place operators) while fused calls are traced: :mod:`forge_array.fusion` computes
-#: what is pending first, so that no deferred step reads values written after it.
+#: in-place operators): :mod:`forge_array.fusion` computes what is pending first, so that
+#: no deferred step reads values written after it.
 BEFORE_WRITE = [None]
 
 #: Called as ``f(source, view_of, view)`` when a view of an array is taken through the
@@ -224,16 +225,22 @@ class Array:
             )
         if copy is True:
             return np.array(self._array, dtype=dtype, copy=True)
-        if copy is False and dtype is not None and np.dtype(dtype) != self._array.dtype:
+        arr = self._array
+        if copy is False and dtype is not None and np.dtype(dtype) != arr.dtype:
             raise ValueError("copy=False but a dtype conversion is required")
-        return np.asarray(self._array, dtype=dtype)
+        out = np.asarray(arr, dtype=dtype)
+        if np.may_share_memory(out, arr):
+            share(arr)
+        return out
 
     @property
     def __cuda_array_interface__(self):
         """CUDA array interface of the underlying CuPy buffer (GPU arrays only)."""
         if not self._device.is_cuda:
             raise AttributeError("__cuda_array_interface__ is only defined for GPU arrays")
-        return self._array.__cuda_array_interface__
+        arr = self._array
+        share(arr)
+        return arr.__cuda_array_interface__
 
     def __dlpack_device__(self):
         """``(device_type, device_id)`` as DLPack enums (1 = CPU, 2 = CUDA).
@@ -273,6 +280,8 @@ class Array:
         if copy is True:
             with _dev.on(self._device):
                 arr = arr.copy()
+        else:
+            share(arr)
         if self._device.is_cuda:
             with _dev.on(self._device):
                 return _export(arr, max_version, stream)
@@ -644,7 +653,10 @@ class Array:
         if res.dtype != self.dtype or res.shape != self.shape:
             raise ValueError("in-place matmul would change the shape or dtype of the left "
                              "operand")
-        self._array[...] = res._array
+        r = res._array
+        if BEFORE_WRITE[0] is not None:
+            BEFORE_WRITE[0]()
+        self._array[...] = r
         return self
 
 

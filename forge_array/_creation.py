@@ -16,6 +16,7 @@ from . import _dtypes as _dt
 from . import _routing
 from ._array import Array, _is_scalar, py_scalar, transfer
 from ._helpers import as_int, check_array, normalize_shape
+from ._ownership import share
 
 __all__ = [
     "arange", "asarray", "empty", "empty_like", "eye", "from_dlpack", "full", "full_like",
@@ -38,7 +39,10 @@ def _no_copy_error(what):
     return ValueError(f"asarray(copy=False): {what} requires a copy")
 
 
-def _from_backend(arr, dtype, device, copy):
+def _from_backend(arr, dtype, device, copy, foreign=False):
+    """``arr`` (a NumPy or CuPy array) as an array of ``dtype`` on ``device``; ``foreign``:
+    ``arr`` comes from outside forge_array, so memory shared with it is recorded as shared
+    (see :mod:`forge_array._ownership`)."""
     src = _dev.device_of(arr)
     dev = src if device is None else _dev.as_device(device)
     if arr.dtype not in _dt.all_dtypes and dtype is None:
@@ -58,6 +62,8 @@ def _from_backend(arr, dtype, device, copy):
     if copy is True and not copied:
         with _dev.on(dev):
             arr = _routing.copy(arr)
+    elif foreign and not copied:
+        share(arr, settle=False)
     return Array._new(arr, dev)
 
 
@@ -118,12 +124,12 @@ def asarray(obj, /, *, dtype=None, device=None, copy=None):
     if isinstance(obj, np.generic):  # a NumPy scalar keeps its dtype
         obj = np.asarray(obj)
     if isinstance(obj, np.ndarray) or _dev.is_cupy_array(obj):
-        return _from_backend(obj, dtype, device, copy)
+        return _from_backend(obj, dtype, device, copy, True)
     if hasattr(obj, "__cuda_array_interface__") and not isinstance(obj, (list, tuple)):
         cp = _dev.cupy_module()
         if cp is None:
             raise ValueError("asarray(): a CUDA array needs CuPy, which is not available")
-        return _from_backend(cp.asarray(obj), dtype, device, copy)
+        return _from_backend(cp.asarray(obj), dtype, device, copy, True)
     if hasattr(obj, "__dlpack__") and not isinstance(obj, (list, tuple)):
         arr = from_dlpack(obj, copy=None)
         return _from_backend(arr._array, dtype, device, copy)
@@ -133,7 +139,7 @@ def asarray(obj, /, *, dtype=None, device=None, copy=None):
     ):
         host = np.asarray(memoryview(obj)) if not isinstance(obj, (bytes, bytearray)) \
             else np.frombuffer(obj, dtype=dtype or np.uint8)
-        return _from_backend(host, dtype, dev, copy)
+        return _from_backend(host, dtype, dev, copy, True)
     if copy is False:
         raise _no_copy_error("converting a Python object")
     obj = _host_nested(obj)
@@ -474,6 +480,8 @@ def from_dlpack(x, /, *, device=None, copy=None):
         if copy is True:
             with _dev.on(dev):
                 arr = _routing.copy(arr)
+        else:
+            share(arr, settle=False)
         return Array._new(arr, dev)
     # a CPU producer
     try:
@@ -487,4 +495,6 @@ def from_dlpack(x, /, *, device=None, copy=None):
             raise ValueError(f"from_dlpack(copy=False): moving from {src} to {dev} "
                              "requires a copy")
         return Array._new(transfer(arr, src, dev), dev)
+    if not copy:
+        share(arr, settle=False)
     return Array._new(arr, dev)

@@ -32,7 +32,7 @@ def astype(x, dtype, /, *, copy=True, device=None):
         raise TypeError(f"astype(): casting complex {x.dtype} to real {dtype} would discard "
                         "the imaginary part; use real() or abs() first")
     dev = x.device if device is None else _dev.as_device(device)
-    if dev == x.device and dtype != x.dtype and _fusion.ACTIVE[0] and _fusion.tracing():
+    if dev == x.device and dtype != x.dtype and _fusion.ON[0]:
         r = _fusion.astype(x, dtype)
         if r is not None:
             return r

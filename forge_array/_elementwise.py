@@ -97,7 +97,7 @@ def _binary_operands(name, x1, x2, kinds):
 
 
 def _binary(name, x1, x2, kinds, fix=None):
-    if _fusion.ACTIVE[0] and _fusion.tracing():
+    if _fusion.ON[0]:
         r = _fusion.binary(name, x1, x2, kinds)
         if r is not None:
             return r
@@ -113,7 +113,7 @@ def _unary(name, x, kinds, fix=None, backend_name=None):
     if not isinstance(x, Array):
         raise TypeError(f"{name}() requires an array, got {type(x).__name__}")
     _check_kind(name, x.dtype, kinds)
-    if _fusion.ACTIVE[0] and _fusion.tracing():
+    if _fusion.ON[0]:
         r = _fusion.unary(name, x)
         if r is not None:
             return r
@@ -469,7 +469,7 @@ def clip(x, /, min=None, max=None):  # noqa: A002
         else:
             raise TypeError(f"clip(): {what} must be an array, a Python scalar or None")
         bounds.append(b)
-    if (_fusion.ACTIVE[0] and _fusion.tracing()
+    if (_fusion.ON[0]
             and not any(isinstance(v, Array) or v != v for v in scalars if v is not None)):
         r = _fusion.clip(x, *scalars)
         if r is not None:

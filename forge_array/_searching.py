@@ -38,7 +38,7 @@ def _arg(name, x, axis, keepdims):
         ax = normalize_axis(axis, x.ndim, name)
         if x.shape[ax] == 0:
             raise ValueError(f"{name}() along axis {ax} of length 0")
-    if _fusion.ACTIVE[0] and _fusion.tracing():
+    if _fusion.ON[0]:
         r = _fusion.reduction(name, x, tuple(range(x.ndim)) if ax is None else (ax,), x.dtype,
                               keepdims)
         if r is not None:
@@ -139,7 +139,7 @@ def where(condition, x1, x2, /):
     check_array(condition, "where", "condition")
     if condition.dtype != _dt.bool:
         raise TypeError(f"where(): condition must be a boolean array, got {condition.dtype}")
-    if _fusion.ACTIVE[0] and _fusion.tracing():
+    if _fusion.ON[0] and _fusion.wanted(condition, x1, x2):
         dt, dev, s1, s2 = _binary_types("where", x1, x2, "any")
         _dev.check_same_device(condition.device, dev)
         r = _fusion.where(condition, x1, x2, dt, dev, s1, s2)

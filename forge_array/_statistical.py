@@ -68,7 +68,7 @@ def full_fast(name, x, dtype=None, keepdims=False, extra=None):
     >>> r is None or float(r) == 3.0
     True
     """
-    if type(x) is not Array or type(keepdims) is not bool or _fusion.ACTIVE[0]:
+    if type(x) is not Array or type(keepdims) is not bool or (_fusion.ON[0] and _fusion.wanted(x)):
         return None
     # only arguments of the types `checked` records: as keys, 1 == True == 1.0
     if dtype is not None and not isinstance(dtype, np.dtype):
@@ -100,7 +100,7 @@ def axis_fast(name, x, axis, dtype=None, keepdims=False):
     >>> r is None or r.shape == (3,)
     True
     """
-    if type(x) is not Array or type(keepdims) is not bool or _fusion.ACTIVE[0]:
+    if type(x) is not Array or type(keepdims) is not bool or (_fusion.ON[0] and _fusion.wanted(x)):
         return None
     if dtype is not None and not isinstance(dtype, np.dtype):
         return None
@@ -178,7 +178,7 @@ def sum(x, /, *, axis=None, dtype=None, keepdims=False):  # noqa: A001
     axes = normalize_axes(axis, x.ndim, "sum")
     dt = accumulation_dtype(x.dtype, dtype, "sum")
     checked("sum", x, dtype, None, dt)
-    if _fusion.ACTIVE[0] and _fusion.tracing():
+    if _fusion.ON[0]:
         r = _fusion.reduction("sum", x, axes, dt, _keepdims(keepdims, "sum"))
         if r is not None:
             return r
@@ -201,7 +201,7 @@ def prod(x, /, *, axis=None, dtype=None, keepdims=False):
     axes = normalize_axes(axis, x.ndim, "prod")
     dt = accumulation_dtype(x.dtype, dtype, "prod")
     checked("prod", x, dtype, None, dt)
-    if _fusion.ACTIVE[0] and _fusion.tracing():
+    if _fusion.ON[0]:
         r = _fusion.reduction("prod", x, axes, dt, _keepdims(keepdims, "prod"))
         if r is not None:
             return r
@@ -219,7 +219,7 @@ def _extremum(name, x, axis, keepdims):
     if _reduced_count(x, axes) == 0:
         raise ValueError(f"{name}() of an empty reduction (shape {x.shape}, axis {axes}) "
                          "has no value")
-    if _fusion.ACTIVE[0] and _fusion.tracing():
+    if _fusion.ON[0]:
         r = _fusion.reduction(name, x, axes, x.dtype, _keepdims(keepdims, name))
         if r is not None:
             return r
@@ -271,7 +271,7 @@ def mean(x, /, *, axis=None, keepdims=False):
     checked("mean", x, None, None, None)
     axes = normalize_axes(axis, x.ndim, "mean")
     kd = _keepdims(keepdims, "mean")
-    if _fusion.ACTIVE[0] and _fusion.tracing():
+    if _fusion.ON[0]:
         r = _fusion.reduction("mean", x, axes, x.dtype, kd)
         if r is not None:
             return r
@@ -296,7 +296,7 @@ def _spread(name, x, axis, correction, keepdims):
     fn = _routing.reduce_var if name == "var" else _routing.reduce_std
     kd = _keepdims(keepdims, name)
     if _reduced_count(x, axes) - correction > 0:
-        if _fusion.ACTIVE[0] and _fusion.tracing():
+        if _fusion.ON[0]:
             r = _fusion.reduction(name, x, axes, x.dtype, kd, correction)
             if r is not None:
                 return r

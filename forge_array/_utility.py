@@ -31,7 +31,7 @@ def _logical(name, x, axis, keepdims):
     axes = normalize_axes(axis, x.ndim, name)
     if not isinstance(keepdims, bool):
         raise TypeError(f"{name}(): keepdims must be a bool")
-    if _fusion.ACTIVE[0] and _fusion.tracing():
+    if _fusion.ON[0]:
         r = _fusion.reduction(name, x, axes, np.dtype(np.bool_), keepdims)
         if r is not None:
             return r

@@ -2,7 +2,7 @@
 # One call on the lent GPU machine: install, test on the GPU, benchmark, run the conformance
 # suite; results go to $OUT (a tarball + short summaries). Carry .whl (and .suite for the
 # conformance suite). Usage, as the device command:
-#   bash tools/gpu_session.sh [steps...]     steps: main tests probe bench conformance startup dask tune profile timing
+#   bash tools/gpu_session.sh [steps...]     steps: main tests probe bench conformance fusionhost startup dask tune profile timing
 #   script (default: main tests probe bench conformance)
 #   BENCH_ARGS="--suite copy,reduce" TEST_ARGS="tests/test_copy.py" bash tools/gpu_session.sh tests bench
 #   TUNE=tune-lines.txt bash tools/gpu_session.sh tune   (a file of bench.tune argument lines)
@@ -71,9 +71,16 @@ for step in $steps; do
       timeout ${DASK_TIMEOUT:-400} python3 -m bench.suite_dask ${DASK_ARGS:-} --out "$OUT/r/bench" 2>&1 \
         | tee "$OUT/r/dask.txt" | tail -60 ;;
     conformance)
-      timeout ${CONF_TIMEOUT:-300} python3 conformance/run.py --suite .suite/array-api-tests --device cuda:0 \
-        --max-examples ${CONF_EXAMPLES:-20} -n ${CONF_WORKERS:-12} --json "$OUT/r/conformance.json" 2>&1 \
-        | tee "$OUT/r/conformance.txt" | tail -30 ;;
+      # automatic fusion on, deferring every step (MIN_SIZE 0), then off
+      for mode in on off; do
+        if [ $mode = on ]; then fenv="FORGE_ARRAY_FUSION=1 FORGE_ARRAY_FUSION_MIN_SIZE=0"; else fenv="FORGE_ARRAY_FUSION=0"; fi
+        echo "== conformance, automatic fusion $mode ($fenv)"
+        env $fenv timeout ${CONF_TIMEOUT:-300} python3 conformance/run.py --suite .suite/array-api-tests --device cuda:0 \
+          --max-examples ${CONF_EXAMPLES:-20} -n ${CONF_WORKERS:-12} --json "$OUT/r/conformance-fusion-$mode.json" 2>&1 \
+          | tee "$OUT/r/conformance-fusion-$mode.txt" | tail -30
+      done ;;
+    fusionhost)
+      timeout 200 python3 -m bench.fusion_host --json "$OUT/r/fusion_host.json" 2>&1 | tee "$OUT/r/fusion_host.txt" ;;
   esac
   echo "== step $step took $(( $(date +%s) - start )) s" | tee -a "$OUT/r/steps.txt"
 done

@@ -1,12 +1,13 @@
-"""Building expression nodes from namespace calls while a fused call is traced.
+"""Building expression nodes from namespace calls: while a fused call is traced, and in plain
+code under automatic fusion (:mod:`.auto`).
 
-The namespace's element-wise functions, ``where``, ``astype``, ``clip`` and reductions ask
-:func:`tracing` first (one global counter read when nothing is traced) and, while a fused
-call runs in this thread, hand their validated arguments here.  A builder returns a
-:class:`~.expr.Deferred` array, or None when the step does not fuse (a dtype or an
-operation without a kernel form, a device without kernels, operands that do not
-broadcast): the namespace then computes it eagerly, which reads the operands' values and
-so settles them — a break in the plan, never an error.
+The namespace's element-wise functions, ``where``, ``astype``, ``clip`` and reductions read
+:data:`ON` first (one global read) and, when it is set, hand their arguments here.  A
+builder returns a :class:`~.expr.Deferred` array, or None when the step is not deferred (a
+dtype or an operation without a kernel form, a device without kernels, operands that do
+not broadcast, and in plain code the rules of :mod:`.auto`): the namespace then computes
+it eagerly, which reads the operands' values and so settles them — a break in the plan,
+never an error.
 """
 
 from __future__ import annotations
@@ -16,19 +17,47 @@ import weakref
 
 import numpy as np
 
-from .._array import py_scalar
+from .._array import Array, py_scalar
+from .._ownership import is_private
 from ..primitives.fused_reduce import Term, term_dtype
 from ..runtime.config import SIMULATE
+from . import auto as _auto
 from .codegen import BINARY, FLOAT_ONLY, UNARY
-from .expr import Const, Deferred, Node, broadcast_shape, operand
+from .expr import Const, Deferred, Leaf, Node, broadcast_shape, operand
 
-__all__ = ["ACTIVE", "tracing", "binary", "unary", "where", "astype", "clip", "reduction",
-           "Trace", "current"]
+__all__ = ["ACTIVE", "ON", "tracing", "wanted", "binary", "unary", "where", "astype", "clip",
+           "reduction", "Trace", "current", "begin_trace", "end_trace", "sync_switch"]
 
-#: number of threads tracing a fused call now (read first, so that plain code pays one
-#: global look-up)
+#: number of threads tracing a fused call now
 ACTIVE = [0]
+#: nonzero when a namespace call should ask a builder: a thread traces, or automatic
+#: fusion is on (read first, so that plain code pays one global look-up when it is off)
+ON = [0]
 _TLS = threading.local()
+_TRACE = 1
+_AUTO = 2
+
+
+def sync_switch():
+    """Recompute :data:`ON` (after a trace starts or ends, or automatic fusion is switched)."""
+    ON[0] = ACTIVE[0] + (1 if _auto._STATE[0] or _auto._STATE[1] else 0)
+
+
+def begin_trace(trace):
+    """Make ``trace`` this thread's :class:`Trace`."""
+    _TLS.trace = trace
+    ACTIVE[0] += 1
+    sync_switch()
+
+
+def end_trace():
+    """End this thread's trace."""
+    ACTIVE[0] -= 1
+    _TLS.trace = None
+    sync_switch()
+
+
+sync_switch()
 
 _PREDICATES = frozenset(["equal", "not_equal", "less", "less_equal", "greater", "greater_equal",
                          "logical_and", "logical_or", "logical_xor", "isnan", "isinf",
@@ -67,11 +96,73 @@ def _kernels_on(device):
     return device.is_cuda or SIMULATE
 
 
-def _deferred(node):
-    d = Deferred._of(node, node.device)
-    t = _TLS.trace
-    t.arrays.append(weakref.ref(d))
+def _mode(xs, device=None):
+    """_TRACE, _AUTO or None (computed eagerly) for a step on ``xs`` (arrays and scalars) on
+    ``device`` (default: the first array's).  In plain code a step is deferred when an
+    operand is pending or an array operand holds at least :data:`.auto.MIN_SIZE` elements
+    (checked first: small eager calls pay two type checks per operand)."""
+    if ACTIVE[0] and getattr(_TLS, "trace", None) is not None:
+        dev = device or _first_device(xs)
+        return _TRACE if dev is not None and _kernels_on(dev) else None
+    limit = _auto.MIN_SIZE[0]
+    worth = False
+    for x in xs:
+        t = type(x)
+        if t is Array:
+            if x._array.size >= limit:
+                worth = True
+        elif t is Deferred:
+            if x._node.value is None or x.size >= limit:
+                worth = True
+                break
+        elif isinstance(x, Array) and x.size >= limit:
+            worth = True
+    if not worth:
+        return None
+    dev = device or _first_device(xs)
+    if dev is not None and _auto.applies(dev) and _kernels_on(dev):
+        return _AUTO
+    return None
+
+
+def wanted(*xs):
+    """Whether a namespace call on the arrays ``xs`` (the first one an array) should go to a
+    builder rather than to its eager fast path."""
+    return _mode(xs) is not None
+
+
+def _operand(x, mode):
+    """The operand standing for array ``x``; in plain code None when ``x`` reads shared
+    memory."""
+    if mode == _TRACE:
+        return operand(x)
+    if type(x) is Deferred:
+        n = x._node
+        if n.value is None:
+            return n
+        arr = n.value
+    else:
+        arr = x._array
+    return Leaf(arr) if is_private(arr) else None
+
+
+def _deferred(node, mode):
+    if mode == _TRACE:
+        d = Deferred._of(node, node.device)
+        _TLS.trace.arrays.append(weakref.ref(d))
+        return d
+    if node.ops > _auto.MAX_OPS or node.reads > _auto.MAX_LEAVES:
+        return None
+    d = Deferred._of(node, node.device, True)
+    _auto.register(d)
     return d
+
+
+def _first_device(xs):
+    for x in xs:
+        if isinstance(x, Array):
+            return x._device
+    return None
 
 
 def _scalar_const(value, dtype):
@@ -84,66 +175,85 @@ def binary(name, x1, x2, kinds):
     """The deferred ``name(x1, x2)``, or None (see the module docstring)."""
     if name not in BINARY:
         return None
+    mode = _mode((x1, x2))
+    if mode is None:
+        return None
     from .._elementwise import _binary_types  # noqa: PLC0415 - the namespace's validation
 
     dt, dev, s1, s2 = _binary_types(name, x1, x2, kinds)
-    if not _kernels_on(dev) or dt.kind not in _KINDS or (name in FLOAT_ONLY and dt.kind != "f"):
+    if dt.kind not in _KINDS or (name in FLOAT_ONLY and dt.kind != "f"):
         return None
-    a = _scalar_const(x1, s1) if s1 is not None else operand(x1)
-    b = _scalar_const(x2, s2) if s2 is not None else operand(x2)
+    a = _scalar_const(x1, s1) if s1 is not None else _operand(x1, mode)
+    b = _scalar_const(x2, s2) if s2 is not None else _operand(x2, mode)
+    if a is None or b is None:
+        return None
     try:
         shape = broadcast_shape(a.shape, b.shape)
     except ValueError:  # eager code raises its own error
         return None
     rdt = np.dtype(np.bool_) if name in _PREDICATES else dt
-    return _deferred(Node(name, (a, b), rdt, shape, dt, device=dev))
+    return _deferred(Node(name, (a, b), rdt, shape, dt, device=dev), mode)
 
 
 def unary(name, x):
     """The deferred ``name(x)`` of a validated array ``x``, or None."""
     if name not in UNARY:
         return None
-    dt = x.dtype
+    mode = _mode((x,))
+    if mode is None:
+        return None
     dev = x._device
-    if not _kernels_on(dev) or dt.kind not in _KINDS or (name in FLOAT_ONLY and dt.kind != "f"):
+    dt = x.dtype
+    if dt.kind not in _KINDS or (name in FLOAT_ONLY and dt.kind != "f"):
         return None
     rdt = np.dtype(np.bool_) if name in _PREDICATES else dt
-    e = operand(x)
-    return _deferred(Node(name, (e,), rdt, e.shape, dt, device=dev))
+    e = _operand(x, mode)
+    if e is None:
+        return None
+    return _deferred(Node(name, (e,), rdt, e.shape, dt, device=dev), mode)
 
 
 def where(condition, x1, x2, dt, dev, s1, s2):
     """The deferred ``where(condition, x1, x2)`` (validated: result dtype ``dt``, scalar
     dtypes ``s1`` / ``s2``), or None."""
-    if not _kernels_on(dev) or dt.kind not in _KINDS:
+    mode = _mode((condition, x1, x2), dev)
+    if mode is None or dt.kind not in _KINDS:
         return None
-    c = operand(condition)
-    a = _scalar_const(x1, s1) if s1 is not None else operand(x1)
-    b = _scalar_const(x2, s2) if s2 is not None else operand(x2)
+    c = _operand(condition, mode)
+    a = _scalar_const(x1, s1) if s1 is not None else _operand(x1, mode)
+    b = _scalar_const(x2, s2) if s2 is not None else _operand(x2, mode)
+    if a is None or b is None or c is None:
+        return None
     try:
         shape = broadcast_shape(c.shape, a.shape, b.shape)
     except ValueError:
         return None
-    return _deferred(Node("where", (c, a, b), dt, shape, dt, device=dev))
+    return _deferred(Node("where", (c, a, b), dt, shape, dt, device=dev), mode)
 
 
 def astype(x, dtype):
     """The deferred ``astype(x, dtype)`` on ``x``'s device, or None."""
     dev = x._device
-    if not _kernels_on(dev) or x.dtype.kind not in _KINDS or dtype.kind not in _KINDS:
+    mode = _mode((x,))
+    if mode is None or x.dtype.kind not in _KINDS or dtype.kind not in _KINDS:
         return None
-    e = operand(x)
-    return _deferred(Node("astype", (e,), dtype, e.shape, x.dtype, device=dev))
+    e = _operand(x, mode)
+    if e is None:
+        return None
+    return _deferred(Node("astype", (e,), dtype, e.shape, x.dtype, device=dev), mode)
 
 
 def clip(x, lo, hi):
     """The deferred ``clip(x, lo, hi)`` for Python-scalar (or None) bounds already
     converted to ``x``'s dtype and not NaN, or None."""
     dev = x._device
-    if not _kernels_on(dev) or x.dtype.kind not in "iuf":
+    mode = _mode((x,))
+    if mode is None or x.dtype.kind not in "iuf":
         return None
-    e = operand(x)
-    return _deferred(Node("clip", (e,), x.dtype, e.shape, x.dtype, (lo, hi), device=dev))
+    e = _operand(x, mode)
+    if e is None:
+        return None
+    return _deferred(Node("clip", (e,), x.dtype, e.shape, x.dtype, (lo, hi), device=dev), mode)
 
 
 def reduction(name, x, axes, dtype, keepdims, correction=0.0):
@@ -151,7 +261,8 @@ def reduction(name, x, axes, dtype, keepdims, correction=0.0):
     of ``x`` over the normalised ``axes`` accumulating in ``dtype`` (the values' dtype for
     argmax / argmin), or None (empty reductions and complex data run eagerly)."""
     dev = x._device
-    if not _kernels_on(dev) or x.dtype.kind not in _KINDS or np.dtype(dtype).kind not in _KINDS:
+    mode = _mode((x,))
+    if mode is None or x.dtype.kind not in _KINDS or np.dtype(dtype).kind not in _KINDS:
         return None
     shape = x.shape
     count = 1
@@ -159,7 +270,9 @@ def reduction(name, x, axes, dtype, keepdims, correction=0.0):
         count *= shape[d]
     if count == 0 or x.size == 0:
         return None
-    e = operand(x)
+    e = _operand(x, mode)
+    if e is None:
+        return None
     full = len(axes) == len(shape)
     term = Term(name, np.dtype(dtype), float(correction))
     if keepdims:
@@ -168,4 +281,4 @@ def reduction(name, x, axes, dtype, keepdims, correction=0.0):
         out_shape = tuple(s for d, s in enumerate(shape) if d not in axes)
     node = Node("reduce", (e,), term_dtype(term), out_shape, None,
                 (term, None if full else tuple(axes), bool(keepdims)), device=dev)
-    return _deferred(node)
+    return _deferred(node, mode)

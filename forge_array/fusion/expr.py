@@ -54,7 +54,8 @@ class Node:
     :class:`~forge_array.primitives.fused_reduce.Term`, axes and keepdims).  ``value``:
     the backend array once computed."""
 
-    __slots__ = ("op", "args", "dtype", "shape", "ctype", "extra", "value", "device", "__weakref__")
+    __slots__ = ("op", "args", "dtype", "shape", "ctype", "extra", "value", "device", "ops",
+                 "reads", "__weakref__")
 
     def __init__(self, op, args, dtype, shape, ctype=None, extra=None, device=None):
         self.op = op
@@ -65,6 +66,18 @@ class Node:
         self.extra = extra
         self.value = None
         self.device = device
+        # the size of the pending expression: steps and array reads (shared ones counted
+        # at each use: a bound, not an exact count)
+        ops = 1
+        reads = 0
+        for a in args:
+            if type(a) is Node and a.value is None:
+                ops += a.ops
+                reads += a.reads
+            elif type(a) is not Const:
+                reads += 1
+        self.ops = ops
+        self.reads = reads
 
     def __repr__(self):
         return f"Node({self.op}, {self.dtype}, {self.shape})"
@@ -73,13 +86,14 @@ class Node:
 class Deferred(Array):
     """An array whose values are computed when first needed (see the module docstring)."""
 
-    __slots__ = ("_node",)
+    __slots__ = ("_node", "_auto")
 
     @classmethod
-    def _of(cls, node, device):
+    def _of(cls, node, device, auto=False):
         obj = object.__new__(cls)
         obj._node = node
         obj._device = device
+        obj._auto = auto
         return obj
 
     @property
@@ -107,6 +121,10 @@ class Deferred(Array):
         from .evaluate import settle  # noqa: PLC0415 - evaluate imports this module
 
         node = self._node
+        if node.value is None and self._auto:  # with every other pending expression
+            from .auto import settle_device  # noqa: PLC0415
+
+            settle_device(self._device)
         if node.value is None:
             settle([node])
         self._array = node.value

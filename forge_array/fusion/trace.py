@@ -13,7 +13,9 @@ from __future__ import annotations
 import functools
 
 from .. import _array as _array_module
+from .. import _ownership
 from .._array import Array
+from . import auto as _auto
 from . import build as _build
 from .evaluate import plan_of, settle
 from .expr import Deferred, pending
@@ -54,8 +56,10 @@ def _by_device(nodes):
     return groups.values()
 
 
-def _before_write():
-    """Settle every pending array of this thread's fused call (see ``Array.BEFORE_WRITE``)."""
+def _before_write(what="an in-place write"):
+    """Settle every pending array of this thread's fused call and every pending array of
+    plain code (see ``Array.BEFORE_WRITE``)."""
+    _auto.settle_all()
     t = _build.current()
     if t is None:
         return
@@ -66,7 +70,7 @@ def _before_write():
         if d is not None and pending(d) is not None:
             nodes.append(d._node)
     if nodes:
-        t.log.append(f"{len(nodes)} pending arrays before an in-place write")
+        t.log.append(f"{len(nodes)} pending arrays before {what}")
         for group in _by_device(nodes):
             settle(group)
 
@@ -80,8 +84,15 @@ def _view_taken(source, view_of, view):
             t.views.append((source, view_of, view))
 
 
+def _before_share():
+    """Settle what is pending before memory becomes shared (see ``_ownership.BEFORE_SHARE``):
+    another library may write it from then on."""
+    _before_write("an export")
+
+
 _array_module.BEFORE_WRITE[0] = _before_write
 _array_module.VIEW_TAKEN[0] = _view_taken
+_ownership.BEFORE_SHARE[0] = _before_share
 
 
 class Fused:
@@ -94,13 +105,11 @@ class Fused:
 
     def _trace(self, args, kwargs):
         trace = _build.Trace()
-        _build._TLS.trace = trace
-        _build.ACTIVE[0] += 1
+        _build.begin_trace(trace)
         try:
             out = self.fn(*args, **kwargs)
         finally:
-            _build.ACTIVE[0] -= 1
-            _build._TLS.trace = None
+            _build.end_trace()
         return out, trace
 
     def __call__(self, *args, **kwargs):

@@ -1,0 +1,89 @@
+"""Host time of small element-wise calls with automatic fusion on and off, CuPy beside them
+(GPU machine only).
+
+Each call's result is then used by an operation that does not fuse (``flip``), so that a
+deferred step cannot hide its work: what is timed is the step, its settlement and its
+launch.  Per case: median host µs per call with the GPU synchronised before each call
+(:func:`bench.hosttime.host_us`), fusion on, fusion off and CuPy, measured back to back in
+one process.  Also ``sum(x*y+1)`` at the same size, where fusion saves two launches.
+
+    python -m bench.fusion_host                    # n = 1000
+    python -m bench.fusion_host --n 100000 --json out.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from .hosttime import host_us
+
+
+def cases(n):
+    """(label, forge_array call on arrays, CuPy call on arrays) of the timed steps."""
+    import cupy as cp
+
+    import forge_array as xp
+
+    rng = cp.random.default_rng(0)
+    cx, cy = rng.random(n, dtype=cp.float32), rng.random(n, dtype=cp.float32)
+    x, y = xp.asarray(cx, copy=True), xp.asarray(cy, copy=True)   # private: may be deferred
+
+    def use(r):
+        return xp.flip(r)
+
+    return [
+        ("x + y", lambda: use(x + y), lambda: cp.flip(cx + cy)),
+        ("exp(x)", lambda: use(xp.exp(x)), lambda: cp.flip(cp.exp(cx))),
+        ("where(x > 0, x, 0)", lambda: use(xp.where(x > 0.5, x, 0.0)),
+         lambda: cp.flip(cp.where(cx > 0.5, cx, 0.0))),
+        ("sum(x*y+1)", lambda: float(xp.sum(x * y + 1)), lambda: float(cp.sum(cx * cy + 1))),
+        ("flip alone", lambda: use(x), lambda: cp.flip(cx)),
+    ]
+
+
+def measure(n=1000, calls=400, min_size=None):
+    """{label: {"fusion on": µs, "fusion off": µs, "cupy": µs}}; ``min_size`` sets
+    :data:`forge_array.fusion.auto.MIN_SIZE` for the "fusion on" runs."""
+    from forge_array.fusion import auto
+
+    out = {}
+    for label, ours, theirs in cases(n):
+        row = {}
+        for mode in ("fusion on", "fusion off", "cupy"):
+            old = auto.enable(mode == "fusion on")
+            size = auto.MIN_SIZE[0]
+            if min_size is not None:
+                auto.MIN_SIZE[0] = min_size
+            try:
+                f = theirs if mode == "cupy" else ours
+                for _ in range(20):  # compile, plans, caches
+                    f()
+                row[mode] = round(host_us(f, calls), 2)
+            finally:
+                auto.MIN_SIZE[0] = size
+                auto.enable(*old)
+        out[label] = row
+    return out
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--n", type=int, default=1000)
+    ap.add_argument("--calls", type=int, default=400)
+    ap.add_argument("--min-size", type=int, default=None,
+                    help="automatic fusion's MIN_SIZE for the 'fusion on' runs (default: as set)")
+    ap.add_argument("--json", default=None, help="write the figures here too")
+    a = ap.parse_args(argv)
+    res = measure(a.n, a.calls, a.min_size)
+    print(f"host µs per call, n={a.n} float32 (median of {a.calls}, GPU idle before each)")
+    print(f"{'case':22s} {'fusion on':>10s} {'fusion off':>10s} {'cupy':>8s}")
+    for label, row in res.items():
+        print(f"{label:22s} {row['fusion on']:10.2f} {row['fusion off']:10.2f} {row['cupy']:8.2f}")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"n": a.n, "min_size": a.min_size, "host_us": res}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,201 @@
+"""Automatic fusion: element-wise steps and reductions of plain code deferred into one launch.
+
+Outside :func:`~forge_array.fuse`, the namespace's element-wise steps and reductions on GPU
+arrays may return a deferred array (:class:`~.expr.Deferred`) instead of computing at once;
+whatever consumes it — a reduction, another element-wise step — then computes the whole
+expression in one kernel.  No program can tell the difference from eager evaluation:
+
+- **what is deferred**: an element-wise step (or a reduction) whose operands are pending
+  expressions, or whose result has at least :data:`MIN_SIZE` elements, when every array it
+  reads is *private* (:mod:`forge_array._ownership`: memory nothing but forge_array can
+  write) and the expression stays within :data:`MAX_OPS` steps and :data:`MAX_LEAVES` arrays;
+- **when it is settled**: the first time anything but another fusable step needs its
+  values (any other namespace function, an export, ``float()``, printing...); all pending
+  expressions of that device are computed together then, so sibling reductions
+  (``mean(x)``, ``std(x)``, ``max(x)``) share one pass.  Everything pending is also
+  computed before any write through forge_array (``x[k] = v``, in-place operators) and
+  before any export makes memory shared; more than :data:`MAX_PENDING` pending expressions
+  computes them all;
+- **what is never deferred**: steps reading shared memory (zero-copy imports of NumPy,
+  CuPy, PyTorch or DLPack data, and anything exported), CPU arrays, dtypes or operations
+  without a kernel form.
+
+If a fused launch fails, its expressions are computed eagerly instead (the same values,
+the same errors as plain code).  ``FORGE_ARRAY_FUSION=0`` turns all this off;
+``forge_array.runtime.STATS["fused"]`` counts the expressions computed inside a consumer.
+
+>>> import forge_array as xp
+>>> from forge_array.fusion import auto
+>>> isinstance(auto.enabled(), bool)
+True
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import weakref
+
+from ..runtime.config import KERNELS_ENABLED, SIMULATE
+from .expr import Const, Leaf, pending
+
+__all__ = ["enabled", "enable", "applies", "register", "settle_device", "settle_all",
+           "pending_count", "MIN_SIZE", "MAX_OPS", "MAX_LEAVES", "MAX_PENDING"]
+
+#: elements below which a step on materialised arrays runs eagerly (deferring it costs more
+#: host time than the launch it saves); a step on pending operands is always deferred.
+#: ``FORGE_ARRAY_FUSION_MIN_SIZE`` sets it (0: defer every step, as the conformance run
+#: with fusion on does)
+MIN_SIZE = [int(os.environ.get("FORGE_ARRAY_FUSION_MIN_SIZE", 1 << 16))]
+#: most element-wise steps in one deferred expression
+MAX_OPS = 32
+#: most array reads in one deferred expression
+MAX_LEAVES = 8
+#: most pending expressions; one more computes them all
+MAX_PENDING = 64
+
+_ENV = os.environ.get("FORGE_ARRAY_FUSION", "1").strip().lower()
+# [on, also on CPU arrays when the kernels are simulated (tests)]
+_STATE = [_ENV not in ("0", "false", "no", "off") and KERNELS_ENABLED, False]
+_PENDING: list = []
+_LOCK = threading.RLock()
+_TLS = threading.local()
+
+
+def enabled():
+    """Whether automatic fusion is on (``FORGE_ARRAY_FUSION``, or :func:`enable`)."""
+    return _STATE[0]
+
+
+def enable(on=True, simulated_cpu=False):
+    """Turn automatic fusion on or off for the process; ``simulated_cpu`` also defers steps on
+    CPU arrays when the kernels run in numba's simulator (how the tests exercise it).
+    Everything pending is computed first.  Returns the previous ``(on, simulated_cpu)``."""
+    from . import build  # noqa: PLC0415 - build imports this module
+
+    settle_all()
+    old = (_STATE[0], _STATE[1])
+    _STATE[0] = bool(on)
+    _STATE[1] = bool(simulated_cpu) and SIMULATE
+    build.sync_switch()
+    return old
+
+
+def applies(device):
+    """Whether steps on ``device`` may be deferred in this thread now."""
+    if device.is_cuda:
+        ok = _STATE[0]
+    else:
+        ok = _STATE[1]
+    return ok and not getattr(_TLS, "eager", False)
+
+
+def register(d):
+    """Track the deferred array ``d`` until it is computed (see the module docstring)."""
+    with _LOCK:
+        _PENDING.append(weakref.ref(d))
+        if len(_PENDING) > MAX_PENDING:
+            _PENDING[:] = [r for r in _PENDING if _alive(r)]
+            if len(_PENDING) > MAX_PENDING:
+                settle_all()
+
+
+def _alive(ref):
+    d = ref()
+    return d is not None and pending(d) is not None
+
+
+def pending_count():
+    """How many deferred arrays are waiting to be computed."""
+    with _LOCK:
+        return sum(1 for r in _PENDING if _alive(r))
+
+
+def settle_device(device):
+    """Compute every pending expression on ``device`` (in as few launches as possible)."""
+    _settle(lambda d: d._device == device)
+
+
+def settle_all():
+    """Compute every pending expression of the process."""
+    if _PENDING:
+        _settle(None)
+
+
+def _settle(which):
+    with _LOCK:
+        groups: dict = {}
+        keep = []
+        for ref in _PENDING:
+            d = ref()
+            if d is None or pending(d) is None:
+                continue
+            if which is None or which(d):
+                groups.setdefault(d._device, []).append(d._node)
+            else:
+                keep.append(ref)
+        _PENDING[:] = keep
+        for nodes in groups.values():
+            _compute(nodes)
+
+
+def _compute(nodes):
+    from .evaluate import settle  # noqa: PLC0415 - evaluate imports build, which imports this
+
+    try:
+        settle(nodes)
+    except Exception:  # a launch that failed: plain code's values, or plain code's error
+        for n in nodes:
+            if n.value is None:
+                _eager(n)
+
+
+def _eager(node):
+    """Compute ``node`` and what it uses with the namespace's eager functions."""
+    import forge_array as xp  # noqa: PLC0415 - the namespace sits above this module
+
+    device = node.device
+    memo: dict = {}
+
+    def value(e):
+        if isinstance(e, Const):
+            return e.value
+        if isinstance(e, Leaf):
+            return xp.Array._new(e.array, device)
+        if e.value is not None:
+            return xp.Array._new(e.value, device)
+        r = memo.get(id(e))
+        if r is not None:
+            return r
+        args = [value(a) for a in e.args]
+        op = e.op
+        if op == "reduce":
+            term, axes, keepdims = e.extra
+            axis = None if axes is None else axes
+            name = term.name
+            if name in ("argmax", "argmin"):
+                axis = None if axes is None else axes[0]
+                r = getattr(xp, name)(args[0], axis=axis, keepdims=keepdims)
+            elif name in ("var", "std"):
+                r = getattr(xp, name)(args[0], axis=axis, correction=term.correction,
+                                      keepdims=keepdims)
+            elif name in ("sum", "prod"):
+                r = getattr(xp, name)(args[0], axis=axis, dtype=term.dtype, keepdims=keepdims)
+            else:
+                r = getattr(xp, name)(args[0], axis=axis, keepdims=keepdims)
+        elif op == "astype":
+            r = xp.astype(args[0], e.dtype)
+        elif op == "clip":
+            r = xp.clip(args[0], *e.extra)
+        else:
+            r = getattr(xp, op)(*args)
+        memo[id(e)] = r
+        return r
+
+    _TLS.eager = True
+    try:
+        v = value(node)._array
+    finally:
+        _TLS.eager = False
+    node.value = v
+    node.args = ()

@@ -1,0 +1,298 @@
+"""Automatic fusion of plain code: fused results against eager evaluation, and tests that try
+to observe a deferred step (writes to shared leaves, in-place operators, views, exports,
+threads, exceptions, deep expressions)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+import threading
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from test_fusion import _program, _same, expressions
+
+import forge_array as xp
+from forge_array.fusion import auto
+from forge_array.fusion.expr import Deferred, pending
+from forge_array.runtime import SIMULATE, STATS
+
+DEV = "cpu" if SIMULATE else "cuda:0"
+
+
+@pytest.fixture(autouse=True)
+def fusion_on():
+    """Automatic fusion on for every size (and on simulated CPU arrays)."""
+    old = auto.enable(True, simulated_cpu=True)
+    size = auto.MIN_SIZE[0]
+    auto.MIN_SIZE[0] = 1
+    yield
+    auto.MIN_SIZE[0] = size
+    auto.enable(*old)
+
+
+@contextlib.contextmanager
+def eager():
+    old = auto.enable(False)
+    try:
+        yield
+    finally:
+        auto.enable(*old)
+
+
+def _private(a):
+    """A forge_array array of ``a`` that only forge_array can write (a copy)."""
+    return xp.asarray(a, device=DEV, copy=True)
+
+
+def _np(a):
+    return np.array(xp.asarray(a, device="cpu"), copy=True)
+
+
+def _launches(fn):
+    n0 = STATS["launches"]
+    r = fn()
+    return r, STATS["launches"] - n0
+
+
+def test_sum_of_expression_is_one_launch_in_plain_code():
+    rng = np.random.default_rng(0)
+    a, b = rng.random(300, dtype=np.float32), rng.random(300, dtype=np.float32)
+    x, y = _private(a), _private(b)
+    fused0 = STATS["fused"]
+    r, n = _launches(lambda: float(xp.sum(x * y + 1)))
+    assert n == 1
+    assert STATS["fused"] - fused0 == 1          # the expression x * y + 1, inside the sum
+    np.testing.assert_allclose(r, np.sum(a.astype(np.float64) * b + 1), rtol=1e-5)
+
+
+def test_sibling_reductions_of_plain_code_share_one_pass():
+    a = np.random.default_rng(1).random(257)
+    x = _private(a)
+    (m, s, mx), n = _launches(lambda: [float(v) for v in (xp.mean(x), xp.std(x), xp.max(x))])
+    assert n == 1
+    np.testing.assert_allclose([m, s, mx], [a.mean(), a.std(), a.max()], rtol=1e-12)
+
+
+def test_reduction_feeding_elementwise_steps():
+    a = np.random.default_rng(2).random(100)
+    x = _private(a)
+    r = xp.sum((x - xp.mean(x)) ** 2)
+    np.testing.assert_allclose(float(r), np.sum((a - a.mean()) ** 2), rtol=1e-12)
+    lse = xp.log(xp.sum(xp.exp(x - xp.max(x)))) + xp.max(x)
+    np.testing.assert_allclose(float(lse), np.log(np.sum(np.exp(a - a.max()))) + a.max(),
+                               rtol=1e-12)
+
+
+def test_results_are_arrays_of_the_namespace():
+    x = _private(np.arange(5.0))
+    t = x * 2
+    assert isinstance(t, xp.Array) and t.shape == (5,) and t.dtype == xp.float64
+    assert t.device == x.device and t.ndim == 1 and t.size == 5
+    assert pending(t) is not None                      # metadata did not compute it
+    assert repr(t).startswith("Array([0., 2., 4.")
+    assert pending(t) is None
+
+
+@settings(max_examples=25, deadline=None)
+@given(expressions())
+def test_random_expressions_in_plain_code_equal_eager(case):
+    dtype, leaves, steps, consumer = case
+    leaves = [xp.asarray(v, copy=True) for v in leaves]     # private copies of the views
+    fn = _program(steps, consumer)
+    with np.errstate(all="ignore"):
+        with eager():
+            want = fn(*leaves)
+        got = fn(*leaves)
+    _same(got, want, want.dtype)
+
+
+def test_small_steps_on_materialised_arrays_run_eagerly():
+    auto.MIN_SIZE[0] = 1000
+    x = _private(np.arange(10.0))
+    assert type(x + 1) is xp.Array
+    big = _private(np.arange(2000.0))
+    assert pending(big + 1) is not None
+    t = big * 2
+    assert pending(t[:3] + 1) is None                  # indexing settled t; small: eager
+
+
+# ------------------------------------------------------------------ rules: shared memory
+
+
+def test_write_by_another_library_to_a_shared_leaf():
+    a = np.arange(6.0)
+    x = xp.asarray(a)                    # zero-copy: NumPy can write it
+    t = x * 2
+    a[0] = 100.0
+    assert float(t[0]) == 0.0            # as eager code: computed before the write
+    assert type(t) is xp.Array           # a step reading shared memory is never deferred
+
+
+def test_export_of_a_leaf_settles_and_shares_it():
+    x = _private(np.arange(6.0))
+    t = x * 2
+    assert pending(t) is not None
+    view = np.asarray(x) if not x.device.is_cuda else None
+    if view is None:                      # on the GPU: the CUDA array interface
+        import cupy
+        view = cupy.asarray(x)
+    assert pending(t) is None            # the export computed what reads x first
+    view[0] = 100.0
+    assert float(t[0]) == 0.0
+    u = x * 3                            # x is shared now: never deferred again
+    assert type(u) is xp.Array and float(u[0]) == 300.0
+
+
+def test_dlpack_export_of_a_leaf():
+    x = _private(np.arange(4.0))
+    t = x + 1
+    cap = x.__dlpack__()
+    assert pending(t) is None
+    del cap
+    assert type(x + 1) is xp.Array
+
+
+def test_export_of_an_expression():
+    x = _private(np.arange(4.0))
+    t = x + 1
+    if t.device.is_cuda:
+        import cupy
+        ext = cupy.asarray(t)
+    else:
+        ext = np.asarray(t)
+    assert _np(ext).tolist() == [1.0, 2.0, 3.0, 4.0]
+    ext[0] = 50.0
+    u = t * 2                            # t's memory is shared now
+    assert type(u) is xp.Array and float(u[0]) == 100.0
+
+
+# ------------------------------------------------------------------ rules: writes through forge_array
+
+
+def test_in_place_operator_on_a_leaf():
+    x = _private(np.arange(5.0))
+    t = x * 2
+    x += 1
+    assert _np(t).tolist() == [0.0, 2.0, 4.0, 6.0, 8.0]
+    assert _np(x).tolist() == [1.0, 2.0, 3.0, 4.0, 5.0]
+
+
+def test_in_place_operator_on_a_deferred_array():
+    x = _private(np.arange(4.0))
+    t = x * 2
+    u = t + 1
+    t *= 10
+    assert _np(t).tolist() == [0.0, 20.0, 40.0, 60.0]
+    assert _np(u).tolist() == [1.0, 3.0, 5.0, 7.0]
+
+
+def test_setitem_on_a_view_of_a_leaf():
+    x = _private(np.arange(6.0))
+    t = xp.sum(x * x)
+    v = x[2:]
+    v[0] = 100.0
+    assert float(t) == float(np.sum(np.arange(6.0) ** 2))
+    assert float(x[2]) == 100.0
+
+
+def test_two_threads_sharing_leaves():
+    x = _private(np.arange(8.0))
+    built, written = threading.Event(), threading.Event()
+    out = {}
+
+    def reader():
+        t = x * 2
+        built.set()
+        written.wait(30)
+        out["t"] = _np(t)
+
+    def writer():
+        built.wait(30)
+        x[0] = 100.0
+        written.set()
+
+    threads = [threading.Thread(target=reader), threading.Thread(target=writer)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(60)
+    np.testing.assert_array_equal(out["t"], np.arange(8.0) * 2)
+
+
+# ------------------------------------------------------------------ errors and bounds
+
+
+def test_errors_are_raised_where_eager_code_raises_them():
+    x = _private(np.arange(4.0))
+    t = x * 2
+    with pytest.raises(ValueError):
+        x + _private(np.arange(3.0))
+    with pytest.raises(TypeError):
+        xp.sum(t, axis=1.5)
+    with pytest.raises(IndexError):
+        xp.sum(t, axis=3)
+    assert _np(t).tolist() == [0.0, 2.0, 4.0, 6.0]     # still usable after the errors
+
+
+def test_a_failing_launch_falls_back_to_eager_evaluation(monkeypatch):
+    from forge_array.fusion import evaluate
+
+    x = _private(np.arange(6.0))
+    t = xp.sum(x * 3 + 1)
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("launch failed")
+
+    monkeypatch.setattr(evaluate, "settle", broken)
+    assert float(t) == float(np.sum(np.arange(6.0) * 3 + 1))
+
+
+def test_deep_expressions_are_cut_at_the_bound():
+    a = np.random.default_rng(3).random(50)
+    x = _private(a)
+    want = a.copy()
+    t = x
+    for k in range(3 * auto.MAX_OPS):
+        t = t * 1.01 + 0.5 if k % 2 else t - 0.25
+        want = want * 1.01 + 0.5 if k % 2 else want - 0.25
+        if isinstance(t, Deferred) and pending(t) is not None:
+            assert t._node.ops <= auto.MAX_OPS
+    np.testing.assert_allclose(_np(t), want, rtol=1e-12)
+
+
+def test_many_pending_expressions_are_bounded():
+    x = _private(np.arange(10.0))
+    kept = [x * k for k in range(3 * auto.MAX_PENDING)]
+    assert auto.pending_count() <= auto.MAX_PENDING
+    assert [float(k[1]) for k in kept] == [float(k) for k in range(3 * auto.MAX_PENDING)]
+
+
+def test_too_many_leaves_are_not_one_expression():
+    xs = [_private(np.full(7, float(k))) for k in range(2 * auto.MAX_LEAVES)]
+    t = xs[0]
+    for v in xs[1:]:
+        t = t + v
+    assert float(t[3]) == float(sum(range(2 * auto.MAX_LEAVES)))
+
+
+def test_dead_expressions_are_never_computed():
+    x = _private(np.arange(10.0))
+    n0 = STATS["launches"]
+    for _ in range(5):
+        x * 2 + 1
+    auto.settle_all()
+    assert STATS["launches"] == n0
+
+
+def test_switched_off_by_the_environment():
+    code = ("import forge_array as xp\n"
+            "from forge_array.fusion import auto, build\n"
+            "print(auto.enabled(), build.ON[0])\n")
+    env = dict(os.environ, FORGE_ARRAY_FUSION="0")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         timeout=120, check=True).stdout.split()
+    assert out == ["False", "0"]
