@@ -4,8 +4,8 @@
 Each call's result is then used by an operation that does not fuse (``flip``), so that a
 deferred step cannot hide its work: what is timed is the step, its settlement and its
 launch.  Per case: median host µs per call with the GPU synchronised before each call
-(:func:`bench.hosttime.host_us`), fusion on, fusion off and CuPy, measured back to back in
-one process.  Also ``sum(x*y+1)`` at the same size, where fusion saves two launches.
+(:func:`bench.hosttime.host_us`), fusion on, fusion off and CuPy, measured in alternating
+rounds in one process.  Also ``sum(x*y+1)`` at the same size, where fusion saves two launches.
 
     python -m bench.fusion_host                    # n = 1000
     python -m bench.fusion_host --n 100000 --json out.json
@@ -42,28 +42,39 @@ def cases(n):
     ]
 
 
-def measure(n=1000, calls=400, min_size=None):
-    """{label: {"fusion on": µs, "fusion off": µs, "cupy": µs}}; ``min_size`` sets
+_MODES = ("fusion on", "fusion off", "cupy")
+
+
+def measure(n=1000, calls=400, min_size=None, rounds=8):
+    """{label: {"fusion on": µs, "fusion off": µs, "cupy": µs}}: the median over ``rounds``
+    rounds, each timing ``calls / rounds`` calls of every mode in turn (so that drifts of
+    the machine fall on all modes alike); ``min_size`` sets
     :data:`forge_array.fusion.auto.MIN_SIZE` for the "fusion on" runs."""
+    import statistics
+
     from forge_array.fusion import auto
+
+    def timed(mode, f, k):
+        old = auto.enable(mode == "fusion on")
+        size = auto.MIN_SIZE[0]
+        if min_size is not None and mode == "fusion on":
+            auto.MIN_SIZE[0] = min_size
+        try:
+            return host_us(f, k)
+        finally:
+            auto.MIN_SIZE[0] = size
+            auto.enable(*old)
 
     out = {}
     for label, ours, theirs in cases(n):
-        row = {}
-        for mode in ("fusion on", "fusion off", "cupy"):
-            old = auto.enable(mode == "fusion on")
-            size = auto.MIN_SIZE[0]
-            if min_size is not None:
-                auto.MIN_SIZE[0] = min_size
-            try:
-                f = theirs if mode == "cupy" else ours
-                for _ in range(20):  # compile, plans, caches
-                    f()
-                row[mode] = round(host_us(f, calls), 2)
-            finally:
-                auto.MIN_SIZE[0] = size
-                auto.enable(*old)
-        out[label] = row
+        fns = {m: (theirs if m == "cupy" else ours) for m in _MODES}
+        for m in _MODES:
+            timed(m, fns[m], 20)  # compile, plans, caches
+        runs: dict = {m: [] for m in _MODES}
+        for _ in range(rounds):
+            for m in _MODES:
+                runs[m].append(timed(m, fns[m], max(1, calls // rounds)))
+        out[label] = {m: round(statistics.median(v), 2) for m, v in runs.items()}
     return out
 
 

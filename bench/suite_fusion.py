@@ -3,8 +3,9 @@
 Each case is one function of arrays written once against the Array API and run as:
 ``forge_array`` (``xp.fuse``), ``forge_array plain`` (the same function undecorated, on
 arrays forge_array owns: automatic fusion), ``forge_array eager`` (undecorated, on
-zero-copy imports of the CuPy inputs, which are never deferred), CuPy eager (the reference), ``cupy.fuse`` where it compiles, torch eager, torch.compile
-(steady state; its first call is timed in ``extras``) and jax.jit when installed.  Beside
+zero-copy imports of the CuPy inputs, which are never deferred), CuPy eager (the
+reference), ``cupy.fuse`` where it compiles, torch eager, torch.compile (steady state; its
+first call is timed in ``extras``) and jax.jit when installed.  Beside
 them: ``forge_array sum`` (one plain ``sum`` over the same bytes, the fused reductions'
 yardstick) and the copy roofline of the harness.  Float32 and float64 at 10^6 and 10^8:
 
