@@ -85,11 +85,13 @@ def linearize(roots):
         p = seen.get(key)
         if p is not None:
             return p
-        if isinstance(e, Node) and e.value is None:
-            args = tuple(visit(a) for a in e.args)
-            extra = e.extra if e.op in ("clip",) else None
-            prog.append((e.op, e.dtype.str, None if e.ctype is None else e.ctype.str, args, extra))
-        elif isinstance(e, Const):
+        t = type(e)
+        if t is Node and e.value is None:
+            args = tuple([visit(a) for a in e.args])
+            extra = e.extra if e.op == "clip" else None
+            ct = e.ctype
+            prog.append((e.op, e.dtype.str, None if ct is None else ct.str, args, extra))
+        elif t is Const:
             prog.append(("c", e.value, e.dtype.str))
         else:
             arr = e.value if isinstance(e, Node) else e.array
@@ -101,7 +103,7 @@ def linearize(roots):
         p = seen[key] = len(prog) - 1
         return p
 
-    outs = tuple(visit(r) for r in roots)
+    outs = tuple([visit(r) for r in roots])
     prog.append(("out", outs))
     return tuple(prog), leaves
 

@@ -25,7 +25,7 @@ from .. import _devices as _dev
 from ..kernels import reduce_launch as _kl
 from ..kernels.elementwise import map_arrays, map_plan
 from ..primitives import fused_reduce as _fr
-from ..runtime import STATS
+from ..runtime import STATS, data_address, stream_key
 from . import build as _build
 from .codegen import function_of, linearize
 from .expr import Const, Leaf, Node
@@ -114,15 +114,40 @@ def settle(nodes, rec=None):
             _map_group(group, shape, device, rec)
 
 
-def _run(step, leaves, fused, rec, direct=None):
+#: launches of settlements outside a fused call, by program and the leaves' layouts: a
+#: plain-code expression met again replays its launch on the new leaves' addresses
+_LAUNCHES: dict = {}
+_MAX_LAUNCHES = 1024
+
+
+def _launch_key(program, leaves, *rest):
+    lay = tuple((a.dtype, a.shape, a.strides, data_address(a) & 15) for a in leaves)
+    return (program, lay, rest, stream_key())
+
+
+def _run(step, leaves, fused, rec, direct=None, key=None):
     """Run one launch ``step(*leaves)`` (a tuple of backend arrays back), counting the
     ``fused`` expressions it computes, and tell ``rec``: ``direct()`` (when given and not
-    None) is what replays the same launch on the leaves' addresses alone."""
+    None) is what replays the same launch on the leaves' addresses alone.  Without ``rec``,
+    ``key`` (see :func:`_launch_key`) keeps that replay for the next settlement of the same
+    expression over leaves of the same layouts."""
+    if rec is None and key is not None:
+        d = _LAUNCHES.get(key)
+        if d is not None:
+            outs = d(*leaves)
+            STATS["fused"] += fused
+            return outs
     outs = step(*leaves)
     STATS["fused"] += fused
     if rec is not None:
         d = direct() if direct is not None else None
         rec.add(step if d is None else d, leaves, outs, fused)
+    elif key is not None and direct is not None:
+        d = direct()
+        if d is not None:
+            if len(_LAUNCHES) >= _MAX_LAUNCHES:
+                _LAUNCHES.pop(next(iter(_LAUNCHES)))
+            _LAUNCHES[key] = d
     return outs
 
 
@@ -174,14 +199,16 @@ def _map_group(group, shape, device, rec):
     program, leaves = linearize(group)
     xp = _backend(device)
     dtypes = tuple(n.dtype for n in group)
-    direct = None
+    direct = key = None
     if leaves:
         fn = function_of(program)
         step = functools.partial(_map_step, xp, fn, shape, dtypes)
         direct = functools.partial(_direct_map, xp, fn, shape, dtypes, leaves)
+        if rec is None:
+            key = _launch_key(program, leaves, "map", shape, dtypes)
     else:  # constants only
         step = functools.partial(_fill_step, xp, shape, tuple(map(_const_value, group)), dtypes)
-    outs = _run(step, leaves, len(group), rec, direct)
+    outs = _run(step, leaves, len(group), rec, direct, key)
     for n, o in zip(group, outs):
         _done(n, o)
 
@@ -216,11 +243,13 @@ def _reduce_group(group, shape, axes, keepdims, device, rec):
     terms = tuple(r.extra[0] for r in group)
     expr = function_of(program)
     step = functools.partial(_reduce_step, xp, expr, shape, terms, axes, keepdims)
-    direct = None
+    direct = key = None
     if full and leaves:
         direct = functools.partial(_direct_reduce, xp, expr, shape, terms, keepdims, leaves)
+        if rec is None:
+            key = _launch_key(program, leaves, "reduce", shape, terms, keepdims)
     fused = sum(1 for e in roots if isinstance(e, Node) and e.value is None)
-    outs = _run(step, leaves, fused, rec, direct)
+    outs = _run(step, leaves, fused, rec, direct, key)
     for r, o in zip(group, outs):
         _done(r, o)
 
