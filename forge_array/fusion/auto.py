@@ -42,11 +42,14 @@ from .expr import Const, Leaf, pending
 __all__ = ["enabled", "enable", "applies", "register", "settle_device", "settle_all",
            "pending_count", "MIN_SIZE", "MAX_OPS", "MAX_LEAVES", "MAX_PENDING"]
 
-#: elements below which a step on materialised arrays runs eagerly (deferring it costs more
-#: host time than the launch it saves); a step on pending operands is always deferred.
-#: ``FORGE_ARRAY_FUSION_MIN_SIZE`` sets it (0: defer every step, as the conformance run
-#: with fusion on does)
-MIN_SIZE = [int(os.environ.get("FORGE_ARRAY_FUSION_MIN_SIZE", 1 << 16))]
+#: elements below which a step on materialised arrays runs eagerly; a step on pending
+#: operands is always deferred.  A plain-code expression costs ~70 µs of host time to build
+#: and settle on the H200's host against ~17 µs per eager step, so deferral pays from about
+#: 1.5e7 elements: ``python -m bench.run --suite fusion`` (f69ab72, H200), ``sum(x*y+1)``
+#: float32 in plain code 86.0 µs deferred against 52.1 µs eager at 10^6, 281.7 against
+#: 503.5 µs at 10^8.  ``FORGE_ARRAY_FUSION_MIN_SIZE`` sets it (0: defer every step, as the
+#: conformance run with fusion on does)
+MIN_SIZE = [int(os.environ.get("FORGE_ARRAY_FUSION_MIN_SIZE", 1 << 24))]
 #: most element-wise steps in one deferred expression
 MAX_OPS = 32
 #: most array reads in one deferred expression
