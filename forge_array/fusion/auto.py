@@ -37,6 +37,7 @@ import threading
 import weakref
 
 from ..runtime.config import KERNELS_ENABLED, SIMULATE
+from . import expr as _expr
 from .expr import Const, Leaf, pending
 
 __all__ = ["enabled", "enable", "applies", "register", "settle_device", "settle_all",
@@ -143,10 +144,8 @@ def _settle(which):
 
 
 def _compute(nodes):
-    from .evaluate import settle  # noqa: PLC0415 - evaluate imports build, which imports this
-
     try:
-        settle(nodes)
+        _expr.SETTLE[0](nodes)
     except Exception:  # a launch that failed: plain code's values, or plain code's error
         for n in nodes:
             if n.value is None:
@@ -202,3 +201,6 @@ def _eager(node):
         _TLS.eager = False
     node.value = v
     node.args = ()
+
+
+_expr.SETTLE_DEVICE[0] = settle_device

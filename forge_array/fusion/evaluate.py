@@ -17,6 +17,7 @@ memory but its result.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 
 import numpy as np
@@ -25,8 +26,9 @@ from .. import _devices as _dev
 from ..kernels import reduce_launch as _kl
 from ..kernels.elementwise import map_arrays, map_plan
 from ..primitives import fused_reduce as _fr
-from ..runtime import STATS, data_address, stream_key
+from ..runtime import STATS, current_device, data_address, stream_key
 from . import build as _build
+from . import expr as _expr
 from .codegen import function_of, linearize
 from .expr import Const, Leaf, Node
 
@@ -34,6 +36,8 @@ __all__ = ["settle", "plan_of", "AXIS_MAX_LEAVES"]
 
 #: most leaves a fused reduction along some axes reads (the axis kernels' operand limit)
 AXIS_MAX_LEAVES = 3
+
+_STAY = contextlib.nullcontext()
 
 
 def _pending_reductions(roots):
@@ -94,7 +98,8 @@ def settle(nodes, rec=None):
     device = nodes[0].device
     if rec is not None:
         rec.device = device
-    with _dev.on(device):
+    switch = device.is_cuda and device.index != current_device()
+    with _dev.on(device) if switch else _STAY:
         reds = _pending_reductions(nodes)
         while reds:
             memo: dict = {}
@@ -125,18 +130,22 @@ def _launch_key(program, leaves, *rest):
     return (program, lay, rest, stream_key())
 
 
+def _replayed(key, leaves, fused):
+    """The outputs of the launch kept under ``key`` run on ``leaves``, or None."""
+    d = _LAUNCHES.get(key)
+    if d is None:
+        return None
+    outs = d(*leaves)
+    STATS["fused"] += fused
+    return outs
+
+
 def _run(step, leaves, fused, rec, direct=None, key=None):
     """Run one launch ``step(*leaves)`` (a tuple of backend arrays back), counting the
     ``fused`` expressions it computes, and tell ``rec``: ``direct()`` (when given and not
     None) is what replays the same launch on the leaves' addresses alone.  Without ``rec``,
     ``key`` (see :func:`_launch_key`) keeps that replay for the next settlement of the same
-    expression over leaves of the same layouts."""
-    if rec is None and key is not None:
-        d = _LAUNCHES.get(key)
-        if d is not None:
-            outs = d(*leaves)
-            STATS["fused"] += fused
-            return outs
+    expression over leaves of the same layouts (:func:`_replayed`)."""
     outs = step(*leaves)
     STATS["fused"] += fused
     if rec is not None:
@@ -197,15 +206,20 @@ def _fill_step(xp, shape, values, dtypes):
 
 def _map_group(group, shape, device, rec):
     program, leaves = linearize(group)
-    xp = _backend(device)
     dtypes = tuple(n.dtype for n in group)
     direct = key = None
+    if leaves and rec is None:
+        key = _launch_key(program, leaves, "map", shape, dtypes)
+        outs = _replayed(key, leaves, len(group))
+        if outs is not None:
+            for n, o in zip(group, outs):
+                _done(n, o)
+            return
+    xp = _backend(device)
     if leaves:
         fn = function_of(program)
         step = functools.partial(_map_step, xp, fn, shape, dtypes)
         direct = functools.partial(_direct_map, xp, fn, shape, dtypes, leaves)
-        if rec is None:
-            key = _launch_key(program, leaves, "map", shape, dtypes)
     else:  # constants only
         step = functools.partial(_fill_step, xp, shape, tuple(map(_const_value, group)), dtypes)
     outs = _run(step, leaves, len(group), rec, direct, key)
@@ -241,14 +255,19 @@ def _reduce_group(group, shape, axes, keepdims, device, rec):
         _reduce_materialised(group[0], shape, axes, keepdims, device, rec)
         return
     terms = tuple(r.extra[0] for r in group)
+    fused = sum(1 for e in roots if isinstance(e, Node) and e.value is None)
+    direct = key = None
+    if full and leaves and rec is None:
+        key = _launch_key(program, leaves, "reduce", shape, terms, keepdims)
+        outs = _replayed(key, leaves, fused)
+        if outs is not None:
+            for r, o in zip(group, outs):
+                _done(r, o)
+            return
     expr = function_of(program)
     step = functools.partial(_reduce_step, xp, expr, shape, terms, axes, keepdims)
-    direct = key = None
     if full and leaves:
         direct = functools.partial(_direct_reduce, xp, expr, shape, terms, keepdims, leaves)
-        if rec is None:
-            key = _launch_key(program, leaves, "reduce", shape, terms, keepdims)
-    fused = sum(1 for e in roots if isinstance(e, Node) and e.value is None)
     outs = _run(step, leaves, fused, rec, direct, key)
     for r, o in zip(group, outs):
         _done(r, o)
@@ -357,3 +376,6 @@ def _leaves_of(roots, done):
     for r in roots:
         walk(r)
     return out
+
+
+_expr.SETTLE[0] = settle

@@ -23,6 +23,11 @@ from .._array import Array
 
 __all__ = ["Leaf", "Const", "Node", "Deferred", "operand", "broadcast_shape", "pending"]
 
+#: :func:`.evaluate.settle` and :func:`.auto.settle_device`, set when those modules load
+#: (they import this one)
+SETTLE = [None]
+SETTLE_DEVICE = [None]
+
 
 class Leaf:
     """A materialised backend array used by an expression."""
@@ -118,15 +123,11 @@ class Deferred(Array):
     def __getattr__(self, name):
         if name != "_array":
             raise AttributeError(name)
-        from .evaluate import settle  # noqa: PLC0415 - evaluate imports this module
-
         node = self._node
         if node.value is None and self._auto:  # with every other pending expression
-            from .auto import settle_device  # noqa: PLC0415
-
-            settle_device(self._device)
+            SETTLE_DEVICE[0](self._device)
         if node.value is None:
-            settle([node])
+            SETTLE[0]([node])
         self._array = node.value
         return node.value
 
