@@ -220,11 +220,24 @@ def compat(device: Device):
     return ns
 
 
+_STAY = contextlib.nullcontext()
+_GET_DEVICE: list = []
+
+
 def on(device: Device):
-    """Context manager making ``device`` current for CuPy allocations."""
+    """Context manager making ``device`` current for CuPy allocations (nothing to do, and
+    no CuPy ``Device`` entered, when it is current already).
+
+    >>> with on(cpu):
+    ...     pass
+    """
     if device.is_cuda:
+        if not _GET_DEVICE:
+            _GET_DEVICE.append(backend(device).cuda.runtime.getDevice)
+        if _GET_DEVICE[0]() == device.index:
+            return _STAY
         return backend(device).cuda.Device(device.index)
-    return contextlib.nullcontext()
+    return _STAY
 
 
 def check_same_device(*devs) -> Device:
