@@ -1349,3 +1349,23 @@ def test_pipelined_scan_ptx(offline_ptx, tmp_path):
                               capture_output=True, text=True)
         assert info.returncode == 0, info.stderr
         assert "0 bytes spill stores" in info.stderr, info.stderr
+
+
+@pytest.mark.parametrize("n", [1, 33, 700, 3000])
+def test_mid_size_scans_take_smaller_tiles(monkeypatch, bk, n):
+    """``min_tiles``: fewer items per thread while a scan would fill few tiles; results
+    unchanged."""
+    from forge_array.primitives.scan import state
+
+    p = dict(tuning.params("scan"), min_tiles=8, item_bytes_min=4)
+    monkeypatch.setattr(tuning, "params", lambda kind, _p=tuning.params: p if kind == "scan" else _p(kind))
+    f32 = (np.dtype(np.float32),)
+    items = state._items_for(p, f32)
+    small = state._items_for_size(p, items, n, f32)
+    assert small <= items and (small == 1 or n >= 8 * p["block"] * small)
+    pscan._fast_plans().clear()  # plan these launches with the parameters above
+    a = np.random.default_rng(n).random(n, dtype=np.float32)
+    got = cumulative_sum(bk.asarray(a))
+    pscan._fast_plans().clear()
+    np.testing.assert_allclose(got if bk is np else got.get(), np.cumsum(a, dtype=np.float64),
+                               rtol=1e-4)

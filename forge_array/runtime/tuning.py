@@ -148,8 +148,14 @@ TABLES: dict = {
         # take the pipeline: axis 1 of (10^4, 10^4) float32 316-317 -> 257-261 us, (1000,
         # 10^5) 277 -> 243, float64 (20000, 5000) 582 -> 439-458, (33333, 3000) 598 -> 468-487;
         # rows of a quarter tile lost (float32 3000: 420 -> 566, float64 1500: 683 -> 819)
+        # min_tiles 128, item_bytes_min 16 (bench.tune sweep scan-mid, H200, 405d048: item_bytes
+        # x block over 1-D float32 cumulative_sum): tiles of 8192 left mid sizes on few SMs
+        # (10^5: 13 blocks); best per size was item_bytes 16 at 10^4 (16.0-17.0 against 30.6 us)
+        # and 10^5 (17.9 against 34.1), 64 at 10^6 (23.0 against 33.9), 128 from 10^7 (55.5-61.0):
+        # the largest tile that still gives ~128 tiles (one per SM)
         "scan": {"item_bytes": 128, "shared_vec": True, "pipeline": True, "pipe_vectors": 13,
-                 "pipe_stages": 4, "pipe_min": 1 << 26, "pipe_row_tiles": 0.5},
+                 "pipe_stages": 4, "pipe_min": 1 << 26, "pipe_row_tiles": 0.5,
+                 "min_tiles": 128, "item_bytes_min": 16},
         # H200, bench.tune sweeps of rowcol over the reduce and matvec suites: best overall of the variants
         # row_tile_vecs 8 (bench.tune sweep, H200): sum(axis=1) of (10^7, 10)
         # 177 -> 144 and 174 -> 141 us, A @ x (10^7, 10) 180 -> 146 and 175 -> 147 us; 16 vectors

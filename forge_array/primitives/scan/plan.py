@@ -12,7 +12,17 @@ from ...kernels import scan_pipeline as kpipe
 from ...runtime import tuning
 from .._layout import collapse
 from .arguments import _xp
-from .state import _after_launch, _common_layout, _fit_items, _init_buffers, _items_for, _local, _state, _state_key
+from .state import (
+    _after_launch,
+    _common_layout,
+    _fit_items,
+    _init_buffers,
+    _items_for,
+    _items_for_size,
+    _local,
+    _state,
+    _state_key,
+)
 
 # ---- launch plans: everything but the operands' addresses, replayed by a dict lookup
 
@@ -282,6 +292,7 @@ def plan_scan(fn, tuple_op, xv, ov, in_dtypes, acc_dtypes, init, shift, n, m, nb
         if rl is not None:
             aligned, lead = True, rl
     block = pt["block"]
+    items = _items_for_size(pt, items, n * nbatch, acc_dtypes)
     items = _fit_items(pt, items, n, in_dtypes, acc_dtypes, tuple_op)
     tile = block * items
     vec = aligned and kscan._vec_ok(in_dtypes, acc_dtypes, block, items)
