@@ -356,6 +356,10 @@ def _cumulative(name, x, axis, dtype, include_initial):
         if len(_VALID) >= 4096:
             _VALID.clear()
         _VALID[(name, x.dtype, dtype, include_initial)] = dt
+    if _fusion.ON[0]:  # a pending expression: computed inside the scan
+        r = _fusion.scan(name, x, dt, include_initial)
+        if r is not None:
+            return r
     fn = _routing.cumulative_sum if name == "cumulative_sum" else _routing.cumulative_prod
     with _dev.on(x.device):
         return _wrap(fn(x._array, ax, dt, include_initial), x)

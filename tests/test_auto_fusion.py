@@ -296,3 +296,60 @@ def test_switched_off_by_the_environment():
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                          timeout=120, check=True).stdout.split()
     assert out == ["False", "0"]
+
+
+# ------------------------------------------------------------------ scans of expressions
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32])
+@pytest.mark.parametrize("n", [1, 33, 700])
+def test_scan_of_an_expression_is_one_launch(dtype, n):
+    rng = np.random.default_rng(n)
+    a = (rng.random(n) * 10).astype(dtype)
+    b = (rng.random(n) * 10).astype(dtype)
+    x, y = _private(a), _private(b)
+    fused0 = STATS["fused"]
+    r, k = _launches(lambda: _np(xp.cumulative_sum(x * y + 1)))
+    assert k == 1 and STATS["fused"] - fused0 == 1
+    with eager():
+        want = _np(xp.cumulative_sum(x * y + 1))
+    assert r.dtype == want.dtype
+    if np.dtype(dtype).kind == "f":
+        np.testing.assert_allclose(r, want, rtol=1e-5 if dtype == np.float32 else 1e-12)
+    else:
+        np.testing.assert_array_equal(r, want)
+
+
+def test_scans_of_expressions_with_flags_reductions_and_where():
+    a = np.random.default_rng(4).random(300)
+    x = _private(a)
+    got = xp.cumulative_prod(xp.where(x > 0.5, x, 1.0) + 0.5, include_initial=True)
+    want = np.concatenate([[1.0], np.cumprod(np.where(a > 0.5, a, 1.0) + 0.5)])
+    np.testing.assert_allclose(_np(got), want, rtol=1e-12)
+    c = xp.cumulative_sum(x - xp.mean(x))            # the mean first, then one fused scan
+    np.testing.assert_allclose(_np(c), np.cumsum(a - a.mean()), atol=1e-12)
+    s = xp.cumulative_sum(xp.astype(x > 0.5, xp.int32), dtype=xp.int64)
+    np.testing.assert_array_equal(_np(s), np.cumsum(a > 0.5))
+
+
+def test_scans_that_do_not_fuse_still_equal_eager():
+    a = np.random.default_rng(5).random((4, 30))
+    x = _private(a)
+    m = _private(a[0])
+    got = xp.cumulative_sum(x * 2, axis=1)                 # 2-D: the expression first
+    np.testing.assert_allclose(_np(got), np.cumsum(a * 2, axis=1))
+    got = xp.cumulative_sum(m[::2] * m[1::2] + m[0])      # a 0-d leaf broadcast: no fusion
+    v = a[0]
+    np.testing.assert_allclose(_np(got), np.cumsum(v[::2] * v[1::2] + v[0]))
+
+
+def test_fused_function_with_a_scan():
+    a = np.random.default_rng(6).random(100)
+    x = _private(a)
+
+    @xp.fuse
+    def f(u):
+        return xp.cumulative_sum(xp.where(u > 0.5, u, 0.0))
+
+    for _ in range(2):
+        np.testing.assert_allclose(_np(f(x)), np.cumsum(np.where(a > 0.5, a, 0.0)))

@@ -23,10 +23,10 @@ from ..primitives.fused_reduce import Term, term_dtype
 from ..runtime.config import SIMULATE
 from . import auto as _auto
 from .codegen import BINARY, FLOAT_ONLY, UNARY
-from .expr import Const, Deferred, Leaf, Node, broadcast_shape, operand
+from .expr import Const, Deferred, Leaf, Node, broadcast_shape, operand, pending
 
 __all__ = ["ACTIVE", "ON", "tracing", "wanted", "binary", "unary", "where", "astype", "clip",
-           "reduction", "Trace", "current", "begin_trace", "end_trace", "sync_switch"]
+           "reduction", "scan", "Trace", "current", "begin_trace", "end_trace", "sync_switch"]
 
 #: number of threads tracing a fused call now
 ACTIVE = [0]
@@ -282,3 +282,16 @@ def reduction(name, x, axes, dtype, keepdims, correction=0.0):
     node = Node("reduce", (e,), term_dtype(term), out_shape, None,
                 (term, None if full else tuple(axes), bool(keepdims)), device=dev)
     return _deferred(node, mode)
+
+
+def scan(name, x, dtype, include_initial):
+    """``cumulative_sum`` / ``cumulative_prod`` (``name``) of ``x`` with its pending 1-D
+    expression fused into the scan (:func:`.evaluate.scan_of`), as an array; None when ``x``
+    is not such an expression (the namespace then scans its values)."""
+    n = pending(x)
+    if n is None or len(n.shape) != 1 or not _kernels_on(n.device):
+        return None
+    from .evaluate import scan_of  # noqa: PLC0415 - evaluate imports this module
+
+    r = scan_of(name, n, dtype, include_initial)
+    return None if r is None else Array._new(r, n.device)

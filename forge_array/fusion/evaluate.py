@@ -26,13 +26,14 @@ from .. import _devices as _dev
 from ..kernels import reduce_launch as _kl
 from ..kernels.elementwise import map_arrays, map_plan
 from ..primitives import fused_reduce as _fr
-from ..runtime import STATS, current_device, data_address, stream_key
+from ..primitives import scan as _scan
+from ..runtime import STATS, current_device, data_address, kernels_available, stream_key
 from . import build as _build
 from . import expr as _expr
 from .codegen import function_of, linearize
 from .expr import Const, Leaf, Node
 
-__all__ = ["settle", "plan_of", "AXIS_MAX_LEAVES"]
+__all__ = ["settle", "scan_of", "plan_of", "AXIS_MAX_LEAVES"]
 
 #: most leaves a fused reduction along some axes reads (the axis kernels' operand limit)
 AXIS_MAX_LEAVES = 3
@@ -271,6 +272,30 @@ def _reduce_group(group, shape, axes, keepdims, device, rec):
     outs = _run(step, leaves, fused, rec, direct, key)
     for r, o in zip(group, outs):
         _done(r, o)
+
+
+def scan_of(name, node, dtype, include_initial):
+    """``cumulative_sum`` / ``cumulative_prod`` (``name``) of the pending 1-D expression
+    ``node`` accumulated in ``dtype``, the expression computed as the scan loads its leaves
+    (pending reductions inside it are computed first); the backend array, or None when the
+    leaves do not suit the scan's loads (a broadcast or boolean leaf, no kernels)."""
+    t = _build.current()
+    if t is not None:  # a launch the plan recorder does not replay
+        t.forced = True
+    device = node.device
+    switch = device.is_cuda and device.index != current_device()
+    with _dev.on(device) if switch else _STAY:
+        reds = _pending_reductions([node])
+        if reds:
+            settle(reds)
+        program, leaves = linearize([node])
+        if (not leaves or any(tuple(a.shape) != node.shape or a.dtype.kind == "b" for a in leaves)
+                or not kernels_available(leaves[0])):
+            return None
+        r = _scan.cumulative_mapped(name, function_of(program), leaves, node.dtype, dtype,
+                                    include_initial)
+    STATS["fused"] += 1
+    return r
 
 
 def _eager_reduce_step(xp, shape, term, axes, keepdims, x):

@@ -109,8 +109,21 @@ def _ld_tag(sk, ki, sv, vi):
     return (np.int32(sk[ki]),) + fi.load(sv, vi)
 
 
-def _make_converter(in_dtypes, acc_dtypes):
-    """``(v) -> v`` in the accumulation types (scalars only convert; tuples must match)."""
+def _make_converter(in_dtypes, acc_dtypes, mapfn=None):
+    """``(v) -> v`` in the accumulation types (scalars only convert; tuples must match).
+    With ``mapfn`` (a function of the loaded input values returning a 1-tuple: a fused
+    element-wise expression), ``v`` is first mapped: ``(acc(mapfn(*v)[0]),)``."""
+    if mapfn is not None:
+        if len(acc_dtypes) != 1:
+            raise TypeError("a mapped scan has one accumulator")
+        f = cuda.jit(device=True)(mapfn)
+        TM = np.dtype(acc_dtypes[0]).type
+
+        @cuda.jit(device=True)
+        def conv(v):
+            return (TM(f(*v)[0]),)
+
+        return conv
     if tuple(np.dtype(d) for d in in_dtypes) == tuple(np.dtype(d) for d in acc_dtypes):
 
         @cuda.jit(device=True)

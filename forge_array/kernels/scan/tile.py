@@ -27,7 +27,7 @@ from .lookback import (
 
 def make_tile_scan(fn, tuple_op, in_dtypes, acc_dtypes, block, items, shift, has_init,
                    det, vec, ovec=False, ticket="atomic", wide=True, release=False, spin_ns=0,
-                   keep_items=False, lookback=4, shared_vec=False):
+                   keep_items=False, lookback=4, shared_vec=False, mapfn=None):
     """Kernel factory of the row (tile) scan; see :mod:`forge_array.kernels.scan`.
 
     Kernel arguments: ``src, dst, init`` (tuples of buffers; ``init`` holds one value),
@@ -56,6 +56,9 @@ def make_tile_scan(fn, tuple_op, in_dtypes, acc_dtypes, block, items, shift, has
     shift`` is 16-byte aligned whenever input element ``start + k`` is, see
     :func:`ovec_ok`).
 
+    ``mapfn``: a fused element-wise expression of the inputs, applied to each element as it
+    is loaded (the inputs are then its leaves, any number and dtypes; no 128-bit loads).
+
     ``shared_vec`` (with ``vec``, one value of the input's size, 2 or 4 per 16 bytes, a
     power-of-two number of vectors per thread): whole tiles go through shared memory as
     128-bit vectors, each thread's row of vectors rotated so that the warp-striped and the
@@ -73,8 +76,9 @@ def make_tile_scan(fn, tuple_op, in_dtypes, acc_dtypes, block, items, shift, has
     op_v = value_op(fn, tuple_op)
     comb = tagged_combine(op_v)
     warp_scan = fi.make_warp_scan(comb)
-    conv = _make_converter(in_dtypes, acc_dtypes)
+    conv = _make_converter(in_dtypes, acc_dtypes, mapfn)
     assert ticket in ("atomic", "block", "persist"), ticket
+    assert mapfn is None or not vec  # 128-bit loads convert without the map
     VEC = fi.VEC(in_dtypes[0]) if vec else 1
     RV = items // VEC
     SV = bool(shared_vec and vec and K == 1 and len(in_dtypes) == 1 and VEC >= 2

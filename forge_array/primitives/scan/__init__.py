@@ -28,7 +28,8 @@ from .cpu import _scan_cpu
 from .plan import _fast_key, _fast_plans, _layout_key, _plan_narrow, _plan_rows, _remember, _run_fast, _scan_kernel  # noqa: F401 - tests count plans
 from .state import _fit_items, _items_for, _local, _reset_states, _state_key, _zeros16, scan_statistics  # noqa: F401
 
-__all__ = ["accumulate", "cumulative_sum", "cumulative_prod", "scan_statistics"]
+__all__ = ["accumulate", "cumulative_sum", "cumulative_prod", "cumulative_mapped",
+           "scan_statistics"]
 
 # --------------------------------------------------------------------------- public API
 
@@ -69,9 +70,9 @@ def accumulate(op, x, /, *, axis=None, init=None, include_initial=False, exclusi
 
 
 def _accumulate(fn, tuple_op, xs, in_dtypes, acc_dtypes, ident, name, *, axis, init,
-                include_initial, exclusive, reverse, out, deterministic, flatten):
+                include_initial, exclusive, reverse, out, deterministic, flatten, mapfn=None):
     fkey = None
-    if init is None and out is None:  # replay the plan of an earlier call of the same layout
+    if init is None and out is None and mapfn is None:  # replay the plan of an earlier call
         fkey = _fast_key(fn, tuple_op, xs, acc_dtypes, axis, include_initial, exclusive,
                          reverse, deterministic, flatten)
         plan = _fast_plans().get(fkey) if fkey is not None else None
@@ -131,11 +132,13 @@ def _accumulate(fn, tuple_op, xs, in_dtypes, acc_dtypes, ident, name, *, axis, i
         return tuple(outs) if tuple_op else outs[0]
     if runtime.kernels_available(xs[0]) and all(d.itemsize <= 16 for d in acc_dtypes):
         plan = _scan_kernel(fn, tuple_op, xs, outs, in_dtypes, acc_dtypes, axis, init, shift,
-                            m, reverse, deterministic)
+                            m, reverse, deterministic, mapfn)
         if plan is not None and fkey is not None:
             plan.flat = flat
             _remember(fkey, plan)
     else:
+        if mapfn is not None:
+            raise ValueError(f"{name}: a mapped scan needs the kernels")
         _scan_cpu(fn, tuple_op, xs, outs, acc_dtypes, axis, init, shift, m, reverse)
     return tuple(outs) if tuple_op else outs[0]
 
@@ -177,6 +180,34 @@ def _cumulative(opname, x, axis, dtype, include_initial, out):
     return _accumulate(op.fn, False, [x], ind, acc, op.identity, opname,
                        axis=axis, init=None, include_initial=include_initial, exclusive=False,
                        reverse=False, out=out, deterministic=False, flatten=False)
+
+
+def cumulative_mapped(opname, mapfn, leaves, value_dtype, dtype, include_initial):
+    """``cumulative_sum`` / ``cumulative_prod`` (``opname``) of the element-wise expression
+    ``mapfn(*leaves)`` (values of ``value_dtype``; a function returning a 1-tuple, as
+    :func:`forge_array.fusion.codegen.function_of` builds) over 1-D backend arrays
+    ``leaves`` of one length, accumulated in ``dtype`` (None: the standard's rule for
+    ``value_dtype``): the expression is computed as the scan loads it, never written.  Needs
+    the kernels (``runtime.kernels_available``).
+
+    >>> import numpy as np
+    >>> from forge_array import runtime
+    >>> x, y = np.arange(4.0), np.full(4, 2.0)
+    >>> f = lambda a, b: (a * b,)
+    >>> r = cumulative_mapped("cumulative_sum", f, [x, y], x.dtype, None, False) \
+    ...     if runtime.kernels_available(x) else np.cumsum(x * y)
+    >>> r.tolist()
+    [0.0, 2.0, 6.0, 12.0]
+    """
+    from ... import ops
+
+    op = ops.add if opname == "cumulative_sum" else ops.multiply
+    acc = (_sum_dtype(value_dtype, dtype, opname),)
+    in_dtypes = tuple(np.dtype(a.dtype) for a in leaves)
+    return _accumulate(op.fn, False, list(leaves), in_dtypes, acc, op.identity, opname,
+                       axis=0, init=None, include_initial=include_initial, exclusive=False,
+                       reverse=False, out=None, deterministic=False, flatten=False,
+                       mapfn=mapfn)
 
 
 def cumulative_fast(opname, x, axis, dtype, include_initial):

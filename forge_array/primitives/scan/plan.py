@@ -126,7 +126,7 @@ def _remember(key, plan):
 
 
 def _scan_kernel(fn, tuple_op, xs, outs, in_dtypes, acc_dtypes, axis, init, shift, m,
-                 reverse, det):
+                 reverse, det, mapfn=None):
     """Map the scan of any views onto the kernels and launch. Returns the plan when it can
     be replayed for operands of the same layouts (no temporary copies were needed)."""
     xp = _xp(xs[0])
@@ -163,7 +163,7 @@ def _scan_kernel(fn, tuple_op, xs, outs, in_dtypes, acc_dtypes, axis, init, shif
     nbatch = bshape[0] * bshape[1]
     s_in, s_out = sx[-1], so[-1]
     plan = plan_scan(fn, tuple_op, xv, ov, in_dtypes, acc_dtypes, init, shift, n, m, nbatch,
-                     bshape[1], s_in, bx, s_out, bo, det)
+                     bshape[1], s_in, bx, s_out, bo, det, mapfn)
     plan.launch(tuple(runtime.buffer_of(a) for a in xv), tuple(runtime.buffer_of(o) for o in ov))
     if tmp is not None:
         for t, o in zip(tmp, ov):
@@ -209,10 +209,12 @@ def _tile_argtypes(in_dtypes, acc_dtypes, st):
 
 
 def plan_scan(fn, tuple_op, xv, ov, in_dtypes, acc_dtypes, init, shift, n, m, nbatch, nb1,
-              s_in, bx, s_out, bo, det):
+              s_in, bx, s_out, bo, det, mapfn=None):
     """Choose the kernel and launch shape for a batched scan of ``nbatch`` rows of ``n``
     elements (strides in elements; ``xv`` / ``ov`` the row-major views, for alignment) and
-    return the :class:`_Plan` (host side of :mod:`..kernels.scan`)."""
+    return the :class:`_Plan` (host side of :mod:`..kernels.scan`).  ``mapfn``: an
+    element-wise expression of the inputs scanned in their place (the tile kernel takes it,
+    whatever the batch, with scalar loads)."""
     like = xv[0]
     pt = tuning.params("scan")
     pc = tuning.params("scan_columns")
@@ -233,11 +235,13 @@ def plan_scan(fn, tuple_op, xv, ov, in_dtypes, acc_dtypes, init, shift, n, m, nb
     p.initb = tuple(runtime.buffer_of(b) for b in p.init)
     p.flat = False
     I64 = runtime.i64
-    if (columns and not tuple_op and pc.get("direct", True) and abs(bx[1]) == 1
+    if mapfn is not None:  # only the tile kernel maps its loads
+        columns = short_rows = False
+    if (mapfn is None and columns and not tuple_op and pc.get("direct", True) and abs(bx[1]) == 1
             and n <= int(pc.get("direct_rows", 16))):
         return _plan_direct(p, pc, fn, in_dtypes, acc_dtypes, xv, ov, shift, has_init, n, m,
                             nbatch, nb1, s_in, bx, s_out, bo)
-    if nbatch >= 64 and not tuple_op and _rows_staged_fit(pc, in_dtypes, acc_dtypes, xv, ov, shift,
+    if mapfn is None and nbatch >= 64 and not tuple_op and _rows_staged_fit(pc, in_dtypes, acc_dtypes, xv, ov, shift,
                                                          n, m, nbatch, nb1, s_in, bx, s_out, bo):
         return _plan_rows(p, pc, fn, acc_dtypes[0], xv, ov, has_init, n, nbatch, in_dtypes[0],
                           shift, m, s_in < 0)
@@ -276,7 +280,8 @@ def plan_scan(fn, tuple_op, xv, ov, in_dtypes, acc_dtypes, init, shift, n, m, nb
         p.grid, p.block, p.state, p.slots = ntiles, block, st, ntiles * cb
         p.ntiles = ntiles if nchunks > 1 else 0  # one chunk per column: tiles = blockIdx.x
         return p
-    if pt.get("pipeline", False) and not det and n * nbatch >= int(pt.get("pipe_min", 0)):
+    if (pt.get("pipeline", False) and not det and mapfn is None
+            and n * nbatch >= int(pt.get("pipe_min", 0))):
         pp = _plan_pipeline(p, pt, fn, tuple_op, xv, ov, in_dtypes, acc_dtypes, shift, has_init,
                             n, m, nbatch, nb1, s_in, bx, s_out, bo, sync)
         if pp is not None:
@@ -287,7 +292,8 @@ def plan_scan(fn, tuple_op, xv, ov, in_dtypes, acc_dtypes, init, shift, n, m, nb
     lead = 0
     aligned = False
     isz = in_dtypes[0].itemsize
-    if not tuple_op and s_in == 1 and len(in_dtypes) == 1 and isz < 16 and pt.get("vector", True):
+    if (mapfn is None and not tuple_op and s_in == 1 and len(in_dtypes) == 1 and isz < 16
+            and pt.get("vector", True)):
         rl = _row_lead(xv, isz, bx, nbatch, nb1)
         if rl is not None:
             aligned, lead = True, rl
@@ -317,7 +323,8 @@ def plan_scan(fn, tuple_op, xv, ov, in_dtypes, acc_dtypes, init, shift, n, m, nb
         kscan.make_tile_scan,
         (fn, tuple_op, in_dtypes, acc_dtypes, block, items, shift, has_init, bool(det), vec,
          ovec, ticket) + sync + (bool(pt.get("keep_items", False)), int(pt.get("lookback", 4)),
-                                 bool(pt.get("shared_vec", False))),
+                                 bool(pt.get("shared_vec", False)))
+        + (() if mapfn is None else (mapfn,)),
         argtypes, launch_bounds=lb)
     p.scalars = (n, m, nb1, s_in, bx[0], bx[1], s_out, bo[0], bo[1], lead, tpr)
     p.tail = (ntiles,)
