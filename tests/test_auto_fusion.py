@@ -353,3 +353,12 @@ def test_fused_function_with_a_scan():
 
     for _ in range(2):
         np.testing.assert_allclose(_np(f(x)), np.cumsum(np.where(a > 0.5, a, 0.0)))
+
+
+def test_integer_negation_runs_eagerly():
+    """Integer ``negative`` is not fused (see ``codegen.INT_EAGER``); its reductions equal
+    eager ones."""
+    a = np.random.default_rng(7).integers(-50, 50, 33).astype(np.int32)
+    y = _private(a)
+    assert pending(-y) is None and pending(-_private(a.astype(np.float32))) is not None
+    assert int(xp.min(-y)) == -int(a.max()) and int(xp.max(-y)) == -int(a.min())

@@ -22,7 +22,7 @@ from .._ownership import is_private
 from ..primitives.fused_reduce import Term, term_dtype
 from ..runtime.config import SIMULATE
 from . import auto as _auto
-from .codegen import BINARY, FLOAT_ONLY, UNARY
+from .codegen import BINARY, FLOAT_ONLY, INT_EAGER, UNARY
 from .expr import Const, Deferred, Leaf, Node, broadcast_shape, operand, pending
 
 __all__ = ["ACTIVE", "ON", "tracing", "wanted", "binary", "unary", "where", "astype", "clip",
@@ -204,7 +204,8 @@ def unary(name, x):
         return None
     dev = x._device
     dt = x.dtype
-    if dt.kind not in _KINDS or (name in FLOAT_ONLY and dt.kind != "f"):
+    if (dt.kind not in _KINDS or (name in FLOAT_ONLY and dt.kind != "f")
+            or (name in INT_EAGER and dt.kind in "iu")):
         return None
     rdt = np.dtype(np.bool_) if name in _PREDICATES else dt
     e = _operand(x, mode)

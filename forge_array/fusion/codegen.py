@@ -34,7 +34,7 @@ from .. import ops as _ops
 from ..runtime.config import SIMULATE
 from .expr import Const, Node
 
-__all__ = ["BINARY", "UNARY", "linearize", "function_of", "source_of", "FLOAT_ONLY"]
+__all__ = ["BINARY", "UNARY", "linearize", "function_of", "source_of", "FLOAT_ONLY", "INT_EAGER"]
 
 #: element-wise binary operations that fuse: name -> source template
 BINARY = {
@@ -60,6 +60,12 @@ UNARY = {
         "sqrt", "exp", "expm1", "log", "log1p", "log2", "log10", "sin", "cos", "tan", "sinh",
         "cosh", "tanh", "asin", "acos", "atan", "asinh", "acosh", "atanh")},
 }
+
+#: operations not fused for integer dtypes (they run eagerly): on the H200 (75f4f22) min /
+#: max reductions of a fused integer negation picked wrong elements for int16 and int32
+#: (9-11 of 30 random cases; int8, int64, floats and every other step exact; the simulator
+#: exact); the cause is not found
+INT_EAGER = frozenset(["negative"])
 
 #: operations fused for floating-point dtypes only (others run eagerly)
 FLOAT_ONLY = frozenset(
