@@ -127,8 +127,13 @@ def _mode(xs, device=None):
 
 def wanted(*xs):
     """Whether a namespace call on the arrays ``xs`` (the first one an array) should go to a
-    builder rather than to its eager fast path."""
-    return _mode(xs) is not None
+    builder rather than to its eager fast path (in plain code: not when the first is a
+    materialised array of shared memory, which is never deferred)."""
+    mode = _mode(xs)
+    if mode == _AUTO:
+        x = xs[0]
+        return type(x) is not Array or is_private(x._array)
+    return mode is not None
 
 
 def _operand(x, mode):
