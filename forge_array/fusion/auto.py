@@ -172,12 +172,11 @@ def _eager(node):
         args = [value(a) for a in e.args]
         op = e.op
         if op == "reduce":
-            term, axes, keepdims = e.extra
-            axis = None if axes is None else axes
+            term, axis, keepdims = e.extra
             name = term.name
             if name in ("argmax", "argmin"):
-                axis = None if axes is None else axes[0]
-                r = getattr(xp, name)(args[0], axis=axis, keepdims=keepdims)
+                r = getattr(xp, name)(args[0], axis=None if axis is None else axis[0],
+                                      keepdims=keepdims)
             elif name in ("var", "std"):
                 r = getattr(xp, name)(args[0], axis=axis, correction=term.correction,
                                       keepdims=keepdims)

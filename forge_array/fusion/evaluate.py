@@ -17,7 +17,6 @@ memory but its result.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 
 import numpy as np
@@ -27,7 +26,7 @@ from ..kernels import reduce_launch as _kl
 from ..kernels.elementwise import map_arrays, map_plan
 from ..primitives import fused_reduce as _fr
 from ..primitives import scan as _scan
-from ..runtime import STATS, current_device, data_address, kernels_available, stream_key
+from ..runtime import STATS, kernels_available, layout_key, stream_key
 from . import build as _build
 from . import expr as _expr
 from .codegen import function_of, linearize
@@ -37,8 +36,6 @@ __all__ = ["settle", "scan_of", "plan_of", "AXIS_MAX_LEAVES"]
 
 #: most leaves a fused reduction along some axes reads (the axis kernels' operand limit)
 AXIS_MAX_LEAVES = 3
-
-_STAY = contextlib.nullcontext()
 
 
 def _pending_reductions(roots):
@@ -99,8 +96,7 @@ def settle(nodes, rec=None):
     device = nodes[0].device
     if rec is not None:
         rec.device = device
-    switch = device.is_cuda and device.index != current_device()
-    with _dev.on(device) if switch else _STAY:
+    with _dev.on(device):
         reds = _pending_reductions(nodes)
         while reds:
             memo: dict = {}
@@ -127,8 +123,7 @@ _MAX_LAUNCHES = 1024
 
 
 def _launch_key(program, leaves, *rest):
-    lay = tuple((a.dtype, a.shape, a.strides, data_address(a) & 15) for a in leaves)
-    return (program, lay, rest, stream_key())
+    return (program, tuple(map(layout_key, leaves)), rest, stream_key())
 
 
 def _replayed(key, leaves, fused):
@@ -283,8 +278,7 @@ def scan_of(name, node, dtype, include_initial):
     if t is not None:  # a launch the plan recorder does not replay
         t.forced = True
     device = node.device
-    switch = device.is_cuda and device.index != current_device()
-    with _dev.on(device) if switch else _STAY:
+    with _dev.on(device):
         reds = _pending_reductions([node])
         if reds:
             settle(reds)

@@ -30,7 +30,7 @@ import numpy as np
 
 from .. import _devices as _dev
 from .._array import Array
-from ..runtime import STATS, data_address, stream_key
+from ..runtime import STATS, layout_key, stream_key
 from ..runtime.config import SIMULATE
 
 __all__ = ["signature", "Recorder", "Plan", "MAX_PLANS"]
@@ -60,8 +60,7 @@ def signature(args, kwargs):
                 k = index[id(a)] = len(arrays)
                 arrays.append(a)
             dev = v._device
-            return (Array, a.dtype, a.shape, a.strides, data_address(a) & 15, dev._kind,
-                    dev._index, k)
+            return (Array, layout_key(a), dev._kind, dev._index, k)
         t = type(v)
         if t in _PLAIN:
             return (t, v)

@@ -43,7 +43,7 @@ from ..runtime import (
 )
 from ..runtime.config import SIMULATE as _SIM
 from ..runtime.memory import misalignment
-from .reduce import MAX_DIMS, MODE_FLAT, MODE_STRIDED, MODE_VEC, buffer_dtype, collapse, uniform_operands
+from .reduce import MAX_DIMS, MODE_FLAT, MODE_STRIDED, MODE_VEC, buffer_dtype, collapse, uniform_operands, vector_loads
 
 __all__ = ["make_map_kernel", "map_argtypes", "map_arrays", "map_plan", "MapLaunch", "MAX_DIMS"]
 
@@ -105,11 +105,7 @@ def _build_source(K, out_dtypes, in_bool, mode, ndim, items, vec, block, uniform
             loops.append((1, "j < nvec"))
         for u_count, cond in loops:
             emit(I + f"while {cond}:")
-            for u in range(u_count):
-                emit(I * 2 + f"_b{u} = peel + (j + {u} * gs) * {vec}")
-                for k in range(K):
-                    if k not in uniform:
-                        emit(I * 2 + f"_v{k}_{u} = fi.vload(x{k}, _b{u})")
+            lines.extend(vector_loads(u_count, K, uniform, vec, I * 2))
             for u in range(u_count):
                 for lane in range(vec):
                     args = [f"_u{k}" if k in uniform else val(k, f"_v{k}_{u}[{lane}]")

@@ -133,6 +133,19 @@ def _load_src(dt, expr):
     return f"({expr} != 0)" if _is_bool(dt) else expr
 
 
+def vector_loads(count, K, uniform, vec, ind):
+    """Source lines of the vectorised grid-stride loops: ``count`` 16-byte loads of each
+    array ``x{k}`` not in ``uniform`` (``_v{k}_{u}``, at element ``_b{u}``), strided by the
+    grid from vector ``j``."""
+    out = []
+    for u in range(count):
+        out.append(ind + f"_b{u} = peel + (j + {u} * gs) * {vec}")
+        for k in range(K):
+            if k not in uniform:
+                out.append(ind + f"_v{k}_{u} = fi.vload(x{k}, _b{u})")
+    return out
+
+
 def _build_source(spec, in_dtypes, mode, ndim, items, vec, block, uniform=()):
     """Python source of the kernel and its device helpers for one specialisation.
     ``uniform``: indices of the arrays that hold one value for every element (broadcast
@@ -290,11 +303,7 @@ def _build_source(spec, in_dtypes, mode, ndim, items, vec, block, uniform=()):
         # unrolled main loop: `items` vectors per array, tree-combined
         emit(I + f"while j + {items - 1} * gs < nvec:")
         names = []
-        for u in range(items):
-            emit(I * 2 + f"_b{u} = peel + (j + {u} * gs) * {vec}")
-            for k in range(K):
-                if k not in uniform:
-                    emit(I * 2 + f"_v{k}_{u} = fi.vload(x{k}, _b{u})")
+        lines.extend(vector_loads(items, K, uniform, vec, I * 2))
         for u in range(items):
             for lane in range(vec):
                 emit(I * 2 + f"_e{u}_{lane} = _elem("

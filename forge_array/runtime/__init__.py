@@ -36,7 +36,7 @@ from .compiler import (
     u64,
 )
 from .config import SIMULATE
-from .memory import SimBuffer, buffer_of, data_address, device_allocator, element_strides, misalignment
+from .memory import SimBuffer, buffer_of, data_address, device_allocator, element_strides, layout_key, misalignment
 
 __all__ = [
     "SIMULATE",
@@ -51,6 +51,7 @@ __all__ = [
     "cupy",
     "current_device",
     "data_address",
+    "layout_key",
     "device_allocator",
     "device_info",
     "element_strides",

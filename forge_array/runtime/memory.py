@@ -88,6 +88,21 @@ def element_strides(x) -> tuple:
     return tuple(out)
 
 
+def layout_key(x) -> tuple:
+    """What a launch planned for NumPy or CuPy array ``x`` depends on besides its address:
+    dtype, shape, strides, the 16-byte phase of its first element (and the GPU).
+
+    >>> layout_key(np.zeros(3, np.float32))[:3]
+    (dtype('float32'), (3,), (4,))
+    """
+    if type(x) is np.ndarray:
+        return (x.dtype, x.shape, x.strides, x.__array_interface__["data"][0] & 15)
+    if is_cupy_array(x):
+        mp = x.data
+        return (x.dtype, x.shape, x.strides, mp.ptr & 15, mp.device_id)
+    return (x.dtype, x.shape, x.strides, data_address(x) & 15)
+
+
 def data_address(x) -> int:
     """Byte address of the first element of a NumPy or CuPy array."""
     if type(x) is np.ndarray:
