@@ -7,15 +7,17 @@ Each run is a new Python process (``python -c``) that imports the library, puts 
 of ``--n`` elements on the GPU and calls, once each and synchronised: ``sum`` (float32,
 float64), ``max``, ``mean`` + ``std``, ``cumulative_sum``, ``sum(axis=0)``, ``sum(axis=1)``,
 ``A @ v`` and ``argmax``; it reports the import time, each first call's wall time and the
-total. Configurations: forge_array with an empty kernel cache (a fresh
-``FORGE_ARRAY_CACHE_DIR``), forge_array with the cache the first run filled (warm),
-forge_array with a cache filled by ``python -m forge_array warmup --dtypes float32,float64``
-(for the script's sizes) before the first run, and the same script written against CuPy
-(its own kernel cache emptied, then warm). A last process
-measures ``xp.mapreduce(lambda v: v * v, xp.ops.add, x)`` at 10^6 elements written inline in a
-loop (a new function object per call) against the same function reused. Medians over
-``--runs`` processes; writes ``startup.json`` and ``startup.md`` under
-``<out>/<device-slug>/``.
+total, then (forge_array) how many calls ran on their fallback, waits for the background
+builds and counts the operations whose next call runs on our kernels. Configurations:
+forge_array as a user gets it (``FORGE_ARRAY_COMPILE`` unset: kernels built in the
+background) and with ``FORGE_ARRAY_COMPILE=sync`` (with the list of kernels compiled and
+their seconds), each with an empty kernel cache (fresh ``FORGE_ARRAY_CACHE_DIR``) and with
+the cache the first run filled (warm); forge_array after ``python -m forge_array warmup
+--dtypes float32,float64 --jobs J``; the same script written against CuPy (its own kernel
+cache emptied, then warm). A last process measures ``xp.mapreduce(lambda v: v * v,
+xp.ops.add, x)`` at 10^6 elements written inline in a loop (a new function object per call)
+against the same function reused. Medians over ``--runs`` processes; writes
+``startup.json`` and ``startup.md`` under ``<out>/<device-slug>/``.
 """
 
 from __future__ import annotations
@@ -61,7 +63,23 @@ calls = [("sum f32", lambda: mods.sum(x32)), ("sum f64", lambda: mods.sum(x64)),
 first = {}
 for name, call in calls:
     t = time.perf_counter(); call(); cp.cuda.runtime.deviceSynchronize(); first[name] = time.perf_counter() - t
-print(json.dumps({"import_s": t_import, "first_s": first, "total_s": time.perf_counter() - t0}))
+total = time.perf_counter() - t0
+res = {"import_s": t_import, "first_s": first, "total_s": total}
+if LIB == "forge_array":   # after the script: did the first calls defer, do later calls run ours?
+    from forge_array.runtime import STATS, background
+    res["deferred"] = STATS["deferred"]
+    res["built_in_background_s"] = 0.0
+    t = time.perf_counter(); background.wait(600); res["built_in_background_s"] = time.perf_counter() - t
+    ours = 0
+    for name, call in calls:
+        n0 = STATS["launches"]; call(); cp.cuda.runtime.deviceSynchronize()
+        ours += STATS["launches"] > n0
+    res["later_calls_on_ours"] = ours
+    res["kernels_compiled"] = STATS["compiled"]
+    res["compile_s"] = STATS["compile_seconds"]
+    if "forge_array.runtime.compiler" in sys.modules:
+        res["compiles"] = sys.modules["forge_array.runtime.compiler"].COMPILES[:]
+print(json.dumps(res))
 '''
 
 _LAMBDA = r'''
@@ -93,9 +111,72 @@ def _run(code, args, env):
 
 def _median_runs(runs):
     keys = runs[0]["first_s"].keys()
-    return {"import_s": statistics.median(r["import_s"] for r in runs),
-            "total_s": statistics.median(r["total_s"] for r in runs),
-            "first_s": {k: statistics.median(r["first_s"][k] for r in runs) for k in keys}}
+    res = {"import_s": statistics.median(r["import_s"] for r in runs),
+           "total_s": statistics.median(r["total_s"] for r in runs),
+           "first_s": {k: statistics.median(r["first_s"][k] for r in runs) for k in keys}}
+    for k in ("deferred", "later_calls_on_ours", "kernels_compiled", "compile_s", "built_in_background_s"):
+        if k in runs[0]:
+            res[k] = statistics.median(r[k] for r in runs)
+    if "compiles" in runs[0]:
+        res["compiles"] = runs[0]["compiles"]
+    return res
+
+
+def _env(cache, mode):
+    """The environment of a measured process: its own caches; ``mode`` "default" leaves
+    FORGE_ARRAY_COMPILE unset (what a user gets), else sets it."""
+    env = dict(os.environ, FORGE_ARRAY_CACHE_DIR=os.path.join(cache, "forge"),
+               CUPY_CACHE_DIR=os.path.join(cache, "cupy"))
+    env.pop("FORGE_ARRAY_COMPILE", None)
+    if mode != "default":
+        env["FORGE_ARRAY_COMPILE"] = mode
+    return env
+
+
+def _cold_and_warm(lib, mode, n, runs):
+    """(empty-cache runs, warm-cache runs): every empty-cache run in fresh cache folders, the
+    warm runs over the cache the first of them filled."""
+    with tempfile.TemporaryDirectory() as root:
+        first = _env(root, mode)
+        cold = [_run(_SCRIPT, [lib, n], first)]
+        for _ in range(runs - 1):
+            cold.append(_run(_SCRIPT, [lib, n], _env(tempfile.mkdtemp(dir=root), mode)))
+        warm = [_run(_SCRIPT, [lib, n], first) for _ in range(runs)]
+    return _median_runs(cold), _median_runs(warm)
+
+
+def _report(name, args, results):
+    """The markdown lines of ``startup.md``."""
+    f, s, c = results["forge_array default"], results["forge_array sync"], results["cupy"]
+    cols = [("forge_array, empty cache", f["empty_cache"]), ("forge_array, warm cache", f["warm_cache"]),
+            ("forge_array, after warmup", f["after_warmup"]), ("sync, empty cache", s["empty_cache"]),
+            ("sync, warm cache", s["warm_cache"]), ("CuPy, empty cache", c["empty_cache"]),
+            ("CuPy, warm cache", c["warm_cache"])]
+    lines = [f"# Startup: a fresh process's first calls ({name}, n = {args.n}, medians of {args.runs} processes)", "",
+             "`python -m bench.suite_startup`; seconds. forge_array as a user gets it (kernels built in the "
+             "background, first calls on CuPy meanwhile) and with `FORGE_ARRAY_COMPILE=sync` (every first call "
+             "waits for its kernels); the import includes `import cupy`.", "",
+             "| | " + " | ".join(label for label, _ in cols) + " |",
+             "|---" * (len(cols) + 1) + "|"]
+    for label, key in (("import", "import_s"), ("whole script", "total_s")):
+        lines.append(f"| {label} | " + " | ".join(f"{col[key]:.3f}" for _, col in cols) + " |")
+    for k in f["empty_cache"]["first_s"]:
+        lines.append(f"| first {k} | " + " | ".join(f"{col['first_s'][k]:.3f}" for _, col in cols) + " |")
+    lines += ["", "| forge_array after the script | " + " | ".join(label for label, _ in cols[:5]) + " |",
+              "|---" * 6 + "|"]
+    for label, key, fmt in (("calls that ran on the fallback", "deferred", "{:.0f}"),
+                            ("background builds still running at the end (s)", "built_in_background_s", "{:.2f}"),
+                            ("of the 9 operations, later calls on our kernels", "later_calls_on_ours", "{:.0f}"),
+                            ("kernels compiled", "kernels_compiled", "{:.0f}"),
+                            ("seconds compiling", "compile_s", "{:.2f}")):
+        lines.append(f"| {label} | " + " | ".join(fmt.format(col.get(key, 0)) for _, col in cols[:5]) + " |")
+    lines += ["", f"`python -m forge_array warmup --dtypes float32,float64 --jobs {args.jobs}` for these sizes "
+              f"took {f['warmup_s']:.1f} s.", "",
+              "Kernels an empty-cache process compiles with `FORGE_ARRAY_COMPILE=sync` (first run):", "",
+              "| kernel | operators | seconds |", "|---|---|---|"]
+    for kname, ops, secs in s["empty_cache"].get("compiles", []):
+        lines.append(f"| {kname} | {ops or '-'} | {secs:.2f} |")
+    return lines
 
 
 def main(argv=None) -> int:
@@ -103,33 +184,25 @@ def main(argv=None) -> int:
     ap.add_argument("--runs", type=int, default=3, help="fresh processes per configuration (default 3)")
     ap.add_argument("--n", default="1e5", help="elements per array (default 1e5)")
     ap.add_argument("--out", default="bench/results", help="results folder (default bench/results)")
+    ap.add_argument("--jobs", type=int, default=8, help="processes of the warmup (default 8)")
     args = ap.parse_args(argv)
     results = {}
-    for lib in ("forge_array", "cupy"):
-        with tempfile.TemporaryDirectory() as cache:
-            env = dict(os.environ, FORGE_ARRAY_CACHE_DIR=os.path.join(cache, "forge"),
-                       CUPY_CACHE_DIR=os.path.join(cache, "cupy"))
-            cold = [_run(_SCRIPT, [lib, args.n], env)]       # the first run fills the caches
-            for _ in range(args.runs - 1):                    # later empty-cache runs: fresh dirs
-                sub = tempfile.mkdtemp(dir=cache)
-                cold.append(_run(_SCRIPT, [lib, args.n], dict(env, FORGE_ARRAY_CACHE_DIR=os.path.join(sub, "f"),
-                                                              CUPY_CACHE_DIR=os.path.join(sub, "c"))))
-            warm = [_run(_SCRIPT, [lib, args.n], env) for _ in range(args.runs)]
-        results[lib] = {"empty_cache": _median_runs(cold), "warm_cache": _median_runs(warm)}
-        if lib == "forge_array":
-            with tempfile.TemporaryDirectory() as cache:
-                env = dict(os.environ, FORGE_ARRAY_CACHE_DIR=cache)
-                side = int(float(args.n) ** 0.5)
-                t = time.perf_counter()
-                subprocess.run([sys.executable, "-m", "forge_array", "warmup", "--dtypes", "float32,float64",
-                                "--sizes", str(int(float(args.n))), "--shape", f"{side},{side}"],
-                               env=env, check=True, capture_output=True, timeout=900)
-                results[lib]["warmup_s"] = time.perf_counter() - t
-                results[lib]["after_warmup"] = _median_runs([_run(_SCRIPT, [lib, args.n], env)
-                                                             for _ in range(args.runs)])
-        print(f"{lib}: import {results[lib]['warm_cache']['import_s']:.2f} s, script empty cache "
-              f"{results[lib]['empty_cache']['total_s']:.2f} s, warm {results[lib]['warm_cache']['total_s']:.2f} s",
-              flush=True)
+    for lib, mode in (("forge_array", "default"), ("forge_array", "sync"), ("cupy", "default")):
+        label = lib if lib == "cupy" else f"forge_array {mode}"
+        cold, warm = _cold_and_warm(lib, mode, args.n, args.runs)
+        results[label] = {"empty_cache": cold, "warm_cache": warm}
+        print(f"{label}: import {warm['import_s']:.2f} s, script empty cache {cold['total_s']:.2f} s, "
+              f"warm {warm['total_s']:.2f} s", flush=True)
+    with tempfile.TemporaryDirectory() as root:
+        env = _env(root, "default")
+        side = int(float(args.n) ** 0.5)
+        t = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "forge_array", "warmup", "--dtypes", "float32,float64",
+                        "--sizes", str(int(float(args.n))), "--shape", f"{side},{side}", "--jobs", str(args.jobs)],
+                       env=env, check=True, capture_output=True, timeout=900)
+        results["forge_array default"]["warmup_s"] = time.perf_counter() - t
+        results["forge_array default"]["after_warmup"] = _median_runs(
+            [_run(_SCRIPT, ["forge_array", args.n], env) for _ in range(args.runs)])
     results["mapreduce_lambda"] = _run(_LAMBDA, [], dict(os.environ))
     print(f"mapreduce at 10^6: reused {results['mapreduce_lambda']['reused_us']:.1f} us, new lambda per call "
           f"{results['mapreduce_lambda']['new_lambda_us']:.1f} us", flush=True)
@@ -140,22 +213,7 @@ def main(argv=None) -> int:
     os.makedirs(folder, exist_ok=True)
     with open(os.path.join(folder, "startup.json"), "w") as fh:
         json.dump({"device": name, "n": args.n, "runs": args.runs, "results": results}, fh, indent=1)
-    lines = [f"# Startup: a fresh process's first calls ({name}, n = {args.n}, medians of {args.runs} processes)", "",
-             "`python -m bench.suite_startup`; seconds.", "",
-             "| | forge_array empty cache | forge_array warm | forge_array after warmup | CuPy empty cache "
-             "| CuPy warm |",
-             "|---|---|---|---|---|---|"]
-    f, c = results["forge_array"], results["cupy"]
-    rows = [("import", "import_s"), ("whole script", "total_s")]
-    for label, key in rows:
-        lines.append(f"| {label} | {f['empty_cache'][key]:.3f} | {f['warm_cache'][key]:.3f} | "
-                     f"{f['after_warmup'][key]:.3f} | {c['empty_cache'][key]:.3f} | {c['warm_cache'][key]:.3f} |")
-    for k in f["empty_cache"]["first_s"]:
-        lines.append(f"| first {k} | {f['empty_cache']['first_s'][k]:.3f} | {f['warm_cache']['first_s'][k]:.3f} | "
-                     f"{f['after_warmup']['first_s'][k]:.3f} | {c['empty_cache']['first_s'][k]:.3f} | "
-                     f"{c['warm_cache']['first_s'][k]:.3f} |")
-    lines += ["", f"`python -m forge_array warmup --dtypes float32,float64` for these sizes took "
-              f"{f['warmup_s']:.1f} s."]
+    lines = _report(name, args, results)
     m = results["mapreduce_lambda"]
     lines += ["", f"`xp.mapreduce(lambda v: v * v, xp.ops.add, x)` at 10^6 float32: {m['reused_us']:.1f} µs per call "
               f"with the function reused, {m['new_lambda_us']:.1f} µs with a new lambda per call.", ""]

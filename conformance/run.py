@@ -51,6 +51,8 @@ def main(argv=None) -> int:
     env["ARRAY_API_TESTS_MODULE"] = "forge_array"
     env["ARRAY_API_TESTS_VERSION"] = "2025.12"
     env["FORGE_ARRAY_DEVICE"] = args.device if args.device != "cuda" else "cuda:0"
+    # our kernels on every call, not their CuPy fallback while they build in the background
+    env.setdefault("FORGE_ARRAY_COMPILE", "sync")
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
 
     report = Path(args.json) if args.json else Path(tempfile.mkstemp(suffix=".json")[1])

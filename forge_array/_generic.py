@@ -15,13 +15,12 @@ arrays, struct-of-arrays), check devices, call the primitive, wrap the results.
 
 from __future__ import annotations
 
-import importlib
-
 from ._array import Array
+from .runtime.lazy import module as _lazy
 
 __all__ = ["reduce", "mapreduce"]
 
-_prim = importlib.import_module("forge_array.primitives.reduce")
+_prim = _lazy("forge_array.primitives.reduce", __name__, "_prim")  # loads numba at first use
 
 
 def _unwrap(a, devices):

@@ -12,13 +12,12 @@ call the primitive, wrap the result. See docs/matvec.md.
 
 from __future__ import annotations
 
-import importlib
-
 from ._array import Array
+from .runtime.lazy import module as _lazy
 
 __all__ = ["matvec", "vecmat"]
 
-_prim = importlib.import_module("forge_array.primitives.matvec")
+_prim = _lazy("forge_array.primitives.matvec", __name__, "_prim")  # loads numba at first use
 
 
 def _unwrap(a, what, name):

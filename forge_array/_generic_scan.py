@@ -14,13 +14,12 @@ of arrays, struct-of-arrays), check devices, call the primitive, wrap the result
 
 from __future__ import annotations
 
-import importlib
-
 from ._array import Array
+from .runtime.lazy import module as _lazy
 
 __all__ = ["accumulate"]
 
-_prim = importlib.import_module("forge_array.primitives.scan")
+_prim = _lazy("forge_array.primitives.scan", __name__, "_prim")  # loads numba at first use
 
 
 def _unwrap(a, devices, what):

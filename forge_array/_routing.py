@@ -22,18 +22,45 @@ array(6)
 
 from __future__ import annotations
 
-import importlib
-
 import numpy as np
 
-from . import primitives
 from .runtime import array_module as _xp
-from .runtime import config, kernels_available
+from .runtime import background, config, kernels_available
+from .runtime.lazy import module as _lazy
 
-# the module (``primitives.reduce`` is the generic function of the same name)
-_red = importlib.import_module("forge_array.primitives.reduce")
-_scan = importlib.import_module("forge_array.primitives.scan")
-_mv = importlib.import_module("forge_array.primitives.matvec")
+# the kernel layer, imported at first use (it loads numba); ``primitives.reduce`` is the
+# module, not the generic function of the same name
+_red = _lazy("forge_array.primitives.reduce", __name__, "_red")
+_scan = _lazy("forge_array.primitives.scan", __name__, "_scan")
+_mv = _lazy("forge_array.primitives.matvec", __name__, "_mv")
+_copy = _lazy("forge_array.primitives.copy", __name__, "_copy")
+
+_LAYER = [False]
+
+
+def _load_layer() -> None:
+    for m in (_red, _scan, _mv, _copy):
+        if isinstance(m, _lazy):
+            m.load()
+
+
+def _kernels(x) -> bool:
+    """Whether our kernels take backend array ``x`` now: they run on it and the kernel
+    layer is loaded.  In background compile mode the first such call queues the layer's
+    import (numba, the kernel modules) and the calls until it is done use the fallbacks."""
+    if not kernels_available(x):
+        return False
+    if _LAYER[0]:
+        return True
+    if background.ready("kernel layer", _load_layer):
+        _LAYER[0] = True
+        return True
+    return False
+
+
+_PENDING = background.PENDING
+_attempt = background.attempt
+
 
 __all__ = [
     "reduce_sum", "reduce_prod", "reduce_max", "reduce_min", "reduce_mean", "reduce_var",
@@ -79,10 +106,13 @@ def _cupy_inf_fix(x, res, axis, keepdims, target):
     return ns.where(allinf, x.dtype.type(target), res)
 
 
-#: ``full_fast(name, x, dtype, keepdims, extra)``: the replay of a full named reduction's
-#: cached launch, or None (see :func:`forge_array.primitives.reduce.full_fast`); the
-#: namespace calls it only with arguments it has checked before.
-full_fast = _red.full_fast
+def full_fast(name, x, dtype, keepdims, extra):
+    """The replay of a full named reduction's cached launch, or None (see
+    :func:`forge_array.primitives.reduce.full_fast`); the namespace calls it only with
+    arguments it has checked before."""
+    if _LAYER[0]:
+        return _red.full_fast(name, x, dtype, keepdims, extra)
+    return None
 
 
 def axis_fast(name, x, axis, dtype, keepdims):
@@ -90,7 +120,7 @@ def axis_fast(name, x, axis, dtype, keepdims):
     non-negative ints) when our kernels are on, or None (see
     :func:`forge_array.primitives.reduce.axis_fast`); the namespace calls it only with
     arguments it has checked before."""
-    if config.KERNELS_ENABLED:
+    if _LAYER[0] and config.KERNELS_ENABLED:
         return _red.axis_fast(name, x, axis, dtype, keepdims)
     return None
 
@@ -99,7 +129,7 @@ def matmul_fast(a, b):
     """The replay of ``a @ b``'s cached launch when our kernels are on, or None (see
     :func:`forge_array.primitives.matvec.matmul_fast`); the caller has checked that both
     operands are on the current device."""
-    if config.KERNELS_ENABLED:
+    if _LAYER[0] and config.KERNELS_ENABLED:
         return _mv.matmul_fast(a, b)
     return None
 
@@ -107,7 +137,7 @@ def matmul_fast(a, b):
 def vecdot_fast(a, b, axis):
     """The replay of ``vecdot``'s cached launch along the negative ``axis`` when our kernels
     are on, or None (see :func:`forge_array.primitives.matvec.vecdot_fast`)."""
-    if config.KERNELS_ENABLED:
+    if _LAYER[0] and config.KERNELS_ENABLED:
         return _mv.vecdot_fast(a, b, axis)
     return None
 
@@ -116,75 +146,93 @@ def tensordot_fast(a, b, axes):
     """The replay of ``tensordot``'s cached launch over ``axes`` (a pair of tuples of
     non-negative ints) when our kernels are on, or None (see
     :func:`forge_array.primitives.matvec.tensordot_fast`)."""
-    if config.KERNELS_ENABLED:
+    if _LAYER[0] and config.KERNELS_ENABLED:
         return _mv.tensordot_fast(a, b, axes)
     return None
 
 
+def _ours(x, name, *args, moments=False):
+    """The primitive ``name`` of ``primitives.reduce`` on ``(x, *args)``, or
+    :data:`_PENDING` when our kernels do not take ``x`` now (not on its device, complex
+    moments, the layer or a kernel still being built)."""
+    if not _kernels(x) or (moments and x.dtype.kind == "c"):
+        return _PENDING
+    return _attempt(getattr(_red, name), x, *args)
+
+
 def reduce_sum(x, axis, dtype, keepdims):
     """Sum over ``axis`` (tuple), accumulated and returned in ``dtype``."""
-    if _red.routes(x, axis):
-        return _red.sum(x, axis, dtype, keepdims)
+    r = _ours(x, "sum", axis, dtype, keepdims)
+    if r is not _PENDING:
+        return r
     return _out(x, _xp(x).sum(x, axis=axis, dtype=dtype, keepdims=keepdims), dtype)
 
 
 def reduce_prod(x, axis, dtype, keepdims):
     """Product over ``axis`` (tuple), accumulated and returned in ``dtype``."""
-    if _red.routes(x, axis):
-        return _red.prod(x, axis, dtype, keepdims)
+    r = _ours(x, "prod", axis, dtype, keepdims)
+    if r is not _PENDING:
+        return r
     return _out(x, _xp(x).prod(x, axis=axis, dtype=dtype, keepdims=keepdims), dtype)
 
 
 def reduce_max(x, axis, keepdims):
     """Maximum over ``axis`` (tuple, no empty reductions); NaN propagates."""
-    if _red.routes(x, axis):
-        return _red.max(x, axis, keepdims)
+    r = _ours(x, "max", axis, keepdims)
+    if r is not _PENDING:
+        return r
     res = _xp(x).max(x, axis=axis, keepdims=keepdims)
     return _out(x, _cupy_inf_fix(x, res, axis, keepdims, -np.inf), x.dtype)
 
 
 def reduce_min(x, axis, keepdims):
     """Minimum over ``axis`` (tuple, no empty reductions); NaN propagates."""
-    if _red.routes(x, axis):
-        return _red.min(x, axis, keepdims)
+    r = _ours(x, "min", axis, keepdims)
+    if r is not _PENDING:
+        return r
     res = _xp(x).min(x, axis=axis, keepdims=keepdims)
     return _out(x, _cupy_inf_fix(x, res, axis, keepdims, np.inf), x.dtype)
 
 
 def reduce_mean(x, axis, keepdims):
     """Arithmetic mean over ``axis`` (tuple) of a floating-point array."""
-    if _red.routes(x, axis):
-        return _red.mean(x, axis, keepdims)
+    r = _ours(x, "mean", axis, keepdims)
+    if r is not _PENDING:
+        return r
     return _out(x, _xp(x).mean(x, axis=axis, keepdims=keepdims), x.dtype)
 
 
 def reduce_var(x, axis, correction, keepdims):
     """Variance over ``axis`` (tuple) with ``correction`` degrees of freedom removed."""
-    if _red.routes(x, axis, moments=True):
-        return _red.var(x, axis, correction, keepdims)
+    r = _ours(x, "var", axis, correction, keepdims, moments=True)
+    if r is not _PENDING:
+        return r
     res = _xp(x).var(x, axis=axis, ddof=correction, keepdims=keepdims)
     return _out(x, res, x.dtype)
 
 
 def reduce_std(x, axis, correction, keepdims):
     """Standard deviation over ``axis`` (tuple) with ``correction``."""
-    if _red.routes(x, axis, moments=True):
-        return _red.std(x, axis, correction, keepdims)
+    r = _ours(x, "std", axis, correction, keepdims, moments=True)
+    if r is not _PENDING:
+        return r
     res = _xp(x).std(x, axis=axis, ddof=correction, keepdims=keepdims)
     return _out(x, res, x.dtype)
 
 
 def reduce_any(x, axis, keepdims):
     """Logical OR over ``axis`` (tuple) -> bool."""
-    if _red.routes(x, axis):
-        return _red.any(x, axis, keepdims)
+    r = _ours(x, "any", axis, keepdims)
+    if r is not _PENDING:
+        return r
     return _out(x, _xp(x).any(x, axis=axis, keepdims=keepdims), np.dtype(bool))
 
 
 def reduce_all(x, axis, keepdims):
     """Logical AND over ``axis`` (tuple) -> bool."""
-    if _red.routes(x, axis):
-        return _red.all(x, axis, keepdims)
+    r = _ours(x, "all", axis, keepdims)
+    if r is not _PENDING:
+        return r
     return _out(x, _xp(x).all(x, axis=axis, keepdims=keepdims), np.dtype(bool))
 
 
@@ -200,16 +248,18 @@ def _arg_inf_fix(x, res, axis, keepdims, target):
 def argmax(x, axis, keepdims):
     """Index of the first maximum along ``axis`` (int, or None for the flattened
     array) -> int64; NaN counts as the maximum."""
-    if _red.routes_arg(x, axis):
-        return _red.argmax(x, axis, keepdims)
+    r = _ours(x, "argmax", axis, keepdims)
+    if r is not _PENDING:
+        return r
     res = _xp(x).argmax(x, axis=axis, keepdims=keepdims)
     return _out(x, _arg_inf_fix(x, res, axis, keepdims, -np.inf), np.dtype(np.int64))
 
 
 def argmin(x, axis, keepdims):
     """Index of the first minimum along ``axis`` (int or None) -> int64."""
-    if _red.routes_arg(x, axis):
-        return _red.argmin(x, axis, keepdims)
+    r = _ours(x, "argmin", axis, keepdims)
+    if r is not _PENDING:
+        return r
     res = _xp(x).argmin(x, axis=axis, keepdims=keepdims)
     return _out(x, _arg_inf_fix(x, res, axis, keepdims, np.inf), np.dtype(np.int64))
 
@@ -217,7 +267,7 @@ def argmin(x, axis, keepdims):
 def cumulative_fast(name, x, axis, dtype, include_initial):
     """The replayed launch of ``name`` (cumulative_sum / cumulative_prod) when our kernels
     run on ``x`` and a plan for its layout exists; None otherwise."""
-    if kernels_available(x):
+    if _LAYER[0] and kernels_available(x):
         return _scan.cumulative_fast(name, x, axis, dtype, include_initial)
     return None
 
@@ -237,24 +287,30 @@ def _backend_scan(x, name, initial, axis, dtype, include_initial):
 def cumulative_sum(x, axis, dtype, include_initial):
     """Inclusive scan with + along ``axis`` (non-negative int) in ``dtype``; with
     ``include_initial`` the output starts with a 0 and is one longer."""
-    if kernels_available(x):
-        return _scan.cumulative_sum(x, axis=axis, dtype=dtype, include_initial=include_initial)
+    if _kernels(x):
+        r = _attempt(lambda: _scan.cumulative_sum(x, axis=axis, dtype=dtype,
+                                                  include_initial=include_initial))
+        if r is not _PENDING:
+            return r
     res = _backend_scan(x, "cumsum", 0, axis, dtype, include_initial)
     return _out(x, res, dtype)
 
 
 def cumulative_prod(x, axis, dtype, include_initial):
     """Inclusive scan with * along ``axis`` in ``dtype`` (leading 1 with include_initial)."""
-    if kernels_available(x):
-        return _scan.cumulative_prod(x, axis=axis, dtype=dtype, include_initial=include_initial)
+    if _kernels(x):
+        r = _attempt(lambda: _scan.cumulative_prod(x, axis=axis, dtype=dtype,
+                                                  include_initial=include_initial))
+        if r is not _PENDING:
+            return r
     res = _backend_scan(x, "cumprod", 1, axis, dtype, include_initial)
     return _out(x, res, dtype)
 
 
 def matmul(a, b):
     """Matrix product; ``a`` and ``b`` share one dtype, shapes already checked."""
-    r = _mv.route_matmul(a, b)
-    if r is not None:
+    r = _attempt(_mv.route_matmul, a, b) if _kernels(a) else None
+    if r is not None and r is not _PENDING:
         return _out(a, r, a.dtype)
     return _out(a, _xp(a).matmul(a, b), a.dtype)
 
@@ -262,8 +318,8 @@ def matmul(a, b):
 def vecdot(a, b, axis):
     """sum(conj(a) * b) along ``axis`` (a NEGATIVE int, counted from the end of the
     broadcast shape, so operands of different ndim need no broadcasting copy)."""
-    r = _mv.route_vecdot(a, b, axis)
-    if r is not None:
+    r = _attempt(_mv.route_vecdot, a, b, axis) if _kernels(a) else None
+    if r is not None and r is not _PENDING:
         return _out(a, r, a.dtype)
     return _out(a, _ns(a).vecdot(a, b, axis=axis), a.dtype)
 
@@ -271,16 +327,18 @@ def vecdot(a, b, axis):
 def tensordot(a, b, axes):
     """Tensor contraction over ``axes = (axes_of_a, axes_of_b)`` (tuples of
     non-negative ints of equal length and matching sizes)."""
-    r = _mv.route_tensordot(a, b, axes)
-    if r is not None:
+    r = _attempt(_mv.route_tensordot, a, b, axes) if _kernels(a) else None
+    if r is not None and r is not _PENDING:
         return _out(a, r, a.dtype)
     return _out(a, _ns(a).tensordot(a, b, axes=axes), a.dtype)
 
 
 def copy(x):
     """A C-contiguous copy of ``x`` on its device."""
-    if kernels_available(x):
-        return primitives.copy(x)
+    if _kernels(x):
+        r = _attempt(_copy.copy, x)
+        if r is not _PENDING:
+            return r
     if isinstance(x, np.ndarray):
         return np.array(x, copy=True, order="C")
     return _ns(x).asarray(x).copy(order="C")

@@ -15,6 +15,9 @@ Layout classes: 1-D arrays of each of ``sizes`` (full reductions and 1-D scans),
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
 import sys
 import time
 
@@ -45,48 +48,91 @@ def _calls(xp, op, dtype, device, sizes, shape):
     return out
 
 
-def warmup(dtypes=DTYPES, ops=OPS, device=None, sizes=SIZES, shape=SHAPE, out=None) -> dict:
+def warmup(dtypes=DTYPES, ops=OPS, device=None, sizes=SIZES, shape=SHAPE, out=None, jobs=1) -> dict:
     """Run every ``op`` of ``ops`` once per dtype of ``dtypes`` and layout class on ``device``
     (default: the default device), printing one progress line per call to ``out`` (default
-    stderr). Combinations the standard rejects (``mean`` of integers) are skipped. Returns
-    ``{"calls", "skipped", "seconds", "compiled", "disk_hits"}`` (kernels compiled and loaded
-    from the disk cache during the run).
+    stderr). Combinations the standard rejects (``mean`` of integers) are skipped. With
+    ``jobs`` > 1 the (operation, dtype) pairs are shared among that many processes (compiling
+    is CPU-bound, one core per process). Kernels are built in the calling thread
+    (``FORGE_ARRAY_COMPILE=sync``). Returns ``{"calls", "skipped", "seconds", "compiled",
+    "disk_hits"}`` (kernels compiled and loaded from the disk cache during the run).
     """
-    import forge_array as xp
-    from forge_array.runtime import STATS
-
     out = sys.stderr if out is None else out
     unknown = [o for o in ops if o not in OPS]
     if unknown:
         raise ValueError(f"warmup: unknown operations {unknown}; choose from {', '.join(OPS)}")
+    import forge_array as xp
+
     bad = [d for d in dtypes if not hasattr(xp, d)]
     if bad:
         raise ValueError(f"warmup: unknown dtypes {bad}")
-    device = xp.__array_namespace_info__().default_device() if device is None else device
     todo = [(op, d) for d in dtypes for op in ops]
+    if jobs > 1 and len(todo) > 1:
+        return _in_processes(todo, device, sizes, shape, out, jobs)
+    return _pairs(xp, todo, device, sizes, shape, out)
+
+
+def _pairs(xp, todo, device, sizes, shape, out) -> dict:
+    from forge_array.runtime import STATS, background
+
+    device = xp.__array_namespace_info__().default_device() if device is None else device
+    old = background.set_mode("sync")
     before = dict(STATS)
     t0 = time.perf_counter()
     calls = skipped = 0
-    for k, (op, d) in enumerate(todo, 1):
-        for label, call in _calls(xp, op, d, device, sizes, shape):
-            t = time.perf_counter()
-            try:
-                r = call()
-                r = r[0] if isinstance(r, tuple) else r
-                r.to_device(xp.cpu)        # the kernel has run
-                calls += 1
-                status = f"{time.perf_counter() - t:.2f} s"
-            except TypeError:              # not a combination the standard defines
-                skipped += 1
-                status = "skipped"
-            print(f"[{k}/{len(todo)}] {op} {d} {label}: {status}", file=out, flush=True)
+    try:
+        for k, (op, d) in enumerate(todo, 1):
+            for label, call in _calls(xp, op, d, device, sizes, shape):
+                t = time.perf_counter()
+                try:
+                    r = call()
+                    r = r[0] if isinstance(r, tuple) else r
+                    r.to_device(xp.cpu)        # the kernel has run
+                    calls += 1
+                    status = f"{time.perf_counter() - t:.2f} s"
+                except TypeError:              # not a combination the standard defines
+                    skipped += 1
+                    status = "skipped"
+                print(f"[{k}/{len(todo)}] {op} {d} {label}: {status}", file=out, flush=True)
+    finally:
+        background.set_mode(old)
     return {"calls": calls, "skipped": skipped, "seconds": time.perf_counter() - t0,
             "compiled": STATS["compiled"] - before["compiled"],
             "disk_hits": STATS["disk_hits"] - before["disk_hits"]}
 
 
+def _in_processes(todo, device, sizes, shape, out, jobs) -> dict:
+    t0 = time.perf_counter()
+    shares = [todo[i::jobs] for i in range(min(jobs, len(todo)))]
+    procs = []
+    for share in shares:
+        cmd = [sys.executable, "-m", "forge_array", "warmup", "--pairs",
+               ",".join(f"{op}:{d}" for op, d in share), "--sizes", ",".join(map(str, sizes)),
+               "--shape", ",".join(map(str, shape)), "--summary-json"]
+        if device is not None:
+            cmd += ["--device", str(device)]
+        procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                      env=dict(os.environ, FORGE_ARRAY_COMPILE="sync")))
+    total = {"calls": 0, "skipped": 0, "compiled": 0, "disk_hits": 0}
+    failed = []
+    for p in procs:
+        stdout, stderr = p.communicate()
+        out.write(stderr)
+        out.flush()
+        if p.returncode != 0:
+            failed.append(stderr.strip().splitlines()[-1] if stderr.strip() else f"exit {p.returncode}")
+            continue
+        r = json.loads(stdout.strip().splitlines()[-1])
+        for k in total:
+            total[k] += r[k]
+    if failed:
+        raise RuntimeError("warmup: a worker process failed: " + "; ".join(failed))
+    total["seconds"] = time.perf_counter() - t0
+    return total
+
+
 def main(argv) -> int:
-    """``python -m forge_array warmup [--dtypes ...] [--ops ...] [--device ...]``."""
+    """``python -m forge_array warmup [--dtypes ...] [--ops ...] [--device ...] [--jobs N]``."""
     import argparse
 
     ap = argparse.ArgumentParser(prog="python -m forge_array warmup",
@@ -96,10 +142,24 @@ def main(argv) -> int:
     ap.add_argument("--device", default=None, help="e.g. cuda:0 (default: the default device)")
     ap.add_argument("--sizes", default=",".join(map(str, SIZES)), help="1-D sizes (default 1000,1000000)")
     ap.add_argument("--shape", default="1000,1000", help="matrix shape (default 1000,1000)")
+    ap.add_argument("--jobs", type=int, default=min(8, os.cpu_count() or 1),
+                    help="processes compiling side by side (default: the cores, at most 8)")
+    ap.add_argument("--pairs", default=None, help=argparse.SUPPRESS)          # op:dtype,... (a worker)
+    ap.add_argument("--summary-json", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
-    r = warmup(dtypes=tuple(args.dtypes.split(",")), ops=tuple(args.ops.split(",")), device=args.device,
-               sizes=tuple(int(s) for s in args.sizes.split(",")),
-               shape=tuple(int(s) for s in args.shape.split(",")))
-    print(f"warmup: {r['calls']} calls ({r['skipped']} skipped) in {r['seconds']:.1f} s; "
-          f"{r['compiled']} kernels compiled, {r['disk_hits']} loaded from the cache")
+    sizes = tuple(int(s) for s in args.sizes.split(","))
+    shape = tuple(int(s) for s in args.shape.split(","))
+    if args.pairs:
+        import forge_array as xp
+
+        todo = [tuple(p.split(":")) for p in args.pairs.split(",")]
+        r = _pairs(xp, todo, args.device, sizes, shape, sys.stderr)
+    else:
+        r = warmup(dtypes=tuple(args.dtypes.split(",")), ops=tuple(args.ops.split(",")), device=args.device,
+                   sizes=sizes, shape=shape, jobs=args.jobs)
+    if args.summary_json:
+        print(json.dumps(r))
+    else:
+        print(f"warmup: {r['calls']} calls ({r['skipped']} skipped) in {r['seconds']:.1f} s; "
+              f"{r['compiled']} kernels compiled, {r['disk_hits']} loaded from the cache")
     return 0

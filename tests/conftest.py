@@ -24,6 +24,8 @@ def _gpu_present() -> bool:
 
 
 GPU = _gpu_present()
+# tests check our kernels from the first call on (tests/test_startup.py covers background builds)
+os.environ.setdefault("FORGE_ARRAY_COMPILE", "sync")
 if not GPU:
     os.environ["FORGE_ARRAY_SIMULATE"] = "1"
     os.environ.setdefault("FORGE_ARRAY_DEVICE", "cpu")

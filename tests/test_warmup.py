@@ -33,8 +33,18 @@ def test_warmup_refuses_unknown_names():
 
 def test_warmup_command(capsys):
     rc = cli.main(["warmup", "--dtypes", "float64", "--ops", "max,argmax", "--sizes", "33",
-                   "--shape", "5,7", "--device", "cpu"])
+                   "--shape", "5,7", "--device", "cpu", "--jobs", "1"])
     assert rc == 0
     captured = capsys.readouterr()
     assert "warmup: 6 calls (0 skipped)" in captured.out
     assert "[2/2] argmax float64 axis=1 (5, 7)" in captured.err
+
+
+def test_warmup_shares_the_pairs_among_processes():
+    out = io.StringIO()
+    r = warmup(dtypes=("float64", "int64"), ops=("sum", "argmax"), device="cpu", sizes=(17,),
+               shape=(3, 5), out=out, jobs=2)
+    assert (r["calls"], r["skipped"]) == (12, 0)
+    lines = out.getvalue().splitlines()
+    assert sum(ln.startswith("[") for ln in lines) == 12
+    assert any("argmax int64 axis=1 (3, 5)" in ln for ln in lines)

@@ -36,6 +36,7 @@ import os
 import threading
 import weakref
 
+from ..runtime import background as _background
 from ..runtime.config import KERNELS_ENABLED, SIMULATE
 from . import expr as _expr
 from .expr import Const, Leaf, pending
@@ -88,7 +89,8 @@ def enable(on=True, simulated_cpu=False):
 def applies(device):
     """Whether steps on ``device`` may be deferred in this thread now."""
     if device.is_cuda:
-        ok = _STATE[0]
+        # in background compile mode, not before the kernel layer has loaded off the thread
+        ok = _STATE[0] and _background.usable("kernel layer")
     else:
         ok = _STATE[1]
     return ok and not getattr(_TLS, "eager", False)

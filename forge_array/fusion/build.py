@@ -19,11 +19,13 @@ import numpy as np
 
 from .._array import Array, py_scalar
 from .._ownership import is_private
-from ..primitives.fused_reduce import Term, term_dtype
 from ..runtime.config import SIMULATE
+from ..runtime.lazy import module as _lazy
 from . import auto as _auto
-from .codegen import BINARY, FLOAT_ONLY, INT_EAGER, UNARY
 from .expr import Const, Deferred, Leaf, Node, broadcast_shape, operand, pending
+from .fusible import BINARY, FLOAT_ONLY, INT_EAGER, UNARY
+
+_fr = _lazy("forge_array.primitives.fused_reduce", __name__, "_fr")  # loads numba at first use
 
 __all__ = ["ACTIVE", "ON", "tracing", "wanted", "binary", "unary", "where", "astype", "clip",
            "reduction", "scan", "Trace", "current", "begin_trace", "end_trace", "sync_switch"]
@@ -280,12 +282,12 @@ def reduction(name, x, axes, dtype, keepdims, correction=0.0):
     if e is None:
         return None
     full = len(axes) == len(shape)
-    term = Term(name, np.dtype(dtype), float(correction))
+    term = _fr.Term(name, np.dtype(dtype), float(correction))
     if keepdims:
         out_shape = tuple(1 if d in axes else s for d, s in enumerate(shape))
     else:
         out_shape = tuple(s for d, s in enumerate(shape) if d not in axes)
-    node = Node("reduce", (e,), term_dtype(term), out_shape, None,
+    node = Node("reduce", (e,), _fr.term_dtype(term), out_shape, None,
                 (term, None if full else tuple(axes), bool(keepdims)), device=dev)
     return _deferred(node, mode)
 

@@ -33,46 +33,9 @@ from numba import cuda
 from .. import ops as _ops
 from ..runtime.config import SIMULATE
 from .expr import Const, Node
+from .fusible import BINARY, FLOAT_ONLY, INT_EAGER, UNARY  # noqa: F401  (re-exported)
 
 __all__ = ["BINARY", "UNARY", "linearize", "function_of", "source_of", "FLOAT_ONLY", "INT_EAGER"]
-
-#: element-wise binary operations that fuse: name -> source template
-BINARY = {
-    "add": "{0} + {1}", "subtract": "{0} - {1}", "multiply": "{0} * {1}",
-    "divide": "{0} / {1}", "pow": "{0} ** {1}",
-    "maximum": "_maximum({0}, {1})", "minimum": "_minimum({0}, {1})",
-    "atan2": "_m.atan2({0}, {1})", "hypot": "_m.hypot({0}, {1})",
-    "copysign": "_m.copysign({0}, {1})",
-    "bitwise_and": "{0} & {1}", "bitwise_or": "{0} | {1}", "bitwise_xor": "{0} ^ {1}",
-    "logical_and": "({0} and {1})", "logical_or": "({0} or {1})", "logical_xor": "({0} != {1})",
-    "equal": "({0} == {1})", "not_equal": "({0} != {1})", "less": "({0} < {1})",
-    "less_equal": "({0} <= {1})", "greater": "({0} > {1})", "greater_equal": "({0} >= {1})",
-}
-
-#: element-wise unary operations that fuse: name -> source template
-UNARY = {
-    "negative": "-{0}", "positive": "{0}", "abs": "abs({0})", "square": "{0} * {0}",
-    "reciprocal": "_one / {0}", "sign": "_sign({0})",
-    "isnan": "({0} != {0})", "isinf": "_m.isinf({0})", "isfinite": "_m.isfinite({0})",
-    "signbit": "(_m.copysign(1.0, {0}) < 0.0)", "logical_not": "(not {0})",
-    "bitwise_invert": "~{0}",
-    **{n: "_m." + n + "({0})" for n in (
-        "sqrt", "exp", "expm1", "log", "log1p", "log2", "log10", "sin", "cos", "tan", "sinh",
-        "cosh", "tanh", "asin", "acos", "atan", "asinh", "acosh", "atanh")},
-}
-
-#: operations not fused for integer dtypes (they run eagerly): on the H200 (75f4f22) min /
-#: max reductions of a fused integer negation picked wrong elements for int16 and int32
-#: (9-11 of 30 random cases; int8, int64, floats and every other step exact; the simulator
-#: exact); the cause is not found
-INT_EAGER = frozenset(["negative"])
-
-#: operations fused for floating-point dtypes only (others run eagerly)
-FLOAT_ONLY = frozenset(
-    ["divide", "pow", "atan2", "hypot", "copysign", "reciprocal", "isinf", "isfinite",
-     "signbit", "sqrt", "exp", "expm1", "log", "log1p", "log2", "log10", "sin", "cos", "tan",
-     "sinh", "cosh", "tanh", "asin", "acos", "atan", "asinh", "acosh", "atanh"])
-
 
 def linearize(roots):
     """(program, leaves) of the expressions ``roots`` (nodes, leaves or constants).

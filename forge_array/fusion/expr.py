@@ -23,9 +23,19 @@ from .._array import Array
 
 __all__ = ["Leaf", "Const", "Node", "Deferred", "operand", "broadcast_shape", "pending"]
 
+
+
+def _settle(nodes):
+    """Load :mod:`.evaluate` (it imports numba, so not before a first settlement), which
+    replaces this entry of :data:`SETTLE` with its ``settle``, and settle ``nodes``."""
+    from . import evaluate  # noqa: PLC0415 - evaluate imports this module
+
+    return evaluate.settle(nodes)
+
+
 #: :func:`.evaluate.settle` and :func:`.auto.settle_device`, set when those modules load
 #: (they import this one)
-SETTLE = [None]
+SETTLE = [_settle]
 SETTLE_DEVICE = [None]
 
 

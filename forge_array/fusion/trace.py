@@ -15,11 +15,13 @@ import functools
 from .. import _array as _array_module
 from .. import _ownership
 from .._array import Array
+from ..runtime.lazy import module as _lazy
 from . import auto as _auto
 from . import build as _build
-from .evaluate import plan_of, settle
 from .expr import Deferred, pending
 from .replay import MAX_PLANS, Plan, Recorder, signature
+
+_evaluate = _lazy("forge_array.fusion.evaluate", __name__, "_evaluate")  # loads numba at first use
 
 __all__ = ["fuse", "Fused"]
 
@@ -72,7 +74,7 @@ def _before_write(what="an in-place write"):
     if nodes:
         t.log.append(f"{len(nodes)} pending arrays before {what}")
         for group in _by_device(nodes):
-            settle(group)
+            _evaluate.settle(group)
 
 
 def _view_taken(source, view_of, view):
@@ -143,13 +145,13 @@ class Fused:
                 rec.view(*view)
         outs = _flatten(out, [])
         for group in _by_device([n for n in map(pending, outs) if n is not None]):
-            settle(group, rec)
+            _evaluate.settle(group, rec)
         # deferred arrays the function kept elsewhere (a global, a closure): computed now,
         # while their operands still hold the values they had
         for ref in trace.arrays:
             d = ref()
             if d is not None and pending(d) is not None:
-                settle([d._node])
+                _evaluate.settle([d._node])
                 if rec is not None:
                     rec.fail("a deferred array is kept outside the outputs")
         return _plain(out)
@@ -173,7 +175,7 @@ class Fused:
         out, trace = self._trace(args, kwargs)
         launches = []
         for group in _by_device([n for n in map(pending, _flatten(out, [])) if n is not None]):
-            launches += plan_of(group)
+            launches += _evaluate.plan_of(group)
         lines = [f"{len(launches)} launch{'es' if len(launches) != 1 else ''}"]
         if key is None:
             lines.append("  traced at every call: an argument has no signature")

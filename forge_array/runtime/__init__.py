@@ -1,8 +1,10 @@
 """The runtime layer: numba -> PTX compilation with a pointer ABI, the disk cache, module
-loading and lean launches through CuPy on the current stream, temporary storage, tuning
-tables, and the simulator switch (``FORGE_ARRAY_SIMULATE=1``).
+loading and lean launches through CuPy on the current stream, background compiles,
+temporary storage, tuning tables, and the simulator switch (``FORGE_ARRAY_SIMULATE=1``).
 
-See ``docs/kernel-api.md`` for how kernels are written against it.
+numba loads only when a kernel is first built: the compiler's names below are imported
+from :mod:`.compiler` at their first use.  See ``docs/kernel-api.md`` for how kernels are
+written against it.
 """
 
 from . import config  # noqa: F401  (first: sets up the simulator before numba.cuda loads)
@@ -16,27 +18,27 @@ from .backend import (
     kernels_status,
     stream_key,
 )
-from .compiler import (
-    STATS,
-    Kernel,
-    compile_error,
-    compile_kernel,
-    compile_ptx_offline,
-    f32,
-    f64,
-    i32,
-    i64,
-    launch,
-    numba_type,
-    ptr_t,
-    resident_blocks,
-    result_type,
-    tuple_ptr_t,
-    u32,
-    u64,
-)
 from .config import SIMULATE
+from .counters import STATS
 from .memory import SimBuffer, buffer_of, data_address, device_allocator, element_strides, layout_key, misalignment
+
+#: names of :mod:`.compiler` (which imports numba), imported at their first use
+_COMPILER_NAMES = frozenset([
+    "Kernel", "compile_error", "compile_kernel", "compile_ptx_offline", "f32", "f64", "i32",
+    "i64", "launch", "numba_type", "ptr_t", "resident_blocks", "result_type", "tuple_ptr_t",
+    "u32", "u64",
+])
+
+
+def __getattr__(name):
+    if name in _COMPILER_NAMES:
+        from . import compiler  # noqa: PLC0415  (numba loads here, not at import)
+
+        value = getattr(compiler, name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "SIMULATE",

@@ -35,7 +35,8 @@ import numpy as np
 from numba import cuda
 from numba import types as nt
 
-from . import backend, config, temp
+from . import backend, background, config, temp
+from .counters import STATS
 from .fingerprint import Unfingerprintable, digest
 
 try:
@@ -223,14 +224,6 @@ def _write_cached(path: str, entry: str, ptx: str) -> None:
 
 
 # --------------------------------------------------------------------------- kernels
-
-#: Statistics of this process: compiles, disk hits, seconds spent.
-#: Counters of this process: kernels compiled and found on disk, seconds spent compiling and
-#: loading, kernel ``launches`` (every launch of ours), and element-wise expressions ``fused``
-#: into the kernel that consumes them (see :mod:`forge_array.fusion`).
-STATS = {"compiled": 0, "disk_hits": 0, "compile_seconds": 0.0, "load_seconds": 0.0,
-         "launches": 0, "fused": 0}
-
 
 class Kernel:
     """A compiled specialisation of a kernel factory; launch it with :func:`launch`."""
@@ -507,21 +500,28 @@ def compile_kernel(factory, factory_args: tuple, argtypes: tuple, *, launch_boun
         k = None
     if k is not None:
         return k
+    if background.deferring() and mkey is not None:
+        # a call with a fallback: take what the caches hold, queue a build, never wait for one
+        k = _cached(factory, factory_args, tuple(argtypes), launch_bounds)
+        if k is None:
+            background.submit(("kernel", mkey), lambda: compile_kernel(
+                factory, factory_args, argtypes, launch_bounds=launch_bounds))
+            raise background.Pending(getattr(factory, "__name__", "kernel"))
+        _MEMORY[mkey] = k
+        return k
     with _LOCK:
-        k = _compile(factory, factory_args, tuple(argtypes), launch_bounds)
-        if mkey is not None:
-            _MEMORY[mkey] = k
+        k = _MEMORY.get(mkey) if mkey is not None else None  # built by another thread meanwhile
+        if k is None:
+            k = _compile(factory, factory_args, tuple(argtypes), launch_bounds)
+            if mkey is not None:
+                _MEMORY[mkey] = k
     return k
 
 
-def _compile(factory, factory_args, argtypes, launch_bounds) -> Kernel:
-    name = getattr(factory, "__name__", "kernel")
-    if config.SIMULATE:
-        fn = factory(*factory_args)
-        return Kernel(name, argtypes, sim=cuda.jit(fn))
-    cc = backend.device_info()["cc"]
+def _key(factory, factory_args, argtypes, launch_bounds, cc):
+    """The disk cache's key of a specialisation, or None when it cannot be fingerprinted."""
     try:
-        key = digest(
+        return digest(
             "forge_array-kernel-v1",
             source_hash(),
             factory,
@@ -533,17 +533,45 @@ def _compile(factory, factory_args, argtypes, launch_bounds) -> Kernel:
             cc,
         )
     except Unfingerprintable:
-        key = None
+        return None
+
+
+def _cached(factory, factory_args, argtypes, launch_bounds):
+    """The kernel from the in-memory or the disk cache, or None when it must be built (in
+    the simulator, building is all there is)."""
+    if config.SIMULATE:
+        return None
+    key = _key(factory, factory_args, argtypes, launch_bounds, backend.device_info()["cc"])
+    return None if key is None else _from_caches(key, getattr(factory, "__name__", "kernel"), argtypes)
+
+
+def _from_caches(key, name, argtypes):
+    k = _BY_KEY.get(key)
+    if k is not None:
+        return k
+    cached = _read_cached(_cache_path(key))
+    if cached is None:
+        return None
+    STATS["disk_hits"] += 1
+    entry, ptx = cached
+    k = _BY_KEY[key] = Kernel(name, argtypes, key=key, entry=entry, ptx=ptx)
+    return k
+
+
+#: The kernels built in this process: (name, operators, seconds), at most the last 1000.
+COMPILES: list = []
+
+
+def _compile(factory, factory_args, argtypes, launch_bounds) -> Kernel:
+    name = getattr(factory, "__name__", "kernel")
+    if config.SIMULATE:
+        fn = factory(*factory_args)
+        return Kernel(name, argtypes, sim=cuda.jit(fn))
+    cc = backend.device_info()["cc"]
+    key = _key(factory, factory_args, argtypes, launch_bounds, cc)
     if key is not None:
-        k = _BY_KEY.get(key)
+        k = _from_caches(key, name, argtypes)
         if k is not None:
-            return k
-        cached = _read_cached(_cache_path(key))
-        if cached is not None:
-            STATS["disk_hits"] += 1
-            entry, ptx = cached
-            k = Kernel(name, argtypes, key=key, entry=entry, ptx=ptx)
-            _BY_KEY[key] = k
             return k
     t0 = time.perf_counter()
     try:
@@ -554,8 +582,12 @@ def _compile(factory, factory_args, argtypes, launch_bounds) -> Kernel:
         what = _describe_callables(factory_args) or name
         raise compile_error(exc, f"{name} for {what}") from exc
     ptx = align_shared(ptx)
+    seconds = time.perf_counter() - t0
     STATS["compiled"] += 1
-    STATS["compile_seconds"] += time.perf_counter() - t0
+    STATS["compile_seconds"] += seconds
+    if len(COMPILES) >= 1000:
+        del COMPILES[:500]
+    COMPILES.append((name, _describe_callables(factory_args), seconds))
     entry = _entry_name(ptx)
     k = Kernel(name, argtypes, key=key, entry=entry, ptx=ptx)
     if key is not None:

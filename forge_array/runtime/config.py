@@ -1,8 +1,10 @@
-"""Process-wide mode of the kernel layer: real GPU or numba's CUDA simulator.
+"""Process-wide settings of the kernel layer, read from the environment without importing
+numba: the simulator switch, the kernel cache directory, kernels on or off.
 
-``FORGE_ARRAY_SIMULATE=1`` must be set before :mod:`numba.cuda` is first imported; this
-module sets ``NUMBA_ENABLE_CUDASIM`` accordingly and then imports :mod:`numba.cuda`, so
-importing it first (``forge_array`` does) is enough.
+``FORGE_ARRAY_SIMULATE=1`` runs our kernels in numba's CUDA simulator; numba reads the
+switch (``NUMBA_ENABLE_CUDASIM``, set here) when :mod:`numba.cuda` is first imported, so
+this module must be imported before it (``import forge_array`` does, and loads numba only
+when a kernel is first built).
 
 Example
 -------
@@ -22,10 +24,15 @@ _requested = os.environ.get("FORGE_ARRAY_SIMULATE", "").strip().lower() not in (
 if _requested and "numba.cuda" not in sys.modules:
     os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
 
-from numba import cuda as _cuda  # noqa: E402  (must follow the environment set-up)
+
+def _simulated() -> bool:
+    if "numba.cuda" in sys.modules:  # numba decided when it was imported
+        return bool(sys.modules["numba.cuda"].config.ENABLE_CUDASIM)
+    return _requested or os.environ.get("NUMBA_ENABLE_CUDASIM", "").strip() not in ("", "0")
+
 
 #: True when our kernels run in numba's CUDA simulator on NumPy buffers.
-SIMULATE: bool = bool(_cuda.config.ENABLE_CUDASIM)
+SIMULATE: bool = _simulated()
 
 if _requested and not SIMULATE:
     warnings.warn(

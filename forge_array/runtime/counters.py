@@ -1,0 +1,19 @@
+"""The process's public counters of kernel work (no numba needed to read them).
+
+``STATS["launches"]`` counts every launch of ours, ``STATS["fused"]`` the element-wise
+expressions fused into the kernel that consumes them (see :mod:`forge_array.fusion`),
+``compiled`` / ``disk_hits`` the kernels compiled here or found in the disk cache,
+``compile_seconds`` / ``load_seconds`` the time spent on them, ``deferred`` the calls that
+ran on their CuPy / NumPy fallback while a kernel was built in the background (see
+:mod:`forge_array.runtime.background`).
+
+>>> from forge_array.runtime import STATS
+>>> sorted(STATS)[:3]
+['compile_seconds', 'compiled', 'deferred']
+"""
+
+from __future__ import annotations
+
+#: Counters of this process (see the module's docstring).
+STATS = {"compiled": 0, "disk_hits": 0, "compile_seconds": 0.0, "load_seconds": 0.0,
+         "launches": 0, "fused": 0, "deferred": 0}

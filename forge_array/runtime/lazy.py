@@ -1,0 +1,49 @@
+"""Modules imported on first use.
+
+``import forge_array`` must not load numba (a second on a GPU machine) nor the kernel
+modules built on it: the namespace reaches the primitives through :func:`module`, a
+stand-in that imports the real module at its first attribute access and then puts the
+module itself in the owner's globals, so that later look-ups cost nothing extra.
+
+>>> import sys
+>>> m = module("json")
+>>> m.dumps([1])
+'[1]'
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+__all__ = ["module"]
+
+
+class module:  # noqa: N801  (used like the ``module`` it stands for)
+    """Stand-in for module ``name``, imported at the first attribute access.
+
+    With ``owner`` (a module's ``__name__``) and ``as_name`` (the global that holds this
+    stand-in), the import rebinds that global to the real module.
+    """
+
+    __slots__ = ("_name", "_owner", "_as")
+
+    def __init__(self, name: str, owner: str | None = None, as_name: str | None = None):
+        self._name = name
+        self._owner = owner
+        self._as = as_name
+
+    def load(self):
+        """The real module (imported now if it was not)."""
+        mod = importlib.import_module(self._name)
+        if self._owner is not None:
+            owner = sys.modules.get(self._owner)
+            if owner is not None and owner.__dict__.get(self._as) is self:
+                owner.__dict__[self._as] = mod
+        return mod
+
+    def __getattr__(self, attr):
+        return getattr(self.load(), attr)
+
+    def __repr__(self):
+        return f"<module {self._name!r} (imported on first use)>"

@@ -1,0 +1,171 @@
+"""Startup: ``import forge_array`` without numba, the CPU device without numba, and first calls
+that run on their fallback while the kernel layer loads and kernels build in the background."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from forge_array.runtime import background, lazy
+
+_BLOCK_NUMBA = textwrap.dedent("""
+    import sys
+    class _Block:
+        def find_spec(self, name, path, target=None):
+            if name.split(".")[0] in ("numba", "llvmlite"):
+                raise ImportError("numba must not load here: " + name)
+    sys.meta_path.insert(0, _Block())
+""")
+
+
+def _run(code, *args, **env):
+    full = dict(os.environ)
+    for k in ("FORGE_ARRAY_SIMULATE", "NUMBA_ENABLE_CUDASIM", "FORGE_ARRAY_COMPILE"):
+        full.pop(k, None)
+    full.update(env)
+    r = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=full,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return r.stdout
+
+
+def test_import_and_cpu_device_load_no_numba():
+    out = _run(_BLOCK_NUMBA + textwrap.dedent("""
+        import forge_array as xp
+        x = xp.asarray([3.0, 1.0, 2.0], device="cpu")
+        A = xp.reshape(xp.arange(6.0, device="cpu"), (2, 3))
+        r = [float(xp.sum(x)), float(xp.mean(x)), float(xp.std(x)), float(xp.max(x * 2 + 1)),
+             int(xp.argmax(x)), float(xp.cumulative_sum(x)[-1]), float(xp.vecdot(x, x)),
+             [float(v) for v in A @ x], [float(v) for v in xp.sum(A, axis=0)], bool(xp.all(x > 0)),
+             float(xp.prod(x)), float(xp.var(x, correction=1))]
+        print(r)
+        print("numba" in sys.modules, "forge_array.primitives.reduce" in sys.modules)
+    """))
+    vals, flags = out.strip().splitlines()
+    assert flags == "False False"
+    x = np.array([3.0, 1.0, 2.0])
+    A = np.arange(6.0).reshape(2, 3)
+    assert eval(vals) == [6.0, 2.0, float(np.std(x)), 7.0, 0, 6.0, 14.0, list(A @ x),
+                          list(A.sum(axis=0)), True, 6.0, float(np.var(x, ddof=1))]
+
+
+def test_generic_operator_on_cpu_loads_numba_only_then():
+    out = _run(textwrap.dedent("""
+        import sys
+        import forge_array as xp
+        before = "numba" in sys.modules
+        x = xp.asarray([1.0, 2.0, 3.0], device="cpu")
+        r = float(xp.reduce(lambda a, b: a + b, x))
+        print(before, r)
+    """))
+    assert out.split() == ["False", "6.0"]
+
+
+def test_lazy_module_rebinds_its_global():
+    mod = type(sys)("_lazy_owner_for_test")
+    sys.modules[mod.__name__] = mod
+    try:
+        mod.json_mod = lazy.module("json", mod.__name__, "json_mod")
+        assert "first use" in repr(mod.json_mod)
+        assert mod.json_mod.dumps(1) == "1"
+        assert mod.json_mod is json       # the stand-in gave its place to the module
+    finally:
+        del sys.modules[mod.__name__]
+
+
+def test_mode_switch_and_bad_mode():
+    old = background.set_mode("sync")
+    try:
+        assert background.mode() == "sync"
+        assert background.attempt(lambda a, b: a * b, 6, 7) == 42
+        with pytest.raises(ValueError, match="background' or 'sync"):
+            background.set_mode("later")
+    finally:
+        background.set_mode(old)
+    env = dict(os.environ, FORGE_ARRAY_COMPILE="sometimes")
+    env.pop("FORGE_ARRAY_SIMULATE", None)
+    env.pop("NUMBA_ENABLE_CUDASIM", None)
+    r = subprocess.run([sys.executable, "-c", "import forge_array.runtime.background as b; print(b.mode())"],
+                       capture_output=True, text=True, env=env, timeout=120)
+    assert r.stdout.strip() == "background"
+    assert "FORGE_ARRAY_COMPILE='sometimes' is neither" in r.stderr
+
+
+def test_failed_background_job_leaves_the_fallback_in_place():
+    key = ("test job that fails", id(object()))
+
+    def boom():
+        raise RuntimeError("no compiler here")
+
+    old = background.set_mode("background")
+    interval = sys.getswitchinterval()
+    try:
+        assert not background.ready(key, boom)
+        assert background.wait(30)
+        assert sys.getswitchinterval() == interval     # restored once the queue is empty
+        assert background.state(key) == "failed"
+        assert isinstance(background.failures()[key], RuntimeError)
+        assert not background.ready(key, boom)        # never retried, never raises
+    finally:
+        background.set_mode(old)
+
+
+_BACKGROUND = textwrap.dedent("""
+    import json, sys
+    import numpy as np
+    import forge_array as xp
+    from forge_array.runtime import STATS, background
+    assert background.mode() == "background"
+    dev = sys.argv[1]
+    rng = np.random.default_rng(0)
+    x = xp.asarray(rng.random(1000), device=dev)
+    A = xp.asarray(rng.random((40, 25)), device=dev)
+    v = xp.asarray(rng.random(25), device=dev)
+    calls = {"sum": lambda: xp.sum(x), "argmax": lambda: xp.argmax(x),
+             "cumulative_sum": lambda: xp.cumulative_sum(x), "matvec": lambda: A @ v,
+             "std0": lambda: xp.std(A, axis=0)}
+    out = {}
+    for name, call in calls.items():
+        rounds = []
+        for _ in range(5):             # fallback (layer loading), fallback (kernels building), ours
+            n0 = STATS["launches"]
+            r = np.asarray(xp.asarray(call(), device="cpu")).tolist()
+            rounds.append([STATS["launches"] - n0, r])
+            background.wait(120)
+        out[name] = rounds
+    out["deferred"] = STATS["deferred"]
+    out["failures"] = [repr(e) for e in background.failures().values()]
+    print(json.dumps(out))
+""")
+
+
+@pytest.mark.parametrize("where", ["simulator", "gpu"])
+def test_first_calls_run_on_the_fallback_while_kernels_build(where, sim, tmp_path):
+    """With FORGE_ARRAY_COMPILE=background and an empty kernel cache: the first call of each
+    operation returns the fallback's result (NumPy in the simulator, CuPy on a GPU) while the
+    layer loads / its kernels build off the thread, a later call launches our kernels, and
+    the results agree."""
+    if where == "gpu":
+        if sim:
+            pytest.skip("needs a GPU")
+        env = {"FORGE_ARRAY_SIMULATE": "0", "FORGE_ARRAY_CACHE_DIR": str(tmp_path)}
+        dev = "cuda:0"
+    else:
+        env = {"FORGE_ARRAY_SIMULATE": "1"}
+        dev = "cpu"
+    out = json.loads(_run(_BACKGROUND, dev, FORGE_ARRAY_COMPILE="background", **env))
+    assert out["failures"] == []
+    assert out["deferred"] >= 4
+    for name in ("sum", "argmax", "cumulative_sum", "matvec", "std0"):
+        rounds = out[name]
+        assert rounds[0][0] == 0, name                      # the first call ran on NumPy
+        assert rounds[-1][0] >= 1, name                     # the last one on our kernels
+        ref = np.asarray(rounds[0][1])
+        for launches, r in rounds[1:]:
+            np.testing.assert_allclose(np.asarray(r), ref, rtol=1e-12, err_msg=name)
