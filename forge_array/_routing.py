@@ -101,8 +101,12 @@ def _cupy_inf_fix(x, res, axis, keepdims, target):
     comes back as +-max-finite (cupy/cupy#7424, #8180). Put the infinity back."""
     if isinstance(x, np.ndarray) or x.dtype.kind != "f" or x.size == 0:
         return res
+    if res.ndim == 0 and abs(float(res)) != np.finfo(x.dtype).max:
+        return res   # one read of the result instead of three more kernels (compiled by CuPy)
     ns = _xp(x)
-    allinf = ns.all(x == target, axis=axis, keepdims=keepdims)
+    # the ufunc, not ``x == target``: CuPy's comparison operator imports cupyx.scipy (and so
+    # SciPy, 1-5 s) on its first use, to defer to sparse matrices
+    allinf = ns.all(ns.equal(x, target), axis=axis, keepdims=keepdims)
     return ns.where(allinf, x.dtype.type(target), res)
 
 
@@ -240,8 +244,10 @@ def _arg_inf_fix(x, res, axis, keepdims, target):
     # see _cupy_inf_fix: an all-(+-inf) slice must give index 0
     if isinstance(x, np.ndarray) or x.dtype.kind != "f" or x.size == 0:
         return res
+    if res.ndim == 0 and 0 <= int(res) < x.size and float(x[np.unravel_index(int(res), x.shape)]) != target:
+        return res   # the element found is not the infinity: not an all-infinity input
     ns = _xp(x)
-    allinf = ns.all(x == target, axis=axis, keepdims=keepdims)
+    allinf = ns.all(ns.equal(x, target), axis=axis, keepdims=keepdims)   # see _cupy_inf_fix
     return ns.where(allinf, 0, res)
 
 
