@@ -35,10 +35,10 @@ UNARY = {
         "cosh", "tanh", "asin", "acos", "atan", "asinh", "acosh", "atanh")},
 }
 
-#: operations not fused for integer dtypes (they run eagerly): on the H200 (75f4f22) min /
-#: max reductions of a fused integer negation picked wrong elements for int16 and int32
-#: (9-11 of 30 random cases; int8, int64, floats and every other step exact; the simulator
-#: exact); the cause is not found
+#: operations not fused for integer dtypes (they run eagerly): on the H200 min reductions
+#: of a negated integer come out wrong for 32-bit values (see "Known issue" in
+#: docs/reductions.md: the generic ``mapreduce(lambda v: -v, ops.minimum, x)`` of int32 as
+#: well, so the fault is below the fusion layer; the simulator is exact)
 INT_EAGER = frozenset(["negative"])
 
 #: operations fused for floating-point dtypes only (others run eagerly)
