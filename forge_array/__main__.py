@@ -97,6 +97,9 @@ def main(argv=None) -> int:
                     break
         print(f"  {name}: {v}")
     print(_kernels_status())
+    from forge_array.runtime import background  # noqa: PLC0415
+
+    background.set_mode("sync")   # check our kernels, not the CuPy fallback of a first call
     ok = True
     for dev in info.devices():
         failures = _checks(xp, np, dev)

@@ -84,7 +84,8 @@ def deferring() -> bool:
     return getattr(_LOCAL, "depth", 0) > 0
 
 
-_PENDING = object()
+#: what :func:`attempt` returns when the call must run on its fallback
+PENDING = object()
 
 
 def attempt(fn, *args):
@@ -101,12 +102,10 @@ def attempt(fn, *args):
         return fn(*args)
     except Pending:
         STATS["deferred"] += 1
-        return _PENDING
+        return PENDING
     finally:
         _LOCAL.depth -= 1
 
-
-PENDING = _PENDING
 
 # ----------------------------------------------------------------------------- the worker
 
