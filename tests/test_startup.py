@@ -169,3 +169,21 @@ def test_first_calls_run_on_the_fallback_while_kernels_build(where, sim, tmp_pat
         ref = np.asarray(rounds[0][1])
         for launches, r in rounds[1:]:
             np.testing.assert_allclose(np.asarray(r), ref, rtol=1e-12, err_msg=name)
+
+
+def test_a_forked_child_builds_with_its_own_worker():
+    out = _run(textwrap.dedent("""
+        import os
+        from forge_array.runtime import background
+        background.set_mode("background")
+        background.submit("parent job", lambda: None)
+        assert background.wait(30)
+        pid = os.fork()
+        if pid == 0:
+            background.submit("child job", lambda: None)
+            ok = background.wait(30) and background.state("child job") == "done"
+            os._exit(0 if ok else 3)
+        _, status = os.waitpid(pid, 0)
+        print(os.waitstatus_to_exitcode(status))
+    """))
+    assert out.strip() == "0"

@@ -186,11 +186,12 @@ def _device():
 
 
 #: the interpreter's thread switch interval while a build runs, in seconds.  A build is
-#: CPU-bound Python (numba's typing and lowering); the calling thread's work is many short
-#: CUDA calls, each releasing the GIL, and with Python's default 5 ms the calling thread
-#: waits up to 5 ms to get it back after each of them (on the H200, ``python -m
-#: bench.suite_startup`` measured a first ``max`` on the fallback at 6.1 s beside a build,
-#: against 0.04 s alone).  The default interval is restored when the queue is empty.
+#: mostly CPU-bound Python (numba's typing and lowering); the calling thread's work is many
+#: short CUDA and file calls that each release the GIL, and with Python's default 5 ms it may
+#: wait that long to get the GIL back after each.  ``python -m bench.suite_startup`` on the
+#: H200, two runs differing only by this setting: the empty-cache script took 9.04 s with
+#: the default interval and 6.89 s with this one (medians of 3 processes; CuPy 1.29 and
+#: 1.44 s in the same runs).  The previous interval is restored when the queue is empty.
 SWITCH_INTERVAL = 1e-4
 
 _SAVED_INTERVAL: list = []
@@ -223,6 +224,25 @@ def _work() -> None:
             if not _QUEUE and _SAVED_INTERVAL:
                 sys.setswitchinterval(_SAVED_INTERVAL.pop())
             _COND.notify_all()
+
+
+def _after_fork_in_child() -> None:
+    # the worker thread does not exist in a forked child: start afresh (queued jobs of the
+    # parent are dropped; the child's calls queue their own)
+    global _COND
+    _COND = threading.Condition()
+    _QUEUE.clear()
+    _WORKER.clear()
+    _BUSY[0] = 0
+    for key, s in list(_STATE.items()):
+        if s == "queued":
+            del _STATE[key]
+    if _SAVED_INTERVAL:
+        sys.setswitchinterval(_SAVED_INTERVAL.pop())
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 @atexit.register
