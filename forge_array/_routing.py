@@ -10,6 +10,9 @@ and checked for matching shapes. ``x``, ``a`` and ``b`` are ``numpy.ndarray`` or
 
 Each function returns a backend array of exactly the right dtype and shape: from our
 kernels (:mod:`forge_array.primitives`) when they take the array, else from NumPy / CuPy.
+The kernel layer is imported at the first call that needs it; in background compile mode
+(:mod:`forge_array.runtime.background`) a call whose kernels are not built yet, or that
+comes while the layer is still loading, also takes the NumPy / CuPy path.
 The NumPy / CuPy calls go through the module's pristine namespace
 (:func:`forge_array.runtime.array_module`), never through a function that
 ``forge_array.cupy.patch()`` may have replaced.
