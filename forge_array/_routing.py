@@ -38,6 +38,8 @@ _scan = _lazy("forge_array.primitives.scan", __name__, "_scan")
 _mv = _lazy("forge_array.primitives.matvec", __name__, "_mv")
 _copy = _lazy("forge_array.primitives.copy", __name__, "_copy")
 
+#: whether the kernel layer has loaded (``background.state("kernel layer") == "done"``,
+#: kept as one flag for the hot paths below)
 _LAYER = [False]
 
 
@@ -45,6 +47,11 @@ def _load_layer() -> None:
     for m in (_red, _scan, _mv, _copy):
         if isinstance(m, _lazy):
             m.load()
+
+
+def _layer_loaded() -> None:
+    _LAYER[0] = True
+    globals()["full_fast"] = _red.full_fast   # the primitive's own: no wrapper on the hot path
 
 
 def _kernels(x) -> bool:
@@ -56,7 +63,7 @@ def _kernels(x) -> bool:
     if _LAYER[0]:
         return True
     if background.ready("kernel layer", _load_layer):
-        _LAYER[0] = True
+        _layer_loaded()
         return True
     return False
 
@@ -116,9 +123,8 @@ def _cupy_inf_fix(x, res, axis, keepdims, target):
 def full_fast(name, x, dtype, keepdims, extra):
     """The replay of a full named reduction's cached launch, or None (see
     :func:`forge_array.primitives.reduce.full_fast`); the namespace calls it only with
-    arguments it has checked before."""
-    if _LAYER[0]:
-        return _red.full_fast(name, x, dtype, keepdims, extra)
+    arguments it has checked before.  None until the kernel layer has loaded; then this
+    name is bound to the primitive's function itself."""
     return None
 
 

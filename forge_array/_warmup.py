@@ -111,8 +111,7 @@ def _in_processes(todo, device, sizes, shape, out, jobs) -> dict:
                "--shape", ",".join(map(str, shape)), "--summary-json"]
         if device is not None:
             cmd += ["--device", str(device)]
-        procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                      env=dict(os.environ, FORGE_ARRAY_COMPILE="sync")))
+        procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
     total = {"calls": 0, "skipped": 0, "compiled": 0, "disk_hits": 0}
     failed = []
     for p in procs:

@@ -356,7 +356,7 @@ def test_fused_function_with_a_scan():
 
 
 def test_integer_negation_runs_eagerly():
-    """Integer ``negative`` is not fused (see ``codegen.INT_EAGER``); its reductions equal
+    """Integer ``negative`` is not fused (see ``fusible.INT_EAGER``); its reductions equal
     eager ones."""
     a = np.random.default_rng(7).integers(-50, 50, 33).astype(np.int32)
     y = _private(a)

@@ -33,9 +33,9 @@ from numba import cuda
 from .. import ops as _ops
 from ..runtime.config import SIMULATE
 from .expr import Const, Node
-from .fusible import BINARY, FLOAT_ONLY, INT_EAGER, UNARY  # noqa: F401  (re-exported)
+from .fusible import BINARY, UNARY
 
-__all__ = ["BINARY", "UNARY", "linearize", "function_of", "source_of", "FLOAT_ONLY", "INT_EAGER"]
+__all__ = ["linearize", "function_of", "source_of"]
 
 def linearize(roots):
     """(program, leaves) of the expressions ``roots`` (nodes, leaves or constants).

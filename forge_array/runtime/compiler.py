@@ -502,9 +502,12 @@ def compile_kernel(factory, factory_args: tuple, argtypes: tuple, *, launch_boun
         return k
     if background.deferring() and mkey is not None:
         # a call with a fallback: take what the caches hold, queue a build, never wait for one
+        job = ("kernel", mkey)
+        if background.state(job) in ("queued", "failed"):   # the disk was read when it was queued
+            raise background.Pending(getattr(factory, "__name__", "kernel"))
         k = _cached(factory, factory_args, tuple(argtypes), launch_bounds)
         if k is None:
-            background.submit(("kernel", mkey), lambda: compile_kernel(
+            background.submit(job, lambda: compile_kernel(
                 factory, factory_args, argtypes, launch_bounds=launch_bounds))
             raise background.Pending(getattr(factory, "__name__", "kernel"))
         _MEMORY[mkey] = k

@@ -350,27 +350,6 @@ def axis_fast(name, x, axes, dtype=None, keepdims=False):
     return ent((x,))
 
 
-def routes(x, axis, moments=False):
-    """Whether the namespace should route a reduction of ``x`` over ``axis`` (a tuple) here:
-    our kernels run on ``x`` and cover it (all axes, or the axis kernels exist).
-
-    >>> import numpy as np
-    >>> routes(np.zeros(3), (0,)) == kernels_available(np.zeros(3))
-    True
-    """
-    return kernels_available(x) and not (moments and x.dtype.kind == "c")
-
-
-def routes_arg(x, axis):
-    """Whether argmax / argmin of ``x`` along ``axis`` (int or None) runs here.
-
-    >>> import numpy as np
-    >>> routes_arg(np.zeros(3), None) == kernels_available(np.zeros(3))
-    True
-    """
-    return kernels_available(x)
-
-
 def _np_axis(axis):
     return None if axis is None else tuple(axis)
 
