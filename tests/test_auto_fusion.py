@@ -355,6 +355,58 @@ def test_fused_function_with_a_scan():
         np.testing.assert_allclose(_np(f(x)), np.cumsum(np.where(a > 0.5, a, 0.0)))
 
 
+@pytest.mark.parametrize("dtypes", [(np.float32, np.float32), (np.float64, np.float64),
+                                    (np.float32, np.int32), (np.int32, np.int32),
+                                    (np.float32, np.float64)])
+@pytest.mark.parametrize("offsets", [(0, 0), (1, 1), (3, 3), (1, 2), (0, 3)])
+def test_scan_of_leaves_in_and_out_of_phase(dtypes, offsets):
+    """Leaves of one item size and one 16-byte phase are read with 128-bit loads (with a
+    lead when the phase is not 0), others element by element: both equal eager scans."""
+    rng = np.random.default_rng(sum(offsets))
+    n = 707
+    a = (rng.random(n + 3) * 4).astype(dtypes[0])
+    b = (rng.random(n + 3) * 4).astype(dtypes[1])
+    x, y = _private(a), _private(b)
+    u, v = x[offsets[0]:offsets[0] + n], y[offsets[1]:offsets[1] + n]
+
+    def expr():
+        w = v if v.dtype == u.dtype else xp.astype(v, u.dtype)
+        return xp.cumulative_sum(u * w - 1)
+
+    r, k = _launches(lambda: _np(expr()))
+    assert k == 1
+    with eager():
+        want = _np(expr())
+    assert r.dtype == want.dtype
+    if want.dtype.kind == "f":
+        np.testing.assert_allclose(r, want, rtol=1e-4 if want.dtype == np.float32 else 1e-12,
+                                   atol=1e-3)
+    else:
+        np.testing.assert_array_equal(r, want)
+    again, k = _launches(lambda: _np(expr()))   # the plan replayed
+    assert k == 1
+    np.testing.assert_array_equal(again, r)
+
+
+def test_fused_function_with_a_scan_replays_its_plan():
+    a = np.random.default_rng(8).random(300)
+    x = _private(a)
+
+    @xp.fuse
+    def f(u):
+        c = xp.cumulative_sum(u * 2.0 + 1.0)
+        return c, xp.sum(c)
+
+    want = np.cumsum(a * 2.0 + 1.0)
+    for _ in range(3):
+        (c, s), k = _launches(lambda: f(x))
+        np.testing.assert_allclose(_np(c), want, rtol=1e-12)
+        np.testing.assert_allclose(float(s), want.sum(), rtol=1e-12)
+        assert k == 2                                  # the scan, then the sum of its result
+    text = f.explain(x)
+    assert "replayed" in text and "cumulative_sum of float64[300]" in text
+
+
 def test_integer_negation_runs_eagerly():
     """Integer ``negative`` is not fused (see ``fusible.INT_EAGER``); its reductions equal
     eager ones."""

@@ -72,16 +72,18 @@ class Trace:
     still alive when it ends are settled then), a log of early settlements, whether any
     value was computed while the function ran (``forced``) or written through the
     namespace (``wrote``), and the views it took of materialised arrays, ``(source,
-    view_of, view)`` of backend arrays."""
+    view_of, view)`` of backend arrays; ``rec``: the :class:`~.replay.Recorder` of the
+    call's launches, when it records a plan."""
 
-    __slots__ = ("arrays", "log", "forced", "wrote", "views")
+    __slots__ = ("arrays", "log", "forced", "wrote", "views", "rec")
 
-    def __init__(self):
+    def __init__(self, rec=None):
         self.arrays = []
         self.log = []
         self.forced = False
         self.wrote = False
         self.views = []
+        self.rec = rec
 
 
 def current():

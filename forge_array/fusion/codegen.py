@@ -37,12 +37,14 @@ from .fusible import BINARY, UNARY
 
 __all__ = ["linearize", "function_of", "source_of"]
 
-def linearize(roots):
+def linearize(roots, stops=None):
     """(program, leaves) of the expressions ``roots`` (nodes, leaves or constants).
 
     The program is a tuple of instructions ``("in", k, dtype)``, ``("c", value, dtype)`` or
     ``(op, dtype, ctype, (operand positions...), extra)``, ending with ``("out", positions)``;
     settled nodes are leaves.  Leaves are the distinct backend arrays, in order of first use.
+    ``stops``: ``{id(node): stand-in}`` for pending nodes read as leaves (the stand-in, an
+    object with a ``dtype``, takes the leaf's place in ``leaves``).
     """
     prog = []
     leaves = []
@@ -55,7 +57,7 @@ def linearize(roots):
         if p is not None:
             return p
         t = type(e)
-        if t is Node and e.value is None:
+        if t is Node and e.value is None and (stops is None or key not in stops):
             args = tuple([visit(a) for a in e.args])
             extra = e.extra if e.op == "clip" else None
             ct = e.ctype
@@ -63,7 +65,10 @@ def linearize(roots):
         elif t is Const:
             prog.append(("c", e.value, e.dtype.str))
         else:
-            arr = e.value if isinstance(e, Node) else e.array
+            if stops is not None and key in stops:
+                arr = stops[key]
+            else:
+                arr = e.value if isinstance(e, Node) else e.array
             k = leaf_pos.get(id(arr))
             if k is None:
                 k = leaf_pos[id(arr)] = len(leaves)

@@ -31,6 +31,7 @@ from . import build as _build
 from . import expr as _expr
 from .codegen import function_of, linearize
 from .expr import Const, Leaf, Node
+from .rowplan import describe, row_program
 
 __all__ = ["settle", "scan_of", "plan_of", "AXIS_MAX_LEAVES"]
 
@@ -93,11 +94,18 @@ def settle(nodes, rec=None):
     t = _build.current()
     if t is not None:  # values read while the function runs: its plan depends on them
         t.forced = True
+    _compute(nodes, rec)
+
+
+def _compute(nodes, rec):
+    """:func:`settle` of pending ``nodes`` without marking the running fused call."""
     device = nodes[0].device
     if rec is not None:
         rec.device = device
     with _dev.on(device):
         reds = _pending_reductions(nodes)
+        if reds and _row_program(nodes, reds, rec):
+            return
         while reds:
             memo: dict = {}
             ready = [r for r in reds if not _holds_pending_reduction(r.args[0], memo)]
@@ -200,6 +208,24 @@ def _fill_step(xp, shape, values, dtypes):
     return tuple(xp.full(shape, v, dtype=d) for v, d in zip(values, dtypes))
 
 
+def _row_program(nodes, reds, rec):
+    """Settle ``nodes`` as one row program (:mod:`.rowplan`) when it applies; whether it did."""
+    rp = row_program(nodes, reds)
+    if rp is None:
+        return False
+    rkey, make_step, leaves, targets, fused = rp
+    outs = key = None
+    if rec is None:
+        key = _launch_key(rkey, leaves)
+        outs = _replayed(key, leaves, fused)
+    if outs is None:
+        step = make_step()
+        outs = _run(step, leaves, fused, rec, lambda: step, key)
+    for t, o in zip(targets, outs):
+        _done(t, o)
+    return True
+
+
 def _map_group(group, shape, device, rec):
     program, leaves = linearize(group)
     dtypes = tuple(n.dtype for n in group)
@@ -275,21 +301,28 @@ def scan_of(name, node, dtype, include_initial):
     (pending reductions inside it are computed first); the backend array, or None when the
     leaves do not suit the scan's loads (a broadcast or boolean leaf, no kernels)."""
     t = _build.current()
-    if t is not None:  # a launch the plan recorder does not replay
-        t.forced = True
+    rec = t.rec if t is not None else None  # a fused call records the scan as a launch
     device = node.device
     with _dev.on(device):
         reds = _pending_reductions([node])
         if reds:
-            settle(reds)
+            _compute(reds, rec)
         program, leaves = linearize([node])
         if (not leaves or any(tuple(a.shape) != node.shape or a.dtype.kind == "b" for a in leaves)
                 or not kernels_available(leaves[0])):
             return None
-        r = _scan.cumulative_mapped(name, function_of(program), leaves, node.dtype, dtype,
-                                    include_initial)
-    STATS["fused"] += 1
+        if rec is not None:
+            rec.device = device
+        step = functools.partial(_scan_step, name, function_of(program), node.dtype, dtype,
+                                 include_initial)
+        (r,) = _run(step, leaves, 1, rec)
+    if t is not None:
+        t.log.append(f"{name} of {node.dtype}{list(node.shape)}, its expression fused in")
     return r
+
+
+def _scan_step(name, fn, value_dtype, dtype, include_initial, *leaves):
+    return (_scan.cumulative_mapped(name, fn, leaves, value_dtype, dtype, include_initial),)
 
 
 def _eager_reduce_step(xp, shape, term, axes, keepdims, x):
@@ -341,11 +374,17 @@ def _const_reduce_step(reduce_step, xp, shape, value, dtype):
 def plan_of(nodes):
     """The launches :func:`settle` would make for ``nodes``, without running them: a list of
     ``(kind, outputs, leaves)`` with ``kind`` "reduce" (the terms and axes) or "map"
-    (``outputs`` the shapes and dtypes written, ``leaves`` the shapes and dtypes read)."""
+    (``outputs`` the shapes and dtypes written, ``leaves`` the shapes and dtypes read), or
+    one "row program" (:mod:`.rowplan`)."""
     nodes = [n for n in nodes if n.value is None]
     done = set()
     launches = []
     reds = _pending_reductions(nodes)
+    rp = row_program(nodes, reds) if reds else None
+    if rp is not None:  # one launch: see :mod:`.rowplan`
+        outs = [f"{t.dtype}{list(t.shape)}" for t in rp[3] if t.op != "reduce"]
+        what = describe(reds) + (f", writing {', '.join(outs)}" if outs else "")
+        return [("row program", what, [f"{a.dtype}{list(a.shape)}" for a in rp[2]])]
     while reds:
         ready = [r for r in reds if all(id(x) in done for x in _pending_reductions([r.args[0]]))]
         if not ready:

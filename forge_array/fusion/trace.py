@@ -105,8 +105,8 @@ class Fused:
         self._plans: dict = {}
         functools.update_wrapper(self, fn)
 
-    def _trace(self, args, kwargs):
-        trace = _build.Trace()
+    def _trace(self, args, kwargs, rec=None):
+        trace = _build.Trace(rec)
         _build.begin_trace(trace)
         try:
             out = self.fn(*args, **kwargs)
@@ -135,7 +135,7 @@ class Fused:
 
     def _run(self, args, kwargs, rec):
         """Trace the function and compute its outputs, telling ``rec`` the launches."""
-        out, trace = self._trace(args, kwargs)
+        out, trace = self._trace(args, kwargs, rec)
         if rec is not None:
             if trace.forced:
                 rec.fail("the function reads values while it runs")

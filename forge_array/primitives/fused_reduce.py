@@ -31,7 +31,7 @@ from ..kernels import reduce_launch as _kl
 from ..runtime import array_module
 from . import axis_reduce as _axis
 
-__all__ = ["Term", "TERM_NAMES", "reduce_terms", "full_launch", "term_dtype"]
+__all__ = ["Term", "TERM_NAMES", "reduce_terms", "full_launch", "term_dtype", "pass_functions"]
 
 
 class Term(NamedTuple):
@@ -187,6 +187,15 @@ def _prepared(expr, terms, nleaves):
             out_dtypes=tuple(d.str for d in outs_dt), out_tuple=True, commutative=True)
         prep = _PREPARED[key] = (spec, elem, op, acc, ident, states, outs_dt, with_index)
     return prep
+
+
+def pass_functions(expr, terms, nleaves):
+    """``(elem, op, post, acc_dtypes, identity, with_index)`` of a fused pass of ``terms``
+    over ``expr`` of ``nleaves`` values: ``elem(*values[, index])`` maps an element to the
+    accumulator tuple, ``op`` combines two, ``post(acc, count)`` finishes the terms'
+    results (cached per arguments, as :func:`reduce_terms` uses them)."""
+    spec, elem, op, acc, ident, _, _, with_index = _prepared(expr, tuple(terms), nleaves)
+    return elem, op, spec.post, acc, ident, with_index
 
 
 def reduce_terms(expr, leaves, terms, axes, keepdims):

@@ -35,6 +35,9 @@ TABLES: dict = {
         # map: the element-wise kernel of fused expressions (kernels/elementwise.py): 128-bit
         # vectors per thread per step, a capped grid-stride grid
         "map": {"block": 256, "items": 2, "blocks_per_sm": 8},
+        # rows: row programs (kernels/rowwise.py): a block of about `target` threads per row
+        # (up to block_max), rows of min_row .. MAX_ROW elements, blocks_per_sm in the grid
+        "rows": {"target": 256, "block_max": 1024, "min_row": 64, "blocks_per_sm": 16},
         # rowcol: occupancy (grids / splits sized by the blocks that really fit per SM, one wave),
         # row_tile_warp (staged short rows: each warp on its own tiles), col_tile (threads side
         # by side in a column tile, 0 = up to a block), col_min_blocks (launch bound of the
@@ -201,6 +204,7 @@ TABLES: dict = {
         "copy": {"block": 64, "items": 2, "blocks_per_sm": 2},
         "reduce": {"block": 64, "items": 2, "blocks_per_sm": 2},
         "map": {"block": 64, "items": 2, "blocks_per_sm": 2},
+        "rows": {"target": 32, "block_max": 64, "min_row": 8, "blocks_per_sm": 2},
         "rowcol": {"block": 64, "blocks_per_sm": 2, "max_blocks_per_sm": 1, "unroll": 2, "row_items": 1,
                    "warp_rows": 4, "min_items": 2, "row_tile_max": 128, "row_tile_vecs": 2, "col_vec": True,
                    "col_flat": 64, "row_multi": 3, "col_vstore": True, "col_round": True,

@@ -142,6 +142,25 @@ def _make_converter(in_dtypes, acc_dtypes, mapfn=None):
     return conv
 
 
+def _make_vec_loader(in_dtypes, acc_dtypes, mapfn, VEC):
+    """``vload_in(src, i)``: the ``VEC`` values at elements ``i .. i + VEC - 1`` of the
+    inputs as one UniTuple, from one 128-bit load per input (``i`` 16-byte aligned in each).
+    Without ``mapfn`` it is input 0's vector as loaded; with it (inputs of one item size)
+    ``mapfn`` of the inputs' values, converted to the accumulator type, element by element."""
+    g = {"fi": fi, "cuda": cuda}
+    if mapfn is None:
+        src = "def vload_in(src, i):\n    return fi.vload(src[0], i)\n"
+    else:
+        g["f"] = cuda.jit(device=True)(mapfn)
+        g["TM"] = np.dtype(acc_dtypes[0]).type
+        loads = "".join(f"    a{k} = fi.vload(src[{k}], i)\n" for k in range(len(in_dtypes)))
+        vals = ", ".join("TM(f(" + ", ".join(f"a{k}[{e}]" for k in range(len(in_dtypes)))
+                         + ")[0])" for e in range(VEC))
+        src = f"def vload_in(src, i):\n{loads}    return ({vals},)\n"
+    exec(compile(src, "<forge_array.kernels.scan vload_in>", "exec"), g)
+    return cuda.jit(device=True)(g["vload_in"])
+
+
 def _make_status(acc_dtypes, packed: bool, det: bool, comb, release: bool = False,
                  spin_ns: int = 0):
     """``publish(status, vals, s, kind, value, epoch)`` and ``window(status, vals, mul, add,
@@ -295,20 +314,27 @@ def _make_status(acc_dtypes, packed: bool, det: bool, comb, release: bool = Fals
     return publish, make_window
 
 
-def _vec_ok(in_dtypes, acc_dtypes, block, items):
-    return len(in_dtypes) == 1 and np.dtype(in_dtypes[0]).itemsize < 16 and (
+def _vec_ok(in_dtypes, acc_dtypes, block, items, mapped=False):
+    """Whether the tile scan can load its inputs as 128-bit vectors: one input (or, for a
+    mapped scan, inputs of one item size) of < 16 bytes, items a multiple of the vector."""
+    sizes = {np.dtype(d).itemsize for d in in_dtypes}
+    return (len(in_dtypes) == 1 or mapped) and len(sizes) == 1 and sizes.pop() < 16 and (
         items % fi.VEC(in_dtypes[0]) == 0)
 
 
-def ovec_ok(in_dtypes, acc_dtypes, items) -> bool:
+def ovec_ok(in_dtypes, acc_dtypes, items, mapped=False) -> bool:
     """Whether 128-bit output stores are possible at all: one value whose size is the
-    input's (so that input and output tiles have the same 16-byte phase).
+    input's (so that input and output tiles have the same 16-byte phase); a mapped scan's
+    inputs all of that size.
 
     >>> ovec_ok(("float32",), ("float32",), 16), ovec_ok(("int8",), ("int64",), 8)
     (True, False)
+    >>> ovec_ok(("float32", "int32"), ("float32",), 16, mapped=True)
+    True
     """
-    return (len(acc_dtypes) == 1 and len(in_dtypes) == 1
-            and np.dtype(acc_dtypes[0]).itemsize == np.dtype(in_dtypes[0]).itemsize < 16
+    osz = np.dtype(acc_dtypes[0]).itemsize
+    return (len(acc_dtypes) == 1 and (len(in_dtypes) == 1 or mapped)
+            and all(np.dtype(d).itemsize == osz for d in in_dtypes) and osz < 16
             and items % fi.VEC(acc_dtypes[0]) == 0)
 
 

@@ -15,6 +15,7 @@ from .lookback import (
     _make_converter,
     _make_gather,
     _make_shared_vec,
+    _make_vec_loader,
     _st_tag,
     _vec_ok,
     make_tile_prefix,
@@ -57,7 +58,8 @@ def make_tile_scan(fn, tuple_op, in_dtypes, acc_dtypes, block, items, shift, has
     :func:`ovec_ok`).
 
     ``mapfn``: a fused element-wise expression of the inputs, applied to each element as it
-    is loaded (the inputs are then its leaves, any number and dtypes; no 128-bit loads).
+    is loaded (the inputs are then its leaves, any number and dtypes; with ``vec`` they
+    have one item size and one 16-byte phase, and each input is read with 128-bit loads).
 
     ``shared_vec`` (with ``vec``, one value of the input's size, 2 or 4 per 16 bytes, a
     power-of-two number of vectors per thread): whole tiles go through shared memory as
@@ -78,29 +80,30 @@ def make_tile_scan(fn, tuple_op, in_dtypes, acc_dtypes, block, items, shift, has
     warp_scan = fi.make_warp_scan(comb)
     conv = _make_converter(in_dtypes, acc_dtypes, mapfn)
     assert ticket in ("atomic", "block", "persist"), ticket
-    assert mapfn is None or not vec  # 128-bit loads convert without the map
+    MAPPED = mapfn is not None
     VEC = fi.VEC(in_dtypes[0]) if vec else 1
     RV = items // VEC
-    SV = bool(shared_vec and vec and K == 1 and len(in_dtypes) == 1 and VEC >= 2
-              and in_dtypes[0].itemsize == acc_dtypes[0].itemsize and items % VEC == 0
-              and RV & (RV - 1) == 0 and not keep_items)
+    SV = bool(shared_vec and vec and K == 1 and (len(in_dtypes) == 1 or MAPPED) and VEC >= 2
+              and all(d.itemsize == acc_dtypes[0].itemsize for d in in_dtypes)
+              and items % VEC == 0 and RV & (RV - 1) == 0 and not keep_items)
     TS = TILE + TILE // 32  # padded tile (whole tiles of shared_vec: rotated rows, unpadded),
     # then NW warp totals, then the tile prefix
     NVALS = TS + NW + 1
     NKINDS = NW + 2  # kinds of the warp totals and the prefix, then the tile id
     NV = items // VEC
     OUT_T = acc_dtypes[0].type
-    IN_T = in_dtypes[0].type
+    IN_T = OUT_T if MAPPED else in_dtypes[0].type  # the type of a vector load's values
     REG = K == 1  # a scalar accumulator: strided loads land in registers first
     # keep_items: a scalar's items also stay in registers from the first pass to the second
     # (16 fewer shared loads per thread, but 16+ more registers live across the look-back:
     # 64 instead of 48 for float32 x 16, 72 instead of 56 for float64 x 8; ptxas -v)
     KEEP = REG and keep_items
-    ovec = bool(ovec and vec and ovec_ok(in_dtypes, acc_dtypes, items))
+    ovec = bool(ovec and vec and ovec_ok(in_dtypes, acc_dtypes, items, MAPPED))
     VO = fi.VEC(acc_dtypes[0]) if ovec else 1
     NVO = items // VO
     gather = _make_gather(VO)
-    assert K >= 1 and (not vec or _vec_ok(in_dtypes, acc_dtypes, block, items))
+    assert K >= 1 and (not vec or _vec_ok(in_dtypes, acc_dtypes, block, items, MAPPED))
+    vload_in = _make_vec_loader(in_dtypes, acc_dtypes, mapfn, VEC)
 
     if KEEP:
         @cuda.jit(device=True)
@@ -143,7 +146,7 @@ def make_tile_scan(fn, tuple_op, in_dtypes, acc_dtypes, block, items, shift, has
         if vec and full:
             xin = cuda.local.array(items, IN_T)  # every load in flight before the first use
             for j in range(NV):
-                vv = fi.vload(src[0], ib + start + wseg + (j * 32 + lane) * VEC)
+                vv = vload_in(src, ib + start + wseg + (j * 32 + lane) * VEC)
                 for e in range(VEC):
                     xin[j * VEC + e] = vv[e]
             for j in range(NV):
@@ -159,7 +162,7 @@ def make_tile_scan(fn, tuple_op, in_dtypes, acc_dtypes, block, items, shift, has
                 k = wseg + (j * 32 + lane) * VEC
                 L = start + k
                 if L >= 0 and L + VEC <= n:
-                    vv = fi.vload(src[0], ib + L)
+                    vv = vload_in(src, ib + L)
                     for e in range(VEC):
                         q = k + e
                         fi.store(sh, q + (q >> 5), (OUT_T(vv[e]),))

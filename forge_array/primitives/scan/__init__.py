@@ -72,9 +72,9 @@ def accumulate(op, x, /, *, axis=None, init=None, include_initial=False, exclusi
 def _accumulate(fn, tuple_op, xs, in_dtypes, acc_dtypes, ident, name, *, axis, init,
                 include_initial, exclusive, reverse, out, deterministic, flatten, mapfn=None):
     fkey = None
-    if init is None and out is None and mapfn is None:  # replay the plan of an earlier call
-        fkey = _fast_key(fn, tuple_op, xs, acc_dtypes, axis, include_initial, exclusive,
-                         reverse, deterministic, flatten)
+    if init is None and out is None:  # replay the plan of an earlier call
+        fkey = _fast_key(fn if mapfn is None else (fn, mapfn), tuple_op, xs, acc_dtypes, axis,
+                         include_initial, exclusive, reverse, deterministic, flatten)
         plan = _fast_plans().get(fkey) if fkey is not None else None
         if plan is not None:
             r = _run_fast(plan, xs, acc_dtypes, tuple_op, fkey[-1])

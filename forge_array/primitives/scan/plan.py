@@ -186,6 +186,15 @@ def _row_lead(xv, isz, bx, nbatch, nb1):
     return mis // isz
 
 
+def _one_phase(xv, in_dtypes):
+    """Whether the leaves ``xv`` of a mapped scan have one item size and one 16-byte phase
+    (then one 128-bit load per leaf reads the same elements of each)."""
+    isz = in_dtypes[0].itemsize
+    mis = runtime.misalignment(xv[0])
+    return all(d.itemsize == isz for d in in_dtypes) and all(
+        runtime.misalignment(a) == mis for a in xv[1:])
+
+
 def _output_in_phase(ov, osz, V, shift, lead, bo, nbatch, nb1):
     """Whether output element ``start + k + shift`` is 16-byte aligned whenever input element
     ``start + k`` is (``k`` a multiple of ``V``): the same phase, batch strides multiples of
@@ -210,7 +219,8 @@ def plan_scan(fn, tuple_op, xv, ov, in_dtypes, acc_dtypes, init, shift, n, m, nb
     elements (strides in elements; ``xv`` / ``ov`` the row-major views, for alignment) and
     return the :class:`_Plan` (host side of :mod:`..kernels.scan`).  ``mapfn``: an
     element-wise expression of the inputs scanned in their place (the tile kernel takes it,
-    whatever the batch, with scalar loads)."""
+    whatever the batch; 128-bit loads when its leaves share an item size and a 16-byte
+    phase)."""
     like = xv[0]
     pt = tuning.params("scan")
     pc = tuning.params("scan_columns")
@@ -288,8 +298,10 @@ def plan_scan(fn, tuple_op, xv, ov, in_dtypes, acc_dtypes, init, shift, n, m, nb
     lead = 0
     aligned = False
     isz = in_dtypes[0].itemsize
-    if (mapfn is None and not tuple_op and s_in == 1 and len(in_dtypes) == 1 and isz < 16
-            and pt.get("vector", True)):
+    # (a mapped scan: every leaf of one item size, in one 16-byte phase)
+    mapped = mapfn is not None
+    if (not tuple_op and s_in == 1 and isz < 16 and pt.get("vector", True)
+            and (len(in_dtypes) == 1 or (mapped and _one_phase(xv, in_dtypes)))):
         rl = _row_lead(xv, isz, bx, nbatch, nb1)
         if rl is not None:
             aligned, lead = True, rl
@@ -297,11 +309,11 @@ def plan_scan(fn, tuple_op, xv, ov, in_dtypes, acc_dtypes, init, shift, n, m, nb
     items = _items_for_size(pt, items, n * nbatch, acc_dtypes)
     items = _fit_items(pt, items, n, in_dtypes, acc_dtypes, tuple_op)
     tile = block * items
-    vec = aligned and kscan._vec_ok(in_dtypes, acc_dtypes, block, items)
+    vec = aligned and kscan._vec_ok(in_dtypes, acc_dtypes, block, items, mapped)
     if not vec:
         lead = 0
     ovec = False
-    if vec and s_out == 1 and kscan.ovec_ok(in_dtypes, acc_dtypes, items):
+    if vec and s_out == 1 and kscan.ovec_ok(in_dtypes, acc_dtypes, items, mapped):
         # output element start + k + shift must be 16-byte aligned whenever input element
         # start + k is (k a multiple of V): same phase, batch strides multiples of V
         ovec = _output_in_phase(ov, acc_dtypes[0].itemsize, 16 // isz, shift, lead, bo, nbatch, nb1)
@@ -314,7 +326,8 @@ def plan_scan(fn, tuple_op, xv, ov, in_dtypes, acc_dtypes, init, shift, n, m, nb
     # keep_items (5 blocks of 256 per SM without spilling), 64 with it (ptxas -v)
     mb = pt.get("min_blocks")
     small = len(acc_dtypes) == 1 and acc_dtypes[0].itemsize <= 4 and items * acc_dtypes[0].itemsize <= 64
-    lb = (block, mb) if mb and vec and small and block * mb <= 2048 else None
+    # (not for a mapped scan: each leaf's loads are in flight at once)
+    lb = (block, mb) if mb and vec and small and not mapped and block * mb <= 2048 else None
     p.kernel = runtime.compile_kernel(
         kscan.make_tile_scan,
         (fn, tuple_op, in_dtypes, acc_dtypes, block, items, shift, has_init, bool(det), vec,
