@@ -224,7 +224,8 @@ def row_program(nodes, reds):
         step.kernel = compile_kernel(
             _rk.make_row_kernel,
             (tuple(rounds), outs, row_outs, leaf_dtypes, red_dtypes, block, items),
-            _rk.row_argtypes(leaf_dtypes, out_dtypes, row_dtypes, red_dtypes))
+            _rk.row_argtypes(leaf_dtypes, out_dtypes, row_dtypes, red_dtypes),
+            launch_bounds=(block, 1))  # registers capped so that a block of any size launches
         step.block, step.S, step.n, step.p = block, S, n, p
         step.grid = max(1, min(n, device_info()["sm_count"] * int(pt["blocks_per_sm"])))
         step.full_dtypes = out_dtypes

@@ -44,14 +44,14 @@ MAX_ROW_VALUES = 64
 MAX_LEAVES = 8
 
 
-def row_shape(p, nrow_leaves, block_max=1024, target=256):
+def row_shape(p, nrow_leaves, block_max=1024, target=128):
     """``(block, items)`` for rows of ``p`` elements with ``nrow_leaves`` leaves read along
     the row: ``target`` threads (fewer for short rows, a multiple of 32, up to
     ``block_max``) and the fewest items (a power of two) covering the row; None when the
     row does not fit in registers.
 
     >>> row_shape(1000, 1), row_shape(20, 2), row_shape(10000, 1), row_shape(10**6, 1)
-    ((256, 4), (32, 1), (1024, 16), None)
+    ((128, 8), (32, 1), (1024, 16), None)
     """
     if p > MAX_ROW:
         return None
@@ -135,6 +135,7 @@ def _source(rounds, outs, row_outs, leaf_dtypes, red_dtypes, block, items):
                 v = f"(_u8(1) if w[{q}] else _u8(0))" if np.dtype(d).kind == "b" else f"_O{q}(w[{q}])"
                 emit(I2 + I + f"o{q}[row * p + j{i}] = {v}")
     emit(I2 + "if tid == 0:")
+    emit(I2 + I + "pass")
     if row_outs:
         rargs = ", ".join(f"y{g}" if g >= 0 else f"R{-g - 1}" for g in row_outs[1])
         emit(I2 + I + f"wq = _rowout({rargs})")
@@ -191,7 +192,7 @@ def row_argtypes(leaf_dtypes, out_dtypes, row_dtypes, red_dtypes):
     """numba types of a row kernel's arguments (bool memory is uint8).
 
     >>> len(row_argtypes(("float32",), ("float32",), (), ("float32", "float32")))
-    7
+    8
     """
     a = [ptr_t(buffer_dtype(d)) for d in (*leaf_dtypes, *out_dtypes, *row_dtypes, *red_dtypes)]
     return tuple(a) + (i64, i64) + (i64,) * (2 * len(leaf_dtypes))

@@ -36,8 +36,12 @@ TABLES: dict = {
         # vectors per thread per step, a capped grid-stride grid
         "map": {"block": 256, "items": 2, "blocks_per_sm": 8},
         # rows: row programs (kernels/rowwise.py): a block of about `target` threads per row
-        # (up to block_max), rows of min_row .. MAX_ROW elements, blocks_per_sm in the grid
-        "rows": {"target": 256, "block_max": 1024, "min_row": 64, "blocks_per_sm": 16},
+        # (up to block_max), rows of min_row .. MAX_ROW elements, blocks_per_sm in the grid.
+        # H200, row softmax of float32 (10^5, 10^3) under xp.fuse (python -m bench.run --suite
+        # fusion --filter softmax, FORGE_ARRAY_TUNING={"rows": {...}}): target 256 / 16 blocks
+        # per SM 424 us, 128 / 16 347, 64 / 16 417, 512 / 16 555, 128 / 32 333; rows of 100
+        # (10^6, 100) took 727-1133 us, slower than the rounds of launches, hence min_row 256
+        "rows": {"target": 128, "block_max": 1024, "min_row": 256, "blocks_per_sm": 32},
         # rowcol: occupancy (grids / splits sized by the blocks that really fit per SM, one wave),
         # row_tile_warp (staged short rows: each warp on its own tiles), col_tile (threads side
         # by side in a column tile, 0 = up to a block), col_min_blocks (launch bound of the
