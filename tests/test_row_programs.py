@@ -13,6 +13,8 @@ from forge_array.runtime import SIMULATE, STATS, tuning
 DEV = "cpu" if SIMULATE else "cuda:0"
 #: the shortest row a row program takes on this device (shorter rows take the rounds)
 MIN_ROW = int(tuning.params("rows")["min_row"])
+#: a row length every row program takes here
+P = MIN_ROW + 37
 
 
 def _arr(a):
@@ -57,7 +59,7 @@ def test_softmax_is_one_launch(dtype, shape):
 
 @pytest.mark.parametrize("view", ["transposed", "negative", "offset", "rows_strided"])
 def test_softmax_of_views(view):
-    a = np.random.default_rng(1).standard_normal((80, 130))
+    a = np.random.default_rng(1).standard_normal((P + 3, P + 10))
     x = _arr(a)
     v, w = {"transposed": (x.T, a.T), "negative": (x[::-1, ::-1], a[::-1, ::-1]),
             "offset": (x[3:, 5:], a[3:, 5:]), "rows_strided": (x[::3], a[::3])}[view]
@@ -67,7 +69,7 @@ def test_softmax_of_views(view):
 
 
 def test_leading_dimensions_that_do_not_collapse_take_the_rounds():
-    a = np.random.default_rng(2).standard_normal((3, 8, 70))
+    a = np.random.default_rng(2).standard_normal((3, 8, P))
     x = _arr(a)[:, :4, :]                  # rows of 3 x 4 at two strides: no single stride
     r, k = _launches(lambda: _np(softmax(x)))
     assert k == 3                          # max, sum of exp, then the map
@@ -87,7 +89,7 @@ def test_short_rows_take_the_rounds():
 
 
 def test_logsumexp_argmax_and_per_row_outputs():
-    a = np.random.default_rng(4).standard_normal((7, 90)).astype(np.float32)   # rows >= 64
+    a = np.random.default_rng(4).standard_normal((7, P)).astype(np.float32)
     x = _arr(a)
 
     @xp.fuse
@@ -111,7 +113,7 @@ def test_logsumexp_argmax_and_per_row_outputs():
 
 def test_layer_norm_with_a_column_vector_and_a_scalar_array():
     rng = np.random.default_rng(5)
-    a, g, b = rng.standard_normal((9, 64)), rng.standard_normal(64), rng.standard_normal(())
+    a, g, b = rng.standard_normal((9, P)), rng.standard_normal(P), rng.standard_normal(())
     x, gx, bx = _arr(a), _arr(g), _arr(b)
 
     @xp.fuse
@@ -128,7 +130,7 @@ def test_layer_norm_with_a_column_vector_and_a_scalar_array():
 
 @pytest.mark.parametrize("dtype", [np.int32, np.int64, np.uint8])
 def test_integer_and_boolean_rows_are_exact(dtype):
-    a = np.random.default_rng(6).integers(0, 50, (5, 70)).astype(dtype)
+    a = np.random.default_rng(6).integers(0, 50, (5, P)).astype(dtype)
     x = _arr(a)
 
     @xp.fuse
@@ -153,7 +155,7 @@ def test_plain_code_runs_the_row_program_and_equals_eager():
     size = auto.MIN_SIZE[0]
     auto.MIN_SIZE[0] = 1
     try:
-        a = np.random.default_rng(7).standard_normal((12, 70))
+        a = np.random.default_rng(7).standard_normal((12, P))
         x = _arr(a)
         for _ in range(2):
             m = xp.max(x, axis=1, keepdims=True)
