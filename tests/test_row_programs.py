@@ -5,30 +5,17 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from test_auto_fusion import _launches, _np
+from test_auto_fusion import _private as _arr
 
 import forge_array as xp
 from forge_array.fusion import auto
-from forge_array.runtime import SIMULATE, STATS, tuning
+from forge_array.runtime import tuning
 
-DEV = "cpu" if SIMULATE else "cuda:0"
 #: the shortest row a row program takes on this device (shorter rows take the rounds)
 MIN_ROW = int(tuning.params("rows")["min_row"])
 #: a row length every row program takes here
 P = MIN_ROW + 37
-
-
-def _arr(a):
-    return xp.asarray(a, device=DEV, copy=True)
-
-
-def _np(a):
-    return np.array(xp.asarray(a, device="cpu"), copy=True)
-
-
-def _launches(fn):
-    n0 = STATS["launches"]
-    r = fn()
-    return r, STATS["launches"] - n0
 
 
 @xp.fuse

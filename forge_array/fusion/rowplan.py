@@ -111,10 +111,7 @@ class _RowLaunch:
         outs = [xp.empty(self.S, dtype=d) for d in self.full_dtypes]
         outs += [xp.empty(s, dtype=d) for s, d in self.row_shapes]
         outs += [xp.empty(s, dtype=d) for s, d in self.red_shapes]
-        strides = []
-        for a in leaves:
-            s = _row_strides(a, self.S)
-            strides += s
+        strides = [s for a in leaves for s in _row_strides(a, self.S)]
         bufs = [buffer_of(a.view(np.uint8) if b else a) for a, b in zip(leaves, self.bools)]
         bufs += [buffer_of(o.view(np.uint8) if o.dtype.kind == "b" else o) for o in outs]
         launch(self.kernel, self.grid, self.block, tuple(bufs) + (self.n, self.p) + tuple(strides))
@@ -122,7 +119,7 @@ class _RowLaunch:
 
 
 def _program(roots, stops, slot_of, leaves):
-    """(function, leaf map) of ``roots`` with pending reductions read from ``stops``; new
+    """(program, leaf map) of ``roots`` with pending reductions read from ``stops``; new
     arrays are appended to ``leaves`` (``slot_of`` maps their ids to positions)."""
     program, local = linearize(roots, stops)
     fmap = []
