@@ -100,21 +100,21 @@ def _row_strides(a, S):
 
 
 class _RowLaunch:
-    """One row program's launch, replayed on new leaves of the same layouts: ``(*leaves)``
+    """One row program's launch, replayed on new leaves of the same layouts (replays are
+    keyed by the leaves' layouts, so their strides are computed once): ``(*leaves)``
     returns the full outputs, the row outputs and the reductions' results."""
 
     __slots__ = ("kernel", "block", "grid", "S", "n", "p", "full_dtypes", "row_shapes",
-                 "red_shapes", "bools")
+                 "red_shapes", "bools", "strides")
 
     def __call__(self, *leaves):
         xp = array_module(leaves[0])
         outs = [xp.empty(self.S, dtype=d) for d in self.full_dtypes]
         outs += [xp.empty(s, dtype=d) for s, d in self.row_shapes]
         outs += [xp.empty(s, dtype=d) for s, d in self.red_shapes]
-        strides = [s for a in leaves for s in _row_strides(a, self.S)]
         bufs = [buffer_of(a.view(np.uint8) if b else a) for a, b in zip(leaves, self.bools)]
         bufs += [buffer_of(o.view(np.uint8) if o.dtype.kind == "b" else o) for o in outs]
-        launch(self.kernel, self.grid, self.block, tuple(bufs) + (self.n, self.p) + tuple(strides))
+        launch(self.kernel, self.grid, self.block, tuple(bufs) + (self.n, self.p) + self.strides)
         return tuple(outs)
 
 
@@ -208,7 +208,8 @@ def row_program(nodes, reds):
     shape = _rk.row_shape(p, nrow_leaves, int(pt["block_max"]), int(pt["target"]))
     if shape is None or len(leaves) > _rk.MAX_LEAVES:
         return None
-    if any(_row_strides(a, S) is None for a in leaves):
+    strides = [_row_strides(a, S) for a in leaves]
+    if any(st is None for st in strides):
         return None
     block, items = shape
 
@@ -229,6 +230,7 @@ def row_program(nodes, reds):
         step.row_shapes = tuple((nd.shape, nd.dtype) for nd in rows)
         step.red_shapes = tuple((r.shape, r.dtype) for r in reds)
         step.bools = tuple(a.dtype.kind == "b" for a in leaves)
+        step.strides = tuple(v for st in strides for v in st)
         return step
 
     fused = len(full) + len(rows) + sum(

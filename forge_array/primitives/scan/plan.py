@@ -186,13 +186,11 @@ def _row_lead(xv, isz, bx, nbatch, nb1):
     return mis // isz
 
 
-def _one_phase(xv, in_dtypes):
-    """Whether the leaves ``xv`` of a mapped scan have one item size and one 16-byte phase
-    (then one 128-bit load per leaf reads the same elements of each)."""
-    isz = in_dtypes[0].itemsize
+def _one_phase(xv):
+    """Whether the leaves ``xv`` of a mapped scan start in one 16-byte phase (with one item
+    size, see ``kscan._vec_ok``, one 128-bit load per leaf reads the same elements of each)."""
     mis = runtime.misalignment(xv[0])
-    return all(d.itemsize == isz for d in in_dtypes) and all(
-        runtime.misalignment(a) == mis for a in xv[1:])
+    return all(runtime.misalignment(a) == mis for a in xv[1:])
 
 
 def _output_in_phase(ov, osz, V, shift, lead, bo, nbatch, nb1):
@@ -298,10 +296,10 @@ def plan_scan(fn, tuple_op, xv, ov, in_dtypes, acc_dtypes, init, shift, n, m, nb
     lead = 0
     aligned = False
     isz = in_dtypes[0].itemsize
-    # (a mapped scan: every leaf of one item size, in one 16-byte phase)
+    # (a mapped scan: every leaf in one 16-byte phase; _vec_ok checks their item sizes)
     mapped = mapfn is not None
     if (not tuple_op and s_in == 1 and isz < 16 and pt.get("vector", True)
-            and (len(in_dtypes) == 1 or (mapped and _one_phase(xv, in_dtypes)))):
+            and (len(in_dtypes) == 1 or (mapped and _one_phase(xv)))):
         rl = _row_lead(xv, isz, bx, nbatch, nb1)
         if rl is not None:
             aligned, lead = True, rl
