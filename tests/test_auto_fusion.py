@@ -373,19 +373,19 @@ def test_scan_of_leaves_in_and_out_of_phase(dtypes, offsets):
         w = v if v.dtype == u.dtype else xp.astype(v, u.dtype)
         return xp.cumulative_sum(u * w - 1)
 
-    r, k = _launches(lambda: _np(expr()))
-    assert k == 1
     with eager():
         want = _np(expr())
-    assert r.dtype == want.dtype
-    if want.dtype.kind == "f":
-        np.testing.assert_allclose(r, want, rtol=1e-4 if want.dtype == np.float32 else 1e-12,
-                                   atol=1e-3)
-    else:
-        np.testing.assert_array_equal(r, want)
-    again, k = _launches(lambda: _np(expr()))   # the plan replayed
-    assert k == 1
-    np.testing.assert_array_equal(again, r)
+    # the first call plans the launch, the second replays it; a float scan's look-back may
+    # combine tiles in another order from run to run, so floats compare within rounding
+    for _ in range(2):
+        r, k = _launches(lambda: _np(expr()))
+        assert k == 1
+        assert r.dtype == want.dtype
+        if want.dtype.kind == "f":
+            np.testing.assert_allclose(r, want, rtol=1e-4 if want.dtype == np.float32 else 1e-12,
+                                       atol=1e-3)
+        else:
+            np.testing.assert_array_equal(r, want)
 
 
 def test_fused_function_with_a_scan_replays_its_plan():
