@@ -87,6 +87,10 @@ def cases(n: int):
         ("xp.fuse sum(x*y+1)", lambda: fused_sum(x, y)),
         ("xp.fuse mean/std/max", lambda: fused_stats(x)),
         ("xp.fuse 2x+3y-1", lambda: fused_axpby(x, y)),
+        # plain code under automatic fusion (deferred at every size for these cases)
+        ("plain sum(x*y+1)", lambda: xp.sum(x * y + 1)._array),
+        ("plain mean/std/max", lambda: [r._array for r in _stats(x)]),
+        ("plain 2x+3y-1", lambda: _axpby(x, y)._array),
     ]
 
 
@@ -120,18 +124,38 @@ def stub_launch():
     memory.SimBuffer.of = classmethod(lambda cls, x: None)
 
 
+def _fusion_for(label):
+    """Automatic fusion on (every size, simulated CPU arrays) for the "plain" cases, off for
+    the others; returns what restores the previous state."""
+    from forge_array.fusion import auto
+
+    plain = label.startswith("plain")
+    old, size = auto.enable(plain, simulated_cpu=plain), auto.MIN_SIZE[0]
+    auto.MIN_SIZE[0] = 0 if plain else size
+
+    def restore():
+        auto.MIN_SIZE[0] = size
+        auto.enable(*old)
+
+    return restore
+
+
 def measure(n=1000, number=2000, repeat=7, only=None, clock="wall"):
     """{label: (best, median) µs per call over ``repeat`` runs of ``number`` calls}.  The
     best run is the figure to compare (timeit's advice: slower runs are other processes'
     interference); the median shows how noisy the machine was."""
     cs = [(k, f) for k, f in cases(n) if only is None or k in only]
-    for _, f in cs:  # compile and cache with the real (simulated) launch
+    for label, f in cs:  # compile and cache with the real (simulated) launch
+        restore = _fusion_for(label)
         f()
+        restore()
     stub_launch()
     out = {}
     for label, f in cs:
+        restore = _fusion_for(label)
         f()
         runs = timeit.repeat(f, number=number, repeat=repeat, timer=_TIMERS[clock])
+        restore()
         out[label] = (min(runs) / number * 1e6, statistics.median(runs) / number * 1e6)
     return out
 
@@ -143,9 +167,11 @@ def profile(label, n=1000, number=20000):
     from bench.hosttime import profile_calls
 
     f = dict(cases(n))[label]
+    restore = _fusion_for(label)
     f()
     stub_launch()
     profile_calls(f, number, 25, sync=False)
+    restore()
 
 
 def main(argv=None):

@@ -67,7 +67,9 @@ def _binary_types(name, x1, x2, kinds):
         _check_kind(name, x1.dtype, kinds, "x1")
         if isinstance(x2, Array):
             _check_kind(name, x2.dtype, kinds, "x2")
-            dev = _dev.check_same_device(x1._device, x2._device)
+            dev = x1._device
+            if x2._device is not dev:
+                dev = _dev.check_same_device(dev, x2._device)
             return _dt.promote(x1.dtype, x2.dtype), dev, None, None
         if _is_scalar(x2):
             sdt = scalar_dtype(x2, x1.dtype, "x2")

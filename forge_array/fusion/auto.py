@@ -119,7 +119,8 @@ def pending_count():
 
 def settle_device(device):
     """Compute every pending expression on ``device`` (in as few launches as possible)."""
-    _settle(lambda d: d._device == device)
+    if _PENDING:
+        _settle(device)
 
 
 def settle_all():
@@ -128,16 +129,24 @@ def settle_all():
         _settle(None)
 
 
-def _settle(which):
+def _settle(device):
     with _LOCK:
         groups: dict = {}
         keep = []
         for ref in _PENDING:
             d = ref()
-            if d is None or pending(d) is None:
+            if d is None:
                 continue
-            if which is None or which(d):
-                groups.setdefault(d._device, []).append(d._node)
+            node = d._node
+            if node.value is not None:
+                continue
+            dev = d._device
+            if device is None or dev is device or dev == device:
+                g = groups.get(dev)
+                if g is None:
+                    groups[dev] = [node]
+                else:
+                    g.append(node)
             else:
                 keep.append(ref)
         _PENDING[:] = keep

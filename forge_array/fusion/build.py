@@ -109,22 +109,20 @@ def _mode(xs, device=None):
         dev = device or _first_device(xs)
         return _TRACE if dev is not None and _kernels_on(dev) else None
     limit = _auto.MIN_SIZE[0]
-    worth = False
     for x in xs:
         t = type(x)
         if t is Array:
             if x._array.size >= limit:
-                worth = True
+                break
         elif t is Deferred:
             if x._node.value is None or x.size >= limit:
-                worth = True
                 break
         elif isinstance(x, Array) and x.size >= limit:
-            worth = True
-    if not worth:
+            break
+    else:
         return None
     dev = device or _first_device(xs)
-    if dev is not None and _auto.applies(dev) and _kernels_on(dev):
+    if dev is not None and _auto.applies(dev) and (dev._kind == "cuda" or SIMULATE):
         return _AUTO
     return None
 
@@ -187,8 +185,6 @@ def binary(name, x1, x2, kinds):
     mode = _mode((x1, x2))
     if mode is None:
         return None
-    from .._elementwise import _binary_types  # noqa: PLC0415 - the namespace's validation
-
     dt, dev, s1, s2 = _binary_types(name, x1, x2, kinds)
     if dt.kind not in _KINDS or (name in FLOAT_ONLY and dt.kind != "f"):
         return None
@@ -196,12 +192,32 @@ def binary(name, x1, x2, kinds):
     b = _scalar_const(x2, s2) if s2 is not None else _operand(x2, mode)
     if a is None or b is None:
         return None
-    try:
-        shape = broadcast_shape(a.shape, b.shape)
-    except ValueError:  # eager code raises its own error
-        return None
-    rdt = np.dtype(np.bool_) if name in _PREDICATES else dt
+    sa, sb = a.shape, b.shape
+    if sa == sb:
+        shape = sa
+    elif not sb:
+        shape = sa
+    elif not sa:
+        shape = sb
+    else:
+        try:
+            shape = broadcast_shape(sa, sb)
+        except ValueError:  # eager code raises its own error
+            return None
+    rdt = _BOOL if name in _PREDICATES else dt
     return _deferred(Node(name, (a, b), rdt, shape, dt, device=dev), mode)
+
+
+def _binary_types(name, x1, x2, kinds):
+    """The namespace's validation of two operands (bound at the first call: the namespace
+    sits above this module)."""
+    from .._elementwise import _binary_types as check  # noqa: PLC0415
+
+    globals()["_binary_types"] = check
+    return check(name, x1, x2, kinds)
+
+
+_BOOL = np.dtype(np.bool_)
 
 
 def unary(name, x):
@@ -216,7 +232,7 @@ def unary(name, x):
     if (dt.kind not in _KINDS or (name in FLOAT_ONLY and dt.kind != "f")
             or (name in INT_EAGER and dt.kind in "iu")):
         return None
-    rdt = np.dtype(np.bool_) if name in _PREDICATES else dt
+    rdt = _BOOL if name in _PREDICATES else dt
     e = _operand(x, mode)
     if e is None:
         return None
@@ -284,14 +300,25 @@ def reduction(name, x, axes, dtype, keepdims, correction=0.0):
     if e is None:
         return None
     full = len(axes) == len(shape)
-    term = _fr.Term(name, np.dtype(dtype), float(correction))
+    tk = (name, dtype, correction)
+    term = _TERMS.get(tk)
+    if term is None:
+        term = _fr.Term(name, np.dtype(dtype), float(correction))
+        if len(_TERMS) >= 4096:  # many distinct corrections
+            _TERMS.clear()
+        _TERMS[tk] = term = (term, _fr.term_dtype(term))
+    term, rdt = term
     if keepdims:
         out_shape = tuple(1 if d in axes else s for d, s in enumerate(shape))
     else:
         out_shape = tuple(s for d, s in enumerate(shape) if d not in axes)
-    node = Node("reduce", (e,), _fr.term_dtype(term), out_shape, None,
+    node = Node("reduce", (e,), rdt, out_shape, None,
                 (term, None if full else tuple(axes), bool(keepdims)), device=dev)
     return _deferred(node, mode)
+
+
+#: (name, dtype, correction) -> (Term, result dtype) of the reductions met
+_TERMS: dict = {}
 
 
 def scan(name, x, dtype, include_initial):

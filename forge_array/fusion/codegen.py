@@ -32,7 +32,7 @@ from numba import cuda
 
 from .. import ops as _ops
 from ..runtime.config import SIMULATE
-from .expr import Const, Node
+from .expr import Const, Node, const_key
 from .fusible import BINARY, UNARY
 
 __all__ = ["linearize", "function_of", "source_of"]
@@ -42,7 +42,9 @@ def linearize(roots, stops=None):
 
     The program is a tuple of instructions ``("in", k, dtype)``, ``("c", value, dtype)`` or
     ``(op, dtype, ctype, (operand positions...), extra)``, ending with ``("out", positions)``;
-    settled nodes are leaves.  Leaves are the distinct backend arrays, in order of first use.
+    settled nodes are leaves.  Float constants (and clip bounds) appear as their
+    :func:`~.expr.const_key`, so that programs differing in a zero's sign or holding a NaN
+    compare as they should.  Leaves are the distinct backend arrays, in order of first use.
     ``stops``: ``{id(node): stand-in}`` for pending nodes read as leaves (the stand-in, an
     object with a ``dtype``, takes the leaf's place in ``leaves``).
     """
@@ -59,11 +61,11 @@ def linearize(roots, stops=None):
         t = type(e)
         if t is Node and e.value is None and (stops is None or key not in stops):
             args = tuple([visit(a) for a in e.args])
-            extra = e.extra if e.op == "clip" else None
+            extra = tuple(map(const_key, e.extra)) if e.op == "clip" else None
             ct = e.ctype
             prog.append((e.op, e.dtype.str, None if ct is None else ct.str, args, extra))
         elif t is Const:
-            prog.append(("c", e.value, e.dtype.str))
+            prog.append(("c", const_key(e.value), e.dtype.str))
         else:
             if stops is not None and key in stops:
                 arr = stops[key]
@@ -93,6 +95,16 @@ def _conv(src, from_dt, to_dt):
     return f"_t_{to_dt.name}({src})"
 
 
+def _value(key):
+    """The constant of a program's :func:`~.expr.const_key`."""
+    return float.fromhex(key) if isinstance(key, str) else key
+
+
+def _literal(v, dt):
+    lit = repr(float(v)) if dt.kind == "f" else repr(int(v))
+    return f"float('{lit}')" if lit in ("inf", "-inf", "nan") else lit
+
+
 def source_of(program):
     """The Python source of the function of ``program`` (see :func:`linearize`), and the
     dtypes it names."""
@@ -112,15 +124,12 @@ def source_of(program):
             lines.append(f"    v{pos} = {'(' + src + ' != 0)' if dt.kind == 'b' else src}")
         elif kind == "c":
             dt = np.dtype(ins[2])
-            v = ins[1]
+            v = _value(ins[1])
             if dt.kind == "b":
                 lines.append(f"    v{pos} = {bool(v)!r}")
             else:
                 names.add(dt.name)
-                lit = repr(float(v)) if dt.kind == "f" else repr(int(v))
-                if lit in ("inf", "-inf", "nan"):
-                    lit = f"float('{lit}')"
-                lines.append(f"    v{pos} = _t_{dt.name}({lit})")
+                lines.append(f"    v{pos} = _t_{dt.name}({_literal(v, dt)})")
         else:
             op, dts_, cts, args, extra = ins
             dt = np.dtype(dts_)
@@ -141,12 +150,13 @@ def source_of(program):
                 lines.append(f"    v{pos} = {x}")
                 for bound, cmp in ((lo, "<"), (hi, ">")):
                     if bound is not None:
-                        lines.append(f"    _b = _t_{dt.name}({bound!r})")
+                        lines.append(f"    _b = _t_{dt.name}({_literal(_value(bound), dt)})")
                         lines.append(f"    v{pos} = _b if v{pos} {cmp} _b else v{pos}")
                 expr = f"v{pos}"
-            elif op == "pow" and program[args[1]][0] == "c" and program[args[1]][1] in (1, 2):
+            elif (op == "pow" and program[args[1]][0] == "c"
+                  and _value(program[args[1]][1]) in (1, 2)):
                 # x ** 2 as x * x (exact, and no pow call: pow costs as much as the load)
-                expr = ops_[0] if program[args[1]][1] == 1 else f"{ops_[0]} * {ops_[0]}"
+                expr = ops_[0] if _value(program[args[1]][1]) == 1 else f"{ops_[0]} * {ops_[0]}"
             elif op in BINARY:
                 expr = BINARY[op].format(*ops_)
                 if op in ("bitwise_and", "bitwise_or", "bitwise_xor") and ct.kind == "b":

@@ -18,6 +18,7 @@ memory but its result.
 from __future__ import annotations
 
 import functools
+import threading
 
 import numpy as np
 
@@ -30,7 +31,7 @@ from ..runtime import STATS, kernels_available, layout_key, stream_key
 from . import build as _build
 from . import expr as _expr
 from .codegen import function_of, linearize
-from .expr import Const, Leaf, Node
+from .expr import EPOCH, Const, Leaf, Node
 from .rowplan import describe, row_program
 
 __all__ = ["settle", "scan_of", "plan_of", "AXIS_MAX_LEAVES"]
@@ -82,6 +83,7 @@ def _backend(device):
 def _done(node, value):
     node.value = value
     node.args = ()
+    EPOCH[0] += 1
 
 
 def settle(nodes, rec=None):
@@ -103,25 +105,83 @@ def _compute(nodes, rec):
     if rec is not None:
         rec.device = device
     with _dev.on(device):
-        reds = _pending_reductions(nodes)
-        if reds and _row_program(nodes, reds, rec):
+        if rec is None and len(nodes) == 1:
+            _settle_root(nodes[0])
+        else:
+            _settle_nodes(nodes, rec)
+
+
+#: settlements of one expression outside a fused call, by the expression's signature
+#: (:class:`~.expr.Node`), its leaves' layouts and the stream: ``(replay, output index,
+#: fused count)`` of the one launch that computed it
+_ROOTS: dict = {}
+_TLS = threading.local()
+
+
+def _settle_root(root):
+    """Settle the expression ``root`` alone: when an expression of the same signature over
+    leaves of the same layouts was settled by one replayable launch before, replay it
+    without walking the expression; otherwise settle it as usual and remember the launch
+    if there was one."""
+    leaves = root.leaves
+    if root.epoch != EPOCH[0] or not leaves:  # an operand was computed since it was built
+        _settle_nodes([root], None)
+        return
+    key = (root.sig, tuple(map(layout_key, leaves)), stream_key())
+    hit = _ROOTS.get(key)
+    if hit is not None:
+        replay, k, fused = hit
+        outs = replay(*leaves)
+        STATS["fused"] += fused
+        _done(root, outs[k])
+        return
+    note = _TLS.note = []
+    try:
+        _settle_nodes([root], None)
+    finally:
+        _TLS.note = None
+    if len(note) != 1 or root.value is None:
+        return
+    replay, used, outs, fused = note[0]
+    if len(used) != len(leaves) or any(a is not b for a, b in zip(used, leaves)):
+        return
+    for k, o in enumerate(outs):
+        if o is root.value:
+            if len(_ROOTS) >= _MAX_LAUNCHES:
+                _ROOTS.pop(next(iter(_ROOTS)))
+            _ROOTS[key] = (replay, k, fused)
             return
-        while reds:
-            memo: dict = {}
-            ready = [r for r in reds if not _holds_pending_reduction(r.args[0], memo)]
-            groups: dict = {}
-            for r in ready:
-                term, axes, keepdims = r.extra
-                groups.setdefault((r.args[0].shape, axes, keepdims), []).append(r)
-            for (shape, axes, keepdims), group in groups.items():
-                _reduce_group(group, shape, axes, keepdims, device, rec)
-            reds = [r for r in reds if r.value is None]
-        maps: dict = {}
-        for n in nodes:
-            if n.value is None:
-                maps.setdefault(n.shape, []).append(n)
-        for shape, group in maps.items():
-            _map_group(group, shape, device, rec)
+
+
+def _note(replay, leaves, outs, fused):
+    """Tell a running :func:`_settle_root` about a launch and how to replay it."""
+    note = getattr(_TLS, "note", None)
+    if note is not None:
+        note.append((replay, leaves, outs, fused))
+
+
+def _settle_nodes(nodes, rec):
+    """Settle ``nodes`` (see the module docstring); the device is current."""
+    device = nodes[0].device
+    reds = _pending_reductions(nodes)
+    if reds and _row_program(nodes, reds, rec):
+        return
+    while reds:
+        memo: dict = {}
+        ready = [r for r in reds if not _holds_pending_reduction(r.args[0], memo)]
+        groups: dict = {}
+        for r in ready:
+            term, axes, keepdims = r.extra
+            groups.setdefault((r.args[0].shape, axes, keepdims), []).append(r)
+        for (shape, axes, keepdims), group in groups.items():
+            _reduce_group(group, shape, axes, keepdims, device, rec)
+        reds = [r for r in reds if r.value is None]
+    maps: dict = {}
+    for n in nodes:
+        if n.value is None:
+            maps.setdefault(n.shape, []).append(n)
+    for shape, group in maps.items():
+        _map_group(group, shape, device, rec)
 
 
 #: launches of settlements outside a fused call, by program and the leaves' layouts: a
@@ -141,6 +201,7 @@ def _replayed(key, leaves, fused):
         return None
     outs = d(*leaves)
     STATS["fused"] += fused
+    _note(d, leaves, outs, fused)
     return outs
 
 
@@ -161,6 +222,7 @@ def _run(step, leaves, fused, rec, direct=None, key=None):
             if len(_LAUNCHES) >= _MAX_LAUNCHES:
                 _LAUNCHES.pop(next(iter(_LAUNCHES)))
             _LAUNCHES[key] = d
+            _note(d, leaves, outs, fused)
     return outs
 
 

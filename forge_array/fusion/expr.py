@@ -17,12 +17,14 @@ is pending in the same fused call.
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
 from .._array import Array
 
-__all__ = ["Leaf", "Const", "Node", "Deferred", "operand", "broadcast_shape", "pending"]
-
+__all__ = ["Leaf", "Const", "Node", "Deferred", "operand", "broadcast_shape", "pending",
+           "const_key", "EPOCH"]
 
 
 def _settle(nodes):
@@ -37,6 +39,31 @@ def _settle(nodes):
 #: (they import this one)
 SETTLE = [_settle]
 SETTLE_DEVICE = [None]
+#: counts the nodes computed so far: a node built at the current count has the structure
+#: its signature describes (no operand of it was computed since)
+EPOCH = [0]
+
+
+def const_key(value):
+    """A constant as it appears in structural keys: floats by their bits (``0.0`` and
+    ``-0.0`` differ, a NaN equals itself), other scalars as they are."""
+    return float(value).hex() if isinstance(value, float) else value
+
+
+#: structures met so far -> their number (:attr:`Node.sig`); numbers are never reused, so
+#: that clearing the table (past :data:`_MAX_SIGS` structures) cannot alias a new structure
+#: with an old one
+_SIGS: dict = {}
+_MAX_SIGS = 1 << 16
+_NEXT_SIG = itertools.count()
+
+
+def _position(leaves, arr):
+    for i, b in enumerate(leaves):
+        if b is arr:
+            return i
+    leaves.append(arr)
+    return len(leaves) - 1
 
 
 class Leaf:
@@ -53,12 +80,13 @@ class Leaf:
 class Const:
     """A Python scalar of an expression, already of its dtype (compiled in as a constant)."""
 
-    __slots__ = ("value", "dtype", "shape")
+    __slots__ = ("value", "dtype", "shape", "key")
 
     def __init__(self, value, dtype):
         self.value = value
         self.dtype = np.dtype(dtype)
         self.shape = ()
+        self.key = ("c", const_key(value), self.dtype)  # its part of a node's signature
 
 
 class Node:
@@ -67,10 +95,16 @@ class Node:
     the operands are converted to before the operation (the promoted dtype; for
     comparisons the result is bool).  ``extra``: operation parameters (a reduction's
     :class:`~forge_array.primitives.fused_reduce.Term`, axes and keepdims).  ``value``:
-    the backend array once computed."""
+    the backend array once computed.
+
+    Built with it: ``leaves``, the distinct backend arrays it reads (in the order a walk of
+    its operands meets them), and ``sig``, the number of its structure (operations, dtypes,
+    constants, leaves by position and dtype): equal numbers over leaves of equal layouts
+    compute the same launch.  Both describe the node as it was built, and stay true while
+    :data:`EPOCH` equals its ``epoch``."""
 
     __slots__ = ("op", "args", "dtype", "shape", "ctype", "extra", "value", "device", "ops",
-                 "reads", "__weakref__")
+                 "reads", "leaves", "sig", "epoch", "__weakref__")
 
     def __init__(self, op, args, dtype, shape, ctype=None, extra=None, device=None):
         self.op = op
@@ -85,14 +119,39 @@ class Node:
         # at each use: a bound, not an exact count)
         ops = 1
         reads = 0
+        leaves = []
+        sig = []
         for a in args:
-            if type(a) is Node and a.value is None:
+            t = type(a)
+            if t is Node and a.value is None:
                 ops += a.ops
                 reads += a.reads
-            elif type(a) is not Const:
+                if leaves:
+                    sig.append((a.sig, tuple([_position(leaves, b) for b in a.leaves])))
+                else:
+                    leaves.extend(a.leaves)
+                    sig.append((a.sig, None))
+            elif t is Const:
+                sig.append(a.key)
+            else:
                 reads += 1
+                arr = a.value if t is Node else a.array
+                sig.append(("in", _position(leaves, arr), arr.dtype))
         self.ops = ops
         self.reads = reads
+        self.leaves = leaves
+        if op == "clip":
+            extra_key = tuple(map(const_key, extra))
+        else:
+            extra_key = extra
+        key = (op, self.dtype, ctype, extra_key, tuple(sig))
+        n = _SIGS.get(key)
+        if n is None:
+            if len(_SIGS) >= _MAX_SIGS:
+                _SIGS.clear()
+            n = _SIGS[key] = next(_NEXT_SIG)
+        self.sig = n
+        self.epoch = EPOCH[0]
 
     def __repr__(self):
         return f"Node({self.op}, {self.dtype}, {self.shape})"
