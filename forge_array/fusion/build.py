@@ -286,35 +286,35 @@ def reduction(name, x, axes, dtype, keepdims, correction=0.0):
     """The deferred reduction ``name`` (see :data:`~forge_array.primitives.fused_reduce.TERM_NAMES`)
     of ``x`` over the normalised ``axes`` accumulating in ``dtype`` (the values' dtype for
     argmax / argmin), or None (empty reductions and complex data run eagerly)."""
-    dev = x._device
     mode = _mode((x,))
-    if mode is None or x.dtype.kind not in _KINDS or np.dtype(dtype).kind not in _KINDS:
+    if mode is None:
+        return None
+    tk = (name, dtype, correction)
+    hit = _TERMS.get(tk)
+    if hit is None:
+        term = _fr.Term(name, np.dtype(dtype), float(correction))
+        if len(_TERMS) >= 4096:  # many distinct corrections
+            _TERMS.clear()
+        _TERMS[tk] = hit = (term, _fr.term_dtype(term))
+    term, rdt = hit
+    if x.dtype.kind not in _KINDS or term.dtype.kind not in _KINDS:
         return None
     shape = x.shape
-    count = 1
-    for d in axes:
-        count *= shape[d]
-    if count == 0 or x.size == 0:
+    if 0 in shape:  # empty reductions run eagerly
         return None
     e = _operand(x, mode)
     if e is None:
         return None
-    full = len(axes) == len(shape)
-    tk = (name, dtype, correction)
-    term = _TERMS.get(tk)
-    if term is None:
-        term = _fr.Term(name, np.dtype(dtype), float(correction))
-        if len(_TERMS) >= 4096:  # many distinct corrections
-            _TERMS.clear()
-        _TERMS[tk] = term = (term, _fr.term_dtype(term))
-    term, rdt = term
-    if keepdims:
-        out_shape = tuple(1 if d in axes else s for d, s in enumerate(shape))
+    if len(axes) == len(shape):
+        out_shape = (1,) * len(shape) if keepdims else ()
+        extra = (term, None, bool(keepdims))
     else:
-        out_shape = tuple(s for d, s in enumerate(shape) if d not in axes)
-    node = Node("reduce", (e,), rdt, out_shape, None,
-                (term, None if full else tuple(axes), bool(keepdims)), device=dev)
-    return _deferred(node, mode)
+        if keepdims:
+            out_shape = tuple(1 if d in axes else s for d, s in enumerate(shape))
+        else:
+            out_shape = tuple(s for d, s in enumerate(shape) if d not in axes)
+        extra = (term, tuple(axes), bool(keepdims))
+    return _deferred(Node("reduce", (e,), rdt, out_shape, None, extra, device=x._device), mode)
 
 
 #: (name, dtype, correction) -> (Term, result dtype) of the reductions met

@@ -105,56 +105,89 @@ def _compute(nodes, rec):
     if rec is not None:
         rec.device = device
     with _dev.on(device):
-        if rec is None and len(nodes) == 1:
-            _settle_root(nodes[0])
+        if rec is None:
+            _settle_roots(nodes)
         else:
             _settle_nodes(nodes, rec)
 
 
-#: settlements of one expression outside a fused call, by the expression's signature
-#: (:class:`~.expr.Node`), its leaves' layouts and the stream: ``(replay, output index,
-#: fused count)`` of the one launch that computed it
+#: settlements outside a fused call that one launch computed, by the expressions'
+#: signatures (:class:`~.expr.Node`), where their leaves sit among the settlement's, the
+#: leaves' layouts and the stream: ``(replay, output index of each expression, fused
+#: count)``
 _ROOTS: dict = {}
 _TLS = threading.local()
 
 
-def _settle_root(root):
-    """Settle the expression ``root`` alone: when an expression of the same signature over
-    leaves of the same layouts was settled by one replayable launch before, replay it
-    without walking the expression; otherwise settle it as usual and remember the launch
-    if there was one."""
-    leaves = root.leaves
-    if root.epoch != EPOCH[0] or not leaves:  # an operand was computed since it was built
-        _settle_nodes([root], None)
+def _leaves_of_roots(roots):
+    """(distinct leaves of ``roots`` in order, structural key of where each root's leaves
+    sit among them)."""
+    if len(roots) == 1:
+        return roots[0].leaves, None
+    leaves = []
+    where = []
+    for r in roots:
+        pos = []
+        for a in r.leaves:
+            for i, b in enumerate(leaves):
+                if b is a:
+                    break
+            else:
+                i = len(leaves)
+                leaves.append(a)
+            pos.append(i)
+        where.append(tuple(pos))
+    return leaves, tuple(where)
+
+
+def _settle_roots(roots):
+    """Settle the expressions ``roots``: when expressions of the same signatures over leaves
+    of the same layouts were settled by one replayable launch before, replay it without
+    walking them; otherwise settle them as usual and remember the launch if there was one."""
+    epoch = EPOCH[0]
+    for r in roots:
+        if r.epoch != epoch:  # an operand was computed since it was built
+            _settle_nodes(roots, None)
+            return
+    leaves, where = _leaves_of_roots(roots)
+    if not leaves:
+        _settle_nodes(roots, None)
         return
-    key = (root.sig, tuple(map(layout_key, leaves)), stream_key())
+    sigs = roots[0].sig if where is None else tuple(r.sig for r in roots)
+    key = (sigs, where, tuple(map(layout_key, leaves)), stream_key())
     hit = _ROOTS.get(key)
     if hit is not None:
-        replay, k, fused = hit
+        replay, ks, fused = hit
         outs = replay(*leaves)
         STATS["fused"] += fused
-        _done(root, outs[k])
+        for r, k in zip(roots, ks):
+            _done(r, outs[k])
         return
     note = _TLS.note = []
     try:
-        _settle_nodes([root], None)
+        _settle_nodes(roots, None)
     finally:
         _TLS.note = None
-    if len(note) != 1 or root.value is None:
+    if len(note) != 1:
         return
     replay, used, outs, fused = note[0]
     if len(used) != len(leaves) or any(a is not b for a, b in zip(used, leaves)):
         return
-    for k, o in enumerate(outs):
-        if o is root.value:
-            if len(_ROOTS) >= _MAX_LAUNCHES:
-                _ROOTS.pop(next(iter(_ROOTS)))
-            _ROOTS[key] = (replay, k, fused)
+    ks = []
+    for r in roots:
+        for k, o in enumerate(outs):
+            if o is r.value:
+                ks.append(k)
+                break
+        else:
             return
+    if len(_ROOTS) >= _MAX_LAUNCHES:
+        _ROOTS.pop(next(iter(_ROOTS)))
+    _ROOTS[key] = (replay, tuple(ks), fused)
 
 
 def _note(replay, leaves, outs, fused):
-    """Tell a running :func:`_settle_root` about a launch and how to replay it."""
+    """Tell a running :func:`_settle_roots` about a launch and how to replay it."""
     note = getattr(_TLS, "note", None)
     if note is not None:
         note.append((replay, leaves, outs, fused))
