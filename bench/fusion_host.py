@@ -9,6 +9,13 @@ rounds in one process.  Also ``sum(x*y+1)`` at the same size, where fusion saves
 
     python -m bench.fusion_host                    # n = 1000
     python -m bench.fusion_host --n 100000 --json out.json
+
+``--break-even`` measures where deferral pays (what :data:`forge_array.fusion.auto.MIN_SIZE`
+is chosen by): plain-code expressions at several sizes, CUDA-event µs of one call from an
+idle GPU as the bench times them (host work before the launch counts), deferred at every
+size, eager, and under ``xp.fuse``:
+
+    python -m bench.fusion_host --break-even --sizes 1e5,1e6,3e6,1e7,1e8
 """
 
 from __future__ import annotations
@@ -78,6 +85,50 @@ def measure(n=1000, calls=400, min_size=None, rounds=8):
     return out
 
 
+def break_even(sizes, calls=300):
+    """{case: {n: {"deferred": µs, "eager": µs, "fuse": µs or None}}} (see the module
+    docstring)."""
+    import cupy as cp
+
+    import forge_array as xp
+    from forge_array.fusion import auto
+
+    from .hosttime import event_us
+
+    fsum = xp.fuse(lambda x, y: xp.sum(x * y + 1))
+    fchain = xp.fuse(lambda x, y: 2 * x + 3 * y - 1)
+    fstats = xp.fuse(lambda x: (xp.mean(x), xp.std(x), xp.max(x)))
+    out: dict = {}
+    old, size0 = auto.enable(True), auto.MIN_SIZE[0]
+    try:
+        for n in sizes:
+            rng = cp.random.default_rng(0)
+            x = xp.asarray(rng.random(n, dtype=cp.float32), copy=True)   # private
+            y = xp.asarray(rng.random(n, dtype=cp.float32), copy=True)
+            cases = [
+                ("sum(x*y+1)", lambda: xp.sum(x * y + 1)._array, lambda: fsum(x, y)._array),
+                ("2x+3y-1", lambda: (2 * x + 3 * y - 1)._array, lambda: fchain(x, y)._array),
+                ("flip(x+y)", lambda: xp.flip(x + y)._array, None),
+                ("mean,std,max", lambda: [v._array for v in (xp.mean(x), xp.std(x), xp.max(x))],
+                 lambda: [v._array for v in fstats(x)]),
+            ]
+            for label, plain, fused in cases:
+                row = {}
+                for mode, limit in (("deferred", 0), ("eager", 1 << 62)):
+                    auto.MIN_SIZE[0] = limit
+                    event_us(plain, 20)
+                    row[mode] = round(event_us(plain, calls), 1)
+                auto.MIN_SIZE[0] = size0
+                if fused is not None:
+                    event_us(fused, 20)
+                row["fuse"] = round(event_us(fused, calls), 1) if fused is not None else None
+                out.setdefault(label, {})[n] = row
+    finally:
+        auto.MIN_SIZE[0] = size0
+        auto.enable(*old)
+    return out
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--n", type=int, default=1000)
@@ -85,7 +136,26 @@ def main(argv=None):
     ap.add_argument("--min-size", type=int, default=None,
                     help="automatic fusion's MIN_SIZE for the 'fusion on' runs (default: as set)")
     ap.add_argument("--json", default=None, help="write the figures here too")
+    ap.add_argument("--break-even", action="store_true",
+                    help="deferred vs eager vs xp.fuse at --sizes (GPU-event µs per call)")
+    ap.add_argument("--sizes", default="1e5,1e6,3e6,1e7,3e7,1e8",
+                    help="comma-separated element counts for --break-even")
     a = ap.parse_args(argv)
+    if a.break_even:
+        sizes = [int(float(v)) for v in a.sizes.split(",")]
+        res = break_even(sizes)
+        print("CUDA-event µs per call from an idle GPU, float32: deferred / eager / xp.fuse")
+        print(f"{'case':14s} " + " ".join(f"{n:>22.0e}" for n in sizes))
+        for label, row in res.items():
+            cells = [f"{r['deferred']:6.1f} {r['eager']:6.1f} "
+                     + (f"{r['fuse']:6.1f}" if r["fuse"] is not None else "     -")
+                     for r in (row[n] for n in sizes)]
+            print(f"{label:14s} " + " ".join(f"{c:>22s}" for c in cells))
+        if a.json:
+            with open(a.json, "w") as f:
+                json.dump({"break_even_us": {k: {str(n): r for n, r in v.items()}
+                                             for k, v in res.items()}}, f, indent=1)
+        return
     res = measure(a.n, a.calls, a.min_size)
     print(f"host µs per call, n={a.n} float32 (median of {a.calls}, GPU idle before each)")
     print(f"{'case':22s} {'fusion on':>10s} {'fusion off':>10s} {'cupy':>8s}")

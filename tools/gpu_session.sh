@@ -80,7 +80,9 @@ for step in $steps; do
           | tee "$OUT/r/conformance-fusion-$mode.txt" | tail -30
       done ;;
     fusionhost)
-      timeout 200 python3 -m bench.fusion_host --json "$OUT/r/fusion_host.json" 2>&1 | tee "$OUT/r/fusion_host.txt" ;;
+      timeout 200 python3 -m bench.fusion_host --json "$OUT/r/fusion_host.json" 2>&1 | tee "$OUT/r/fusion_host.txt"
+      timeout 200 python3 -m bench.fusion_host --break-even --json "$OUT/r/fusion_break_even.json" 2>&1 \
+        | tee "$OUT/r/fusion_break_even.txt" ;;
   esac
   echo "== step $step took $(( $(date +%s) - start )) s" | tee -a "$OUT/r/steps.txt"
 done
