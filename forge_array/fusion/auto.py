@@ -45,12 +45,14 @@ __all__ = ["enabled", "enable", "applies", "register", "settle_device", "settle_
            "pending_count", "MIN_SIZE", "MAX_OPS", "MAX_LEAVES", "MAX_PENDING"]
 
 #: elements below which a step on materialised arrays runs eagerly; a step on pending
-#: operands is always deferred.  A plain-code expression costs ~70 µs of host time to build
-#: and settle on the H200's host against ~17 µs per eager step, so deferral pays from about
-#: 1.5e7 elements: ``python -m bench.run --suite fusion`` (f69ab72, H200), ``sum(x*y+1)``
-#: float32 in plain code 86.0 µs deferred against 52.1 µs eager at 10^6, 281.7 against
-#: 503.5 µs at 10^8.  ``FORGE_ARRAY_FUSION_MIN_SIZE`` sets it (0: defer every step, as the
-#: conformance run with fusion on does)
+#: operands is always deferred.  Deferral pays for expressions from ~3e6 elements, for a
+#: step whose result a non-fusable operation uses and for sibling reductions of a
+#: materialised array from ~2e7: ``python -m bench.fusion_host --break-even`` (04e2af8,
+#: H200), float32 deferred / eager µs per call at 3e6: ``sum(x*y+1)`` 52.3 / 54.6,
+#: ``flip(x+y)`` 37.9 / 28.0, ``mean, std, max`` 62.2 / 35.3; at 1e7: 67.9 / 127.9,
+#: 60.2 / 61.2, 66.7 / 45.6; at 3e7: 105.1 / 341.9, 120.6 / 156.1, 87.6 / 110.5.
+#: ``FORGE_ARRAY_FUSION_MIN_SIZE`` sets it (0: defer every step, as the conformance run
+#: with fusion on does)
 MIN_SIZE = [int(os.environ.get("FORGE_ARRAY_FUSION_MIN_SIZE", 1 << 24))]
 #: most element-wise steps in one deferred expression
 MAX_OPS = 32
