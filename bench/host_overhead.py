@@ -58,6 +58,7 @@ def cases(n: int):
     f32 = np.dtype(np.float32)
     y = xp.asarray(host[::-1].copy(), device="cpu")
     px, py = xp.asarray(host, device="cpu", copy=True), xp.asarray(y, copy=True)  # private
+    pm, pv = xp.asarray(m, copy=True), xp.asarray(v10, copy=True)
     fused_sum = xp.fuse(_sum_xy1)
     fused_stats = xp.fuse(_stats)
     fused_axpby = xp.fuse(_axpby)
@@ -92,6 +93,8 @@ def cases(n: int):
         ("plain sum(x*y+1)", lambda: xp.sum(px * py + 1)._array),
         ("plain mean/std/max", lambda: [r._array for r in _stats(px)]),
         ("plain 2x+3y-1", lambda: _axpby(px, py)._array),
+        ("plain sum((x-mean(x))**2)", lambda: xp.sum((px - xp.mean(px)) ** 2)._array),
+        ("plain row sums of A*v", lambda: xp.sum(pm * pv[None, :], axis=1)._array),
     ]
 
 

@@ -167,3 +167,75 @@ def test_signature_numbers_structure_not_objects():
     assert build(a, b, 1.0).sig != build(a, b, 2.0).sig
     assert build(a, b, 0.0).sig != build(a, b, -0.0).sig
     assert build(a, b, float("nan")).sig == build(a, b, float("nan")).sig
+
+
+def test_settlements_of_several_launches_replay_them(walks):
+    rng = _rng(7)
+    a = rng.random(90)
+    p = _private(a)
+    float(xp.sum((p - xp.mean(p)) ** 2))     # noted: two launches
+    b = rng.random(90)
+    x = _private(b)
+    seen = walks()
+    r, launches = _launches(lambda: float(xp.sum((x - xp.mean(x)) ** 2)))
+    assert seen == [] and launches == 2
+    np.testing.assert_allclose(r, np.sum((b - b.mean()) ** 2), rtol=1e-12)
+
+
+def test_reductions_along_an_axis_replay(walks):
+    rng = _rng(8)
+    A, v = rng.random((37, 20)), rng.random(20)
+    _np(xp.sum(_private(A) * _private(v)[None, :], axis=1))
+    B, w = rng.random((37, 20)), rng.random(20)
+    X, y = _private(B), _private(w)
+    seen = walks()
+    r = _np(xp.sum(X * y[None, :], axis=1))
+    assert seen == []
+    np.testing.assert_allclose(r, np.sum(B * w[None, :], axis=1), rtol=1e-12)
+
+
+def test_a_plan_gives_up_when_an_intermediate_layout_changed():
+    from forge_array.fusion import resettle
+
+    calls = []
+
+    def first(a):
+        calls.append("first")
+        return (a + 1,)
+
+    def second(a, t):
+        calls.append("second")
+        return (a * t,)
+
+    a = np.arange(4.0)
+    note = resettle.Note([a])
+    t = a + 1
+    note.add(first, [a], (t,), 1)
+    note.add(second, [a, t], (a * t,), 1)
+    root = Node("add", (Leaf(a), Const(1.0, np.dtype("float64"))), np.dtype("float64"), (4,))
+    root.value = note.arrays[-1]
+    plan = note.plan([root])
+    assert plan is not None and len(plan.steps) == 2
+    (v,) = plan.run([np.arange(4.0)])
+    np.testing.assert_array_equal(v, np.arange(4.0) * (np.arange(4.0) + 1))
+
+    def other(a):  # an intermediate of another layout: the second step is not replayed
+        calls.append("other")
+        return (np.ones(8)[::2],)
+
+    stale = resettle.Plan(((other, (0,), (), 1), plan.steps[1]), plan.slots, 1)
+    calls.clear()
+    fused0 = STATS["fused"]
+    assert stale.run([np.arange(4.0)]) is None
+    assert calls == ["other"] and STATS["fused"] == fused0
+
+
+def test_a_launch_reading_an_array_outside_the_settlement_is_not_noted():
+    from forge_array.fusion import resettle
+
+    a, stranger = np.arange(3.0), np.ones(3)
+    note = resettle.Note([a])
+    note.add(lambda u, w: (u + w,), [a, stranger], (a + stranger,), 1)
+    root = Node("add", (Leaf(a), Leaf(stranger)), np.dtype("float64"), (3,))
+    root.value = a + stranger
+    assert note.plan([root]) is None

@@ -18,7 +18,6 @@ memory but its result.
 from __future__ import annotations
 
 import functools
-import threading
 
 import numpy as np
 
@@ -30,6 +29,7 @@ from ..primitives import scan as _scan
 from ..runtime import STATS, kernels_available, layout_key, stream_key
 from . import build as _build
 from . import expr as _expr
+from . import resettle as _resettle
 from .codegen import function_of, linearize
 from .expr import EPOCH, Const, Leaf, Node
 from .rowplan import describe, row_program
@@ -111,86 +111,30 @@ def _compute(nodes, rec):
             _settle_nodes(nodes, rec)
 
 
-#: settlements outside a fused call that one launch computed, by the expressions'
-#: signatures (:class:`~.expr.Node`), where their leaves sit among the settlement's, the
-#: leaves' layouts and the stream: ``(replay, output index of each expression, fused
-#: count)``
-_ROOTS: dict = {}
-_TLS = threading.local()
-
-
-def _leaves_of_roots(roots):
-    """(distinct leaves of ``roots`` in order, structural key of where each root's leaves
-    sit among them)."""
-    if len(roots) == 1:
-        return roots[0].leaves, None
-    leaves = []
-    where = []
-    for r in roots:
-        pos = []
-        for a in r.leaves:
-            for i, b in enumerate(leaves):
-                if b is a:
-                    break
-            else:
-                i = len(leaves)
-                leaves.append(a)
-            pos.append(i)
-        where.append(tuple(pos))
-    return leaves, tuple(where)
-
-
 def _settle_roots(roots):
-    """Settle the expressions ``roots``: when expressions of the same signatures over leaves
-    of the same layouts were settled by one replayable launch before, replay it without
-    walking them; otherwise settle them as usual and remember the launch if there was one."""
-    epoch = EPOCH[0]
-    for r in roots:
-        if r.epoch != epoch:  # an operand was computed since it was built
-            _settle_nodes(roots, None)
-            return
-    leaves, where = _leaves_of_roots(roots)
-    if not leaves:
+    """Settle the expressions ``roots`` outside a fused call: replay the launches of an
+    earlier settlement of the same signatures over leaves of the same layouts
+    (:mod:`.resettle`) without walking them, or settle them as usual and note the launches
+    for the next time."""
+    found = _resettle.find(roots)
+    if found is None:
         _settle_nodes(roots, None)
         return
-    sigs = roots[0].sig if where is None else tuple(r.sig for r in roots)
-    key = (sigs, where, tuple(map(layout_key, leaves)), stream_key())
-    hit = _ROOTS.get(key)
-    if hit is not None:
-        replay, ks, fused = hit
-        outs = replay(*leaves)
-        STATS["fused"] += fused
-        for r, k in zip(roots, ks):
-            _done(r, outs[k])
-        return
-    note = _TLS.note = []
+    key, leaves, plan = found
+    if plan is not None:
+        values = plan.run(leaves)
+        if values is not None:
+            for r, v in zip(roots, values):
+                _done(r, v)
+            return
+    note = _resettle.begin(leaves)
     try:
         _settle_nodes(roots, None)
     finally:
-        _TLS.note = None
-    if len(note) != 1:
-        return
-    replay, used, outs, fused = note[0]
-    if len(used) != len(leaves) or any(a is not b for a, b in zip(used, leaves)):
-        return
-    ks = []
-    for r in roots:
-        for k, o in enumerate(outs):
-            if o is r.value:
-                ks.append(k)
-                break
-        else:
-            return
-    if len(_ROOTS) >= _MAX_LAUNCHES:
-        _ROOTS.pop(next(iter(_ROOTS)))
-    _ROOTS[key] = (replay, tuple(ks), fused)
-
-
-def _note(replay, leaves, outs, fused):
-    """Tell a running :func:`_settle_roots` about a launch and how to replay it."""
-    note = getattr(_TLS, "note", None)
-    if note is not None:
-        note.append((replay, leaves, outs, fused))
+        _resettle.end()
+    plan = note.plan(roots)
+    if plan is not None:
+        _resettle.keep(key, plan)
 
 
 def _settle_nodes(nodes, rec):
@@ -234,7 +178,7 @@ def _replayed(key, leaves, fused):
         return None
     outs = d(*leaves)
     STATS["fused"] += fused
-    _note(d, leaves, outs, fused)
+    _resettle.note(d, leaves, outs, fused)
     return outs
 
 
@@ -243,19 +187,22 @@ def _run(step, leaves, fused, rec, direct=None, key=None):
     ``fused`` expressions it computes, and tell ``rec``: ``direct()`` (when given and not
     None) is what replays the same launch on the leaves' addresses alone.  Without ``rec``,
     ``key`` (see :func:`_launch_key`) keeps that replay for the next settlement of the same
-    expression over leaves of the same layouts (:func:`_replayed`)."""
+    expression over leaves of the same layouts (:func:`_replayed`), and the settlement
+    being noted (:mod:`.resettle`) is told the launch."""
     outs = step(*leaves)
     STATS["fused"] += fused
+    d = None
     if rec is not None:
         d = direct() if direct is not None else None
         rec.add(step if d is None else d, leaves, outs, fused)
-    elif key is not None and direct is not None:
+        return outs
+    if key is not None and direct is not None:
         d = direct()
         if d is not None:
             if len(_LAUNCHES) >= _MAX_LAUNCHES:
                 _LAUNCHES.pop(next(iter(_LAUNCHES)))
             _LAUNCHES[key] = d
-            _note(d, leaves, outs, fused)
+    _resettle.note(step if d is None else d, leaves, outs, fused)
     return outs
 
 
