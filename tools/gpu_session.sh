@@ -2,7 +2,7 @@
 # One call on the lent GPU machine: install, test on the GPU, benchmark, run the conformance
 # suite; results go to $OUT (a tarball + short summaries). Carry .whl (and .suite for the
 # conformance suite). Usage, as the device command:
-#   bash tools/gpu_session.sh [steps...]     steps: main tests probe bench conformance fusionhost startup dask tune profile timing
+#   bash tools/gpu_session.sh [steps...]     steps: main tests probe bench conformance fusionhost sklearn startup dask tune profile timing
 #   script (default: main tests probe bench conformance)
 #   BENCH_ARGS="--suite copy,reduce" TEST_ARGS="tests/test_copy.py" bash tools/gpu_session.sh tests bench
 #   TUNE=tune-lines.txt bash tools/gpu_session.sh tune   (a file of bench.tune argument lines)
@@ -79,6 +79,9 @@ for step in $steps; do
           --max-examples ${CONF_EXAMPLES:-20} -n ${CONF_WORKERS:-12} --json "$OUT/r/conformance-fusion-$mode.json" 2>&1 \
           | tee "$OUT/r/conformance-fusion-$mode.txt" | tail -30
       done ;;
+    sklearn)
+      timeout ${SKLEARN_TIMEOUT:-300} python3 -m bench.suite_sklearn ${SKLEARN_ARGS:-} --out "$OUT/r/bench" 2>&1 \
+        | tee "$OUT/r/sklearn.txt" | tail -20 ;;
     fusionhost)
       timeout 200 python3 -m bench.fusion_host --json "$OUT/r/fusion_host.json" 2>&1 | tee "$OUT/r/fusion_host.txt"
       timeout 200 python3 -m bench.fusion_host --break-even --json "$OUT/r/fusion_break_even.json" 2>&1 \
