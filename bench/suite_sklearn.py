@@ -26,6 +26,9 @@ import numpy as np
 
 from .backends import slug
 
+# scikit-learn's array API support needs SciPy's, which is read when SciPy is imported
+os.environ.setdefault("SCIPY_ARRAY_API", "1")
+
 ESTIMATORS = ("PCA full", "PCA covariance_eigh", "StandardScaler", "Ridge svd")
 
 

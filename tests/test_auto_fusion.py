@@ -414,3 +414,18 @@ def test_integer_negation_runs_eagerly():
     y = _private(a)
     assert pending(-y) is None and pending(-_private(a.astype(np.float32))) is not None
     assert int(xp.min(-y)) == -int(a.max()) and int(xp.max(-y)) == -int(a.min())
+
+
+@pytest.mark.parametrize("dtype", [np.int16, np.int32, np.int64, np.uint32])
+def test_integer_minimum_of_a_negating_expression(dtype):
+    rng = np.random.default_rng(11)
+    a = rng.integers(-50, 51, 3000).astype(dtype)
+    x = _private(a)
+    with np.errstate(over="ignore"):
+        neg = (a * dtype(-1 if np.dtype(dtype).kind == "i" else 1)).astype(dtype)
+        sub = (dtype(0) - a).astype(dtype)
+    scalar = -1 if np.dtype(dtype).kind == "i" else 1
+    assert int(xp.min(x * scalar)) == int(neg.min())
+    assert int(xp.min(0 - x)) == int(sub.min())
+    assert int(xp.argmin(0 - x)) == int(np.argmin(sub))
+    assert int(xp.max(x * scalar)) == int(neg.max())

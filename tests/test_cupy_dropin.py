@@ -144,6 +144,9 @@ def test_extrema_logical(d, bk, name):
         h, axis, keep = case
         x = dev(bk, h)
         fn = getattr(np, name)
+        if h.size == 0:  # the original's empty result or error (CuPy's and NumPy's differ)
+            orig = d.fallbacks[{"max": "amax", "min": "amin"}.get(name, name)]
+            fn = lambda a, **kw: host(orig(dev(bk, a), **kw))  # noqa: E731
         try:
             want = fn(h, axis=axis, keepdims=keep)
         except ValueError:

@@ -137,11 +137,21 @@ def _settle_roots(roots):
         _resettle.keep(key, plan)
 
 
+def _int_min_fault(r):
+    """Whether reduction ``r`` is an integer minimum of a pending expression on a GPU: such a
+    fused minimum can come out wrong on the H200 (docs/reductions.md, "Known issue"), so its
+    input is computed first and reduced as eager code does."""
+    term = r.extra[0]
+    e = r.args[0]
+    return (term.name in ("min", "argmin") and term.dtype.kind in "iu" and type(e) is Node
+            and e.value is None and r.device.is_cuda)
+
+
 def _settle_nodes(nodes, rec):
     """Settle ``nodes`` (see the module docstring); the device is current."""
     device = nodes[0].device
     reds = _pending_reductions(nodes)
-    if reds and _row_program(nodes, reds, rec):
+    if reds and not any(map(_int_min_fault, reds)) and _row_program(nodes, reds, rec):
         return
     while reds:
         memo: dict = {}
@@ -304,6 +314,13 @@ def _reduce_step(xp, expr, shape, terms, axes, keepdims, *arrays):
 
 
 def _reduce_group(group, shape, axes, keepdims, device, rec):
+    if any(map(_int_min_fault, group)):
+        if len(group) > 1:
+            for r in group:
+                _reduce_group([r], shape, axes, keepdims, device, rec)
+        else:
+            _reduce_materialised(group[0], shape, axes, keepdims, device, rec)
+        return
     xp = _backend(device)
     full = axes is None
     size = 1
