@@ -481,6 +481,13 @@ class Array:
         return fn(other, self) if reflected else fn(self, other)
 
     def _iop(self, other, name):
+        res = self._in_place_result(other, name)
+        if res is NotImplemented:
+            return res
+        return self._write_in_place(res)
+
+    def _in_place_result(self, other, name):
+        """The value ``self <name>= other`` gives ``self`` (checked: same dtype and shape)."""
         if not isinstance(other, Array) and not _is_scalar(other):
             return NotImplemented
         res = getattr(_ew, name)(self, other)
@@ -490,6 +497,9 @@ class Array:
         if res.shape != self.shape:
             raise ValueError(f"in-place operation would change the shape of the left operand "
                              f"from {self.shape} to {res.shape}")
+        return res
+
+    def _write_in_place(self, res):
         r = res._array
         if BEFORE_WRITE[0] is not None:
             BEFORE_WRITE[0]()

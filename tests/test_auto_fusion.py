@@ -190,6 +190,34 @@ def test_in_place_operator_on_a_deferred_array():
     assert _np(u).tolist() == [1.0, 3.0, 5.0, 7.0]
 
 
+def test_in_place_operator_on_a_pending_array_becomes_its_expression():
+    a = np.arange(1.0, 7.0)
+    x = _private(a)
+    t = x * 2
+    alias = t
+    c = xp.sum(t)                     # uses t's value before the in-place steps
+    t **= 2
+    t -= 1
+    assert pending(t) is not None and alias is t      # nothing computed, nothing written
+    r, launches = _launches(lambda: (float(xp.sum(t)), float(c)))
+    assert r == (float(np.sum((2 * a) ** 2 - 1)), float(np.sum(2 * a)))
+    assert launches == 2            # both sums in one pass over x, t written by one map
+    assert _np(alias).tolist() == ((2 * a) ** 2 - 1).tolist()
+    # computed arrays are written in place as before, views included
+    v = t[1:]
+    t += 1
+    assert _np(v).tolist() == ((2 * a) ** 2)[1:].tolist()
+    with pytest.raises(TypeError):
+        u = x * 2
+        u /= xp.asarray(2, device=DEV)  # float64 / int64 -> float64: fine
+        k = _private(np.arange(3))
+        k2 = k + 1
+        k2 /= 2                          # int64 would become float64
+    with pytest.raises(ValueError):
+        w = x * 2
+        w += _private(np.ones((2, 6)))
+
+
 def test_setitem_on_a_view_of_a_leaf():
     x = _private(np.arange(6.0))
     t = xp.sum(x * x)

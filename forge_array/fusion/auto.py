@@ -13,8 +13,9 @@ expression in one kernel.  No program can tell the difference from eager evaluat
   values (any other namespace function, an export, ``float()``, printing...); all pending
   expressions of that device are computed together then, so sibling reductions
   (``mean(x)``, ``std(x)``, ``max(x)``) share one pass.  Everything pending is also
-  computed before any write through forge_array (``x[k] = v``, in-place operators) and
-  before any export makes memory shared; more than :data:`MAX_PENDING` pending expressions
+  computed before any write through forge_array (``x[k] = v``, in-place operators; an
+  in-place operator on a pending array writes no memory: it becomes that array's
+  expression) and before any export makes memory shared; more than :data:`MAX_PENDING` pending expressions
   computes them all;
 - **what is never deferred**: steps reading shared memory (zero-copy imports of NumPy,
   CuPy, PyTorch or DLPack data, and anything exported), CPU arrays, dtypes or operations

@@ -189,6 +189,22 @@ class Deferred(Array):
             n *= s
         return n
 
+    def _iop(self, other, name):
+        """``self <name>= other``.  While ``self`` is pending no memory holds its values
+        yet, so the in-place step becomes its expression (what used its old expression
+        keeps it); once computed, its memory is written as for any array."""
+        node = self._node
+        if node.value is not None:
+            return Array._iop(self, other, name)
+        res = self._in_place_result(other, name)
+        if res is NotImplemented:
+            return res
+        if type(res) is Deferred and res._node.value is None:
+            self._node = res._node
+            self._auto = res._auto
+            return self
+        return self._write_in_place(res)
+
     def __getattr__(self, name):
         if name != "_array":
             raise AttributeError(name)
