@@ -91,12 +91,26 @@ def enable(on=True, simulated_cpu=False):
 
 def applies(device):
     """Whether steps on ``device`` may be deferred in this thread now."""
-    if device.is_cuda:
+    if device._kind == "cuda":
         # in background compile mode, not before the kernel layer has loaded off the thread
-        ok = _STATE[0] and _background.usable("kernel layer")
-    else:
-        ok = _STATE[1]
-    return ok and not getattr(_TLS, "eager", False)
+        if not (_STATE[0] and (_LAYER[0] or _layer_ready())):
+            return False
+    elif not _STATE[1]:
+        return False
+    return not (_EAGER[0] and getattr(_TLS, "eager", False))
+
+
+#: [the kernel layer has loaded]: once true it stays true
+_LAYER = [False]
+#: threads computing a failed launch's expressions eagerly now (their steps are not deferred)
+_EAGER = [0]
+
+
+def _layer_ready():
+    if _background.state("kernel layer") == "done":
+        _LAYER[0] = True
+        return True
+    return _background.usable("kernel layer")
 
 
 def register(d):
@@ -208,10 +222,14 @@ def _eager(node):
         return r
 
     _TLS.eager = True
+    with _LOCK:
+        _EAGER[0] += 1
     try:
         v = value(node)._array
     finally:
         _TLS.eager = False
+        with _LOCK:
+            _EAGER[0] -= 1
     node.value = v
     node.args = ()
 
