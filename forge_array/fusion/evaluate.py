@@ -12,7 +12,9 @@ reduction beneath them:
    one output each (:func:`forge_array.kernels.elementwise.map_arrays`).
 
 A settled node keeps its value and drops its operands, so a settled expression holds no
-memory but its result.
+memory but its result.  Outside a fused call the launches of a settlement are noted, and a
+later settlement of expressions with the same signatures over leaves of the same layouts
+replays them without walking its expressions (:mod:`.resettle`).
 """
 
 from __future__ import annotations
