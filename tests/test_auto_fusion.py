@@ -24,8 +24,13 @@ DEV = "cpu" if SIMULATE else "cuda:0"
 
 
 @pytest.fixture(autouse=True)
-def fusion_on():
-    """Automatic fusion on for every size (and on simulated CPU arrays)."""
+def fusion_on(monkeypatch):
+    """Automatic fusion on for every size (and on simulated CPU arrays), fusing expressions
+    whatever constants they were compiled with before (the tests' random expressions meet
+    many)."""
+    from forge_array.fusion import codegen
+
+    monkeypatch.setattr(codegen, "MAX_CONSTANT_SETS", 1 << 30)
     old = auto.enable(True, simulated_cpu=True)
     size = auto.MIN_SIZE[0]
     auto.MIN_SIZE[0] = 1
@@ -457,3 +462,22 @@ def test_integer_minimum_of_a_negating_expression(dtype):
     assert int(xp.min(0 - x)) == int(sub.min())
     assert int(xp.argmin(0 - x)) == int(np.argmin(sub))
     assert int(xp.max(x * scalar)) == int(neg.max())
+
+
+def test_a_line_whose_scalar_keeps_changing_runs_eagerly(monkeypatch):
+    from forge_array.fusion import codegen
+
+    monkeypatch.setattr(codegen, "MAX_CONSTANT_SETS", 2)
+    monkeypatch.setattr(codegen, "_STRUCTURES", {})
+    a = np.random.default_rng(12).random(200)
+    x = _private(a)
+    n0 = len(codegen._FUNCTIONS)
+    fused0 = STATS["fused"]
+    for t in [0.5, 1.5, 2.5, 3.5, 0.5, 4.5]:
+        np.testing.assert_allclose(float(xp.max(xp.abs(x * t) + x)), np.max(np.abs(a * t) + a),
+                                   rtol=1e-12)
+        np.testing.assert_allclose(float(xp.cumulative_sum(x * t - x)[-1]),
+                                   np.cumsum(a * t - a)[-1], rtol=1e-12)
+    # two sets of constants compiled per structure (the max, the scan); 0.5 fused again
+    assert len(codegen._FUNCTIONS) - n0 <= 4
+    assert STATS["fused"] - fused0 == 2 * 2 + 2

@@ -137,7 +137,10 @@ def test_integer_and_boolean_rows_are_exact(dtype):
     np.testing.assert_array_equal(_np(allb), (want_big | (a < 49)).all(1))
 
 
-def test_plain_code_runs_the_row_program_and_equals_eager():
+def test_plain_code_runs_the_row_program_and_equals_eager(monkeypatch):
+    from forge_array.fusion import codegen
+
+    monkeypatch.setattr(codegen, "MAX_CONSTANT_SETS", 1 << 30)  # whatever ran before
     old = auto.enable(True, simulated_cpu=True)
     size = auto.MIN_SIZE[0]
     auto.MIN_SIZE[0] = 1

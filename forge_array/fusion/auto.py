@@ -17,6 +17,9 @@ expression in one kernel.  No program can tell the difference from eager evaluat
   in-place operator on a pending array writes no memory: it becomes that array's
   expression) and before any export makes memory shared; more than :data:`MAX_PENDING` pending expressions
   computes them all;
+- **what is computed eagerly after all**: an expression whose structure was compiled with
+  :data:`~.codegen.MAX_CONSTANT_SETS` other sets of Python-scalar constants (a changing
+  scalar would compile a kernel per value);
 - **what is never deferred**: steps reading shared memory (zero-copy imports of NumPy,
   CuPy, PyTorch or DLPack data, and anything exported), CPU arrays, dtypes or operations
   without a kernel form.
@@ -172,12 +175,16 @@ def _settle(device):
 
 
 def _compute(nodes):
+    plain = _expr.PLAIN
+    plain.on = True
     try:
         _expr.SETTLE[0](nodes)
-    except Exception:  # a launch that failed: plain code's values, or plain code's error
-        for n in nodes:
+    except Exception:  # a launch that failed, or constants that vary: plain code's values,
+        for n in nodes:  # or plain code's error
             if n.value is None:
                 _eager(n)
+    finally:
+        plain.on = False
 
 
 def _eager(node):
@@ -232,6 +239,7 @@ def _eager(node):
             _EAGER[0] -= 1
     node.value = v
     node.args = ()
+    _expr.EPOCH[0] += 1
 
 
 _expr.SETTLE_DEVICE[0] = settle_device

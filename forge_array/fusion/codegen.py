@@ -32,10 +32,38 @@ from numba import cuda
 
 from .. import ops as _ops
 from ..runtime.config import SIMULATE
-from .expr import Const, Node, const_key
+from .expr import PLAIN, Const, Node, const_key
 from .fusible import BINARY, UNARY
 
-__all__ = ["linearize", "function_of", "source_of"]
+__all__ = ["linearize", "function_of", "source_of", "ConstantsVary", "MAX_CONSTANT_SETS"]
+
+#: sets of constants one expression structure is compiled with before plain code computes
+#: that structure eagerly: constants are compiled into the kernels, so a line whose Python
+#: scalar changes from call to call (a loop over a learning rate) would compile one kernel
+#: per value (0.4-1.3 s each on the H200's host)
+MAX_CONSTANT_SETS = 2
+
+
+class ConstantsVary(Exception):
+    """Plain code would compile a structure with yet another set of constants (see
+    :data:`MAX_CONSTANT_SETS`): its settlement computes it eagerly instead."""
+
+
+#: a program with its constants left out -> how many programs of it were compiled
+_STRUCTURES: dict = {}
+
+
+def _structure(program):
+    out = []
+    for ins in program:
+        if ins[0] == "c":
+            out.append(("c", ins[2]))
+        elif ins[0] == "clip":
+            out.append(ins[:4])
+        else:
+            out.append(ins)
+    return tuple(out)
+
 
 def linearize(roots, stops=None):
     """(program, leaves) of the expressions ``roots`` (nodes, leaves or constants).
@@ -212,9 +240,18 @@ _FUNCTIONS: dict = {}
 
 
 def function_of(program):
-    """The compiled-inline function of ``program`` (cached by the program)."""
+    """The compiled-inline function of ``program`` (cached by the program).  Raises
+    :class:`ConstantsVary` instead, in a plain-code settlement, for a structure compiled
+    with :data:`MAX_CONSTANT_SETS` other sets of constants already."""
     fn = _FUNCTIONS.get(program)
     if fn is None:
+        structure = _structure(program)
+        n = _STRUCTURES.get(structure, 0)
+        if n >= MAX_CONSTANT_SETS and getattr(PLAIN, "on", False):
+            raise ConstantsVary(structure)
+        if len(_STRUCTURES) > 4096:
+            _STRUCTURES.clear()
+        _STRUCTURES[structure] = n + 1
         src, names = source_of(program)
         g = {"_m": _MATH, "_maximum": _HELPERS["maximum"], "_minimum": _HELPERS["minimum"],
              "_sign": _HELPERS["sign"], "_one": 1.0}

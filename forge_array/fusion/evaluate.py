@@ -32,7 +32,7 @@ from ..runtime import STATS, kernels_available, layout_key, stream_key
 from . import build as _build
 from . import expr as _expr
 from . import resettle as _resettle
-from .codegen import function_of, linearize
+from .codegen import ConstantsVary, function_of, linearize
 from .expr import EPOCH, Const, Leaf, Node
 from .rowplan import describe, row_program
 
@@ -374,8 +374,15 @@ def scan_of(name, node, dtype, include_initial):
             return None
         if rec is not None:
             rec.device = device
-        step = functools.partial(_scan_step, name, function_of(program), node.dtype, dtype,
-                                 include_initial)
+        plain, was = _expr.PLAIN, getattr(_expr.PLAIN, "on", False)
+        plain.on = t is None
+        try:
+            fn = function_of(program)
+        except ConstantsVary:  # plain code: the namespace scans the expression's values
+            return None
+        finally:
+            plain.on = was
+        step = functools.partial(_scan_step, name, fn, node.dtype, dtype, include_initial)
         (r,) = _run(step, leaves, 1, rec)
     if t is not None:
         t.log.append(f"{name} of {node.dtype}{list(node.shape)}, its expression fused in")

@@ -18,13 +18,14 @@ is pending in the same fused call.
 from __future__ import annotations
 
 import itertools
+import threading
 
 import numpy as np
 
 from .._array import Array
 
 __all__ = ["Leaf", "Const", "Node", "Deferred", "operand", "broadcast_shape", "pending",
-           "const_key", "EPOCH"]
+           "const_key", "EPOCH", "PLAIN"]
 
 
 def _settle(nodes):
@@ -42,6 +43,12 @@ SETTLE_DEVICE = [None]
 #: counts the nodes computed so far: a node built at the current count has the structure
 #: its signature describes (no operand of it was computed since)
 EPOCH = [0]
+
+
+#: ``PLAIN.on``: this thread settles plain code now (:mod:`.auto`), where a structure
+#: compiled with too many sets of constants is computed eagerly
+#: (:data:`~.codegen.MAX_CONSTANT_SETS`)
+PLAIN = threading.local()
 
 
 def const_key(value):
