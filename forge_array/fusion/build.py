@@ -122,7 +122,7 @@ def _mode(xs, device=None):
     else:
         return None
     dev = device or _first_device(xs)
-    if dev is not None and _auto.applies(dev) and (dev._kind == "cuda" or SIMULATE):
+    if dev is not None and _auto.applies(dev) and _kernels_on(dev):
         return _AUTO
     return None
 
@@ -192,18 +192,10 @@ def binary(name, x1, x2, kinds):
     b = _scalar_const(x2, s2) if s2 is not None else _operand(x2, mode)
     if a is None or b is None:
         return None
-    sa, sb = a.shape, b.shape
-    if sa == sb:
-        shape = sa
-    elif not sb:
-        shape = sa
-    elif not sa:
-        shape = sb
-    else:
-        try:
-            shape = broadcast_shape(sa, sb)
-        except ValueError:  # eager code raises its own error
-            return None
+    try:
+        shape = broadcast_shape(a.shape, b.shape)
+    except ValueError:  # eager code raises its own error
+        return None
     rdt = _BOOL if name in _PREDICATES else dt
     return _deferred(Node(name, (a, b), rdt, shape, dt, device=dev), mode)
 

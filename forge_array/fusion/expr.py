@@ -25,7 +25,7 @@ import numpy as np
 from .._array import Array
 
 __all__ = ["Leaf", "Const", "Node", "Deferred", "operand", "broadcast_shape", "pending",
-           "const_key", "EPOCH", "PLAIN"]
+           "const_key", "position", "EPOCH", "PLAIN"]
 
 
 def _settle(nodes):
@@ -65,7 +65,9 @@ _MAX_SIGS = 1 << 16
 _NEXT_SIG = itertools.count()
 
 
-def _position(leaves, arr):
+def position(leaves, arr):
+    """The index of backend array ``arr`` in the list ``leaves`` (by identity), appended
+    when absent."""
     for i, b in enumerate(leaves):
         if b is arr:
             return i
@@ -134,7 +136,7 @@ class Node:
                 ops += a.ops
                 reads += a.reads
                 if leaves:
-                    sig.append((a.sig, tuple([_position(leaves, b) for b in a.leaves])))
+                    sig.append((a.sig, tuple([position(leaves, b) for b in a.leaves])))
                 else:
                     leaves.extend(a.leaves)
                     sig.append((a.sig, None))
@@ -143,7 +145,7 @@ class Node:
             else:
                 reads += 1
                 arr = a.value if t is Node else a.array
-                sig.append(("in", _position(leaves, arr), arr.dtype))
+                sig.append(("in", position(leaves, arr), arr.dtype))
         self.ops = ops
         self.reads = reads
         self.leaves = leaves
@@ -252,6 +254,12 @@ def broadcast_shape(*shapes):
     >>> broadcast_shape((3, 1), (4,), ())
     (3, 4)
     """
+    if len(shapes) == 2:  # the common case, without generators: equal, or one a scalar's
+        a, b = shapes
+        if a == b or not b:
+            return a
+        if not a:
+            return b
     first = shapes[0]
     if all(s == first for s in shapes):
         return first

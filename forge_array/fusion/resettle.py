@@ -22,7 +22,7 @@ from __future__ import annotations
 import threading
 
 from ..runtime import STATS, layout_key, stream_key
-from .expr import EPOCH
+from .expr import EPOCH, position
 
 __all__ = ["leaves_of", "find", "Note", "Plan", "keep", "begin", "end", "note", "MAX_PLANS"]
 
@@ -37,20 +37,9 @@ def leaves_of(roots):
     among them, or None for one root)."""
     if len(roots) == 1:
         return roots[0].leaves, None
-    leaves = []
-    where = []
-    for r in roots:
-        pos = []
-        for a in r.leaves:
-            for i, b in enumerate(leaves):
-                if b is a:
-                    break
-            else:
-                i = len(leaves)
-                leaves.append(a)
-            pos.append(i)
-        where.append(tuple(pos))
-    return leaves, tuple(where)
+    leaves: list = []
+    where = tuple(tuple([position(leaves, a) for a in r.leaves]) for r in roots)
+    return leaves, where
 
 
 def find(roots):
