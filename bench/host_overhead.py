@@ -62,6 +62,8 @@ def cases(n: int):
     fused_sum = xp.fuse(_sum_xy1)
     fused_stats = xp.fuse(_stats)
     fused_axpby = xp.fuse(_axpby)
+    fused_rows = xp.fuse(_rows)
+    fused_colvar = xp.fuse(_colvar)
     return [
         ("xp.sum", lambda: xp.sum(x)),
         ("xp.prod", lambda: xp.prod(x)),
@@ -89,6 +91,8 @@ def cases(n: int):
         ("xp.fuse sum(x*y+1)", lambda: fused_sum(x, y)),
         ("xp.fuse mean/std/max", lambda: fused_stats(x)),
         ("xp.fuse 2x+3y-1", lambda: fused_axpby(x, y)),
+        ("xp.fuse row sums of A*v", lambda: fused_rows(m, v10)),
+        ("xp.fuse column sums of (X-mu)**2", lambda: fused_colvar(m, v10)),
         # plain code under automatic fusion on private arrays (deferred at every size here)
         ("plain sum(x*y+1)", lambda: xp.sum(px * py + 1)._array),
         ("plain mean/std/max", lambda: [r._array for r in _stats(px)]),
@@ -108,6 +112,18 @@ def _stats(x):
     import forge_array as xp
 
     return xp.mean(x), xp.std(x), xp.max(x)
+
+
+def _rows(A, v):
+    import forge_array as xp
+
+    return xp.sum(A * v[None, :], axis=1)
+
+
+def _colvar(X, mu):
+    import forge_array as xp
+
+    return xp.sum((X - mu) ** 2, axis=0)
 
 
 def _axpby(x, y):

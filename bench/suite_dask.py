@@ -1,19 +1,21 @@
 """dask: dask.array of CuPy chunks, plain CuPy against forge_array's kernels under Dask.
 
     python -m bench.suite_dask                               # 10^9 float32, both shapes, threads + cluster
-    python -m bench.suite_dask --n 1e8 --chunk 1e7 --schedulers threads --reps 3
+    python -m bench.suite_dask --n 1e8 --chunk 1e7 --schedulers threads --reps 5
     python -m bench.suite_dask --schedulers cluster --workers 1,2 --out "$OUT"
     python -m bench.suite_dask --gpus 1,2,4 --scaling weak   # LocalCUDACluster, one worker per GPU
 
 Per shape (``--shapes``, ``rows x cols`` at ``--n`` elements in chunks of ``--chunk``
 elements), scheduler and configuration, every operation (``sum``, ``mean(axis=0)``,
-``std(axis=0)``, ``argmax``, ``cumsum(axis=0)``, ``x @ v``) runs ``--reps`` times on an
-array persisted in GPU memory; each run is wall-clock from ``persist()`` to the results
-being in GPU memory (synchronised), and the median is kept. ``plain``: CuPy's own chunk
-functions; ``forge_array``: the same cluster with CuPy patched (the worker plugin of
-:mod:`forge_array.dask`, or :func:`forge_array.dask.patched` for the threaded scheduler).
-Each run gives its input a fresh graph name (an identity ``map_blocks``), so nothing is
-served from an earlier run. Results are compared (allclose; argmax exact). GB/s counts the array read once per
+``std(axis=0)``, ``argmax``, ``cumsum(axis=0)``, ``x @ v``, and ``none``: a graph that only
+passes every chunk through, the scheduler's own time) runs ``--reps`` times in each mode on
+an array persisted in GPU memory, the modes alternating run by run after one unrecorded run
+of each.  A run is wall-clock from ``persist()`` to its last task having synchronised the
+device, and the median is kept.  ``plain``: CuPy's own chunk functions; ``forge_array``: the
+same cluster with CuPy patched (the worker plugin of :mod:`forge_array.dask`, or
+:func:`forge_array.dask.patched` for the threaded scheduler).  Each run gives its input a
+fresh graph name (an identity ``map_blocks``), so nothing is served from an earlier run.
+Results are compared (allclose; argmax exact).  GB/s counts the array read once per
 operation (and written once for ``cumsum``); ``copy GB/s`` is one GPU's device-to-device
 copy rate measured in the same run.
 
@@ -38,8 +40,8 @@ import numpy as np
 
 from .backends import slug
 
-OPS = ("sum", "mean0", "std0", "argmax", "cumsum0", "matvec")
-LABELS = {"sum": "sum", "mean0": "mean(axis=0)", "std0": "std(axis=0)", "argmax": "argmax",
+OPS = ("none", "sum", "mean0", "std0", "argmax", "cumsum0", "matvec")
+LABELS = {"none": "(no operation)", "sum": "sum", "mean0": "mean(axis=0)", "std0": "std(axis=0)", "argmax": "argmax",
           "cumsum0": "cumsum(axis=0)", "matvec": "x @ v"}
 
 
@@ -48,6 +50,8 @@ def _same_block(b):
 
 
 def _op(name, x, v):
+    if name == "none":   # the scheduler's own time for a graph over every chunk
+        return x
     if name == "sum":
         return x.sum()
     if name == "mean0":
@@ -67,6 +71,8 @@ def _sample(name, r):
     """What is compared: the whole result, or for cumsum its last row and a middle row."""
     if name == "cumsum0":
         return [r[-1], r[r.shape[0] // 2]]
+    if name == "none":
+        return [r[:2]]
     return [r]
 
 
@@ -141,51 +147,77 @@ def _set_patch(client, on, state):
         return all(s["patched"] for s in st.values())
     if state.pop("registered", False):
         client.unregister_worker_plugin(fdask.ForgeArrayPlugin.name)
+        left = [w for w, st in fdask.status(client).items() if st["patched"]]
+        if left:
+            print(f"  the plugin's teardown left CuPy patched on {len(left)} worker(s); "
+                  "unpatching them directly", file=sys.stderr)
+            client.run(lambda: __import__("forge_array.cupy", fromlist=["unpatch"]).unpatch())
+        if any(st["patched"] for st in fdask.status(client).values()):
+            raise RuntimeError("CuPy stays patched on a worker: plain runs would not be plain")
     return False
 
 
+def _synced(b):
+    """``b`` once the device has finished everything queued so far (the last task of a
+    timed graph: the result is then really computed when the scheduler says so)."""
+    import cupy
+
+    cupy.cuda.Device().synchronize()
+    return b
+
+
+def _timed(client, name, x, v):
+    # a fresh name per run: the scheduler would hand back the results of a graph it still
+    # holds instead of computing them again
+    xr = x.map_blocks(_same_block, dtype=x.dtype, name=f"x-{uuid.uuid4().hex}")
+    y = _op(name, xr, v)
+    y = y.map_blocks(_synced, dtype=y.dtype)
+    t0 = time.perf_counter()
+    y = _persist(client, y)
+    return time.perf_counter() - t0, y
+
+
 def run_config(sched, client, rows, cols, chunk_elems, ops, reps, seed=0):
+    """Every operation ``reps`` times in each mode, the modes alternating run by run (after
+    one unrecorded run of each), so that both see the same state of the machine."""
     chunk_rows = max(1, chunk_elems // cols)
     x, v = _make(client, rows, cols, chunk_rows, seed)
     out = {}
-    samples = {}
     state = {}
-    for mode in ("plain", "forge_array"):
-        on = mode == "forge_array"
-        active = _set_patch(client, on, state)
-        if on and not active:
-            print(f"  {sched}: forge_array not active on the workers", file=sys.stderr)
-        for name in ops:
-            ts = []
-            for rep in range(reps + 1):
-                # a fresh name per run: the scheduler would hand back the results of a
-                # graph it still holds instead of computing them again
-                xr = x.map_blocks(_same_block, dtype=x.dtype, name=f"x-{uuid.uuid4().hex}")
-                t0 = time.perf_counter()
-                y = _persist(client, _op(name, xr, v))
+    for name in ops:
+        ts = {"plain": [], "forge_array": []}
+        got = {}
+        for rep in range(reps + 1):
+            for mode in ("plain", "forge_array"):
+                on = mode == "forge_array"
+                active = _set_patch(client, on, state)
+                if on and not active:
+                    print(f"  {sched}: forge_array not active on the workers", file=sys.stderr)
                 _sync_all(client)
-                t = time.perf_counter() - t0
+                t, y = _timed(client, name, x, v)
                 if rep:
-                    ts.append(t)
-            got = _gather(client, _sample(name, y))
-            del y
-            if not on:
-                samples[name] = got
+                    ts[mode].append(t)
+                if rep == reps:
+                    got[mode] = _gather(client, _sample(name, y))
+                del y
+        _set_patch(client, False, state)
+        for mode in ("plain", "forge_array"):
+            if mode == "plain" or name == "none":
                 err, ok = 0.0, True
+            elif name == "argmax":
+                ok = all(np.array_equal(a, b) for a, b in zip(got[mode], got["plain"]))
+                err = 0.0 if ok else 1.0
             else:
-                ref = samples[name]
-                if name == "argmax":
-                    ok = all(np.array_equal(a, b) for a, b in zip(got, ref))
-                    err = 0.0 if ok else 1.0
-                else:
-                    err = max(float(np.max(np.abs(a.astype(np.float64) - b) / (np.abs(b) + 1e-6)))
-                              for a, b in zip(got, ref))
-                    ok = all(np.allclose(a, b, rtol=1e-3, atol=1e-3) for a, b in zip(got, ref))
-            out.setdefault(name, {})[mode] = {"median_s": statistics.median(ts), "min_s": min(ts),
-                                              "reps": len(ts), "max_rel_err": err, "check": ok}
+                err = max(float(np.max(np.abs(a.astype(np.float64) - b) / (np.abs(b) + 1e-6)))
+                          for a, b in zip(got[mode], got["plain"]))
+                ok = all(np.allclose(a, b, rtol=1e-3, atol=1e-3)
+                         for a, b in zip(got[mode], got["plain"]))
+            med = statistics.median(ts[mode])
+            out.setdefault(name, {})[mode] = {"median_s": med, "min_s": min(ts[mode]),
+                                              "reps": len(ts[mode]), "max_rel_err": err,
+                                              "check": ok}
             print(f"  {sched} {rows}x{cols} {LABELS[name]:>15} {mode:>11}: "
-                  f"{statistics.median(ts) * 1e3:9.2f} ms{'' if ok else '  MISMATCH'}", flush=True)
-    _set_patch(client, False, state)
+                  f"{med * 1e3:9.2f} ms{'' if ok else '  MISMATCH'}", flush=True)
     return out
 
 
@@ -206,7 +238,7 @@ def main(argv=None):
     p.add_argument("--gpus", default="1", help="GPU counts of the 'cuda' scheduler")
     p.add_argument("--scaling", default="weak", choices=("weak", "strong"))
     p.add_argument("--ops", default=",".join(OPS))
-    p.add_argument("--reps", type=int, default=3)
+    p.add_argument("--reps", type=int, default=9)
     p.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "results"))
     a = p.parse_args(argv)
 
@@ -277,7 +309,10 @@ def main(argv=None):
         json.dump(results, f, indent=1)
     lines = [f"# dask.array of CuPy chunks: plain CuPy against forge_array ({gpu}, {results['date']})", "",
              f"`python -m bench.suite_dask {' '.join(argv or sys.argv[1:])}`; wall-clock medians of "
-             f"{a.reps} runs; one GPU's copy rate {copy:.0f} GB/s.", "",
+             f"{a.reps} runs, plain and forge_array alternating run by run; each run from the "
+             "graph's submission to its last task having synchronised the device; `(no "
+             "operation)`: a graph that only passes every chunk through, the scheduler's own "
+             f"time; one GPU's copy rate {copy:.0f} GB/s.", "",
              "| scheduler | workers/GPUs | shape | operation | plain ms | forge_array ms | speed-up | "
              "forge_array GB/s per GPU | of copy | check |", "|---|---|---|---|---|---|---|---|---|---|"]
     for r in results["runs"]:

@@ -127,6 +127,30 @@ def test_axis_reductions_and_matvec_pattern():
     np.testing.assert_allclose(_np(r[0]), _np(A) @ _np(v), rtol=1e-12)
 
 
+@pytest.mark.parametrize("name", ["sum", "prod", "max", "min", "any", "all", "mean"])
+@pytest.mark.parametrize("keepdims", [False, True])
+def test_axis_reductions_replay_on_new_values(name, keepdims):
+    """Later calls of one signature replay the axis launch on the leaves' addresses alone
+    (broadcast leaves included): each call's own values, one launch of our kernels."""
+    rng = np.random.default_rng(12)
+    red = getattr(xp, name)
+
+    @xp.fuse
+    def f(M, w, c):
+        if name in ("any", "all"):
+            return red(xp.logical_and(M > 0.3, c[:, None] | (w[None, :] > 0.5)), axis=1,
+                       keepdims=keepdims)
+        return red(M * w[None, :] + 1.0, axis=0, keepdims=keepdims)
+
+    for _ in range(3):
+        M, w = _arr(rng.random((33, 20)) + 0.5), _arr(rng.random(20))
+        c = _arr(rng.random(33) > 0.5)
+        got, n = _launches(f, M, w, c)
+        assert n == 1
+        want = f.fn(M, w, c)
+        _same(got, want, want.dtype)
+
+
 def test_row_softmax():
     X = _arr(np.random.default_rng(5).standard_normal((40, 70)).astype(np.float32))
 

@@ -254,6 +254,25 @@ def _direct_reduce(xp, expr, shape, terms, keepdims, leaves):
     return None if p is None else _DirectReduce(p, len(leaves) == 1)
 
 
+class _DirectAxis:
+    """A fused reduction along some axes replayed from its axis-reduction launch (which
+    reads nothing of its operands but their addresses: the leaves' own are those of their
+    broadcast views)."""
+
+    __slots__ = ("launch",)
+
+    def __init__(self, launch):
+        self.launch = launch
+
+    def __call__(self, *arrays):
+        return (self.launch(arrays),)
+
+
+def _direct_axis(xp, expr, shape, terms, axes, keepdims, leaves):
+    p = _fr.axis_launch(expr, [_broadcast(a, shape, xp) for a in leaves], terms, axes, keepdims)
+    return None if p is None else _DirectAxis(p)
+
+
 def _map_step(xp, fn, shape, dtypes, *arrays):
     return map_arrays(fn, [_broadcast(a, shape, xp) for a in arrays], dtypes)
 
@@ -340,8 +359,8 @@ def _reduce_group(group, shape, axes, keepdims, device, rec):
     terms = tuple(r.extra[0] for r in group)
     fused = sum(1 for e in roots if isinstance(e, Node) and e.value is None)
     direct = key = None
-    if full and leaves and rec is None:
-        key = _launch_key(program, leaves, "reduce", shape, terms, keepdims)
+    if leaves and rec is None:
+        key = _launch_key(program, leaves, "reduce", shape, terms, axes, keepdims)
         outs = _replayed(key, leaves, fused)
         if outs is not None:
             for r, o in zip(group, outs):
@@ -351,6 +370,8 @@ def _reduce_group(group, shape, axes, keepdims, device, rec):
     step = functools.partial(_reduce_step, xp, expr, shape, terms, axes, keepdims)
     if full and leaves:
         direct = functools.partial(_direct_reduce, xp, expr, shape, terms, keepdims, leaves)
+    elif leaves:
+        direct = functools.partial(_direct_axis, xp, expr, shape, terms, axes, keepdims, leaves)
     outs = _run(step, leaves, fused, rec, direct, key)
     for r, o in zip(group, outs):
         _done(r, o)

@@ -31,7 +31,8 @@ from ..kernels import reduce_launch as _kl
 from ..runtime import array_module
 from . import axis_reduce as _axis
 
-__all__ = ["Term", "TERM_NAMES", "reduce_terms", "full_launch", "term_dtype", "pass_functions"]
+__all__ = ["Term", "TERM_NAMES", "reduce_terms", "full_launch", "axis_launch", "term_dtype",
+           "pass_functions"]
 
 
 class Term(NamedTuple):
@@ -211,10 +212,17 @@ def reduce_terms(expr, leaves, terms, axes, keepdims):
     if axes is None or len(axes) == ndim:
         return list(_kl.full_reduce(spec, arrays, None, float(x0.size),
                                     (1,) * ndim if keepdims else ()))
-    comb = _operator(op, tuple(d.type(v) for d, v in zip(acc, ident)))
     count = math.prod(x0.shape[d] for d in axes)
-    r = _axis.axis_mapreduce(elem, comb, tuple(arrays), axes, None, keepdims, acc,
-                             index=with_index)
+    if len(terms) == 1 and terms[0].name in _SCALAR_TERMS:
+        # one scalar-state term: its own operator on a scalar accumulator, so the row and
+        # column kernels take their scalar paths (matvec's, for sum(A * v, axis=-1))
+        r = (_axis.axis_mapreduce(_scalar_elem(expr, terms[0].name, len(leaves)),
+                                  _OPS[terms[0].name], tuple(arrays), axes, None, keepdims,
+                                  acc[0]),)
+    else:
+        comb = _operator(op, tuple(d.type(v) for d, v in zip(acc, ident)))
+        r = _axis.axis_mapreduce(elem, comb, tuple(arrays), axes, None, keepdims, acc,
+                                 index=with_index)
     xp = array_module(x0)
     outs = []
     pos = 0
@@ -245,6 +253,52 @@ def full_launch(expr, leaves, terms, keepdims):
     x0 = leaves[0]
     shape = (1,) * x0.ndim if keepdims else ()
     return _kl.plan(spec, x0 if len(leaves) == 1 else tuple(leaves), float(x0.size), shape)
+
+
+#: terms whose state is one value of their own operator
+_SCALAR_TERMS = ("sum", "prod", "max", "min", "mean", "any", "all")
+_SCALAR_ELEMS: dict = {}
+
+
+def _scalar_elem(expr, name, nleaves):
+    """``elem(*values)``: the one value of ``expr`` a single ``name`` term reduces (as a
+    bool for ``any`` / ``all``), cached per arguments."""
+    key = (expr, name, nleaves)
+    fn = _SCALAR_ELEMS.get(key)
+    if fn is None:
+        leaves = ", ".join(f"l{k}" for k in range(nleaves))
+        value = "(_expr({0})[0] != 0)" if name in ("any", "all") else "_expr({0})[0]"
+        src = f"def _elem({leaves}):\n    return {value.format(leaves)}\n"
+        g = {"_expr": cuda.jit(device=True)(expr)}
+        loc: dict = {}
+        exec(compile(src, "<forge_array fused reduction>", "exec"), g, loc)
+        fn = _SCALAR_ELEMS[key] = loc["_elem"]
+    return fn
+
+
+#: single terms whose result is the kernel's own output (no finishing step)
+_DIRECT_TERMS = ("sum", "prod", "max", "min", "any", "all")
+
+
+def axis_launch(expr, leaves, terms, axes, keepdims):
+    """The replayable launch of ``reduce_terms(expr, leaves, terms, axes, keepdims)``
+    along ``axes`` as it just ran on leaves of these layouts (call it with the leaves, or
+    with arrays at the same addresses: the unbroadcast leaves), or None: several terms, a
+    term with a finishing step (mean, var, std, arg*), or a launch that needs more than the
+    operands' addresses."""
+    if len(terms) != 1 or terms[0].name not in _DIRECT_TERMS or axes is None:
+        return None
+    if len(axes) == leaves[0].ndim:
+        return None
+    t = terms[0]
+    arrays = tuple(a.view(np.uint8) if a.dtype.kind == "b" else a for a in leaves)
+    acc = _state(t)[0][0]
+    if term_dtype(t) != acc:
+        return None
+    key = _axis._fast_key("amr", _scalar_elem(expr, t.name, len(leaves)), _OPS[t.name], arrays,
+                          axes, keepdims, acc, False)
+    ent = _axis._FAST.get(key) if key is not None else None
+    return ent if ent is not None and getattr(ent, "lean", False) else None
 
 
 _OPERATORS: dict = {}
