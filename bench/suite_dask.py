@@ -11,13 +11,13 @@ elements), scheduler and configuration, every operation (``sum``, ``mean(axis=0)
 passes every chunk through, the scheduler's own time) runs ``--reps`` times in each mode on
 an array persisted in GPU memory, the modes alternating run by run after one unrecorded run
 of each.  A run is wall-clock from ``persist()`` to its last task having synchronised the
-device, and the median is kept.  ``plain``: CuPy's own chunk functions; ``forge_array``: the
-same cluster with CuPy patched (the worker plugin of :mod:`forge_array.dask`, or
-:func:`forge_array.dask.patched` for the threaded scheduler).  Each run gives its input a
-fresh graph name (an identity ``map_blocks``), so nothing is served from an earlier run.
-Results are compared (allclose; argmax exact).  GB/s counts the array read once per
-operation (and written once for ``cumsum``); ``copy GB/s`` is one GPU's device-to-device
-copy rate measured in the same run.
+device (with this process's garbage collector paused), and the median is kept.  ``plain``:
+CuPy's own chunk functions; ``forge_array``: the same cluster with CuPy patched (the worker
+plugin of :mod:`forge_array.dask`, or :func:`forge_array.dask.patched` for the threaded
+scheduler).  Each run gives its input a fresh graph name (an identity ``map_blocks``), so
+nothing is served from an earlier run.  Results are compared (allclose; argmax exact).
+GB/s counts the array read once per operation (and written once for ``cumsum``); ``copy
+GB/s`` is one GPU's device-to-device copy rate measured in the same run.
 
 Schedulers: ``threads`` (one process), ``cluster`` (``distributed.LocalCluster`` with
 ``--workers`` worker processes on the one GPU), ``cuda`` (dask-cuda's ``LocalCUDACluster``,
@@ -29,6 +29,7 @@ GPU, ``strong`` keeps it in total). Writes ``dask.json`` and ``dask.md`` under
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import statistics
@@ -146,13 +147,7 @@ def _set_patch(client, on, state):
         state["registered"] = True
         return all(s["patched"] for s in st.values())
     if state.pop("registered", False):
-        client.unregister_worker_plugin(fdask.ForgeArrayPlugin.name)
-        left = [w for w, st in fdask.status(client).items() if st["patched"]]
-        if left:
-            print(f"  the plugin's teardown left CuPy patched on {len(left)} worker(s); "
-                  "unpatching them directly", file=sys.stderr)
-            client.run(lambda: __import__("forge_array.cupy", fromlist=["unpatch"]).unpatch())
-        if any(st["patched"] for st in fdask.status(client).values()):
+        if any(st["patched"] for st in fdask.unregister(client).values()):
             raise RuntimeError("CuPy stays patched on a worker: plain runs would not be plain")
     return False
 
@@ -172,9 +167,14 @@ def _timed(client, name, x, v):
     xr = x.map_blocks(_same_block, dtype=x.dtype, name=f"x-{uuid.uuid4().hex}")
     y = _op(name, xr, v)
     y = y.map_blocks(_synced, dtype=y.dtype)
-    t0 = time.perf_counter()
-    y = _persist(client, y)
-    return time.perf_counter() - t0, y
+    gc.collect()   # no collection of this process's garbage inside the timed run
+    gc.disable()
+    try:
+        t0 = time.perf_counter()
+        y = _persist(client, y)
+        return time.perf_counter() - t0, y
+    finally:
+        gc.enable()
 
 
 def run_config(sched, client, rows, cols, chunk_elems, ops, reps, seed=0):

@@ -61,12 +61,23 @@ def _drop_in():
         return None
 
 
-def worker_unpatch():
-    """Undo :func:`worker_patch` in this process."""
+def worker_unpatch(state=None):
+    """Undo :func:`worker_patch` in this process (``state``: the report it returned, when
+    this module's own record may be another copy's: the plugin keeps its own)."""
     fcp = _drop_in()
-    if fcp is not None and _STATE.get("patched"):
+    if fcp is not None and (state if state is not None else _STATE).get("patched"):
         fcp.unpatch()
     _STATE.clear()
+
+
+def _worker_restore():
+    """CuPy's own functions in this process again, whoever patched them (run on every worker
+    by :func:`forge_array.dask.unregister`)."""
+    fcp = _drop_in()
+    if fcp is not None and fcp.is_patched():
+        fcp.unpatch()
+    _STATE.clear()
+    return fcp is not None and fcp.is_patched()
 
 
 def _worker_stats(dask_worker=None):
@@ -116,4 +127,5 @@ class ForgeArrayPlugin(distributed.WorkerPlugin):
                                         getattr(worker, "address", "?"), state["reason"])
 
     def teardown(self, worker):
-        worker_unpatch()
+        worker_unpatch(self.state)
+        self.state = {}

@@ -11,7 +11,8 @@ Dask. This module does that where the chunks run:
 - distributed (``distributed.Client``, dask-cuda's ``LocalCUDACluster``, one worker per
   GPU): :class:`ForgeArrayPlugin`, a worker plugin that patches CuPy in every worker
   process as it starts, and in the workers that join later. :func:`register` is the one
-  line; :func:`stats` gathers per worker how many chunk calls ran on our kernels.
+  line (:func:`unregister` restores CuPy everywhere); :func:`stats` gathers per worker how
+  many chunk calls ran on our kernels.
 - the threaded scheduler (one process): :func:`patched`, or plain
   ``forge_array.cupy.patch()``.
 
@@ -50,7 +51,8 @@ except ImportError as _exc:
         f"missing: {_exc.name or _exc}"
     ) from _exc
 
-__all__ = ["ForgeArrayPlugin", "register", "stats", "status", "patched", "worker_patch"]
+__all__ = ["ForgeArrayPlugin", "register", "unregister", "stats", "status", "patched",
+           "worker_patch"]
 
 import cloudpickle as _cloudpickle  # noqa: E402  (a dependency of distributed)
 
@@ -73,6 +75,24 @@ def register(client, methods=True):
     if not isinstance(client, distributed.Client):
         raise TypeError(f"register: expected a distributed.Client, got {type(client).__name__}")
     client.register_plugin(ForgeArrayPlugin(methods=methods), name=ForgeArrayPlugin.name)
+    return status(client)
+
+
+def unregister(client):
+    """Remove :class:`ForgeArrayPlugin` from ``client`` and put CuPy's own functions back in
+    every worker (also where the plugin's teardown has not run yet when this returns: the
+    workers are restored directly). Returns :func:`status` of the workers.
+
+    >>> fdask.unregister(client)         # doctest: +SKIP
+    {'tcp://127.0.0.1:40001': {'patched': False, 'reason': 'not patched'}}
+    """
+    if not isinstance(client, distributed.Client):
+        raise TypeError(f"unregister: expected a distributed.Client, got {type(client).__name__}")
+    try:
+        client.unregister_worker_plugin(ForgeArrayPlugin.name)
+    except ValueError:   # not registered: restore the workers all the same
+        pass
+    client.run(_worker_plugin._worker_restore)
     return status(client)
 
 

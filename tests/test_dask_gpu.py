@@ -90,6 +90,13 @@ def test_distributed_cluster(cp):
         per = fdask.stats(client)
         kernel = next(iter(per.values()))["kernel"]
         assert kernel.get("sum", 0) > 0 and kernel.get("cumsum", 0) > 0, per
+        # unregistering restores CuPy in every worker, and registering again patches it
+        for _ in range(2):
+            assert not any(s["patched"] for s in fdask.unregister(client).values())
+            fdask.stats(client, reset=True)
+            _check("sum", OPS["sum"](x, v).compute(), ref["sum"])
+            assert all(w["kernel"] == {} for w in fdask.stats(client).values())
+            assert all(s["patched"] for s in fdask.register(client).values())
 
 
 def test_meta_and_empty_chunks(cp):

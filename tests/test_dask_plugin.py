@@ -42,6 +42,8 @@ def test_register_type_error():
     fdask = importlib.import_module("forge_array.dask")
     with pytest.raises(TypeError, match="distributed.Client"):
         fdask.register(object())
+    with pytest.raises(TypeError, match="distributed.Client"):
+        fdask.unregister(object())
 
 
 _CLUSTER_SCRIPT = r"""
@@ -75,6 +77,9 @@ if __name__ == "__main__":
         per_worker = fdask.stats(client, reset=True)
         assert set(per_worker) == set(st)
         assert all(w["kernel"] == {} for w in per_worker.values())
+        back = fdask.unregister(client)
+        assert sorted(back) == workers and not any(s["patched"] for s in back.values()), back
+        assert float(x.sum().compute()) == float(np.arange(1000).sum())
     print("CLUSTER-OK")
 """
 
