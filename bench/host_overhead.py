@@ -64,6 +64,7 @@ def cases(n: int):
     fused_axpby = xp.fuse(_axpby)
     fused_rows = xp.fuse(_rows)
     fused_colvar = xp.fuse(_colvar)
+    fused_scan = xp.fuse(_cumsum_xy)
     return [
         ("xp.sum", lambda: xp.sum(x)),
         ("xp.prod", lambda: xp.prod(x)),
@@ -93,6 +94,7 @@ def cases(n: int):
         ("xp.fuse 2x+3y-1", lambda: fused_axpby(x, y)),
         ("xp.fuse row sums of A*v", lambda: fused_rows(m, v10)),
         ("xp.fuse column sums of (X-mu)**2", lambda: fused_colvar(m, v10)),
+        ("xp.fuse cumulative_sum(x*y)", lambda: fused_scan(x, y)),
         # plain code under automatic fusion on private arrays (deferred at every size here)
         ("plain sum(x*y+1)", lambda: xp.sum(px * py + 1)._array),
         ("plain mean/std/max", lambda: [r._array for r in _stats(px)]),
@@ -112,6 +114,12 @@ def _stats(x):
     import forge_array as xp
 
     return xp.mean(x), xp.std(x), xp.max(x)
+
+
+def _cumsum_xy(x, y):
+    import forge_array as xp
+
+    return xp.cumulative_sum(x * y)
 
 
 def _rows(A, v):
