@@ -151,6 +151,40 @@ def test_axis_reductions_replay_on_new_values(name, keepdims):
         _same(got, want, want.dtype)
 
 
+def test_scans_of_expressions_replay_on_new_values_and_threads():
+    """Later calls replay the scan's launch; another thread (whose tile states are its own)
+    takes the full path: every call gives its own values."""
+    import threading
+
+    rng = np.random.default_rng(13)
+
+    @xp.fuse
+    def f(a, b):
+        return xp.cumulative_sum(a * b + 1.0), xp.cumulative_prod(xp.where(a > 0.5, a, 1.0))
+
+    def check():
+        a, b = _arr(rng.random(300)), _arr(rng.random(300))
+        got, n = _launches(f, a, b)
+        for g, w in zip(got, f.fn(a, b)):
+            _same(g, w, np.float64)
+        return n
+
+    assert [check() for _ in range(3)][1:] == [2, 2]
+    errors = []
+
+    def other():
+        try:
+            check()
+        except Exception as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    t = threading.Thread(target=other)
+    t.start()
+    t.join()
+    assert not errors, errors
+    assert any(type(s[0]).__name__ == "_DirectScan" for p in f._plans.values() for s in p.steps)
+
+
 def test_row_softmax():
     X = _arr(np.random.default_rng(5).standard_normal((40, 70)).astype(np.float32))
 

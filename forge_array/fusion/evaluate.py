@@ -404,7 +404,9 @@ def scan_of(name, node, dtype, include_initial):
         finally:
             plain.on = was
         step = functools.partial(_scan_step, name, fn, node.dtype, dtype, include_initial)
-        (r,) = _run(step, leaves, 1, rec)
+        direct = functools.partial(_direct_scan, name, fn, node.dtype, dtype, include_initial,
+                                   leaves)
+        (r,) = _run(step, leaves, 1, rec, direct)
     if t is not None:
         t.log.append(f"{name} of {node.dtype}{list(node.shape)}, its expression fused in")
     return r
@@ -412,6 +414,24 @@ def scan_of(name, node, dtype, include_initial):
 
 def _scan_step(name, fn, value_dtype, dtype, include_initial, *leaves):
     return (_scan.cumulative_mapped(name, fn, leaves, value_dtype, dtype, include_initial),)
+
+
+class _DirectScan:
+    """A scan of an expression replayed from its launch plan (see
+    :func:`forge_array.primitives.scan.mapped_launch`)."""
+
+    __slots__ = ("launch",)
+
+    def __init__(self, launch):
+        self.launch = launch
+
+    def __call__(self, *arrays):
+        return (self.launch(*arrays),)
+
+
+def _direct_scan(name, fn, value_dtype, dtype, include_initial, leaves):
+    p = _scan.mapped_launch(name, fn, leaves, value_dtype, dtype, include_initial)
+    return None if p is None else _DirectScan(p)
 
 
 def _eager_reduce_step(xp, shape, term, axes, keepdims, x):

@@ -19,6 +19,7 @@ Example
 from __future__ import annotations
 
 import math
+import threading
 
 import numpy as np
 
@@ -28,7 +29,7 @@ from .cpu import _scan_cpu
 from .plan import _fast_key, _fast_plans, _layout_key, _plan_narrow, _plan_rows, _remember, _run_fast, _scan_kernel  # noqa: F401 - tests count plans
 from .state import _fit_items, _items_for, _local, _reset_states, _state_key, _zeros16, scan_statistics  # noqa: F401
 
-__all__ = ["accumulate", "cumulative_sum", "cumulative_prod", "cumulative_mapped",
+__all__ = ["accumulate", "cumulative_sum", "cumulative_prod", "cumulative_mapped", "mapped_launch",
            "scan_statistics"]
 
 # --------------------------------------------------------------------------- public API
@@ -208,6 +209,42 @@ def cumulative_mapped(opname, mapfn, leaves, value_dtype, dtype, include_initial
                        axis=0, init=None, include_initial=include_initial, exclusive=False,
                        reverse=False, out=None, deterministic=False, flatten=False,
                        mapfn=mapfn)
+
+
+def mapped_launch(opname, mapfn, leaves, value_dtype, dtype, include_initial):
+    """The replay of the launch :func:`cumulative_mapped` just made with these arguments, for
+    leaves of the same layouts on this thread and stream: ``replay(*leaves)`` returns the
+    scan (taking the full path when the fresh output is not aligned as planned, or on another
+    thread, whose tile states are its own); None when no plan was kept."""
+    from ... import ops
+
+    op = ops.add if opname == "cumulative_sum" else ops.multiply
+    acc = (_sum_dtype(value_dtype, dtype, opname),)
+    fkey = _fast_key((op.fn, mapfn), False, list(leaves), acc, 0, include_initial, False, False,
+                     False, False)
+    plan = _fast_plans().get(fkey) if fkey is not None else None
+    if plan is None:
+        return None
+    return _MappedReplay(plan, acc, fkey[-1], (opname, mapfn, value_dtype, dtype, include_initial))
+
+
+class _MappedReplay:
+    __slots__ = ("plan", "acc", "skey", "args", "thread")
+
+    def __init__(self, plan, acc, skey, args):
+        self.plan = plan
+        self.acc = acc
+        self.skey = skey
+        self.args = args
+        self.thread = threading.get_ident()
+
+    def __call__(self, *leaves):
+        if threading.get_ident() == self.thread:
+            r = _run_fast(self.plan, leaves, self.acc, False, self.skey)
+            if r is not None:
+                return r
+        opname, mapfn, value_dtype, dtype, include_initial = self.args
+        return cumulative_mapped(opname, mapfn, leaves, value_dtype, dtype, include_initial)
 
 
 def cumulative_fast(opname, x, axis, dtype, include_initial):
