@@ -416,6 +416,26 @@ def test_dot_matmul_inner(d, bk, dt, shapes_):
         _check_product(d.vdot(x, y), np.vdot(a, b), dt)
 
 
+def test_matrix_times_one_column(d, bk):
+    """(..., n, p) @ (p, 1), as dask.array's matmul of a vector calls it: our matrix-vector
+    kernel, the launch replayed on later operands of the same layouts, values each time."""
+    rng = np.random.default_rng(3)
+    for _ in range(3):
+        a, b = rng.standard_normal((37, 20)), rng.standard_normal((20, 1))
+        x, y = dev(bk, a), dev(bk, b)
+        k = kcount(d, "matmul")
+        _check_product(d.matmul(x, y), a @ b, "f8")
+        assert kcount(d, "matmul") == k + 1
+        _check_product(d.dot(x, y), a @ b, "f8")
+    a, b = rng.standard_normal((2, 5, 20)), rng.standard_normal((20, 1))
+    for _ in range(2):
+        _check_product(d.matmul(dev(bk, a), dev(bk, b)), a @ b, "f8")
+    out = bk.empty((37, 1))
+    a, b = rng.standard_normal((37, 20)), rng.standard_normal((20, 1))
+    assert d.matmul(dev(bk, a), dev(bk, b), out=out) is out
+    np.testing.assert_allclose(host(out), a @ b, rtol=1e-12)
+
+
 def test_products_on_views(d, bk):
     rng = np.random.default_rng(1)
     A = rng.standard_normal((40, 34))

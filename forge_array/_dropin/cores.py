@@ -12,8 +12,10 @@ import numpy as np
 
 from .. import ops as _ops
 from ..primitives import axis_reduce as _axis
+from ..primitives.matvec import matmul_fast as _matmul_fast
 from ..primitives.matvec import matvec as _matvec
 from ..primitives.matvec import result_dtype as _mv_dtype
+from ..primitives.matvec import route_matmul as _route_matmul
 from ..primitives.matvec import vecmat as _vecmat
 from ..primitives.reduce import all as _p_all
 from ..primitives.reduce import any as _p_any
@@ -261,7 +263,15 @@ class Cores:
             dt = _mv_dtype(None, None, a.dtype, b.dtype)
             if not self._out_ok(out, tuple(a.shape[:-1]) + (1,), dt):
                 return DECLINE
-            return self._put(_matvec(a, b[:, 0])[..., None], out)
+            # the launch of an earlier call on (a, b) of these layouts replays on them
+            # directly: no views of b and of the result to make (CuPy's views cost more
+            # host time than the launch)
+            r = _matmul_fast(a, b)
+            if r is None:
+                r = _route_matmul(a, b)
+            if r is None:
+                r = _matvec(a, b[:, 0])[..., None]
+            return self._put(r, out)
         if kind != "inner" and a.ndim == 2 and a.shape[0] == 1 and b.ndim == 2:
             # (1, n) @ (n, p): a vector-matrix product kept 2-D
             if a.shape[1] != b.shape[0]:
