@@ -317,10 +317,12 @@ def main(argv=None):
              "forge_array GB/s per GPU | of copy | check |", "|---|---|---|---|---|---|---|---|---|---|"]
     for r in results["runs"]:
         fa, pl = r["forge_array"], r["plain"]
+        # a graph with no operation reads nothing: no bandwidth
+        rate = ("– | –" if r["op"] == "none" else
+                f"{fa['gbps_per_gpu']:.0f} | {fa['gbps_per_gpu'] / copy:.2f}")
         lines.append(f"| {r['scheduler']} | {r['count']} | {r['shape'][0]:.0e}x{r['shape'][1]} | "
                      f"{LABELS[r['op']]} | {pl['median_s'] * 1e3:.1f} | {fa['median_s'] * 1e3:.1f} | "
-                     f"{r['speedup']:.2f}x | {fa['gbps_per_gpu']:.0f} | {fa['gbps_per_gpu'] / copy:.2f} | "
-                     f"{'ok' if fa['check'] else 'MISMATCH'} |")
+                     f"{r['speedup']:.2f}x | {rate} | {'ok' if fa['check'] else 'MISMATCH'} |")
     with open(os.path.join(folder, "dask.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines))
