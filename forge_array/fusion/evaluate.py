@@ -255,9 +255,9 @@ def _direct_reduce(xp, expr, shape, terms, keepdims, leaves):
 
 
 class _DirectAxis:
-    """A fused reduction along some axes replayed from its axis-reduction launch (which
-    reads nothing of its operands but their addresses: the leaves' own are those of their
-    broadcast views)."""
+    """A launch of one output replayed from its plan: here a fused reduction along some
+    axes (the launch reads nothing of its operands but their addresses: the leaves' own are
+    those of their broadcast views)."""
 
     __slots__ = ("launch",)
 
@@ -416,17 +416,11 @@ def _scan_step(name, fn, value_dtype, dtype, include_initial, *leaves):
     return (_scan.cumulative_mapped(name, fn, leaves, value_dtype, dtype, include_initial),)
 
 
-class _DirectScan:
+class _DirectScan(_DirectAxis):
     """A scan of an expression replayed from its launch plan (see
     :func:`forge_array.primitives.scan.mapped_launch`)."""
 
-    __slots__ = ("launch",)
-
-    def __init__(self, launch):
-        self.launch = launch
-
-    def __call__(self, *arrays):
-        return (self.launch(*arrays),)
+    __slots__ = ()
 
 
 def _direct_scan(name, fn, value_dtype, dtype, include_initial, leaves):

@@ -161,6 +161,15 @@ def _sum_dtype(dt, dtype, name):
 _CUMULATIVE: dict = {}
 
 
+def _op_and_acc(opname, value_dtype, dtype):
+    """The operator of ``cumulative_sum`` / ``cumulative_prod`` (``opname``) and its
+    accumulator dtypes for values of ``value_dtype`` accumulated in ``dtype``."""
+    from ... import ops
+
+    op = ops.add if opname == "cumulative_sum" else ops.multiply
+    return op, (_sum_dtype(value_dtype, dtype, opname),)
+
+
 def _cumulative(opname, x, axis, dtype, include_initial, out):
     if x.ndim == 0:
         raise ValueError(f"{opname}: x must have at least one dimension")
@@ -170,10 +179,8 @@ def _cumulative(opname, x, axis, dtype, include_initial, out):
         key = (opname, x.dtype, dtype)
         op, ind, acc = _CUMULATIVE[key]
     except (KeyError, TypeError):
-        from ... import ops
-
-        op = ops.add if opname == "cumulative_sum" else ops.multiply
-        ind, acc = (np.dtype(x.dtype),), (_sum_dtype(x.dtype, dtype, opname),)
+        op, acc = _op_and_acc(opname, x.dtype, dtype)
+        ind = (np.dtype(x.dtype),)
         try:
             _CUMULATIVE[key] = (op, ind, acc)
         except TypeError:
@@ -200,10 +207,7 @@ def cumulative_mapped(opname, mapfn, leaves, value_dtype, dtype, include_initial
     >>> r.tolist()
     [0.0, 2.0, 6.0, 12.0]
     """
-    from ... import ops
-
-    op = ops.add if opname == "cumulative_sum" else ops.multiply
-    acc = (_sum_dtype(value_dtype, dtype, opname),)
+    op, acc = _op_and_acc(opname, value_dtype, dtype)
     in_dtypes = tuple(np.dtype(a.dtype) for a in leaves)
     return _accumulate(op.fn, False, list(leaves), in_dtypes, acc, op.identity, opname,
                        axis=0, init=None, include_initial=include_initial, exclusive=False,
@@ -213,13 +217,10 @@ def cumulative_mapped(opname, mapfn, leaves, value_dtype, dtype, include_initial
 
 def mapped_launch(opname, mapfn, leaves, value_dtype, dtype, include_initial):
     """The replay of the launch :func:`cumulative_mapped` just made with these arguments, for
-    leaves of the same layouts on this thread and stream: ``replay(*leaves)`` returns the
+    leaves of the same layouts on this thread and stream: ``replay(leaves)`` returns the
     scan (taking the full path when the fresh output is not aligned as planned, or on another
     thread, whose tile states are its own); None when no plan was kept."""
-    from ... import ops
-
-    op = ops.add if opname == "cumulative_sum" else ops.multiply
-    acc = (_sum_dtype(value_dtype, dtype, opname),)
+    op, acc = _op_and_acc(opname, value_dtype, dtype)
     fkey = _fast_key((op.fn, mapfn), False, list(leaves), acc, 0, include_initial, False, False,
                      False, False)
     plan = _fast_plans().get(fkey) if fkey is not None else None
@@ -238,7 +239,7 @@ class _MappedReplay:
         self.args = args
         self.thread = threading.get_ident()
 
-    def __call__(self, *leaves):
+    def __call__(self, leaves):
         if threading.get_ident() == self.thread:
             r = _run_fast(self.plan, leaves, self.acc, False, self.skey)
             if r is not None:
