@@ -215,10 +215,24 @@ def run_config(sched, client, rows, cols, chunk_elems, ops, reps, seed=0):
             med = statistics.median(ts[mode])
             out.setdefault(name, {})[mode] = {"median_s": med, "min_s": min(ts[mode]),
                                               "reps": len(ts[mode]), "max_rel_err": err,
-                                              "check": ok}
+                                              "check": ok, "times_s": ts[mode]}
             print(f"  {sched} {rows}x{cols} {LABELS[name]:>15} {mode:>11}: "
                   f"{med * 1e3:9.2f} ms{'' if ok else '  MISMATCH'}", flush=True)
     return out
+
+
+def paired_ratios(plain, forge):
+    """Quartiles of the speed-ups of the runs taken in pairs (plain run ``k`` over forge_array
+    run ``k``, which ran right after it) and the share of pairs forge_array won: how far the
+    median speed-up stands from the scheduler's run-to-run noise.
+
+    >>> paired_ratios([2.0, 2.0, 2.0, 2.0], [1.0, 1.0, 4.0, 2.0])["won"]
+    0.5
+    """
+    r = sorted(p / f for p, f in zip(plain, forge))
+    q = statistics.quantiles(r, n=4) if len(r) >= 2 else r * 3
+    return {"q1": q[0], "median": statistics.median(r), "q3": q[2],
+            "won": sum(x > 1.0 for x in r) / len(r)}
 
 
 def _bytes(name, rows, cols):
@@ -297,7 +311,9 @@ def main(argv=None):
                         results["runs"].append({
                             "scheduler": sched, "count": count, "shape": [rows, cols], "op": name,
                             "plain": modes["plain"], "forge_array": modes["forge_array"],
-                            "speedup": modes["plain"]["median_s"] / modes["forge_array"]["median_s"]})
+                            "speedup": modes["plain"]["median_s"] / modes["forge_array"]["median_s"],
+                            "paired": paired_ratios(modes["plain"]["times_s"],
+                                                    modes["forge_array"]["times_s"])})
             finally:
                 if client is not None:
                     client.close()
@@ -312,9 +328,12 @@ def main(argv=None):
              f"{a.reps} runs, plain and forge_array alternating run by run; each run from the "
              "graph's submission to its last task having synchronised the device; `(no "
              "operation)`: a graph that only passes every chunk through, the scheduler's own "
-             f"time; one GPU's copy rate {copy:.0f} GB/s.", "",
+             f"time; one GPU's copy rate {copy:.0f} GB/s. Paired: the speed-ups of the runs "
+             "taken in pairs (each plain run over the forge_array run right after it), their "
+             "quartiles and the share of pairs forge_array won.", "",
              "| scheduler | workers/GPUs | shape | operation | plain ms | forge_array ms | speed-up | "
-             "forge_array GB/s per GPU | of copy | check |", "|---|---|---|---|---|---|---|---|---|---|"]
+             "paired q1–q3 | pairs won | forge_array GB/s per GPU | of copy | check |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in results["runs"]:
         fa, pl = r["forge_array"], r["plain"]
         # a graph with no operation reads nothing: no bandwidth
@@ -322,7 +341,8 @@ def main(argv=None):
                 f"{fa['gbps_per_gpu']:.0f} | {fa['gbps_per_gpu'] / copy:.2f}")
         lines.append(f"| {r['scheduler']} | {r['count']} | {r['shape'][0]:.0e}x{r['shape'][1]} | "
                      f"{LABELS[r['op']]} | {pl['median_s'] * 1e3:.1f} | {fa['median_s'] * 1e3:.1f} | "
-                     f"{r['speedup']:.2f}x | {rate} | {'ok' if fa['check'] else 'MISMATCH'} |")
+                     f"{r['speedup']:.2f}x | {r['paired']['q1']:.2f}–{r['paired']['q3']:.2f} | "
+                     f"{r['paired']['won']:.0%} | {rate} | {'ok' if fa['check'] else 'MISMATCH'} |")
     with open(os.path.join(folder, "dask.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines))
