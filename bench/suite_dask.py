@@ -10,8 +10,10 @@ elements), scheduler and configuration, every operation (``sum``, ``mean(axis=0)
 ``std(axis=0)``, ``argmax``, ``cumsum(axis=0)``, ``x @ v``, and ``none``: a graph that only
 passes every chunk through, the scheduler's own time) runs ``--reps`` times in each mode on
 an array persisted in GPU memory, the modes alternating run by run after one unrecorded run
-of each.  A run is wall-clock from ``persist()`` to its last task having synchronised the
-device (with this process's garbage collector paused), and the median is kept.  ``plain``:
+of each, in the order ABBA (plain first in even pairs, forge_array first in odd ones: what a
+run leaves behind, such as a cluster freeing the previous result, falls on both modes).  A
+run is wall-clock from ``persist()`` to its last task having synchronised the device (with
+this process's garbage collector paused), and the median is kept.  ``plain``:
 CuPy's own chunk functions; ``forge_array``: the same cluster with CuPy patched (the worker
 plugin of :mod:`forge_array.dask`, or :func:`forge_array.dask.patched` for the threaded
 scheduler).  Each run gives its input a fresh graph name (an identity ``map_blocks``), so
@@ -179,7 +181,8 @@ def _timed(client, name, x, v):
 
 def run_config(sched, client, rows, cols, chunk_elems, ops, reps, seed=0):
     """Every operation ``reps`` times in each mode, the modes alternating run by run (after
-    one unrecorded run of each), so that both see the same state of the machine."""
+    one unrecorded run of each), each mode first in every other pair, so that both see the
+    same state of the machine."""
     chunk_rows = max(1, chunk_elems // cols)
     x, v = _make(client, rows, cols, chunk_rows, seed)
     out = {}
@@ -188,7 +191,7 @@ def run_config(sched, client, rows, cols, chunk_elems, ops, reps, seed=0):
         ts = {"plain": [], "forge_array": []}
         got = {}
         for rep in range(reps + 1):
-            for mode in ("plain", "forge_array"):
+            for mode in ("plain", "forge_array")[::1 if rep % 2 == 0 else -1]:
                 on = mode == "forge_array"
                 active = _set_patch(client, on, state)
                 if on and not active:
@@ -223,7 +226,7 @@ def run_config(sched, client, rows, cols, chunk_elems, ops, reps, seed=0):
 
 def paired_ratios(plain, forge):
     """Quartiles of the speed-ups of the runs taken in pairs (plain run ``k`` over forge_array
-    run ``k``, which ran right after it) and the share of pairs forge_array won: how far the
+    run ``k``, which ran beside it) and the share of pairs forge_array won: how far the
     median speed-up stands from the scheduler's run-to-run noise.
 
     >>> paired_ratios([2.0, 2.0, 2.0, 2.0], [1.0, 1.0, 4.0, 2.0])["won"]
@@ -325,11 +328,11 @@ def main(argv=None):
         json.dump(results, f, indent=1)
     lines = [f"# dask.array of CuPy chunks: plain CuPy against forge_array ({gpu}, {results['date']})", "",
              f"`python -m bench.suite_dask {' '.join(argv or sys.argv[1:])}`; wall-clock medians of "
-             f"{a.reps} runs, plain and forge_array alternating run by run; each run from the "
+             f"{a.reps} runs, plain and forge_array alternating run by run (ABBA); each run from the "
              "graph's submission to its last task having synchronised the device; `(no "
              "operation)`: a graph that only passes every chunk through, the scheduler's own "
              f"time; one GPU's copy rate {copy:.0f} GB/s. Paired: the speed-ups of the runs "
-             "taken in pairs (each plain run over the forge_array run right after it), their "
+             "taken in pairs (each plain run over the forge_array run beside it), their "
              "quartiles and the share of pairs forge_array won.", "",
              "| scheduler | workers/GPUs | shape | operation | plain ms | forge_array ms | speed-up | "
              "paired q1–q3 | pairs won | forge_array GB/s per GPU | of copy | check |",
