@@ -3,12 +3,14 @@
     python -m bench.suite_startup --out "$OUT"            # 3 fresh processes per configuration
     python -m bench.suite_startup --runs 5 --n 1e5
 
-Each run is a new Python process (``python -c``) that imports the library, puts three arrays
+Each run is a new Python process (``python -c``) that imports the library, puts four arrays
 of ``--n`` elements on the GPU and calls, once each and synchronised: ``sum`` (float32,
 float64), ``max``, ``mean`` + ``std``, ``cumulative_sum``, ``sum(axis=0)``, ``sum(axis=1)``,
-``A @ v`` and ``argmax``; it reports the import time, each first call's wall time and the
-total, then (forge_array) how many calls ran on their fallback, waits for the background
-builds and counts the operations whose next call runs on our kernels. Configurations:
+``A @ v``, ``argmax``, and two fused functions, ``xp.fuse`` of ``sum(x*y+1)`` and of
+``cumulative_sum(x*y)`` (CuPy: the same expressions eagerly); it reports the import time,
+each first call's wall time and the total, then (forge_array) how many calls ran on their
+fallback, waits for the background builds and counts the operations whose next call runs
+on our kernels (for the fused functions: whose next call fuses its expression). Configurations:
 forge_array as a user gets it (``FORGE_ARRAY_COMPILE`` unset: kernels built in the
 background) and with ``FORGE_ARRAY_COMPILE=sync`` (with the list of kernels compiled and
 their seconds), each with an empty kernel cache (fresh ``FORGE_ARRAY_CACHE_DIR``) and with
@@ -52,6 +54,7 @@ import numpy as np
 rng = np.random.default_rng(0)
 side = int(N ** 0.5)
 x32 = arr(rng.random(N, dtype=np.float32)); x64 = arr(rng.random(N))
+y32 = arr(rng.random(N, dtype=np.float32))
 A = arr(rng.random((side, side), dtype=np.float32))
 v = arr(rng.random(side, dtype=np.float32))
 cp.cuda.runtime.deviceSynchronize()
@@ -61,6 +64,13 @@ calls = [("sum f32", lambda: mods.sum(x32)), ("sum f64", lambda: mods.sum(x64)),
          ("cumulative_sum", lambda: (mods.cumulative_sum(x32) if LIB == "forge_array" else cp.cumsum(x32))),
          ("sum(axis=0)", lambda: mods.sum(A, axis=0)), ("sum(axis=1)", lambda: mods.sum(A, axis=1)),
          ("A @ v", lambda: A @ v), ("argmax", lambda: mods.argmax(x32))]
+if LIB == "forge_array":
+    fsum = xp.fuse(lambda a, b: xp.sum(a * b + 1))
+    fscan = xp.fuse(lambda a, b: xp.cumulative_sum(a * b))
+else:
+    fsum = lambda a, b: cp.sum(a * b + 1)
+    fscan = lambda a, b: cp.cumsum(a * b)
+calls += [("fused sum(x*y+1)", lambda: fsum(x32, y32)), ("fused cumulative_sum(x*y)", lambda: fscan(x32, y32))]
 first = {}
 for name, call in calls:
     t = time.perf_counter(); call(); cp.cuda.runtime.deviceSynchronize(); first[name] = time.perf_counter() - t
@@ -73,8 +83,9 @@ if LIB == "forge_array":   # after the script: did the first calls defer, do lat
     t = time.perf_counter(); background.wait(600); res["built_in_background_s"] = time.perf_counter() - t
     ours = 0
     for name, call in calls:
-        n0 = STATS["launches"]; call(); cp.cuda.runtime.deviceSynchronize()
-        ours += STATS["launches"] > n0
+        counter = "fused" if name.startswith("fused") else "launches"
+        n0 = STATS[counter]; call(); cp.cuda.runtime.deviceSynchronize()
+        ours += STATS[counter] > n0
     res["later_calls_on_ours"] = ours
     res["kernels_compiled"] = STATS["compiled"]
     res["compile_s"] = STATS["compile_seconds"]
@@ -161,7 +172,7 @@ def _report(name, args, results):
              "waits for its kernels); the import includes `import cupy`.", "",
              "| | " + " | ".join(label for label, _ in cols) + " |",
              "|---" * (len(cols) + 1) + "|"]
-    for label, key in (("import", "import_s"), ("three arrays put on the GPU", "setup_s"),
+    for label, key in (("import", "import_s"), ("four arrays put on the GPU", "setup_s"),
                        ("whole script", "total_s")):
         lines.append(f"| {label} | " + " | ".join(f"{col[key]:.3f}" for _, col in cols) + " |")
     for k in f["empty_cache"]["first_s"]:
@@ -170,7 +181,8 @@ def _report(name, args, results):
               "|---" * 6 + "|"]
     for label, key, fmt in (("calls that ran on the fallback", "deferred", "{:.0f}"),
                             ("background builds still running at the end (s)", "built_in_background_s", "{:.2f}"),
-                            ("of the 9 operations, later calls on our kernels", "later_calls_on_ours", "{:.0f}"),
+                            (f"of the {len(f['empty_cache']['first_s'])} operations, later calls on our kernels "
+                             "(fused: fusing)", "later_calls_on_ours", "{:.0f}"),
                             ("kernels compiled", "kernels_compiled", "{:.0f}"),
                             ("seconds compiling", "compile_s", "{:.2f}")):
         lines.append(f"| {label} | " + " | ".join(fmt.format(col.get(key, 0)) for _, col in cols[:5]) + " |")

@@ -54,12 +54,14 @@ def _layer_loaded() -> None:
     globals()["full_fast"] = _red.full_fast   # the primitive's own: no wrapper on the hot path
 
 
-def _kernels(x) -> bool:
-    """Whether our kernels take backend array ``x`` now: they run on it and the kernel
-    layer is loaded.  In background compile mode the first such call queues the layer's
-    import (numba, the kernel modules) and the calls until it is done use the fallbacks."""
-    if not kernels_available(x):
-        return False
+def layer_ready() -> bool:
+    """Whether the kernel layer is loaded.  In background compile mode the first call queues
+    its import (numba, the kernel modules) and the calls until it is done return False (and
+    use their fallbacks); in sync mode it is imported now.
+
+    >>> layer_ready() in (True, False)
+    True
+    """
     if _LAYER[0]:
         return True
     if background.ready("kernel layer", _load_layer):
@@ -68,12 +70,20 @@ def _kernels(x) -> bool:
     return False
 
 
+def _kernels(x) -> bool:
+    """Whether our kernels take backend array ``x`` now: they run on it and the kernel
+    layer is loaded (:func:`layer_ready`)."""
+    if not kernels_available(x):
+        return False
+    return _LAYER[0] or layer_ready()
+
+
 _PENDING = background.PENDING
 _attempt = background.attempt
 
 
 __all__ = [
-    "reduce_sum", "reduce_prod", "reduce_max", "reduce_min", "reduce_mean", "reduce_var",
+    "layer_ready", "reduce_sum", "reduce_prod", "reduce_max", "reduce_min", "reduce_mean", "reduce_var",
     "reduce_std", "reduce_any", "reduce_all", "argmax", "argmin", "cumulative_sum",
     "cumulative_prod", "matmul", "vecdot", "tensordot", "copy", "full_fast", "axis_fast",
     "matmul_fast", "vecdot_fast", "tensordot_fast",

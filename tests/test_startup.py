@@ -171,6 +171,72 @@ def test_first_calls_run_on_the_fallback_while_kernels_build(where, sim, tmp_pat
             np.testing.assert_allclose(np.asarray(r), ref, rtol=1e-12, err_msg=name)
 
 
+_FUSED_BACKGROUND = textwrap.dedent("""
+    import json, sys
+    import numpy as np
+    import forge_array as xp
+    from forge_array.fusion import auto
+    from forge_array.runtime import STATS, background
+    assert background.mode() == "background"
+    dev = sys.argv[1]
+    if dev == "cpu":
+        auto.enable(True, simulated_cpu=True)
+    auto.MIN_SIZE[0] = 0
+    rng = np.random.default_rng(0)
+    x = xp.asarray(xp.asarray(rng.random(1000)), device=dev, copy=True)   # private arrays
+    y = xp.asarray(xp.asarray(rng.random(1000)), device=dev, copy=True)
+    A = xp.asarray(xp.asarray(rng.random((40, 25))), device=dev, copy=True)
+    calls = {
+        "fuse sum": xp.fuse(lambda a, b: xp.sum(a * b + 1)),
+        "fuse stats": xp.fuse(lambda a, b: (xp.mean(a), xp.std(a), xp.max(a - b))),
+        "fuse scan": xp.fuse(lambda a, b: xp.cumulative_sum(a * b)),
+        "fuse columns": xp.fuse(lambda a, b: xp.sum((A - xp.mean(A, axis=0)) ** 2, axis=0)),
+        "plain sum": lambda a, b: xp.sum(a * b + 2),
+        "plain scan": lambda a, b: xp.cumulative_sum(a - b),
+    }
+    out = {}
+    for name, call in calls.items():
+        rounds = []
+        for _ in range(8):   # plain code while the layer loads, eager while kernels build, fused
+            f0 = STATS["fused"]
+            r = call(x, y)
+            r = [np.asarray(xp.asarray(v, device="cpu")).tolist()
+                 for v in (r if isinstance(r, tuple) else (r,))]
+            rounds.append([STATS["fused"] - f0, r])
+            background.wait(120)
+        out[name] = rounds
+    out["failures"] = [repr(e) for e in background.failures().values()]
+    print(json.dumps(out))
+""")
+
+
+@pytest.mark.parametrize("where", ["simulator", "gpu"])
+def test_fused_first_calls_run_eagerly_while_kernels_build(where, sim, tmp_path):
+    """With FORGE_ARRAY_COMPILE=background and an empty kernel cache, a fused function's first
+    calls and plain code's first settlements run eagerly (no fused expression) while the layer
+    loads and their kernels build off the thread; later calls fuse, and every call gives the
+    first call's values."""
+    if where == "gpu":
+        if sim:
+            pytest.skip("needs a GPU")
+        env = {"FORGE_ARRAY_SIMULATE": "0", "FORGE_ARRAY_CACHE_DIR": str(tmp_path)}
+        dev = "cuda:0"
+    else:
+        env = {"FORGE_ARRAY_SIMULATE": "1"}
+        dev = "cpu"
+    out = json.loads(_run(_FUSED_BACKGROUND, dev, FORGE_ARRAY_COMPILE="background", **env))
+    assert out["failures"] == []
+    for name in ("fuse sum", "fuse stats", "fuse scan", "fuse columns", "plain sum", "plain scan"):
+        rounds = out[name]
+        assert rounds[0][0] == 0, name                      # the first call fused nothing
+        assert rounds[-1][0] >= 1, name                     # the last one fused its expressions
+        ref = rounds[0][1]
+        for fused, r in rounds[1:]:
+            for got, want in zip(r, ref):
+                np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-12,
+                                           err_msg=name)
+
+
 def test_a_forked_child_builds_with_its_own_worker():
     out = _run(textwrap.dedent("""
         import os

@@ -40,13 +40,13 @@ import os
 import threading
 import weakref
 
-from ..runtime import background as _background
+from .. import _routing
 from ..runtime.config import KERNELS_ENABLED, SIMULATE
 from . import expr as _expr
 from .expr import Const, Leaf, pending
 
 __all__ = ["enabled", "enable", "applies", "register", "settle_device", "settle_all",
-           "pending_count", "MIN_SIZE", "MAX_OPS", "MAX_LEAVES", "MAX_PENDING"]
+           "compute_eagerly", "pending_count", "MIN_SIZE", "MAX_OPS", "MAX_LEAVES", "MAX_PENDING"]
 
 #: elements below which a step on materialised arrays runs eagerly; a step on pending
 #: operands is always deferred.  Deferral pays for expressions from ~3e6 elements, for a
@@ -110,10 +110,10 @@ _EAGER = [0]
 
 
 def _layer_ready():
-    if _background.state("kernel layer") == "done":
+    if _routing.layer_ready():
         _LAYER[0] = True
         return True
-    return _background.usable("kernel layer")
+    return False
 
 
 def register(d):
@@ -182,12 +182,12 @@ def _compute(nodes):
     except Exception:  # a launch that failed, or constants that vary: plain code's values,
         for n in nodes:  # or plain code's error
             if n.value is None:
-                _eager(n)
+                compute_eagerly(n)
     finally:
         plain.on = False
 
 
-def _eager(node):
+def compute_eagerly(node):
     """Compute ``node`` and what it uses with the namespace's eager functions."""
     import forge_array as xp  # noqa: PLC0415 - the namespace sits above this module
 

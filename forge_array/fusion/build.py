@@ -12,6 +12,7 @@ never an error.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import weakref
 
@@ -28,7 +29,8 @@ from .fusible import BINARY, FLOAT_ONLY, INT_EAGER, UNARY
 _fr = _lazy("forge_array.primitives.fused_reduce", __name__, "_fr")  # loads numba at first use
 
 __all__ = ["ACTIVE", "ON", "tracing", "wanted", "binary", "unary", "where", "astype", "clip",
-           "reduction", "scan", "Trace", "current", "begin_trace", "end_trace", "sync_switch"]
+           "reduction", "scan", "Trace", "current", "begin_trace", "end_trace", "sync_switch",
+           "untraced"]
 
 #: number of threads tracing a fused call now
 ACTIVE = [0]
@@ -94,6 +96,17 @@ def current():
 def tracing():
     """Whether this thread is tracing a fused call."""
     return getattr(_TLS, "trace", None) is not None
+
+
+@contextlib.contextmanager
+def untraced():
+    """This thread's trace (if any) set aside: the namespace computes eagerly meanwhile."""
+    trace = getattr(_TLS, "trace", None)
+    _TLS.trace = None
+    try:
+        yield
+    finally:
+        _TLS.trace = trace
 
 
 def _kernels_on(device):

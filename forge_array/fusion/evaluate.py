@@ -29,6 +29,8 @@ from ..kernels.elementwise import map_arrays, map_plan
 from ..primitives import fused_reduce as _fr
 from ..primitives import scan as _scan
 from ..runtime import STATS, kernels_available, layout_key, stream_key
+from ..runtime import background as _background
+from . import auto as _auto
 from . import build as _build
 from . import expr as _expr
 from . import resettle as _resettle
@@ -98,7 +100,23 @@ def settle(nodes, rec=None):
     t = _build.current()
     if t is not None:  # values read while the function runs: its plan depends on them
         t.forced = True
-    _compute(nodes, rec)
+    if _background.mode() != "background" or _background.deferring():
+        _compute(nodes, rec)
+    elif _background.attempt(_compute, nodes, rec) is _background.PENDING:
+        _eagerly(nodes, rec)
+
+
+def _eagerly(nodes, rec):
+    """Compute what is left of ``nodes`` with the namespace's eager functions: a kernel they
+    need is being built in the background (see :mod:`forge_array.runtime.background`), and
+    eager evaluation is their fallback (the same values).  A fused call being recorded then
+    records no plan (a later call will)."""
+    if rec is not None:
+        rec.fail("a kernel is being built")
+    with _build.untraced():
+        for n in nodes:
+            if n.value is None:
+                _auto.compute_eagerly(n)
 
 
 def _compute(nodes, rec):
@@ -381,7 +399,20 @@ def scan_of(name, node, dtype, include_initial):
     """``cumulative_sum`` / ``cumulative_prod`` (``name``) of the pending 1-D expression
     ``node`` accumulated in ``dtype``, the expression computed as the scan loads its leaves
     (pending reductions inside it are computed first); the backend array, or None when the
-    leaves do not suit the scan's loads (a broadcast or boolean leaf, no kernels)."""
+    leaves do not suit the scan's loads (a broadcast or boolean leaf, no kernels) or, in
+    background compile mode, while its kernel is being built."""
+    if _background.mode() != "background" or _background.deferring():
+        return _scan_of(name, node, dtype, include_initial)
+    r = _background.attempt(_scan_of, name, node, dtype, include_initial)
+    if r is _background.PENDING:
+        t = _build.current()
+        if t is not None and t.rec is not None:
+            t.rec.fail("a kernel is being built")
+        return None
+    return r
+
+
+def _scan_of(name, node, dtype, include_initial):
     t = _build.current()
     rec = t.rec if t is not None else None  # a fused call records the scan as a launch
     device = node.device

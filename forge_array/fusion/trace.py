@@ -15,6 +15,9 @@ import functools
 from .. import _array as _array_module
 from .. import _ownership
 from .._array import Array
+from .._routing import _LAYER
+from .._routing import layer_ready as _layer_ready
+from ..runtime import STATS
 from ..runtime.lazy import module as _lazy
 from . import auto as _auto
 from . import build as _build
@@ -125,8 +128,15 @@ class Fused:
             if type(plan) is Plan:
                 return plan.run(arrays)
             return self._run(args, kwargs, None)  # a plan that cannot be replayed
+        if not (_LAYER[0] or _layer_ready()):
+            # background compile mode: while numba and the kernels load off the thread, the
+            # function runs as plain code
+            return self.fn(*args, **kwargs)
         rec = Recorder(arrays)
+        building = STATS["deferred"]
         out = self._run(args, kwargs, rec)
+        if STATS["deferred"] != building:  # a kernel is being built: a later call records
+            return out
         plan = rec.plan(out, len(arrays))
         if len(self._plans) >= MAX_PLANS:
             self._plans.pop(next(iter(self._plans)))

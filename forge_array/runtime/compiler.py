@@ -294,6 +294,13 @@ class Kernel:
         return f"Kernel({self.name}, {'simulated' if self._sim is not None else self.entry})"
 
 
+#: held while a simulated kernel runs and while a kernel is built for the simulator: numba's
+#: simulator swaps the ``cuda`` global of a kernel's module for a fake while the kernel runs
+#: (see :func:`_restore_cuda_globals`), and a factory of that module building a kernel in
+#: another thread (a background build) meanwhile would find the fake
+_SIM_LOCK = threading.RLock()
+
+
 def _restore_cuda_globals() -> None:
     """After a simulated kernel raised: put ``numba.cuda`` back into module globals.
 
@@ -327,7 +334,8 @@ def launch(kernel: Kernel, grid: int, block: int, args: tuple, shared: int = 0, 
     sim = kernel._sim
     if sim is not None:
         try:
-            sim[grid, block](*args)
+            with _SIM_LOCK:
+                sim[grid, block](*args)
         except BaseException:
             temp.discard()  # a kernel stopped half-way may leave counters and tickets dirty
             _restore_cuda_globals()
@@ -568,8 +576,9 @@ COMPILES: list = []
 def _compile(factory, factory_args, argtypes, launch_bounds) -> Kernel:
     name = getattr(factory, "__name__", "kernel")
     if config.SIMULATE:
-        fn = factory(*factory_args)
-        return Kernel(name, argtypes, sim=cuda.jit(fn))
+        with _SIM_LOCK:
+            fn = factory(*factory_args)
+            return Kernel(name, argtypes, sim=cuda.jit(fn))
     cc = backend.device_info()["cc"]
     key = _key(factory, factory_args, argtypes, launch_bounds, cc)
     if key is not None:
