@@ -19,6 +19,7 @@ from . import _routing
 from ._array import Array
 from ._helpers import check_array, normalize_axes, normalize_axis
 from .fusion import build as _fusion
+from .fusion.expr import Deferred
 from .runtime import current_device
 
 __all__ = ["cumulative_prod", "cumulative_sum", "max", "mean", "min", "prod", "std", "sum",
@@ -69,6 +70,8 @@ def full_fast(name, x, dtype=None, keepdims=False, extra=None):
     True
     """
     if type(x) is not Array or type(keepdims) is not bool or (_fusion.ON[0] and _fusion.wanted(x)):
+        if _fusion.ON[0] and type(keepdims) is bool and (type(x) is Deferred or type(x) is Array):
+            return _pending_full(name, x, dtype, keepdims, extra)  # a reduction to defer
         return None
     # only arguments of the types `checked` records: as keys, 1 == True == 1.0
     if dtype is not None and not isinstance(dtype, np.dtype):
@@ -88,6 +91,74 @@ def full_fast(name, x, dtype=None, keepdims=False, extra=None):
     return Array._new(r, dev)
 
 
+#: every axis of an array of k dimensions, by k
+_ALL_AXES = [tuple(range(k)) for k in range(65)]
+
+
+def _pending_full(name, x, dtype, keepdims, extra):
+    """The deferred full reduction ``name`` of ``x`` (a deferred array, or one whose
+    reductions are deferred) when its arguments were checked before (see :func:`full_fast`);
+    None otherwise.  Empty reductions, and
+    variances with no degree of freedom left, take the checked path."""
+    if dtype is not None and not isinstance(dtype, np.dtype):
+        return None
+    if extra is not None and type(extra) is not int and type(extra) is not float:
+        return None
+    xdt = x.dtype
+    resolved = _VALID.get((name, xdt, dtype, extra), _MISSING)
+    if resolved is _MISSING:
+        return None
+    n = x.size
+    if n == 0 or (extra is not None and n - extra <= 0):
+        return None
+    return _fusion.reduction(name, x, _ALL_AXES[x.ndim], _term_dtype(name, xdt, resolved),
+                             keepdims, 0.0 if extra is None else extra)
+
+
+def _term_dtype(name, x_dtype, resolved):
+    """The dtype a deferred reduction ``name`` of values of ``x_dtype`` is built with, as its
+    checked path builds it (``resolved``: what :func:`checked` recorded)."""
+    if name == "sum" or name == "prod":
+        return resolved
+    if name == "any" or name == "all":
+        return _BOOL
+    return x_dtype
+
+
+_BOOL = np.dtype(np.bool_)
+
+
+def _axes_of(axis, nd):
+    """``axis`` (an int or a tuple of ints) as sorted distinct non-negative axes of an array
+    of ``nd`` dimensions, or None (the checked path then raises the error)."""
+    if type(axis) is int:
+        if not -nd <= axis < nd:
+            return None
+        return (axis % nd,)
+    if type(axis) is tuple:
+        for v in axis:
+            if type(v) is not int or not -nd <= v < nd:
+                return None
+        axes = tuple(sorted([v % nd for v in axis]))
+        return axes if len(set(axes)) == len(axes) else None
+    return None
+
+
+def _pending_axis(name, x, axis, dtype, keepdims):
+    """:func:`_pending_full` of a reduction along ``axis``."""
+    if dtype is not None and not isinstance(dtype, np.dtype):
+        return None
+    xdt = x.dtype
+    resolved = _VALID.get((name, xdt, dtype, None), _MISSING)
+    if resolved is _MISSING:
+        return None
+    shape = x.shape
+    axes = _axes_of(axis, len(shape))
+    if axes is None or 0 in shape:
+        return None
+    return _fusion.reduction(name, x, axes, _term_dtype(name, xdt, resolved), keepdims)
+
+
 def axis_fast(name, x, axis, dtype=None, keepdims=False):
     """The result of the reduction ``name`` (sum, prod, max, min, any, all) of ``x`` along
     ``axis`` (an int or a tuple of ints) when its arguments were checked before and the
@@ -101,6 +172,8 @@ def axis_fast(name, x, axis, dtype=None, keepdims=False):
     True
     """
     if type(x) is not Array or type(keepdims) is not bool or (_fusion.ON[0] and _fusion.wanted(x)):
+        if _fusion.ON[0] and type(keepdims) is bool and (type(x) is Deferred or type(x) is Array):
+            return _pending_axis(name, x, axis, dtype, keepdims)  # a reduction to defer
         return None
     if dtype is not None and not isinstance(dtype, np.dtype):
         return None
@@ -108,19 +181,8 @@ def axis_fast(name, x, axis, dtype=None, keepdims=False):
     resolved = _VALID.get((name, a.dtype, dtype, None), _MISSING)
     if resolved is _MISSING:
         return None
-    nd = a.ndim
-    if type(axis) is int:
-        if not -nd <= axis < nd:
-            return None
-        axes = (axis % nd,)
-    elif type(axis) is tuple:
-        for v in axis:
-            if type(v) is not int or not -nd <= v < nd:
-                return None
-        axes = tuple(sorted([v % nd for v in axis]))
-        if len(set(axes)) != len(axes):
-            return None
-    else:
+    axes = _axes_of(axis, a.ndim)
+    if axes is None:
         return None
     dev = x._device
     if dev.is_cuda and dev.index != current_device():

@@ -38,7 +38,7 @@ from .codegen import ConstantsVary, function_of, linearize
 from .expr import EPOCH, Const, Leaf, Node
 from .rowplan import describe, row_program
 
-__all__ = ["settle", "scan_of", "plan_of", "AXIS_MAX_LEAVES"]
+__all__ = ["settle", "replayed_settlement", "scan_of", "plan_of", "AXIS_MAX_LEAVES"]
 
 #: most leaves a fused reduction along some axes reads (the axis kernels' operand limit)
 AXIS_MAX_LEAVES = 3
@@ -102,15 +102,18 @@ def settle(nodes, rec=None):
         t.forced = True
     if _background.mode() != "background" or _background.deferring():
         _compute(nodes, rec)
-    elif rec is None and _replayed_settlement(nodes):  # built kernels only: nothing to wait for
+    elif rec is None and replayed_settlement(nodes):  # built kernels only: nothing to wait for
         return
     elif _background.attempt(_compute, nodes, rec) is _background.PENDING:
         _eagerly(nodes, rec)
 
 
-def _replayed_settlement(roots):
-    """Whether ``roots`` were computed by replaying the launches of an earlier settlement of
-    the same signatures (:mod:`.resettle`)."""
+def replayed_settlement(roots):
+    """Whether the pending nodes ``roots`` (of one device) were computed by replaying the
+    launches of an earlier settlement of the same signatures (:mod:`.resettle`): never
+    inside a fused call (whose plan must know that values were read)."""
+    if _build.current() is not None:
+        return False
     with _dev.on(roots[0].device):
         found = _resettle.find(roots)
         return found is not None and found[2] is not None and _ran(roots, found[2], found[1])
@@ -587,3 +590,4 @@ def _leaves_of(roots, done):
 
 
 _expr.SETTLE[0] = settle
+_expr.REPLAYED[0] = replayed_settlement

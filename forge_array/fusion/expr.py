@@ -40,6 +40,9 @@ def _settle(nodes):
 #: (they import this one)
 SETTLE = [_settle]
 SETTLE_DEVICE = [None]
+#: :func:`.evaluate.replayed_settlement` once that module has loaded: whether pending nodes
+#: were computed by replaying an earlier settlement's launches
+REPLAYED = [lambda nodes: False]
 #: counts the nodes computed so far: a node built at the current count has the structure
 #: its signature describes (no operand of it was computed since)
 EPOCH = [0]
