@@ -69,10 +69,14 @@ def full_fast(name, x, dtype=None, keepdims=False, extra=None):
     >>> r is None or float(r) == 3.0
     True
     """
-    if type(x) is not Array or type(keepdims) is not bool or (_fusion.ON[0] and _fusion.wanted(x)):
-        if _fusion.ON[0] and type(keepdims) is bool and (type(x) is Deferred or type(x) is Array):
-            return _pending_full(name, x, dtype, keepdims, extra)  # a reduction to defer
+    if type(x) is not Array or type(keepdims) is not bool:
+        if type(x) is Deferred and _fusion.ON[0] and type(keepdims) is bool:
+            return _pending_full(name, x, dtype, keepdims, extra, None)  # a reduction to defer
         return None
+    if _fusion.ON[0]:
+        mode = _fusion.wanted_mode(x)
+        if mode is not None:
+            return _pending_full(name, x, dtype, keepdims, extra, mode)
     # only arguments of the types `checked` records: as keys, 1 == True == 1.0
     if dtype is not None and not isinstance(dtype, np.dtype):
         return None
@@ -95,7 +99,7 @@ def full_fast(name, x, dtype=None, keepdims=False, extra=None):
 _ALL_AXES = [tuple(range(k)) for k in range(65)]
 
 
-def _pending_full(name, x, dtype, keepdims, extra):
+def _pending_full(name, x, dtype, keepdims, extra, mode):
     """The deferred full reduction ``name`` of ``x`` (a deferred array, or one whose
     reductions are deferred) when its arguments were checked before (see :func:`full_fast`);
     None otherwise.  Empty reductions, and
@@ -112,7 +116,7 @@ def _pending_full(name, x, dtype, keepdims, extra):
     if n == 0 or (extra is not None and n - extra <= 0):
         return None
     return _fusion.reduction(name, x, _ALL_AXES[x.ndim], _term_dtype(name, xdt, resolved),
-                             keepdims, 0.0 if extra is None else extra)
+                             keepdims, 0.0 if extra is None else extra, mode)
 
 
 def _term_dtype(name, x_dtype, resolved):
@@ -144,7 +148,7 @@ def _axes_of(axis, nd):
     return None
 
 
-def _pending_axis(name, x, axis, dtype, keepdims):
+def _pending_axis(name, x, axis, dtype, keepdims, mode):
     """:func:`_pending_full` of a reduction along ``axis``."""
     if dtype is not None and not isinstance(dtype, np.dtype):
         return None
@@ -156,7 +160,7 @@ def _pending_axis(name, x, axis, dtype, keepdims):
     axes = _axes_of(axis, len(shape))
     if axes is None or 0 in shape:
         return None
-    return _fusion.reduction(name, x, axes, _term_dtype(name, xdt, resolved), keepdims)
+    return _fusion.reduction(name, x, axes, _term_dtype(name, xdt, resolved), keepdims, 0.0, mode)
 
 
 def axis_fast(name, x, axis, dtype=None, keepdims=False):
@@ -171,10 +175,14 @@ def axis_fast(name, x, axis, dtype=None, keepdims=False):
     >>> r is None or r.shape == (3,)
     True
     """
-    if type(x) is not Array or type(keepdims) is not bool or (_fusion.ON[0] and _fusion.wanted(x)):
-        if _fusion.ON[0] and type(keepdims) is bool and (type(x) is Deferred or type(x) is Array):
-            return _pending_axis(name, x, axis, dtype, keepdims)  # a reduction to defer
+    if type(x) is not Array or type(keepdims) is not bool:
+        if type(x) is Deferred and _fusion.ON[0] and type(keepdims) is bool:
+            return _pending_axis(name, x, axis, dtype, keepdims, None)  # a reduction to defer
         return None
+    if _fusion.ON[0]:
+        mode = _fusion.wanted_mode(x)
+        if mode is not None:
+            return _pending_axis(name, x, axis, dtype, keepdims, mode)
     if dtype is not None and not isinstance(dtype, np.dtype):
         return None
     a = x._array

@@ -29,7 +29,7 @@ from .fusible import BINARY, FLOAT_ONLY, INT_EAGER, UNARY
 _fr = _lazy("forge_array.primitives.fused_reduce", __name__, "_fr")  # loads numba at first use
 
 __all__ = ["ACTIVE", "ON", "tracing", "wanted", "binary", "unary", "where", "astype", "clip",
-           "reduction", "scan", "Trace", "current", "begin_trace", "end_trace", "sync_switch",
+           "wanted_mode", "reduction", "scan", "Trace", "current", "begin_trace", "end_trace", "sync_switch",
            "untraced"]
 
 #: number of threads tracing a fused call now
@@ -149,6 +149,15 @@ def wanted(*xs):
         x = xs[0]
         return type(x) is not Array or is_private(x._array)
     return mode is not None
+
+
+def wanted_mode(x):
+    """:func:`wanted` of one array, as the mode to hand to :func:`reduction` (None: not
+    wanted)."""
+    mode = _mode((x,))
+    if mode == _AUTO and type(x) is Array and not is_private(x._array):
+        return None
+    return mode
 
 
 def _operand(x, mode):
@@ -316,22 +325,24 @@ def clip(x, lo, hi):
     return _deferred(Node("clip", (e,), x.dtype, e.shape, x.dtype, (lo, hi), device=dev), mode)
 
 
-def reduction(name, x, axes, dtype, keepdims, correction=0.0):
+def reduction(name, x, axes, dtype, keepdims, correction=0.0, mode=None):
     """The deferred reduction ``name`` (see :data:`~forge_array.primitives.fused_reduce.TERM_NAMES`)
     of ``x`` over the normalised ``axes`` accumulating in ``dtype`` (the values' dtype for
-    argmax / argmin), or None (empty reductions and complex data run eagerly)."""
-    mode = _mode((x,))
+    argmax / argmin), or None (empty reductions and complex data run eagerly).  ``mode``:
+    :func:`wanted_mode` of ``x`` when the caller has it."""
     if mode is None:
-        return None
+        mode = _mode((x,))
+        if mode is None:
+            return None
     tk = (name, dtype, correction)
     hit = _TERMS.get(tk)
     if hit is None:
         term = _fr.Term(name, np.dtype(dtype), float(correction))
         if len(_TERMS) >= 4096:  # many distinct corrections
             _TERMS.clear()
-        _TERMS[tk] = hit = (term, _fr.term_dtype(term))
-    term, rdt = hit
-    if x.dtype.kind not in _KINDS or term.dtype.kind not in _KINDS:
+        _TERMS[tk] = hit = (term, _fr.term_dtype(term), term.dtype.kind in _KINDS)
+    term, rdt, kind_ok = hit
+    if not kind_ok or x.dtype.kind not in _KINDS:
         return None
     shape = x.shape
     if 0 in shape:  # empty reductions run eagerly
