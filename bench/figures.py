@@ -7,7 +7,10 @@ One figure per question, each readable at page width:
 - ``roofline-<suite>.png``: our bandwidth as a fraction of the copy roofline (a device-to-device
   copy of the same bytes, timed in the same run) against the problem size, one line per series;
 - ``speedup-<suite>.png``: at the largest size of every series, our speed-up against the best peer
-  (CuPy, PyTorch, cuda.compute: whichever was fastest on that case), one bar per series.
+  (CuPy, PyTorch, cuda.compute: whichever was fastest on that case), one bar per series;
+- ``fusion.png`` (results of the ``fusion`` suite): every float32 case at its largest size, the
+  time of ``xp.fuse``, plain code, plain code eager, torch.compile, torch and CuPy side by side
+  (log scale).
 
 ``--tables`` writes one markdown table per suite (the largest size of each series, every peer).
 """
@@ -117,6 +120,42 @@ def speedup_figure(suite: str, by_name: dict, path: str, device: str) -> None:
     plt.close(fig)
 
 
+#: the implementations the fusion figure shows, and their labels
+FUSION_BARS = (("forge_array", "forge_array xp.fuse"), ("forge_array plain", "forge_array, plain code"),
+               ("forge_array eager", "plain code, eager"), ("torch.compile", "torch.compile"),
+               ("torch", "PyTorch"), ("cupy", "CuPy"))
+
+
+def fusion_figure(cases: list, path: str, device: str) -> None:
+    """µs of each float32 case of the fusion suite at its largest size, one group of bars per
+    case (:data:`FUSION_BARS`), log scale."""
+    biggest: dict = {}
+    for c in cases:
+        if c.get("suite") == "fusion" and c.get("dtype") == "float32":
+            if c["name"] not in biggest or c["size"] > biggest[c["name"]]["size"]:
+                biggest[c["name"]] = c
+    rows = sorted(biggest.values(), key=lambda c: c["label"])
+    if not rows:
+        return
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(9, 0.55 * len(rows) + 1.6), dpi=110)
+    width = 0.8 / len(FUSION_BARS)
+    for k, (impl, label) in enumerate(FUSION_BARS):
+        ys = [i + (k - (len(FUSION_BARS) - 1) / 2) * width for i in range(len(rows))]
+        vals = [c["impls"][impl]["median_us"] if _ok(c["impls"].get(impl)) else 0 for c in rows]
+        ax.barh(ys, vals, height=width, label=label)
+    ax.set_yticks(list(range(len(rows))), [c["label"] for c in rows], fontsize=7)
+    ax.set_xscale("log")
+    ax.set_xlabel("µs per call (GPU events from an idle GPU; less is faster)")
+    ax.set_title(f"Fused expressions, float32 ({device})", fontsize=10)
+    ax.invert_yaxis()
+    ax.grid(axis="x", alpha=0.3)
+    ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
 def _largest(cases: list) -> list:
     """The cases of a series at its largest size (several for a sweep of shapes of one size)."""
     top = cases[-1]["size"]
@@ -160,7 +199,11 @@ def main(argv=None) -> int:
     device = results["meta"]["device"]["name"]
     per_suite = series(results)
     os.makedirs(args.out, exist_ok=True)
+    if any(c.get("suite") == "fusion" for c in results["cases"]):
+        fusion_figure(results["cases"], os.path.join(args.out, "fusion.png"), device)
     for suite, by_name in per_suite.items():
+        if suite == "fusion":
+            continue
         if suite in ("copy", "reduce", "scan", "matvec"):
             roofline_figure(suite, by_name, os.path.join(args.out, f"roofline-{suite}.png"), device)
         if suite != "copy":
