@@ -102,8 +102,22 @@ _ALL_AXES = [tuple(range(k)) for k in range(65)]
 def _pending_full(name, x, dtype, keepdims, extra, mode):
     """The deferred full reduction ``name`` of ``x`` (a deferred array, or one whose
     reductions are deferred) when its arguments were checked before (see :func:`full_fast`);
-    None otherwise.  Empty reductions, and
-    variances with no degree of freedom left, take the checked path."""
+    None otherwise.  Empty reductions, and variances with no degree of freedom left, take
+    the checked path."""
+    term_dtype = _checked_term(name, x, dtype, extra)
+    if term_dtype is None:
+        return None
+    n = x.size
+    if n == 0 or (extra is not None and n - extra <= 0):
+        return None
+    return _fusion.reduction(name, x, _ALL_AXES[x.ndim], term_dtype, keepdims,
+                             0.0 if extra is None else extra, mode)
+
+
+def _checked_term(name, x, dtype, extra):
+    """The dtype the deferred reduction ``name`` of ``x`` is built with, as its checked path
+    builds it, when a reduction of these kinds of arguments passed the checks before
+    (:func:`checked`); None otherwise."""
     if dtype is not None and not isinstance(dtype, np.dtype):
         return None
     if extra is not None and type(extra) is not int and type(extra) is not float:
@@ -112,21 +126,11 @@ def _pending_full(name, x, dtype, keepdims, extra, mode):
     resolved = _VALID.get((name, xdt, dtype, extra), _MISSING)
     if resolved is _MISSING:
         return None
-    n = x.size
-    if n == 0 or (extra is not None and n - extra <= 0):
-        return None
-    return _fusion.reduction(name, x, _ALL_AXES[x.ndim], _term_dtype(name, xdt, resolved),
-                             keepdims, 0.0 if extra is None else extra, mode)
-
-
-def _term_dtype(name, x_dtype, resolved):
-    """The dtype a deferred reduction ``name`` of values of ``x_dtype`` is built with, as its
-    checked path builds it (``resolved``: what :func:`checked` recorded)."""
     if name == "sum" or name == "prod":
         return resolved
     if name == "any" or name == "all":
         return _BOOL
-    return x_dtype
+    return xdt
 
 
 _BOOL = np.dtype(np.bool_)
@@ -150,17 +154,14 @@ def _axes_of(axis, nd):
 
 def _pending_axis(name, x, axis, dtype, keepdims, mode):
     """:func:`_pending_full` of a reduction along ``axis``."""
-    if dtype is not None and not isinstance(dtype, np.dtype):
-        return None
-    xdt = x.dtype
-    resolved = _VALID.get((name, xdt, dtype, None), _MISSING)
-    if resolved is _MISSING:
+    term_dtype = _checked_term(name, x, dtype, None)
+    if term_dtype is None:
         return None
     shape = x.shape
     axes = _axes_of(axis, len(shape))
     if axes is None or 0 in shape:
         return None
-    return _fusion.reduction(name, x, axes, _term_dtype(name, xdt, resolved), keepdims, 0.0, mode)
+    return _fusion.reduction(name, x, axes, term_dtype, keepdims, 0.0, mode)
 
 
 def axis_fast(name, x, axis, dtype=None, keepdims=False):

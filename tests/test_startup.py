@@ -116,6 +116,21 @@ def test_failed_background_job_leaves_the_fallback_in_place():
         background.set_mode(old)
 
 
+def _in_background_mode(script, where, sim, tmp_path):
+    """The JSON ``script`` prints, run with FORGE_ARRAY_COMPILE=background in a fresh process
+    on the simulator's CPU arrays or (``where == "gpu"``) on the GPU with an empty kernel
+    cache in ``tmp_path``."""
+    if where == "gpu":
+        if sim:
+            pytest.skip("needs a GPU")
+        env = {"FORGE_ARRAY_SIMULATE": "0", "FORGE_ARRAY_CACHE_DIR": str(tmp_path)}
+        dev = "cuda:0"
+    else:
+        env = {"FORGE_ARRAY_SIMULATE": "1"}
+        dev = "cpu"
+    return json.loads(_run(script, dev, FORGE_ARRAY_COMPILE="background", **env))
+
+
 _BACKGROUND = textwrap.dedent("""
     import json, sys
     import numpy as np
@@ -151,15 +166,7 @@ def test_first_calls_run_on_the_fallback_while_kernels_build(where, sim, tmp_pat
     operation returns the fallback's result (NumPy in the simulator, CuPy on a GPU) while the
     layer loads / its kernels build off the thread, a later call launches our kernels, and
     the results agree."""
-    if where == "gpu":
-        if sim:
-            pytest.skip("needs a GPU")
-        env = {"FORGE_ARRAY_SIMULATE": "0", "FORGE_ARRAY_CACHE_DIR": str(tmp_path)}
-        dev = "cuda:0"
-    else:
-        env = {"FORGE_ARRAY_SIMULATE": "1"}
-        dev = "cpu"
-    out = json.loads(_run(_BACKGROUND, dev, FORGE_ARRAY_COMPILE="background", **env))
+    out = _in_background_mode(_BACKGROUND, where, sim, tmp_path)
     assert out["failures"] == []
     assert out["deferred"] >= 4
     for name in ("sum", "argmax", "cumulative_sum", "matvec", "std0"):
@@ -216,15 +223,7 @@ def test_fused_first_calls_run_eagerly_while_kernels_build(where, sim, tmp_path)
     calls and plain code's first settlements run eagerly (no fused expression) while the layer
     loads and their kernels build off the thread; later calls fuse, and every call gives the
     first call's values."""
-    if where == "gpu":
-        if sim:
-            pytest.skip("needs a GPU")
-        env = {"FORGE_ARRAY_SIMULATE": "0", "FORGE_ARRAY_CACHE_DIR": str(tmp_path)}
-        dev = "cuda:0"
-    else:
-        env = {"FORGE_ARRAY_SIMULATE": "1"}
-        dev = "cpu"
-    out = json.loads(_run(_FUSED_BACKGROUND, dev, FORGE_ARRAY_COMPILE="background", **env))
+    out = _in_background_mode(_FUSED_BACKGROUND, where, sim, tmp_path)
     assert out["failures"] == []
     for name in ("fuse sum", "fuse stats", "fuse scan", "fuse columns", "plain sum", "plain scan"):
         rounds = out[name]
