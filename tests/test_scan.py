@@ -476,32 +476,6 @@ def test_deterministic_reproducible(bk, sim):
     close(a, np.cumsum(_np(y), axis=0), rtol=1e-9, atol=1e-9)
 
 
-def test_deterministic_bits_do_not_depend_on_the_look_back(bk, sim, monkeypatch):
-    """Deterministic mode folds the predecessors in chain order from whichever PREFIX the
-    look-back meets first, so every PREFIX is the same left fold of the aggregates: the
-    results are bit for bit the same whatever the look-back width (how far back a tile finds
-    a PREFIX) and, in the simulator, whatever order the memory model makes stores visible
-    in; rows of more than 32 tiles make tiles wait for a PREFIX further back."""
-    rng = np.random.default_rng(22)
-    x = bk.asarray(rng.standard_normal(37 * _tile("float32") + 11).astype(np.float32))
-    y = bk.asarray(rng.standard_normal((3, 35 * _tile("float64") + 3)))
-    results = []
-    for k, lb in enumerate((1, 2, 4, 1)):
-        monkeypatch.setitem(tuning.OVERRIDES, "scan",
-                            dict(tuning.OVERRIDES.get("scan", {}), lookback=lb, pipeline=False))
-        monkeypatch.setattr(tuning, "_CACHE", {})
-        monkeypatch.setattr(pscan._local, "plans", {}, raising=False)
-        if sim:
-            from forge_array.intrinsics import sim_impl
-            sim_impl.memory_model.reset(seed=100 + k)
-        results.append((_np(accumulate(ops.add, x, deterministic=True)),
-                        _np(accumulate(ops.add, y, axis=1, deterministic=True))))
-    for a, b in results[1:]:
-        assert np.array_equal(results[0][0], a) and np.array_equal(results[0][1], b)
-    close(results[0][0], np.cumsum(_np(x).astype(np.float64)), rtol=1e-3, atol=1e-3)
-    close(results[0][1], np.cumsum(_np(y), axis=1), rtol=1e-9, atol=1e-9)
-
-
 def test_deterministic_tuple(bk):
     rng = np.random.default_rng(21)
     n = 6 * _tile("float64")

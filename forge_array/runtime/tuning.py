@@ -83,7 +83,9 @@ TABLES: dict = {
         # wide: 16-byte status words for 5-12 byte values; keep_items: items in registers
         # across the look-back; spin_ns: look-back back-off; release: fence before publishing
         # lookback: predecessors per lane in one look-back round trip (H200 sweep tune-stripe2:
-        # 1 beats 4 by 17% at 10^8 float32, 19% float64); shared_vec: whole tiles through
+        # 1 beats 4 by 17% at 10^8 float32, 19% float64); det_lookback: the same in deterministic
+        # mode, where a tile waits for the PREFIX of the tile 32 * det_lookback before it (a
+        # chain of tiles / (32 * det_lookback) hops); shared_vec: whole tiles through
         # shared memory as 128-bit vectors (kernels.scan.make_tile_scan); pipeline: the
         # warp-specialised scan of kernels.scan_pipeline (pipe_warps per squad, pipe_vectors
         # odd, pipe_stages buffers, pipe_blocks_per_sm 0 = as shared memory allows) for scans of
@@ -94,7 +96,7 @@ TABLES: dict = {
         # block, 1 or 2, taking the tiles in turn; pipe_group: consecutive tiles per ticket)
         "scan": {"block": 256, "item_bytes": 64, "items_max": 32, "min_blocks": 5, "ticket": "atomic",
                  "persist": 0, "wide": True, "keep_items": False, "spin_ns": 0, "release": False,
-                 "fit_items": True, "lookback": 1, "shared_vec": False,
+                 "fit_items": True, "lookback": 1, "det_lookback": 1, "shared_vec": False,
                  "pipeline": False, "pipe_warps": 4, "pipe_vectors": 7, "pipe_stages": 3,
                  "pipe_blocks_per_sm": 0, "pipe_min": 0, "pipe_dynamic": False, "pipe_lookback": 1,
                  "pipe_row_tiles": 16, "pipe_lookers": 1, "pipe_group": 1},

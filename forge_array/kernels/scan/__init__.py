@@ -45,11 +45,10 @@ Exclusive results and ``include_initial`` are an output shift (``shift = 1``): e
 ``k``'s inclusive result is written at ``k + 1`` and the initial value at 0 (the last one
 is dropped for exclusive scans, ``m = n``). ``reverse`` is a negative-stride view.
 
-``det`` (deterministic): a tile scan's look-back folds its predecessors in chain order
-from the nearest PREFIX, so that every PREFIX is the left fold of the aggregates before it
-whatever the timing (:func:`.lookback.make_warp_lookback`, ``ordered``); the column scan's
-exclusive prefix of chunk ``c`` is always ``PREFIX(c - 32) . AGG(c - 31) . ... .
-AGG(c - 1)``, combined in a fixed tree (see docs/scans.md).
+``det`` (deterministic): the exclusive prefix of tile ``t`` is always
+``PREFIX(t - 32) . AGG(t - 31) . ... . AGG(t - 1)``, combined in a fixed tree, whatever
+the timing; the chain of waits is 32 tiles long per hop, so the cost is a longer
+critical path (see docs/scans.md).
 
 Values are tuples inside the kernels (a scalar is a 1-tuple); statuses travel as *tagged*
 tuples ``(kind, *value)`` with kind EMPTY (0, no value: operators need no identity),

@@ -370,7 +370,7 @@ def tile_coords(t, tpr, nb1, ntiles):
     return ti, r0, r1
 
 
-def make_warp_lookback(acc_dtypes, comb, det, wide, release, spin_ns, lbv=1, ordered=False):
+def make_warp_lookback(acc_dtypes, comb, det, wide, release, spin_ns, lbv=1):
     """Device function ``lookback(status, vals, mul, add, hi, epoch, counter, init_t, empty)
     -> exclusive prefix``, called by all 32 lanes of a warp: the fold of the states of
     predecessors ``0 .. hi - 1`` of a chain whose predecessor ``p`` keeps its state in slot
@@ -378,18 +378,9 @@ def make_warp_lookback(acc_dtypes, comb, det, wide, release, spin_ns, lbv=1, ord
     predecessors of a window of ``32 * lbv`` (all in flight at once, each re-read until
     published); a warp scan of the segmented operator (a PREFIX restarts the fold) folds the
     window; without a PREFIX in it the warp moves one window further back. Deterministic
-    mode (``det``): the window's first word is the PREFIX of its tile, the rest aggregates.
-
-    ``ordered`` (the tile scans' deterministic mode, with the usual status words): the 32
-    predecessors are folded one after the other, in chain order, from the last PREFIX among
-    them (waiting for one when there is none and the chain goes further back). Every PREFIX
-    is then the left fold ``((init . AGG(0)) . AGG(1)) . ...`` of the aggregates before it,
-    whichever earlier PREFIX its tile started from: the same bits at every run, with the
-    ordinary look-back's latency."""
+    mode: the window's first word is the PREFIX of its tile, the rest aggregates."""
     packed = packable(acc_dtypes, wide)
-    _, make_window = _make_status(acc_dtypes, packed, det and not ordered, comb, release, spin_ns)
-    if ordered:
-        return _ordered_lookback(make_window(1), comb)
+    _, make_window = _make_status(acc_dtypes, packed, det, comb, release, spin_ns)
     warp_scan = fi.make_warp_scan(comb)
     LBV = int(lbv)
     W = 32 * LBV
@@ -415,30 +406,6 @@ def make_warp_lookback(acc_dtypes, comb, det, wide, release, spin_ns, lbv=1, ord
     return lookback
 
 
-def _ordered_lookback(window, comb):
-    """The ``ordered`` look-back of :func:`make_warp_lookback` over the one-predecessor-per-lane
-    ``window``."""
-
-    @cuda.jit(device=True)
-    def lookback(status, vals, mul, add, hi, epoch, counter, init_t, empty):
-        lane = fi.lane_id()
-        x = window(status, vals, mul, add, hi - 32 + lane, False, epoch, counter, init_t, empty)
-        prefixes = fi.ballot(x[0] == 2)
-        while prefixes == 0 and hi > 32:  # none of the 32 is a PREFIX yet: wait for one
-            x = window(status, vals, mul, add, hi - 32 + lane, False, epoch, counter, init_t, empty)
-            prefixes = fi.ballot(x[0] == 2)
-        first = 0
-        for b in range(32):
-            if (prefixes >> b) & 1:
-                first = b
-        acc = empty
-        for src in range(first, 32):
-            acc = comb(acc, fi.shfl_idx(x, src))
-        return acc
-
-    return lookback
-
-
 def make_tile_prefix(acc_dtypes, comb, det, wide, release, spin_ns, NW, TS, lbv=4):
     """Device function ``tile_prefix(sk, sh, t, ti, tpr, tot, status, vals, counter, epoch,
     init_t, empty) -> pre``: the exclusive prefix of tile ``t`` (the ``ti``-th of its row)
@@ -448,11 +415,10 @@ def make_tile_prefix(acc_dtypes, comb, det, wide, release, spin_ns, NW, TS, lbv=
     inclusive prefix, then one block barrier hands the result to every warp through slot
     ``NW`` of the shared scratch (``sk`` kinds, ``sh`` values at ``TS + NW``). The first tile
     of a row takes ``init_t`` and publishes at once; the last one publishes nothing (no
-    successor reads it). Deterministic mode (``det``) folds in chain order (``ordered``
-    look-back of :func:`make_warp_lookback`)."""
+    successor reads it; deterministic mode still publishes aggregates)."""
     packed = packable(acc_dtypes, wide)
-    publish, _ = _make_status(acc_dtypes, packed, False, comb, release, spin_ns)
-    lookback = make_warp_lookback(acc_dtypes, comb, False, wide, release, spin_ns, lbv, ordered=det)
+    publish, _ = _make_status(acc_dtypes, packed, det, comb, release, spin_ns)
+    lookback = make_warp_lookback(acc_dtypes, comb, det, wide, release, spin_ns, lbv)
 
     @cuda.jit(device=True)
     def tile_prefix(sk, sh, t, ti, tpr, tot, status, vals, counter, epoch, init_t, empty):
@@ -461,9 +427,11 @@ def make_tile_prefix(acc_dtypes, comb, det, wide, release, spin_ns, NW, TS, lbv=
         if ti == 0:
             pre = init_t
             if tid == 0 and not last_tile:
+                if det:
+                    publish(status, vals, t, 1, tot[1:], epoch)
                 publish(status, vals, t, 2, comb(pre, tot)[1:], epoch)
             return pre
-        if tid == 0 and not last_tile:
+        if tid == 0 and (det or not last_tile):
             publish(status, vals, t, 1, tot[1:], epoch)
         if (tid >> 5) == 0:
             lb = lookback(status, vals, 1, t - ti, ti, epoch, counter, init_t, empty)

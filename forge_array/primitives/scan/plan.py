@@ -329,7 +329,8 @@ def plan_scan(fn, tuple_op, xv, ov, in_dtypes, acc_dtypes, init, shift, n, m, nb
     p.kernel = runtime.compile_kernel(
         kscan.make_tile_scan,
         (fn, tuple_op, in_dtypes, acc_dtypes, block, items, shift, has_init, bool(det), vec,
-         ovec, ticket) + sync + (bool(pt.get("keep_items", False)), int(pt.get("lookback", 4)),
+         ovec, ticket) + sync + (bool(pt.get("keep_items", False)),
+                                 int(pt.get("det_lookback" if det else "lookback", 4)),
                                  bool(pt.get("shared_vec", False)))
         + (() if mapfn is None else (mapfn,)),
         argtypes, launch_bounds=lb)
