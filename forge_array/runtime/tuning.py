@@ -85,7 +85,10 @@ TABLES: dict = {
         # lookback: predecessors per lane in one look-back round trip (H200 sweep tune-stripe2:
         # 1 beats 4 by 17% at 10^8 float32, 19% float64); det_lookback: the same in deterministic
         # mode, where a tile waits for the PREFIX of the tile 32 * det_lookback before it (a
-        # chain of tiles / (32 * det_lookback) hops); shared_vec: whole tiles through
+        # chain of tiles / (32 * det_lookback) hops; python -m bench.tune --suite scan --filter
+        # deterministic --sizes 1e7,1e8,1e9 --grid '{"scan": {"det_lookback": [1, 2, 4, 8, 16]}}'
+        # at 758b51d, H200, float32 µs at 10^7 / 10^8 / 10^9: 1: 94 / 479 / 4195, 4: 72 / 369 /
+        # 3256, 8: 69 / 365 / 3342, 16: 71 / 401 / 3762); shared_vec: whole tiles through
         # shared memory as 128-bit vectors (kernels.scan.make_tile_scan); pipeline: the
         # warp-specialised scan of kernels.scan_pipeline (pipe_warps per squad, pipe_vectors
         # odd, pipe_stages buffers, pipe_blocks_per_sm 0 = as shared memory allows) for scans of
@@ -96,7 +99,7 @@ TABLES: dict = {
         # block, 1 or 2, taking the tiles in turn; pipe_group: consecutive tiles per ticket)
         "scan": {"block": 256, "item_bytes": 64, "items_max": 32, "min_blocks": 5, "ticket": "atomic",
                  "persist": 0, "wide": True, "keep_items": False, "spin_ns": 0, "release": False,
-                 "fit_items": True, "lookback": 1, "det_lookback": 1, "shared_vec": False,
+                 "fit_items": True, "lookback": 1, "det_lookback": 8, "shared_vec": False,
                  "pipeline": False, "pipe_warps": 4, "pipe_vectors": 7, "pipe_stages": 3,
                  "pipe_blocks_per_sm": 0, "pipe_min": 0, "pipe_dynamic": False, "pipe_lookback": 1,
                  "pipe_row_tiles": 16, "pipe_lookers": 1, "pipe_group": 1},
