@@ -218,9 +218,10 @@ TABLES: dict = {
                    "warp_rows": 4, "min_items": 2, "row_tile_max": 128, "row_tile_vecs": 2, "col_vec": True,
                    "col_flat": 64, "row_multi": 3, "col_vstore": True, "col_round": True,
                    "col_flat_group": 1, "col_split_group": 4},
+        # det_lookback 1: deterministic scans of a few dozen tiles wait on the chain of PREFIXes
         "scan": {"block": 64, "item_bytes": 16, "items_max": 4, "shared_vec": True,
                  "pipe_warps": 2, "pipe_vectors": 1, "pipe_stages": 3, "pipe_blocks_per_sm": 1,
-                 "pipe_row_tiles": 2},
+                 "pipe_row_tiles": 2, "det_lookback": 1},
         # warp look-backs are slow in the simulator (32 simulated lanes per column): off, except
         # in the tests that ask for them
         "scan_columns": {"block": 64, "items": 2, "warp_lookback_cols": 0, "rows_staged_vecs": 1,
