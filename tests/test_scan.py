@@ -1250,6 +1250,32 @@ def test_pipelined_tile_scan(bk, sim, monkeypatch, dtype, lookers, group):
         close(accumulate(ops.multiply, y), np.cumprod(_np(y).astype(np.float64)), rtol=1e-3)
 
 
+def test_pipelined_deterministic_scan(bk, sim, monkeypatch):
+    """Deterministic mode on the pipelined kernel: rows of more than 32 tiles (each tile waits
+    for the PREFIX of the tile 32 before it, the aggregates of the row's first tiles read
+    from their own slots), the same bits whatever order the simulator's memory model makes
+    stores visible in, close to float64; a batch of rows and include_initial too."""
+    _override(monkeypatch, scan={"pipeline": True, "pipe_min": 0, "det_lookback": 1})
+    p = tuning.params("scan")
+    T = p["pipe_warps"] * 32 * p["pipe_vectors"] * 4
+    x = _phased(bk, 35 * T + 9, "float32", 0, seed=35)
+    m = rand(bk, (2, 3 * T + 1), "float32", seed=36)
+    runs = []
+    for seed in (1, 2) if sim else (1, 2, 3):
+        if sim:
+            from forge_array.intrinsics import sim_impl
+            sim_impl.memory_model.reset(seed=seed)
+        runs.append((_np(accumulate(ops.add, x, deterministic=True)),
+                     _np(accumulate(ops.add, m, axis=-1, deterministic=True, include_initial=True))))
+    assert "make_pipeline_scan" in _pipeline_kernels()
+    for a, b in runs[1:]:
+        assert np.array_equal(runs[0][0], a) and np.array_equal(runs[0][1], b)
+    n = x.shape[0]
+    close(runs[0][0], np.cumsum(_np(x).astype(np.float64)), rtol=1e-4, atol=1e-3 * math.sqrt(n))
+    ref = np.concatenate([np.zeros((2, 1)), np.cumsum(_np(m).astype(np.float64), axis=-1)], axis=1)
+    close(runs[0][1], ref, rtol=1e-4, atol=1e-3 * math.sqrt(3 * T))
+
+
 def test_pipeline_trace_stamps(bk, sim, monkeypatch):
     """The timeline diagnostic (``FORGE_ARRAY_SCAN_TRACE``): every tile of a traced launch
     stamps, in order, its ticket, its published state, its look-back and its store, and the

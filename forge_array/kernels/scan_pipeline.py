@@ -31,7 +31,9 @@ barriers ``1`` and ``2`` join the warps of one squad.
 
 One scalar value type, read and written in that type (the bulk copies move raw bytes),
 inclusive, exclusive or ``include_initial`` (``shift``), any associative operator; rows of a
-batch as in :mod:`.scan` (``tile_coords``); not deterministic mode.
+batch as in :mod:`.scan` (``tile_coords``); ``det``: the deterministic look-back of
+:mod:`.scan` (a fixed window of ``32 * lookback`` predecessors, aggregates and PREFIXes in
+their own status slots).
 
 Example (the public way in is ``forge_array.cumulative_sum``; the host picks this kernel
 when ``tuning.params("scan")["pipeline"]`` is on):
@@ -115,7 +117,7 @@ def pipeline_scratch_bytes(dtype, warps: int, stages: int) -> int:
 
 def make_pipeline_scan(fn, dtype, warps, vectors, stages, shift, has_init, ovec, wide=True,
                        release=False, spin_ns=0, lookback=1, dynamic=False, lookers=1, group=1,
-                       trace=None):
+                       trace=None, det=False):
     """Kernel factory (see the module docstring). ``fn``: the scalar operator; ``dtype``:
     input = accumulator = output type (2, 4 or 8 bytes); ``warps`` warps per squad (reduce,
     scan-store), ``vectors`` (odd) 16-byte vectors per thread of a squad, ``stages`` buffers
@@ -136,7 +138,8 @@ def make_pipeline_scan(fn, dtype, warps, vectors, stages, shift, has_init, ovec,
 
     Kernel arguments, as :func:`.scan.make_tile_scan`'s: ``src, dst, init, n, m, nb1, s_in,
     b0_in, b1_in, s_out, b0_out, b1_out, lead, tpr, status, vals, counter, base, epoch,
-    ntiles`` (``s_in`` must be 1; ``lead`` aligns the tiles to 16 bytes)."""
+    ntiles`` (``s_in`` must be 1; ``lead`` aligns the tiles to 16 bytes). ``det``: the
+    deterministic look-back (``lookback`` predecessors per lane in a fixed window)."""
     acc = np.dtype(dtype)
     VEC = fi.VEC(acc)
     RV = int(vectors)
@@ -170,8 +173,8 @@ def make_pipeline_scan(fn, dtype, warps, vectors, stages, shift, has_init, ovec,
     comb = tagged_combine(op_v)
     warp_scan = fi.make_warp_scan(comb)
     packed = packable((acc,), wide)
-    publish, _ = _make_status((acc,), packed, False, comb, release, spin_ns)
-    look_back = make_warp_lookback((acc,), comb, False, wide, release, spin_ns, lookback)
+    publish, _ = _make_status((acc,), packed, det, comb, release, spin_ns)
+    look_back = make_warp_lookback((acc,), comb, det, wide, release, spin_ns, lookback)
     _, _, _, vfirst, vstep = _make_shared_vec(op_v, items, VEC, T, True)
 
     @cuda.jit(device=True)
@@ -379,6 +382,8 @@ def make_pipeline_scan(fn, dtype, warps, vectors, stages, shift, has_init, ovec,
                     tot = comb(tot, _ld_tag(sk, q + w, sv, q + w))
                 if ti + 1 < tpr:  # the row's last tile has no reader
                     if ti == 0:
+                        if det:  # the fixed window reads the aggregate of the row's first tile
+                            publish(status, vals, t, 1, tot[1:], epoch)
                         publish(status, vals, t, 2, comb(init_t, tot)[1:], epoch)
                     else:
                         publish(status, vals, t, 1, tot[1:], epoch)

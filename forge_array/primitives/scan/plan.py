@@ -284,10 +284,10 @@ def plan_scan(fn, tuple_op, xv, ov, in_dtypes, acc_dtypes, init, shift, n, m, nb
         p.grid, p.block, p.state, p.slots = ntiles, block, st, ntiles * cb
         p.ntiles = ntiles if nchunks > 1 else 0  # one chunk per column: tiles = blockIdx.x
         return p
-    if (pt.get("pipeline", False) and not det and mapfn is None
+    if (pt.get("pipeline", False) and mapfn is None
             and n * nbatch >= int(pt.get("pipe_min", 0))):
         pp = _plan_pipeline(p, pt, fn, tuple_op, xv, ov, in_dtypes, acc_dtypes, shift, has_init,
-                            n, m, nbatch, nb1, s_in, bx, s_out, bo, sync)
+                            n, m, nbatch, nb1, s_in, bx, s_out, bo, sync, bool(det))
         if pp is not None:
             return pp
     ticket = pt.get("ticket", "atomic")
@@ -353,7 +353,7 @@ _STATIC_SHARED = 48 * 1024
 
 
 def _plan_pipeline(p, pt, fn, tuple_op, xv, ov, in_dtypes, acc_dtypes, shift, has_init, n, m,
-                   nbatch, nb1, s_in, bx, s_out, bo, sync):
+                   nbatch, nb1, s_in, bx, s_out, bo, sync, det):
     """Plan of :func:`..kernels.scan_pipeline.make_pipeline_scan` (``scan.pipeline``): one
     scalar operand of 2, 4 or 8 bytes scanned in its own type along contiguous rows whose
     tiles can start 16-byte aligned (the same phase in every row), on sm_90 or later; a grid
@@ -392,7 +392,8 @@ def _plan_pipeline(p, pt, fn, tuple_op, xv, ov, in_dtypes, acc_dtypes, shift, ha
     p.kernel = runtime.compile_kernel(
         kpipe.make_pipeline_scan,
         (fn, acc, warps, vectors, stages, shift, has_init, ovec) + sync
-        + (int(pt.get("pipe_lookback", 1)), dynamic, lookers, group, bool(kpipe.TRACE)), argtypes)
+        + (int(pt.get("det_lookback" if det else "pipe_lookback", 1)), dynamic, lookers, group,
+           bool(kpipe.TRACE), det), argtypes)
     p.shared = nbytes if dynamic else 0
     p.scalars = (n, m, nb1, s_in, bx[0], bx[1], s_out, bo[0], bo[1], lead, tpr)
     p.tail = (ntiles,)
