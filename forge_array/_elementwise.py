@@ -19,6 +19,7 @@ from . import _devices as _dev
 from . import _dtypes as _dt
 from ._array import Array, _is_scalar, py_scalar, scalar_dtype, scalar_to_backend
 from .fusion import build as _fusion
+from .fusion.expr import Deferred
 
 __all__ = [
     "abs", "acos", "acosh", "add", "asin", "asinh", "atan", "atan2", "atanh",
@@ -59,10 +60,43 @@ def _scalar_operand(value, dtype, device):
     return np.asarray(value, dtype=dtype)
 
 
+#: (operation, kinds, the operands' dtypes or scalar types) -> (dtype, s1, s2) of
+#: :func:`_binary_types`, for operands whose validation depends on nothing else
+_TYPES: dict = {}
+
+
+def _types_key(name, kinds, x1, x2):
+    """The key of ``x1`` and ``x2`` in :data:`_TYPES`, or None: two arrays of one device,
+    or an array and a Python float (or a Python int beside floating point, which has no
+    range to check)."""
+    t1 = type(x1)
+    t2 = type(x2)
+    if t1 is Array or t1 is Deferred:
+        if t2 is Array or t2 is Deferred:
+            return (name, kinds, x1.dtype, x2.dtype) if x1._device is x2._device else None
+        if t2 is float or (t2 is int and x1.dtype.kind == "f"):
+            return (name, kinds, x1.dtype, t2)
+    elif (t2 is Array or t2 is Deferred) and (t1 is float or (t1 is int and x2.dtype.kind == "f")):
+        return (name, kinds, t1, x2.dtype)
+    return None
+
+
 def _binary_types(name, x1, x2, kinds):
     """Validate two operands without reading their values; return (dtype, device, s1, s2):
     the promoted dtype, the device, and the dtype of ``x1`` / ``x2`` where it is a Python
-    scalar (else None)."""
+    scalar (else None).  Operand kinds that passed before are looked up (:data:`_TYPES`)."""
+    key = _types_key(name, kinds, x1, x2)
+    if key is not None:
+        hit = _TYPES.get(key)
+        if hit is not None:
+            return hit[0], (x1._device if hit[1] is None else x2._device), hit[1], hit[2]
+    r = _validated_types(name, x1, x2, kinds)
+    if key is not None:
+        _TYPES[key] = (r[0], r[2], r[3])
+    return r
+
+
+def _validated_types(name, x1, x2, kinds):
     if isinstance(x1, Array):
         _check_kind(name, x1.dtype, kinds, "x1")
         if isinstance(x2, Array):

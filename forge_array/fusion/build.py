@@ -207,17 +207,9 @@ def binary(name, x1, x2, kinds):
     mode = _mode((x1, x2))
     if mode is None:
         return None
-    key = _types_key(name, kinds, x1, x2)
-    hit = _TYPES.get(key) if key is not None else None
-    if hit is None:
-        dt, dev, s1, s2 = _binary_types(name, x1, x2, kinds)
-        if dt.kind not in _KINDS or (name in FLOAT_ONLY and dt.kind != "f"):
-            return None
-        if key is not None:
-            _TYPES[key] = (dt, s1, s2)
-    else:
-        dt, s1, s2 = hit
-        dev = x1._device if s1 is None else x2._device
+    dt, dev, s1, s2 = _binary_types(name, x1, x2, kinds)
+    if dt.kind not in _KINDS or (name in FLOAT_ONLY and dt.kind != "f"):
+        return None
     a = _scalar_const(x1, s1) if s1 is not None else _operand(x1, mode)
     b = _scalar_const(x2, s2) if s2 is not None else _operand(x2, mode)
     if a is None or b is None:
@@ -228,27 +220,6 @@ def binary(name, x1, x2, kinds):
         return None
     rdt = _BOOL if name in _PREDICATES else dt
     return _deferred(Node(name, (a, b), rdt, shape, dt, device=dev), mode)
-
-
-#: (operation, kinds, the operands' dtypes or scalar types) -> (dtype, s1, s2) of
-#: :func:`_binary_types`, for operands whose validation depends on nothing else
-_TYPES: dict = {}
-
-
-def _types_key(name, kinds, x1, x2):
-    """The key of ``x1`` and ``x2`` in :data:`_TYPES`, or None: two arrays of one device,
-    or an array and a Python float (or a Python int beside floating point, which has no
-    range to check)."""
-    t1 = type(x1)
-    t2 = type(x2)
-    if t1 is Array or t1 is Deferred:
-        if t2 is Array or t2 is Deferred:
-            return (name, kinds, x1.dtype, x2.dtype) if x1._device is x2._device else None
-        if t2 is float or (t2 is int and x1.dtype.kind == "f"):
-            return (name, kinds, x1.dtype, t2)
-    elif (t2 is Array or t2 is Deferred) and (t1 is float or (t1 is int and x2.dtype.kind == "f")):
-        return (name, kinds, t1, x2.dtype)
-    return None
 
 
 def _binary_types(name, x1, x2, kinds):
