@@ -17,7 +17,7 @@ from .. import _ownership
 from .._array import Array
 from .._routing import _LAYER
 from .._routing import layer_ready as _layer_ready
-from ..runtime import STATS
+from ..runtime import STATS, kernels_available
 from ..runtime.lazy import module as _lazy
 from . import auto as _auto
 from . import build as _build
@@ -128,9 +128,9 @@ class Fused:
             if type(plan) is Plan:
                 return plan.run(arrays)
             return self._run(args, kwargs, None)  # a plan that cannot be replayed
-        if not (_LAYER[0] or _layer_ready()):
+        if arrays and not _LAYER[0] and kernels_available(arrays[0]) and not _layer_ready():
             # background compile mode: while numba and the kernels load off the thread, the
-            # function runs as plain code
+            # function runs as plain code (arrays without kernels never load them)
             return self.fn(*args, **kwargs)
         rec = Recorder(arrays)
         building = STATS["deferred"]
