@@ -121,6 +121,10 @@ class Fused:
         if _build.tracing():  # called from another fused function: part of its trace
             return self.fn(*args, **kwargs)
         key, arrays = signature(args, kwargs)
+        if arrays and not _LAYER[0] and kernels_available(arrays[0]) and not _layer_ready():
+            # background compile mode: while numba and the kernels load off the thread, the
+            # function runs as plain code (arrays without kernels never load them)
+            return self.fn(*args, **kwargs)
         if key is None:
             return self._run(args, kwargs, None)
         plan = self._plans.get(key)
@@ -128,10 +132,6 @@ class Fused:
             if type(plan) is Plan:
                 return plan.run(arrays)
             return self._run(args, kwargs, None)  # a plan that cannot be replayed
-        if arrays and not _LAYER[0] and kernels_available(arrays[0]) and not _layer_ready():
-            # background compile mode: while numba and the kernels load off the thread, the
-            # function runs as plain code (arrays without kernels never load them)
-            return self.fn(*args, **kwargs)
         rec = Recorder(arrays)
         building = STATS["deferred"]
         out = self._run(args, kwargs, rec)
