@@ -94,11 +94,11 @@ def enable(on=True, simulated_cpu=False):
 
 def applies(device):
     """Whether steps on ``device`` may be deferred in this thread now."""
-    if device._kind == "cuda":
-        # in background compile mode, not before the kernel layer has loaded off the thread
-        if not (_STATE[0] and (_LAYER[0] or _layer_ready())):
-            return False
-    elif not _STATE[1]:
+    if not (_STATE[0] if device._kind == "cuda" else _STATE[1]):
+        return False
+    # in background compile mode, not before the kernel layer has loaded off the thread (a
+    # deferred step needs it, and two threads importing it at once could deadlock)
+    if not (_LAYER[0] or _layer_ready()):
         return False
     return not (_EAGER[0] and getattr(_TLS, "eager", False))
 
