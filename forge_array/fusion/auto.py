@@ -98,22 +98,13 @@ def applies(device):
         return False
     # in background compile mode, not before the kernel layer has loaded off the thread (a
     # deferred step needs it, and two threads importing it at once could deadlock)
-    if not (_LAYER[0] or _layer_ready()):
+    if not (_routing._LAYER[0] or _routing.layer_ready()):
         return False
     return not (_EAGER[0] and getattr(_TLS, "eager", False))
 
 
-#: [the kernel layer has loaded]: once true it stays true
-_LAYER = [False]
 #: threads computing a failed launch's expressions eagerly now (their steps are not deferred)
 _EAGER = [0]
-
-
-def _layer_ready():
-    if _routing.layer_ready():
-        _LAYER[0] = True
-        return True
-    return False
 
 
 def register(d):

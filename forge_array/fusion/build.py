@@ -144,17 +144,17 @@ def wanted(*xs):
     """Whether a namespace call on the arrays ``xs`` (the first one an array) should go to a
     builder rather than to its eager fast path (in plain code: not when the first is a
     materialised array of shared memory, which is never deferred)."""
-    mode = _mode(xs)
-    if mode == _AUTO:
-        x = xs[0]
-        return type(x) is not Array or is_private(x._array)
-    return mode is not None
+    return _unless_shared(_mode(xs), xs[0]) is not None
 
 
 def wanted_mode(x):
     """:func:`wanted` of one array, as the mode to hand to :func:`reduction` (None: not
     wanted)."""
-    mode = _mode((x,))
+    return _unless_shared(_mode((x,)), x)
+
+
+def _unless_shared(mode, x):
+    """``mode``, or None in plain code when ``x`` is a materialised array of shared memory."""
     if mode == _AUTO and type(x) is Array and not is_private(x._array):
         return None
     return mode
