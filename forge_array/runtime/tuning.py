@@ -88,7 +88,10 @@ TABLES: dict = {
         # chain of tiles / (32 * det_lookback) hops; python -m bench.tune --suite scan --filter
         # deterministic --sizes 1e7,1e8,1e9 --grid '{"scan": {"det_lookback": [1, 2, 4, 8, 16]}}'
         # at 758b51d, H200, float32 µs at 10^7 / 10^8 / 10^9: 1: 94 / 479 / 4195, 4: 72 / 369 /
-        # 3256, 8: 69 / 365 / 3342, 16: 71 / 401 / 3762); shared_vec: whole tiles through
+        # 3256, 8: 69 / 365 / 3342, 16: 71 / 401 / 3762; the same sweep at ca31ee9, 10^8 and
+        # 10^9 on the pipelined kernel, default mode 255 / 2254 in that run: 2: 756 / 6396, 4:
+        # 413 / 3642, 8: 336 / 3025, 16: 451 / 4399, 32: 584 / 5489 -- short windows wait on the
+        # chain, long ones on their own reads); shared_vec: whole tiles through
         # shared memory as 128-bit vectors (kernels.scan.make_tile_scan); pipeline: the
         # warp-specialised scan of kernels.scan_pipeline (pipe_warps per squad, pipe_vectors
         # odd, pipe_stages buffers, pipe_blocks_per_sm 0 = as shared memory allows) for scans of
