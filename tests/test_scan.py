@@ -457,9 +457,16 @@ def test_lookback_beyond_one_window(bk):
     close(cumulative_sum(x, dtype=np.int32), np.cumsum(_np(x)).astype(np.int32))
 
 
-def test_deterministic_reproducible(bk, sim):
+@pytest.mark.parametrize("window", [False, True], ids=["groups", "window"])
+def test_deterministic_reproducible(bk, sim, monkeypatch, window):
+    """Deterministic scans give the same bits whatever the timing (in the simulator: whatever
+    order its memory model makes stores visible in): with the group look-back (tiles wait for
+    group aggregates and a PREFIX groups back) and with the fixed window (a PREFIX 32 x
+    det_lookback tiles back)."""
+    if window:
+        _override(monkeypatch, scan={"det_group": 0})
     rng = np.random.default_rng(20)
-    # more than 32 tiles: the window's lane 0 then waits for a PREFIX 32 tiles back
+    # more tiles than the simulator's windows and groups span
     x = bk.asarray(rng.standard_normal(34 * _tile("float32")).astype(np.float32))
     results = []
     for seed in (1, 2) if sim else (1, 2, 3):
@@ -1250,12 +1257,15 @@ def test_pipelined_tile_scan(bk, sim, monkeypatch, dtype, lookers, group):
         close(accumulate(ops.multiply, y), np.cumprod(_np(y).astype(np.float64)), rtol=1e-3)
 
 
-def test_pipelined_deterministic_scan(bk, sim, monkeypatch):
-    """Deterministic mode on the pipelined kernel: rows of more than 32 tiles (each tile waits
-    for the PREFIX of the tile 32 before it, the aggregates of the row's first tiles read
-    from their own slots), the same bits whatever order the simulator's memory model makes
-    stores visible in, close to float64; a batch of rows and include_initial too."""
-    _override(monkeypatch, scan={"pipeline": True, "pipe_min": 0, "det_lookback": 1})
+@pytest.mark.parametrize("window", [False, True], ids=["groups", "window"])
+def test_pipelined_deterministic_scan(bk, sim, monkeypatch, window):
+    """Deterministic mode on the pipelined kernel, in groups and with the fixed window: rows
+    of 36 tiles (tiles wait for group aggregates, which the reduce squad publishes, and for a
+    PREFIX groups back; or for the PREFIX 32 tiles back; the aggregates of the row's first
+    tiles read from their own slots), the same bits whatever order the simulator's memory
+    model makes stores visible in, close to float64; a batch of rows and include_initial too."""
+    _override(monkeypatch, scan={"pipeline": True, "pipe_min": 0, "det_lookback": 1,
+                                 "det_group": 0 if window else 4})
     p = tuning.params("scan")
     T = p["pipe_warps"] * 32 * p["pipe_vectors"] * 4
     x = _phased(bk, 35 * T + 9, "float32", 0, seed=35)

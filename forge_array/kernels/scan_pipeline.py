@@ -32,8 +32,10 @@ barriers ``1`` and ``2`` join the warps of one squad.
 One scalar value type, read and written in that type (the bulk copies move raw bytes),
 inclusive, exclusive or ``include_initial`` (``shift``), any associative operator; rows of a
 batch as in :mod:`.scan` (``tile_coords``); ``det``: the deterministic look-back of
-:mod:`.scan` (a fixed window of ``32 * lookback`` predecessors, aggregates and PREFIXes in
-their own status slots).
+:mod:`.scan` (in groups, ``det_group``, whose last tile's reduce squad publishes the group's
+aggregate: it waits on aggregates alone, while the look-back warp takes the block's tiles in
+turn behind their prefixes; else a fixed window of ``32 * lookback`` predecessors), with
+aggregates, PREFIXes and group aggregates in their own status slots.
 
 Example (the public way in is ``forge_array.cumulative_sum``; the host picks this kernel
 when ``tuning.params("scan")["pipeline"]`` is on):
@@ -60,7 +62,7 @@ from .scan.lookback import (
     _make_shared_vec,
     _make_status,
     _st_tag,
-    make_warp_lookback,
+    group_or_window_lookback,
     packable,
     tagged_combine,
     tile_coords,
@@ -117,7 +119,7 @@ def pipeline_scratch_bytes(dtype, warps: int, stages: int) -> int:
 
 def make_pipeline_scan(fn, dtype, warps, vectors, stages, shift, has_init, ovec, wide=True,
                        release=False, spin_ns=0, lookback=1, dynamic=False, lookers=1, group=1,
-                       trace=None, det=False):
+                       trace=None, det=False, det_group=None):
     """Kernel factory (see the module docstring). ``fn``: the scalar operator; ``dtype``:
     input = accumulator = output type (2, 4 or 8 bytes); ``warps`` warps per squad (reduce,
     scan-store), ``vectors`` (odd) 16-byte vectors per thread of a squad, ``stages`` buffers
@@ -139,7 +141,9 @@ def make_pipeline_scan(fn, dtype, warps, vectors, stages, shift, has_init, ovec,
     Kernel arguments, as :func:`.scan.make_tile_scan`'s: ``src, dst, init, n, m, nb1, s_in,
     b0_in, b1_in, s_out, b0_out, b1_out, lead, tpr, status, vals, counter, base, epoch,
     ntiles`` (``s_in`` must be 1; ``lead`` aligns the tiles to 16 bytes). ``det``: the
-    deterministic look-back (``lookback`` predecessors per lane in a fixed window)."""
+    deterministic look-back: in groups with ``det_group = (group, groups)`` for packed status
+    words (:func:`.scan.lookback.make_group_lookback`), else ``lookback`` predecessors per
+    lane in a fixed window."""
     acc = np.dtype(dtype)
     VEC = fi.VEC(acc)
     RV = int(vectors)
@@ -174,7 +178,8 @@ def make_pipeline_scan(fn, dtype, warps, vectors, stages, shift, has_init, ovec,
     warp_scan = fi.make_warp_scan(comb)
     packed = packable((acc,), wide)
     publish, _ = _make_status((acc,), packed, det, comb, release, spin_ns)
-    look_back = make_warp_lookback((acc,), comb, det, wide, release, spin_ns, lookback)
+    look_back, group_total, G = group_or_window_lookback((acc,), comb, det, wide, release, spin_ns,
+                                                         lookback, det_group)
     _, _, _, vfirst, vstep = _make_shared_vec(op_v, items, VEC, T, True)
 
     @cuda.jit(device=True)
@@ -376,20 +381,25 @@ def make_pipeline_scan(fn, dtype, warps, vectors, stages, shift, has_init, ovec,
             if lane == 31:
                 _st_tag(sk, q + warp, sv, q + warp, inc)
             fi.bar_sync(1, CT)
-            if tid == 0:
+            if warp == 0:
                 tot = empty
                 for w in range(W):
                     tot = comb(tot, _ld_tag(sk, q + w, sv, q + w))
-                if ti + 1 < tpr:  # the row's last tile has no reader
-                    if ti == 0:
-                        if det:  # the fixed window reads the aggregate of the row's first tile
+                if lane == 0:
+                    if ti + 1 < tpr:  # the row's last tile has no reader
+                        if ti == 0:
+                            if det:  # the fixed window reads the aggregate of the row's first tile
+                                publish(status, vals, t, 1, tot[1:], epoch)
+                            publish(status, vals, t, 2, comb(init_t, tot)[1:], epoch)
+                        else:
                             publish(status, vals, t, 1, tot[1:], epoch)
-                        publish(status, vals, t, 2, comb(init_t, tot)[1:], epoch)
-                    else:
-                        publish(status, vals, t, 1, tot[1:], epoch)
-                _st_tag(sk, TOT0 + s, sv, TOT0 + s, tot)
-                stamp(counter, t, 1)
-                fi.mbar_arrive(bars, RED + s)
+                    _st_tag(sk, TOT0 + s, sv, TOT0 + s, tot)
+                    stamp(counter, t, 1)
+                    fi.mbar_arrive(bars, RED + s)
+                if G and ti % G == G - 1 and ti + 1 < tpr:
+                    # the group's aggregate, here where it waits on aggregates alone (the
+                    # look-back warp takes this block's tiles in turn, behind their prefixes)
+                    group_total(status, vals, 1, t - ti, ti, epoch, counter, tot, empty)
             it += 1
 
     @cuda.jit(device=True)

@@ -91,7 +91,16 @@ TABLES: dict = {
         # 3256, 8: 69 / 365 / 3342, 16: 71 / 401 / 3762; the same sweep at ca31ee9, 10^8 and
         # 10^9 on the pipelined kernel, default mode 255 / 2254 in that run: 2: 756 / 6396, 4:
         # 413 / 3642, 8: 336 / 3025, 16: 451 / 4399, 32: 584 / 5489 -- short windows wait on the
-        # chain, long ones on their own reads); shared_vec: whole tiles through
+        # chain, long ones on their own reads); det_group, det_groups: the deterministic
+        # look-back in groups of det_group tiles whose last tile publishes the group's aggregate,
+        # a tile reading the PREFIX det_groups groups back (kernels/scan/lookback.py
+        # make_group_lookback; 0: the fixed window of det_lookback). python -m bench.tune
+        # --suite scan --filter deterministic --sizes 1e7,1e8,1e9 --configs '[{"scan":
+        # {"det_group": 0}}, {"scan": {"det_group": 32, "det_groups": 32}}, ...]' at 6c44c1c with
+        # the group look-back, H200, float32 deterministic / default µs at 10^7 / 10^8 / 10^9:
+        # window 65 / 58, 309 / 250, 2902 / 2322; groups of 32 x 8 67 / 64, 249 / 250, 2332 /
+        # 2394; x 16 66 / 65, 263 / 260, 2350 / 2227; x 32 66 / 67, 247 / 250, 2322 / 2402; x 64
+        # 59 / 70, 277 / 280, 2402 / 2385; shared_vec: whole tiles through
         # shared memory as 128-bit vectors (kernels.scan.make_tile_scan); pipeline: the
         # warp-specialised scan of kernels.scan_pipeline (pipe_warps per squad, pipe_vectors
         # odd, pipe_stages buffers, pipe_blocks_per_sm 0 = as shared memory allows) for scans of
@@ -102,7 +111,8 @@ TABLES: dict = {
         # block, 1 or 2, taking the tiles in turn; pipe_group: consecutive tiles per ticket)
         "scan": {"block": 256, "item_bytes": 64, "items_max": 32, "min_blocks": 5, "ticket": "atomic",
                  "persist": 0, "wide": True, "keep_items": False, "spin_ns": 0, "release": False,
-                 "fit_items": True, "lookback": 1, "det_lookback": 8, "shared_vec": False,
+                 "fit_items": True, "lookback": 1, "det_lookback": 8, "det_group": 32,
+                 "det_groups": 32, "shared_vec": False,
                  "pipeline": False, "pipe_warps": 4, "pipe_vectors": 7, "pipe_stages": 3,
                  "pipe_blocks_per_sm": 0, "pipe_min": 0, "pipe_dynamic": False, "pipe_lookback": 1,
                  "pipe_row_tiles": 16, "pipe_lookers": 1, "pipe_group": 1},
@@ -224,7 +234,7 @@ TABLES: dict = {
         # det_lookback 1: deterministic scans of a few dozen tiles wait on the chain of PREFIXes
         "scan": {"block": 64, "item_bytes": 16, "items_max": 4, "shared_vec": True,
                  "pipe_warps": 2, "pipe_vectors": 1, "pipe_stages": 3, "pipe_blocks_per_sm": 1,
-                 "pipe_row_tiles": 2, "det_lookback": 1},
+                 "pipe_row_tiles": 2, "det_lookback": 1, "det_group": 4, "det_groups": 2},
         # warp look-backs are slow in the simulator (32 simulated lanes per column): off, except
         # in the tests that ask for them
         "scan_columns": {"block": 64, "items": 2, "warp_lookback_cols": 0, "rows_staged_vecs": 1,

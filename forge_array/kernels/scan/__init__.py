@@ -45,10 +45,14 @@ Exclusive results and ``include_initial`` are an output shift (``shift = 1``): e
 ``k``'s inclusive result is written at ``k + 1`` and the initial value at 0 (the last one
 is dropped for exclusive scans, ``m = n``). ``reverse`` is a negative-stride view.
 
-``det`` (deterministic): the exclusive prefix of tile ``t`` is always
-``PREFIX(t - 32) . AGG(t - 31) . ... . AGG(t - 1)``, combined in a fixed tree, whatever
-the timing; the chain of waits is 32 tiles long per hop, so the cost is a longer
-critical path (see docs/scans.md).
+``det`` (deterministic): the exclusive prefix of a tile is always the same fold of the same
+published states in a fixed tree, whatever the timing. With packed status words the tiles
+form groups whose last tile publishes the group's aggregate (from aggregates only), and
+tile ``t`` of group ``g`` folds ``PREFIX`` of the tile before group ``g - groups``, the
+aggregates of groups ``g - groups .. g - 1`` and those of its own group's earlier tiles
+(:func:`.lookback.make_group_lookback`): a chain of prefixes ``groups * group`` tiles a hop;
+otherwise (flag-and-slot words, the column scans) ``PREFIX(t - W) . AGG(t - W + 1) . ... .
+AGG(t - 1)`` over a fixed window ``W`` (see docs/scans.md).
 
 Values are tuples inside the kernels (a scalar is a 1-tuple); statuses travel as *tagged*
 tuples ``(kind, *value)`` with kind EMPTY (0, no value: operators need no identity),

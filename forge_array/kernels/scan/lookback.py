@@ -12,6 +12,9 @@ from ... import intrinsics as fi
 from ...intrinsics import words as fw
 
 EMPTY, AGG, PREFIX = 0, 1, 2
+#: ``publish`` kind (and ``want`` of a read) of a group's aggregate in the deterministic
+#: group look-back (:func:`make_group_lookback`); stored and folded as an aggregate
+GROUP = 3
 
 #: Counter buffer layout: [0] tile ticket, [1] spins on a not-yet-published predecessor,
 #: [2] look-back steps that combined an AGGREGATE (went further back).
@@ -177,7 +180,10 @@ def _make_status(acc_dtypes, packed: bool, det: bool, comb, release: bool = Fals
     a 32-bit flag word plus separate value slots: values written before the flag's
     ``store_release``, one fence after the flags are read and before the value slots are.
     Deterministic mode reads aggregate slots only, except the prefix slot of the first tile
-    when ``pre0``. Spins are counted in ``counter[STAT_SPINS]`` in the simulator."""
+    when ``pre0``; packed, it keeps three words per tile: the aggregate (``kind`` 1), the
+    inclusive prefix (2) and, for the last tile of a group, the group's aggregate (published
+    as ``kind`` GROUP, read as an aggregate; see :func:`make_group_lookback`). Spins are
+    counted in ``counter[STAT_SPINS]`` in the simulator."""
 
     @cuda.jit(device=True)
     def _want(q, pre0):
@@ -193,24 +199,27 @@ def _make_status(acc_dtypes, packed: bool, det: bool, comb, release: bool = Fals
         @cuda.jit(device=True)
         def slot(s, want):
             if det:
-                return 2 * s + (1 if want == 2 else 0)
+                return 3 * s + (want - 1 if want > 0 else 0)
             return s
 
         @cuda.jit(device=True)
         def publish(status, vals, s, kind, v, epoch):
             idx = s
+            tag = kind
             if det:
-                idx = 2 * s + (1 if kind == 2 else 0)
+                idx = 3 * s + kind - 1
+                if kind == GROUP:
+                    tag = 1
             if release:
                 fi.fence_device()
             fw.store_relaxed_words(status, idx * SW,
-                                   fw.pack_words(np.uint32(epoch * 4 + kind), v, SW))
+                                   fw.pack_words(np.uint32(epoch * 4 + tag), v, SW))
 
         @cuda.jit(device=True)
         def valid(w, want, epoch):
             h = w[0]
             return (h >> np.uint32(2)) == np.uint32(epoch) and (h & np.uint32(3)) >= np.uint32(
-                want if want > 0 else 1)
+                want if 0 < want < GROUP else 1)
 
         @cuda.jit(device=True)
         def value(status, vals, s, w, like):
@@ -406,7 +415,136 @@ def make_warp_lookback(acc_dtypes, comb, det, wide, release, spin_ns, lbv=1):
     return lookback
 
 
-def make_tile_prefix(acc_dtypes, comb, det, wide, release, spin_ns, NW, TS, lbv=4):
+def make_group_lookback(acc_dtypes, comb, release, spin_ns, group, groups):
+    """The deterministic look-back of packed status words in groups: ``(lookback,
+    group_total)``, device functions called by all 32 lanes of a warp.
+
+    Tiles form groups of ``group`` (``G``); the last tile of group ``h`` publishes the
+    group's aggregate ``GA(h)``, the fold of its tiles' aggregates in a fixed order, read from
+    their aggregates alone (``group_total(status, vals, mul, add, hi, epoch, counter, tot,
+    empty)`` with ``hi`` that tile's index and ``tot`` its own tagged total). Tile ``t`` of
+    group ``g`` then takes ``lookback(status, vals, mul, add, hi, epoch, counter, init_t,
+    empty)`` (``hi = t``) as ``PREFIX(p0) · GA(g - groups) · … · GA(g - 1) · AGG(gG) · … ·
+    AGG(t - 1)`` with ``p0 = (g - groups) G - 1`` (``init_t`` when ``p0 < 0``; groups
+    before the row are empty), folded by one fixed shuffle tree: the same bits whatever the
+    timing, as in the fixed-window look-back, but a tile waits for an inclusive prefix
+    ``groups * G`` tiles back and reads ``1 + groups + G - 1`` words (``(1 + groups + G - 1)
+    / 32`` per lane) instead of ``W`` of them for a prefix ``W`` back; the group aggregates
+    depend on aggregates only, so the chain of dependent prefixes is ``groups * G`` tiles a
+    hop. Slot ``p * mul + add`` holds predecessor ``p``'s state."""
+    G, GS = int(group), int(groups)
+    if not 2 <= G <= 32 or GS < 1:
+        raise ValueError(f"group look-back: 2 <= group <= 32 and groups >= 1, got {group}, {groups}")
+    publish, _ = _make_status(acc_dtypes, True, True, comb, release, spin_ns)
+    SW = status_words(acc_dtypes)
+    V = 1 + GS + G - 1
+    LBV = -(-V // 32)
+    warp_scan = fi.make_warp_scan(comb)
+
+    @cuda.jit(device=True)
+    def slot(s, want):
+        return 3 * s + want - 1
+
+    @cuda.jit(device=True)
+    def valid(w, want, epoch):
+        h = w[0]
+        return (h >> np.uint32(2)) == np.uint32(epoch) and (h & np.uint32(3)) >= np.uint32(
+            2 if want == 2 else 1)
+
+    @cuda.jit(device=True)
+    def read(status, p, want, epoch, counter):
+        w = fw.load_relaxed_words(status, slot(p, want) * SW, SW)
+        while not valid(w, want, epoch):
+            if COUNT:
+                fi.atomic_add(counter, STAT_SPINS, np.uint64(1))
+            if spin_ns:
+                fi.nanosleep(spin_ns)
+            w = fw.load_relaxed_words(status, slot(p, want) * SW, SW)
+        return w
+
+    @cuda.jit(device=True)
+    def source(k, g, hi):
+        """(predecessor, want) of window slot ``k`` of tile ``hi`` in group ``g``; predecessor
+        -1: ``init_t``, < -1: empty."""
+        if k == 0:
+            p0 = (g - GS) * G - 1
+            return (p0 if p0 >= 0 else -1), 2
+        if k <= GS:
+            h = g - GS + k - 1
+            return (h * G + G - 1 if h >= 0 else -2), GROUP
+        p = g * G + k - GS - 1
+        return (p if k < V and p < hi else -2), 1
+
+    # generated: LBV words in LBV variables (a local array cannot hold tuples)
+    g_ = {"cuda": cuda, "fi": fi, "fw": fw, "np": np, "source": source, "valid": valid,
+          "slot": slot, "comb": comb, "SW": SW, "ZW": (np.uint32(0),) * SW, "COUNT": COUNT,
+          "STAT_SPINS": STAT_SPINS}
+    L = ["def window(status, vals, mul, add, hi, epoch, counter, init_t, empty):",
+         "    lane = fi.lane_id()", f"    g = hi // {G}", "    like = empty[1:]", "    acc = empty"]
+    for q in range(LBV):
+        L += [f"    p{q}, want{q} = source(lane * {LBV} + {q}, g, hi)",
+              f"    w{q} = ZW",
+              f"    if p{q} >= 0:",
+              f"        w{q} = fw.load_relaxed_words(status, slot(p{q} * mul + add, want{q}) * SW, SW)"]
+    for q in range(LBV):
+        L += [f"    if p{q} >= 0:",
+              f"        while not valid(w{q}, want{q}, epoch):",
+              "            if COUNT:",
+              "                fi.atomic_add(counter, STAT_SPINS, np.uint64(1))"]
+        if spin_ns:
+            L += [f"            fi.nanosleep({int(spin_ns)})"]
+        L += [f"            w{q} = fw.load_relaxed_words(status, slot(p{q} * mul + add, want{q}) * SW, SW)",
+              f"        x = (np.int32(w{q}[0] & np.uint32(3)),) + fw.unpack_words(w{q}, like)",
+              f"    elif p{q} == -1:",
+              "        x = init_t",
+              "    else:",
+              "        x = empty",
+              "    acc = comb(acc, x)"]
+    L += ["    return acc"]
+    exec(compile("\n".join(L) + "\n", "<forge_array.kernels.scan group window>", "exec"), g_)
+    window = cuda.jit(device=True)(g_["window"])
+
+    @cuda.jit(device=True)
+    def lookback(status, vals, mul, add, hi, epoch, counter, init_t, empty):
+        s = warp_scan(window(status, vals, mul, add, hi, epoch, counter, init_t, empty))
+        return fi.shfl_idx(s, 31)
+
+    @cuda.jit(device=True)
+    def group_total(status, vals, mul, add, hi, epoch, counter, tot, empty):
+        lane = fi.lane_id()
+        first = hi - (G - 1)
+        x = empty
+        if lane < G - 1:
+            w = read(status, (first + lane) * mul + add, 1, epoch, counter)
+            x = (np.int32(1),) + fw.unpack_words(w, empty[1:])
+        elif lane == G - 1:
+            x = tot
+        s = warp_scan(x)
+        ga = fi.shfl_idx(s, 31)
+        if lane == 0:
+            publish(status, vals, hi * mul + add, GROUP, ga[1:], epoch)
+
+    return lookback, group_total
+
+
+@cuda.jit(device=True)
+def _no_group_total(status, vals, mul, add, hi, epoch, counter, tot, empty):
+    pass
+
+
+def group_or_window_lookback(acc_dtypes, comb, det, wide, release, spin_ns, lbv, det_group):
+    """``(lookback, group_total, G)``: the group look-back of :func:`make_group_lookback` for
+    deterministic scans with packed status words and ``det_group``, else the warp look-back
+    of :func:`make_warp_lookback` (``lbv`` predecessors per lane), a no-op ``group_total``
+    and ``G = 0``."""
+    if det and det_group and packable(acc_dtypes, wide):
+        lookback, group_total = make_group_lookback(acc_dtypes, comb, release, spin_ns, *det_group)
+        return lookback, group_total, int(det_group[0])
+    return make_warp_lookback(acc_dtypes, comb, det, wide, release, spin_ns, lbv), _no_group_total, 0
+
+
+def make_tile_prefix(acc_dtypes, comb, det, wide, release, spin_ns, NW, TS, lbv=4,
+                     det_group=None):
     """Device function ``tile_prefix(sk, sh, t, ti, tpr, tot, status, vals, counter, epoch,
     init_t, empty) -> pre``: the exclusive prefix of tile ``t`` (the ``ti``-th of its row)
     whose own total is the tagged ``tot``, for every thread of the block. Thread 0 publishes
@@ -415,10 +553,13 @@ def make_tile_prefix(acc_dtypes, comb, det, wide, release, spin_ns, NW, TS, lbv=
     inclusive prefix, then one block barrier hands the result to every warp through slot
     ``NW`` of the shared scratch (``sk`` kinds, ``sh`` values at ``TS + NW``). The first tile
     of a row takes ``init_t`` and publishes at once; the last one publishes nothing (no
-    successor reads it; deterministic mode still publishes aggregates)."""
+    successor reads it; deterministic mode still publishes aggregates). ``det_group``:
+    ``(group, groups)`` of the deterministic group look-back (:func:`make_group_lookback`,
+    packed status words only; else the fixed window of ``32 * lbv``)."""
     packed = packable(acc_dtypes, wide)
     publish, _ = _make_status(acc_dtypes, packed, det, comb, release, spin_ns)
-    lookback = make_warp_lookback(acc_dtypes, comb, det, wide, release, spin_ns, lbv)
+    lookback, group_total, G = group_or_window_lookback(acc_dtypes, comb, det, wide, release,
+                                                        spin_ns, lbv, det_group)
 
     @cuda.jit(device=True)
     def tile_prefix(sk, sh, t, ti, tpr, tot, status, vals, counter, epoch, init_t, empty):
@@ -434,6 +575,8 @@ def make_tile_prefix(acc_dtypes, comb, det, wide, release, spin_ns, NW, TS, lbv=
         if tid == 0 and (det or not last_tile):
             publish(status, vals, t, 1, tot[1:], epoch)
         if (tid >> 5) == 0:
+            if G and ti % G == G - 1 and not last_tile:
+                group_total(status, vals, 1, t - ti, ti, epoch, counter, tot, empty)
             lb = lookback(status, vals, 1, t - ti, ti, epoch, counter, init_t, empty)
             if tid == 0:
                 _st_tag(sk, NW, sh, TS + NW, lb)

@@ -28,7 +28,7 @@ from .lookback import (
 
 def make_tile_scan(fn, tuple_op, in_dtypes, acc_dtypes, block, items, shift, has_init,
                    det, vec, ovec=False, ticket="atomic", wide=True, release=False, spin_ns=0,
-                   keep_items=False, lookback=4, shared_vec=False, mapfn=None):
+                   keep_items=False, lookback=4, shared_vec=False, mapfn=None, det_group=None):
     """Kernel factory of the row (tile) scan; see :mod:`forge_array.kernels.scan`.
 
     Kernel arguments: ``src, dst, init`` (tuples of buffers; ``init`` holds one value),
@@ -68,6 +68,9 @@ def make_tile_scan(fn, tuple_op, in_dtypes, acc_dtypes, block, items, shift, has
     load transpose, both passes over a thread's items and the store transpose issue one
     ``st/ld.shared.v4`` per 16 bytes instead of ``VEC`` scalar accesses. Partial tiles keep
     the scalar layout.
+
+    ``det_group``: ``(group, groups)`` of the deterministic group look-back
+    (:func:`.lookback.make_group_lookback`) for packed status words; None: the fixed window.
     """
     in_dtypes = tuple(np.dtype(d) for d in in_dtypes)
     acc_dtypes = tuple(np.dtype(d) for d in acc_dtypes)
@@ -124,7 +127,8 @@ def make_tile_scan(fn, tuple_op, in_dtypes, acc_dtypes, block, items, shift, has
         def keep(sh, xr, kb, j):
             pass
 
-    tile_prefix = make_tile_prefix(acc_dtypes, comb, det, wide, release, spin_ns, NW, TS, lookback)
+    tile_prefix = make_tile_prefix(acc_dtypes, comb, det, wide, release, spin_ns, NW, TS, lookback,
+                                   det_group)
     vpos, at, vconv, vfirst, vstep = _make_shared_vec(op_v, items, VEC, OUT_T, SV)
 
     @cuda.jit(device=True)

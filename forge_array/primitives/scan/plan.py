@@ -332,7 +332,7 @@ def plan_scan(fn, tuple_op, xv, ov, in_dtypes, acc_dtypes, init, shift, n, m, nb
          ovec, ticket) + sync + (bool(pt.get("keep_items", False)),
                                  int(pt.get("det_lookback" if det else "lookback", 4)),
                                  bool(pt.get("shared_vec", False)))
-        + (() if mapfn is None else (mapfn,)),
+        + ((mapfn, _det_group(pt)) if det and _det_group(pt) else () if mapfn is None else (mapfn,)),
         argtypes, launch_bounds=lb)
     p.scalars = (n, m, nb1, s_in, bx[0], bx[1], s_out, bo[0], bo[1], lead, tpr)
     p.tail = (ntiles,)
@@ -345,6 +345,13 @@ def plan_scan(fn, tuple_op, xv, ov, in_dtypes, acc_dtypes, init, shift, n, m, nb
     # ("persist"); none when tiles come from blockIdx.x (rows of one tile, or "block")
     p.ntiles = 0 if (tpr == 1 or ticket == "block") else ntiles + (grid if ticket == "persist" else 0)
     return p
+
+
+def _det_group(pt):
+    """``(group, groups)`` of the deterministic group look-back (tuning ``det_group``,
+    ``det_groups``; a group of 0: the fixed window of ``det_lookback``), or None."""
+    g = int(pt.get("det_group", 0))
+    return (g, int(pt.get("det_groups", 1))) if g else None
 
 
 #: static shared memory of one block (the pipeline's buffers must fit without opting in to
@@ -393,7 +400,7 @@ def _plan_pipeline(p, pt, fn, tuple_op, xv, ov, in_dtypes, acc_dtypes, shift, ha
         kpipe.make_pipeline_scan,
         (fn, acc, warps, vectors, stages, shift, has_init, ovec) + sync
         + (int(pt.get("det_lookback" if det else "pipe_lookback", 1)), dynamic, lookers, group,
-           bool(kpipe.TRACE), det), argtypes)
+           bool(kpipe.TRACE), det) + ((_det_group(pt),) if det and _det_group(pt) else ()), argtypes)
     p.shared = nbytes if dynamic else 0
     p.scalars = (n, m, nb1, s_in, bx[0], bx[1], s_out, bo[0], bo[1], lead, tpr)
     p.tail = (ntiles,)

@@ -36,8 +36,8 @@ class _State:
     def grow(self, slots):
         """Room for ``slots`` tile states (fresh zeroed words: epoch 0 is never used)."""
         xp = self.xp
-        if self.packed:  # 2 words per tile (deterministic mode: aggregate and prefix)
-            self.status = _zeros16(xp, 2 * slots * self.packed, np.uint32)
+        if self.packed:  # 3 words per tile (deterministic mode: aggregate, prefix, group)
+            self.status = _zeros16(xp, 3 * slots * self.packed, np.uint32)
             self.vals = tuple(xp.zeros(1, dtype=d) for d in self.acc_dtypes)
         else:
             self.status = xp.zeros(slots, dtype=np.uint32)
