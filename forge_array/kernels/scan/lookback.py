@@ -164,6 +164,32 @@ def _make_vec_loader(in_dtypes, acc_dtypes, mapfn, VEC):
     return cuda.jit(device=True)(g["vload_in"])
 
 
+def _wait_src(q, want, sw, spin_ns):
+    """Source lines of a generated window: re-read packed word ``w{q}`` of predecessor
+    ``p{q}`` (``sw`` 32-bit pieces, the kind ``want`` names) until it is valid."""
+    L = [f"    if p{q} >= 0:",
+         f"        want = {want}",
+         f"        while not valid(w{q}, want, epoch):",
+         "            if COUNT:",
+         "                fi.atomic_add(counter, STAT_SPINS, np.uint64(1))"]
+    if spin_ns:
+        L += [f"            fi.nanosleep({int(spin_ns)})"]
+    return L + [f"            w{q} = fw.load_relaxed_words(status, slot(p{q} * mul + add, want) "
+                f"* {sw}, {sw})"]
+
+
+def _fold_src(q):
+    """Source lines of a generated window: fold predecessor ``p{q}``'s tagged value (``init_t``
+    for ``p{q} == -1``, nothing below) into ``acc``."""
+    return [f"    if p{q} >= 0:",
+            f"        x = value(status, vals, p{q} * mul + add, w{q}, like)",
+            f"    elif p{q} == -1:",
+            "        x = init_t",
+            "    else:",
+            "        x = empty",
+            "    acc = comb(acc, x)"]
+
+
 def _make_status(acc_dtypes, packed: bool, det: bool, comb, release: bool = False,
                  spin_ns: int = 0):
     """``publish(status, vals, s, kind, value, epoch)`` and ``window(status, vals, mul, add,
@@ -238,24 +264,10 @@ def _make_status(acc_dtypes, packed: bool, det: bool, comb, release: bool = Fals
                       f"        w{q} = fw.load_relaxed_words(status, slot(p{q} * mul + add, "
                       f"_want({q}, pre0)) * {SW}, {SW})"]
             for q in range(V):
-                L += [f"    if p{q} >= 0:",
-                      f"        want = _want({q}, pre0)",
-                      f"        while not valid(w{q}, want, epoch):",
-                      "            if COUNT:",
-                      "                fi.atomic_add(counter, STAT_SPINS, np.uint64(1))"]
-                if spin_ns:
-                    L += [f"            fi.nanosleep({int(spin_ns)})"]
-                L += [f"            w{q} = fw.load_relaxed_words(status, slot(p{q} * mul + add, want) "
-                      f"* {SW}, {SW})"]
+                L += _wait_src(q, f"_want({q}, pre0)", SW, spin_ns)
             L += ["    like = empty[1:]", "    acc = empty"]
             for q in range(V):
-                L += [f"    if p{q} >= 0:",
-                      f"        x = value(status, vals, p{q} * mul + add, w{q}, like)",
-                      f"    elif p{q} == -1:",
-                      "        x = init_t",
-                      "    else:",
-                      "        x = empty",
-                      "    acc = comb(acc, x)"]
+                L += _fold_src(q)
             L += ["    return acc"]
             exec(compile("\n".join(L) + "\n", "<forge_array.kernels.scan window>", "exec"), g)
             return cuda.jit(device=True)(g["window"])
@@ -476,9 +488,13 @@ def make_group_lookback(acc_dtypes, comb, release, spin_ns, group, groups):
         return (p if k < V and p < hi else -2), 1
 
     # generated: LBV words in LBV variables (a local array cannot hold tuples)
+    @cuda.jit(device=True)
+    def value(status, vals, s, w, like):
+        return (np.int32(w[0] & np.uint32(3)),) + fw.unpack_words(w, like)
+
     g_ = {"cuda": cuda, "fi": fi, "fw": fw, "np": np, "source": source, "valid": valid,
-          "slot": slot, "comb": comb, "SW": SW, "ZW": (np.uint32(0),) * SW, "COUNT": COUNT,
-          "STAT_SPINS": STAT_SPINS}
+          "value": value, "slot": slot, "comb": comb, "SW": SW, "ZW": (np.uint32(0),) * SW,
+          "COUNT": COUNT, "STAT_SPINS": STAT_SPINS}
     L = ["def window(status, vals, mul, add, hi, epoch, counter, init_t, empty):",
          "    lane = fi.lane_id()", f"    g = hi // {G}", "    like = empty[1:]", "    acc = empty"]
     for q in range(LBV):
@@ -487,19 +503,9 @@ def make_group_lookback(acc_dtypes, comb, release, spin_ns, group, groups):
               f"    if p{q} >= 0:",
               f"        w{q} = fw.load_relaxed_words(status, slot(p{q} * mul + add, want{q}) * SW, SW)"]
     for q in range(LBV):
-        L += [f"    if p{q} >= 0:",
-              f"        while not valid(w{q}, want{q}, epoch):",
-              "            if COUNT:",
-              "                fi.atomic_add(counter, STAT_SPINS, np.uint64(1))"]
-        if spin_ns:
-            L += [f"            fi.nanosleep({int(spin_ns)})"]
-        L += [f"            w{q} = fw.load_relaxed_words(status, slot(p{q} * mul + add, want{q}) * SW, SW)",
-              f"        x = (np.int32(w{q}[0] & np.uint32(3)),) + fw.unpack_words(w{q}, like)",
-              f"    elif p{q} == -1:",
-              "        x = init_t",
-              "    else:",
-              "        x = empty",
-              "    acc = comb(acc, x)"]
+        L += _wait_src(q, f"want{q}", SW, spin_ns)
+    for q in range(LBV):
+        L += _fold_src(q)
     L += ["    return acc"]
     exec(compile("\n".join(L) + "\n", "<forge_array.kernels.scan group window>", "exec"), g_)
     window = cuda.jit(device=True)(g_["window"])
