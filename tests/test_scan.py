@@ -483,6 +483,33 @@ def test_deterministic_reproducible(bk, sim, monkeypatch, window):
     close(a, np.cumsum(_np(y), axis=0), rtol=1e-9, atol=1e-9)
 
 
+@pytest.mark.parametrize("flags", [{}, {"exclusive": True}, {"reverse": True},
+                                   {"include_initial": True}],
+                         ids=["inclusive", "exclusive", "reverse", "include_initial"])
+def test_deterministic_rows_in_groups(bk, sim, flags):
+    """The group look-back on a batch of rows along the last axis: rows of 13 tiles and 2
+    (groups restart at each row's first tile, a row's last tile may end a group), strided
+    rows, an int32 sum exact; the bits the same whatever the memory model's order."""
+    T = _tile("float32")
+    rng = np.random.default_rng(22)
+    a = rng.standard_normal((2, 13 * T + 5)).astype(np.float32)
+    x = bk.asarray(a)[:, ::-1]
+    s = bk.asarray(rng.standard_normal((4, 2 * T)).astype(np.float32))
+    runs = []
+    for seed in (3, 4) if sim else (1, 2):
+        if sim:
+            from forge_array.intrinsics import sim_impl
+            sim_impl.memory_model.reset(seed=seed)
+        runs.append([_np(accumulate(ops.add, v, axis=-1, deterministic=True, **flags)) for v in (x, s)])
+    assert all(np.array_equal(p, q) for p, q in zip(runs[0], runs[1]))
+    for got, v in zip(runs[0], (x, s)):
+        want = ref_scan(ops.add.fn, _np(v).astype(np.float64), axis=-1, init=0.0, **flags)
+        close(got, want.astype(np.float64), rtol=1e-4, atol=1e-3 * math.sqrt(v.shape[-1]))
+    i = bk.asarray(rng.integers(-9, 10, (2, 9 * T + 3)).astype(np.int32))
+    got = accumulate(ops.add, i, axis=-1, deterministic=True, **flags)
+    close(got, ref_scan(ops.add.fn, _np(i).astype(np.int64), axis=-1, init=0, **flags).astype(np.int64))
+
+
 def test_deterministic_tuple(bk):
     rng = np.random.default_rng(21)
     n = 6 * _tile("float64")
