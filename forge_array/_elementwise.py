@@ -18,6 +18,7 @@ import numpy as np
 from . import _devices as _dev
 from . import _dtypes as _dt
 from ._array import Array, _is_scalar, py_scalar, scalar_dtype, scalar_to_backend
+from .fusion import auto as _fusion_auto
 from .fusion import build as _fusion
 from .fusion.expr import Deferred
 
@@ -132,8 +133,17 @@ def _binary_operands(name, x1, x2, kinds):
     return a, b, dt, dev
 
 
+_PY = _fusion.PY_SCALARS
+_MIN = _fusion_auto.MIN_SIZE  # automatic fusion's size threshold (a one-element list)
+
+
 def _binary(name, x1, x2, kinds, fix=None):
-    if _fusion.ON[0]:
+    # asks the builder unless fusion.build.eager_only((x1, x2)) holds (inlined: small eager
+    # calls pay these checks only)
+    if _fusion.ON[0] and (
+            _fusion.ACTIVE[0]
+            or not (type(x1) is Array and x1._array.size < _MIN[0] or type(x1) in _PY)
+            or not (type(x2) is Array and x2._array.size < _MIN[0] or type(x2) in _PY)):
         r = _fusion.binary(name, x1, x2, kinds)
         if r is not None:
             return r
@@ -149,7 +159,7 @@ def _unary(name, x, kinds, fix=None, backend_name=None):
     if not isinstance(x, Array):
         raise TypeError(f"{name}() requires an array, got {type(x).__name__}")
     _check_kind(name, x.dtype, kinds)
-    if _fusion.ON[0]:
+    if _fusion.ON[0] and (_fusion.ACTIVE[0] or type(x) is not Array or x._array.size >= _MIN[0]):
         r = _fusion.unary(name, x)
         if r is not None:
             return r

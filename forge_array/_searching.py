@@ -139,7 +139,8 @@ def where(condition, x1, x2, /):
     check_array(condition, "where", "condition")
     if condition.dtype != _dt.bool:
         raise TypeError(f"where(): condition must be a boolean array, got {condition.dtype}")
-    if _fusion.ON[0] and _fusion.wanted(condition, x1, x2):
+    if (_fusion.ON[0] and not _fusion.eager_only((condition, x1, x2))
+            and _fusion.wanted(condition, x1, x2)):
         dt, dev, s1, s2 = _binary_types("where", x1, x2, "any")
         _dev.check_same_device(condition.device, dev)
         r = _fusion.where(condition, x1, x2, dt, dev, s1, s2)

@@ -481,3 +481,27 @@ def test_a_line_whose_scalar_keeps_changing_runs_eagerly(monkeypatch):
     # two sets of constants compiled per structure (the max, the scan); 0.5 fused again
     assert len(codegen._FUNCTIONS) - n0 <= 4
     assert STATS["fused"] - fused0 == 2 * 2 + 2
+
+
+def test_small_eager_steps_never_ask_the_builders(monkeypatch):
+    """Below MIN_SIZE, with no trace, binary, unary and where steps on materialised arrays and
+    Python scalars go straight to the eager path (the builders are not called); at MIN_SIZE
+    they are deferred, and a pending operand of any size is."""
+    from forge_array.fusion import build
+
+    a = np.random.default_rng(7).random(40)
+    x, y = _private(a), _private(a[::-1].copy())
+    auto.MIN_SIZE[0] = 41                        # (the fixture restores it)
+    calls = []
+    for name in ("binary", "unary", "where"):
+        real = getattr(build, name)
+        monkeypatch.setattr(build, name, lambda *args, real=real, name=name: (calls.append(name), real(*args))[1])
+    r = [x + y, x * 2.0, xp.exp(x), xp.where(x > 0.5, x, 0.0), 1 - y]
+    assert calls == [] and not any(isinstance(v, Deferred) for v in r)
+    np.testing.assert_allclose(_np(r[3]), np.where(a > 0.5, a, 0.0))
+    auto.MIN_SIZE[0] = 40
+    d = x + y
+    assert calls == ["binary"] and isinstance(d, Deferred)
+    auto.MIN_SIZE[0] = 41
+    assert isinstance(xp.exp(d), Deferred) and calls[-1] == "unary"   # a pending operand
+    np.testing.assert_allclose(_np(xp.exp(d)), np.exp(a + a[::-1]))

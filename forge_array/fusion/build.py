@@ -28,9 +28,9 @@ from .fusible import BINARY, FLOAT_ONLY, INT_EAGER, UNARY
 
 _fr = _lazy("forge_array.primitives.fused_reduce", __name__, "_fr")  # loads numba at first use
 
-__all__ = ["ACTIVE", "ON", "tracing", "wanted", "binary", "unary", "where", "astype", "clip",
-           "wanted_mode", "reduction", "scan", "Trace", "current", "begin_trace", "end_trace", "sync_switch",
-           "untraced"]
+__all__ = ["ACTIVE", "ON", "PY_SCALARS", "eager_only", "tracing", "wanted", "binary", "unary", "where",
+           "astype", "clip", "wanted_mode", "reduction", "scan", "Trace", "current", "begin_trace",
+           "end_trace", "sync_switch", "untraced"]
 
 #: number of threads tracing a fused call now
 ACTIVE = [0]
@@ -138,6 +138,30 @@ def _mode(xs, device=None):
     if dev is not None and _auto.applies(dev) and _kernels_on(dev):
         return _AUTO
     return None
+
+
+#: Python scalar types: operands a plain-code step is never deferred for
+PY_SCALARS = frozenset((int, float, bool, complex))
+
+
+def eager_only(xs):
+    """Whether a step on ``xs`` is computed eagerly whatever its operation: no thread traces
+    and every operand is a materialised array of fewer than :data:`.auto.MIN_SIZE` elements
+    or a Python scalar (:func:`_mode`'s answer for them, without its calls; the namespace's
+    binary steps inline it).
+
+    >>> import numpy as np, forge_array as xp
+    >>> eager_only((xp.asarray(np.ones(3), device="cpu"), 2.0))
+    True
+    """
+    if ACTIVE[0]:
+        return False
+    lim = _auto.MIN_SIZE[0]
+    for x in xs:
+        t = type(x)
+        if not (t is Array and x._array.size < lim or t in PY_SCALARS):
+            return False
+    return True
 
 
 def wanted(*xs):
