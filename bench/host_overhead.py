@@ -95,6 +95,13 @@ def cases(n: int):
         ("xp.fuse row sums of A*v", lambda: fused_rows(m, v10)),
         ("xp.fuse column sums of (X-mu)**2", lambda: fused_colvar(m, v10)),
         ("xp.fuse cumulative_sum(x*y)", lambda: fused_scan(x, y)),
+        # small eager steps, automatic fusion off and on (on: below MIN_SIZE, never deferred)
+        ("x + y", lambda: x + y),
+        ("exp(x)", lambda: xp.exp(x)),
+        ("where(x>0)", lambda: xp.where(x > 0, x, 0.0)),
+        ("fusion on: x + y", lambda: x + y),
+        ("fusion on: exp(x)", lambda: xp.exp(x)),
+        ("fusion on: where(x>0)", lambda: xp.where(x > 0, x, 0.0)),
         # plain code under automatic fusion on private arrays (deferred at every size here)
         ("plain sum(x*y+1)", lambda: xp.sum(px * py + 1)._array),
         ("plain mean/std/max", lambda: [r._array for r in _stats(px)]),
@@ -153,12 +160,14 @@ def stub_launch():
 
 
 def _fusion_for(label):
-    """Automatic fusion on (every size, simulated CPU arrays) for the "plain" cases, off for
-    the others; returns what restores the previous state."""
+    """Automatic fusion on (every size, simulated CPU arrays) for the "plain" cases, on at its
+    own threshold for the "fusion on" ones, off for the others; returns what restores the
+    previous state."""
     from forge_array.fusion import auto
 
     plain = label.startswith("plain")
-    old, size = auto.enable(plain, simulated_cpu=plain), auto.MIN_SIZE[0]
+    on = plain or label.startswith("fusion on")
+    old, size = auto.enable(on, simulated_cpu=on), auto.MIN_SIZE[0]
     auto.MIN_SIZE[0] = 0 if plain else size
 
     def restore():
