@@ -332,7 +332,7 @@ def plan_scan(fn, tuple_op, xv, ov, in_dtypes, acc_dtypes, init, shift, n, m, nb
          ovec, ticket) + sync + (bool(pt.get("keep_items", False)),
                                  int(pt.get("det_lookback" if det else "lookback", 4)),
                                  bool(pt.get("shared_vec", False)))
-        + ((mapfn, _det_group(pt)) if det and _det_group(pt) else () if mapfn is None else (mapfn,)),
+        + _optional_args(mapfn, _det_group(pt) if det else None),
         argtypes, launch_bounds=lb)
     p.scalars = (n, m, nb1, s_in, bx[0], bx[1], s_out, bo[0], bo[1], lead, tpr)
     p.tail = (ntiles,)
@@ -345,6 +345,18 @@ def plan_scan(fn, tuple_op, xv, ov, in_dtypes, acc_dtypes, init, shift, n, m, nb
     # ("persist"); none when tiles come from blockIdx.x (rows of one tile, or "block")
     p.ntiles = 0 if (tpr == 1 or ticket == "block") else ntiles + (grid if ticket == "persist" else 0)
     return p
+
+
+def _optional_args(*args):
+    """The trailing optional factory arguments ``args`` up to the last one that is not None
+    (so that a kernel built without them keeps its cache key).
+
+    >>> _optional_args(None, (32, 32)), _optional_args(None, None), _optional_args(len)
+    ((None, (32, 32)), (), (<built-in function len>,))
+    """
+    while args and args[-1] is None:
+        args = args[:-1]
+    return args
 
 
 def _det_group(pt):
@@ -400,7 +412,7 @@ def _plan_pipeline(p, pt, fn, tuple_op, xv, ov, in_dtypes, acc_dtypes, shift, ha
         kpipe.make_pipeline_scan,
         (fn, acc, warps, vectors, stages, shift, has_init, ovec) + sync
         + (int(pt.get("det_lookback" if det else "pipe_lookback", 1)), dynamic, lookers, group,
-           bool(kpipe.TRACE), det) + ((_det_group(pt),) if det and _det_group(pt) else ()), argtypes)
+           bool(kpipe.TRACE), det) + _optional_args(_det_group(pt) if det else None), argtypes)
     p.shared = nbytes if dynamic else 0
     p.scalars = (n, m, nb1, s_in, bx[0], bx[1], s_out, bo[0], bo[1], lead, tpr)
     p.tail = (ntiles,)
