@@ -487,11 +487,11 @@ def make_group_lookback(acc_dtypes, comb, release, spin_ns, group, groups):
         p = g * G + k - GS - 1
         return (p if k < V and p < hi else -2), 1
 
-    # generated: LBV words in LBV variables (a local array cannot hold tuples)
     @cuda.jit(device=True)
     def value(status, vals, s, w, like):
         return (np.int32(w[0] & np.uint32(3)),) + fw.unpack_words(w, like)
 
+    # generated: LBV words in LBV variables (a local array cannot hold tuples)
     g_ = {"cuda": cuda, "fi": fi, "fw": fw, "np": np, "source": source, "valid": valid,
           "value": value, "slot": slot, "comb": comb, "SW": SW, "ZW": (np.uint32(0),) * SW,
           "COUNT": COUNT, "STAT_SPINS": STAT_SPINS}
