@@ -100,12 +100,19 @@ def settle(nodes, rec=None):
     t = _build.current()
     if t is not None:  # values read while the function runs: its plan depends on them
         t.forced = True
-    if _background.mode() != "background" or _background.deferring():
+    if not _outermost_background_call():
         _compute(nodes, rec)
     elif rec is None and replayed_settlement(nodes):  # built kernels only: nothing to wait for
         return
     elif _background.attempt(_compute, nodes, rec) is _background.PENDING:
         _eagerly(nodes, rec)
+
+
+def _outermost_background_call():
+    """Whether a kernel this call needs would be built in the background with the call
+    itself falling back (background compile mode, and no enclosing call of the thread
+    already takes that fallback: :func:`forge_array.runtime.background.deferring`)."""
+    return _background.mode() == "background" and not _background.deferring()
 
 
 def replayed_settlement(roots):
@@ -420,7 +427,7 @@ def scan_of(name, node, dtype, include_initial):
     (pending reductions inside it are computed first); the backend array, or None when the
     leaves do not suit the scan's loads (a broadcast or boolean leaf, no kernels) or, in
     background compile mode, while its kernel is being built."""
-    if _background.mode() != "background" or _background.deferring():
+    if not _outermost_background_call():
         return _scan_of(name, node, dtype, include_initial)
     r = _background.attempt(_scan_of, name, node, dtype, include_initial)
     if r is _background.PENDING:
