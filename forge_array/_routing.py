@@ -29,6 +29,7 @@ import numpy as np
 
 from .runtime import array_module as _xp
 from .runtime import background, config, kernels_available
+from .runtime import stored as _stored_mod
 from .runtime.lazy import module as _lazy
 
 # the kernel layer, imported at first use (it loads numba); ``primitives.reduce`` is the
@@ -177,10 +178,43 @@ def tensordot_fast(a, b, axes):
 def _ours(x, name, *args, moments=False):
     """The primitive ``name`` of ``primitives.reduce`` on ``(x, *args)``, or
     :data:`_PENDING` when our kernels do not take ``x`` now (not on its device, complex
-    moments, the layer or a kernel still being built)."""
-    if not _kernels(x) or (moments and x.dtype.kind == "c"):
+    moments, the layer or a kernel still being built).  While the layer loads, a full
+    reduction whose launch an earlier process stored (:mod:`.runtime.stored`) runs it."""
+    if not kernels_available(x) or (moments and x.dtype.kind == "c"):
         return _PENDING
+    if not (_LAYER[0] or layer_ready()):
+        return _stored_full(x, name, args)
     return _attempt(getattr(_red, name), x, *args)
+
+
+def _stored_full(x, name, args):
+    """The stored launch of the full reduction ``name`` on ``(x, *args)`` (the arguments of
+    the routed function), or :data:`_PENDING` when there is none."""
+    if config.SIMULATE or x.size == 0:
+        return _PENDING
+    dtype = extra = None
+    if name == "sum" or name == "prod":
+        axis, dtype, keepdims = args
+    elif name == "var" or name == "std":
+        axis, extra, keepdims = args
+    else:
+        axis, keepdims = args
+    if name == "argmax" or name == "argmin":
+        if axis is not None:
+            return _PENDING
+    elif len(axis) != x.ndim:
+        return _PENDING
+    r = _stored(_stored_mod.full_key(name, x, dtype, keepdims, extra), (x,))
+    return _PENDING if r is None else r
+
+
+def _stored(key, operands):
+    """The result of the stored launch of ``key`` on ``operands``, or None."""
+    try:
+        ent = _stored_mod.lookup(key)
+    except (TypeError, AttributeError):   # an argument without a stored form
+        return None
+    return None if ent is None else ent(operands)
 
 
 def reduce_sum(x, axis, dtype, keepdims):
@@ -334,7 +368,12 @@ def cumulative_prod(x, axis, dtype, include_initial):
 
 def matmul(a, b):
     """Matrix product; ``a`` and ``b`` share one dtype, shapes already checked."""
-    r = _attempt(_mv.route_matmul, a, b) if _kernels(a) else None
+    r = None
+    if kernels_available(a):
+        if _LAYER[0] or layer_ready():
+            r = _attempt(_mv.route_matmul, a, b)
+        elif not config.SIMULATE:   # the layer is loading: a launch an earlier process stored
+            r = _stored(_stored_mod.pair_key("matmul", a, b), (a, b))
     if r is not None and r is not _PENDING:
         return _out(a, r, a.dtype)
     return _out(a, _xp(a).matmul(a, b), a.dtype)

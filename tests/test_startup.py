@@ -255,3 +255,53 @@ def test_a_forked_child_builds_with_its_own_worker():
         print(os.waitstatus_to_exitcode(status))
     """))
     assert out.strip() == "0"
+
+
+_STORED = textwrap.dedent("""
+    import json, sys
+    import numpy as np
+    import forge_array as xp
+    from forge_array import _routing
+    from forge_array.runtime import STATS
+    if sys.argv[2] == "hold":   # the kernel layer never loads: calls run stored launches or fall back
+        _routing.layer_ready = lambda: False
+    dev = sys.argv[1]
+    rng = np.random.default_rng(0)
+    x = xp.asarray(rng.random(1000, dtype=np.float32), device=dev)
+    x64 = xp.asarray(rng.random(333), device=dev)
+    b = xp.asarray(rng.random(1000) > 0.5, device=dev)
+    i = xp.asarray(rng.integers(-50, 50, 1000, dtype=np.int32), device=dev)
+    A = xp.asarray(rng.random((40, 25), dtype=np.float32), device=dev)
+    v = xp.asarray(rng.random(25, dtype=np.float32), device=dev)
+    w = xp.asarray(rng.random(40, dtype=np.float32), device=dev)
+    calls = {"sum": lambda: xp.sum(x), "sum f64": lambda: xp.sum(x64), "sum int32": lambda: xp.sum(i),
+             "sum as float64": lambda: xp.sum(x, dtype=xp.float64), "prod": lambda: xp.prod(x[:40]),
+             "max": lambda: xp.max(x), "min keepdims": lambda: xp.min(x, keepdims=True),
+             "mean": lambda: xp.mean(x), "var": lambda: xp.var(x64, correction=1), "std": lambda: xp.std(x),
+             "any": lambda: xp.any(b), "all": lambda: xp.all(i), "argmax": lambda: xp.argmax(x),
+             "argmin": lambda: xp.argmin(x64), "A @ v": lambda: A @ v, "w @ A": lambda: w @ A}
+    out = {}
+    for name, call in calls.items():
+        n0, s0 = STATS["launches"], STATS["stored_launches"]
+        r = call()
+        out[name] = [STATS["launches"] - n0, STATS["stored_launches"] - s0,
+                     np.asarray(xp.asarray(r, device="cpu")).tolist()]
+    out["numba"] = "numba" in sys.modules
+    print(json.dumps(out))
+""")
+
+
+def test_a_later_process_runs_the_stored_launches_without_numba(sim, tmp_path):
+    """A process fills the kernel cache and stores its launches; a later one, whose kernel
+    layer is held from loading, runs each call from its stored launch (one launch, no numba
+    imported) and gets the first process's results bit for bit."""
+    if sim:
+        pytest.skip("needs a GPU")
+    env = {"FORGE_ARRAY_SIMULATE": "0", "FORGE_ARRAY_CACHE_DIR": str(tmp_path)}
+    first = json.loads(_run(_STORED, "cuda:0", "load", FORGE_ARRAY_COMPILE="sync", **env))
+    later = json.loads(_run(_STORED, "cuda:0", "hold", FORGE_ARRAY_COMPILE="background", **env))
+    assert later.pop("numba") is False
+    first.pop("numba")
+    for name, (launches, from_store, value) in later.items():
+        assert (launches, from_store) == (1, 1), name
+        assert value == first[name][2], name

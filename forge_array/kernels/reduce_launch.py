@@ -22,10 +22,11 @@ from typing import NamedTuple
 import numpy as np
 
 from ..runtime import buffer_of, data_address, device_allocator, launch, stream_key
+from ..runtime import stored_form as stored_form_of
 from ..runtime.config import SIMULATE as _SIM
 from .reduce import MODE_STRIDED, buffer_dtype, kernel_plan, layout, scratch
 
-__all__ = ["Launch", "plan", "replay", "full_reduce"]
+__all__ = ["Launch", "plan", "replay", "stored_form", "full_reduce"]
 
 
 class Launch(NamedTuple):
@@ -44,6 +45,8 @@ class Launch(NamedTuple):
     out_views: object  # simulator only: buffer dtypes of the outputs when they differ
     out_nbytes: tuple  # bytes of each output
     alloc: object  # GPU only: CuPy's device allocator (the outputs are built after the launch)
+    scratch_bytes: tuple  # bytes of the uninitialised scratch at the end of ``fixed`` (the
+    #                       partials and flags), which the ticket (zeroed counters) follows
 
 
 _REPLAY: dict = {}
@@ -107,7 +110,8 @@ def plan(spec, x, param=0.0, out_shape=(1,)):
     count = int(np.prod(out_shape, dtype=np.int64))
     p = Launch(kernel, grid, block, head + tail, tuple(out_shape), out_dtypes, empty, float(param),
                xv.dtype if xv is not x0 else None, None if bufs == out_dtypes else bufs,
-               tuple(count * d.itemsize for d in out_dtypes), None if _SIM else device_allocator())
+               tuple(count * d.itemsize for d in out_dtypes), None if _SIM else device_allocator(),
+               tuple(int(b.nbytes) for b in partials) + (int(pf.nbytes),))
     if len(_REPLAY) >= _MAX_CACHED:
         _REPLAY.clear()
     _REPLAY[key] = p
@@ -121,7 +125,7 @@ def replay(p, x, on=None):
     address or a ``SimBuffer``); on the GPU the outputs' memory is allocated before the
     launch and the arrays are built over it after (host time the kernel hides).  ``on``:
     the caller's ``stream_key()`` of this moment, if it has one (saves asking CuPy again)."""
-    kernel, grid, block, fixed, shape, dtypes, empty, param, in_view, out_views, nbytes, alloc = p
+    kernel, grid, block, fixed, shape, dtypes, empty, param, in_view, out_views, nbytes, alloc, _ = p
     if not _SIM:
         ins = tuple([a.data.ptr for a in x]) if type(x) is tuple else (x.data.ptr,)
         if len(nbytes) == 1:
@@ -142,6 +146,27 @@ def replay(p, x, on=None):
         obs = tuple([buffer_of(o.view(d)) for o, d in zip(outs, out_views)])
     launch(kernel, grid, block, ins + fixed + obs + (param,), 0, on)
     return outs
+
+
+def stored_form(p, x):
+    """The description of :class:`Launch` ``p`` on the CuPy array ``x`` for the stored
+    launches (:mod:`forge_array.runtime.stored`), or None (in the simulator; for a tuple of
+    arrays or an input viewed as another dtype)."""
+    if _SIM or type(x) is tuple or p.in_view is not None:
+        return None
+    fixed = p.fixed
+    nscr = len(p.scratch_bytes)
+    pointers = {x.data.ptr: ("in", 0), fixed[-1]: ("counter", 1, "uint32")}
+    for j, nb in enumerate(p.scratch_bytes):
+        pointers[fixed[-1 - nscr + j]] = ("uninit", j, nb)
+    outs = tuple(-(j + 1) for j in range(len(p.out_dtypes)))   # stand-ins for their addresses
+    for j, o in enumerate(outs):
+        pointers[o] = ("out", j)
+    desc = stored_form_of(p.kernel, p.grid, p.block, (x.data.ptr,) + fixed + outs + (p.param,), pointers)
+    if desc is not None:
+        desc["outs"] = [[list(p.out_shape), d.str] for d in p.out_dtypes]
+        desc["reshape"] = None
+    return desc
 
 
 def full_reduce(spec, arrays, init=None, param=0.0, out_shape=(1,)):

@@ -37,6 +37,7 @@ from numba.np import numpy_support
 
 from .. import ops as _ops
 from .. import runtime
+from ..runtime import stored
 from ..runtime.functions import compilable
 from .axis_reduce import _FAST, _fast_key, _layout_key, _remember, axis_mapreduce
 
@@ -291,8 +292,13 @@ def route_matmul(a, b):
     if a.dtype == b.dtype:
         # every operand above is a view of a or b at the same address: the launch replays
         # on (a, b) themselves
-        _alias(_fast_key(tag, None, None, (A, x), None, False, None, False),
-               _pair_key("matmul", None, a, b), tag == "vecmat", fshape)
+        pk = _pair_key("matmul", None, a, b)
+        _alias(_fast_key(tag, None, None, (A, x), None, False, None, False), pk, tag == "vecmat", fshape)
+        if not runtime.SIMULATE:   # for a later process's first call (runtime.stored)
+            ent = _FAST.get(pk) if pk is not None else None
+            desc = None if ent is None else ent.stored_form((b, a) if ent.swap else (a, b), (a, b))
+            if desc is not None:
+                stored.save(stored.pair_key("matmul", a, b), desc)
     return r
 
 

@@ -25,7 +25,7 @@ from .memory import SimBuffer, buffer_of, data_address, device_allocator, elemen
 #: names of :mod:`.compiler` (which imports numba), imported at their first use
 _COMPILER_NAMES = frozenset([
     "Kernel", "compile_error", "compile_kernel", "compile_ptx_offline", "f32", "f64", "i32",
-    "i64", "launch", "numba_type", "ptr_t", "resident_blocks", "result_type", "tuple_ptr_t",
+    "i64", "launch", "numba_type", "ptr_t", "resident_blocks", "result_type", "stored_form", "tuple_ptr_t",
     "u32", "u64",
 ])
 
@@ -70,6 +70,7 @@ __all__ = [
     "numba_type",
     "ptr_t",
     "result_type",
+    "stored_form",
     "stream_key",
     "tuple_ptr_t",
     "u32",

@@ -28,14 +28,13 @@ import os
 import re
 import threading
 import time
-import warnings
 
 import numba
 import numpy as np
 from numba import cuda
 from numba import types as nt
 
-from . import backend, background, config, temp
+from . import backend, background, config, kernel_files, temp
 from .counters import STATS
 from .fingerprint import Unfingerprintable, digest
 
@@ -166,61 +165,9 @@ def source_hash() -> str:
     return _SOURCE_HASH
 
 
-def _cache_path(key: str) -> str:
-    return os.path.join(config.CACHE_DIR, key[:2], key + ".ptx")
-
-
-_HEADER = "// forge_array kernel v1 "
-_WARNED = []
-
-
-def _read_cached(path: str):
-    """The cached ``(entry, ptx)``, or None when the file is missing or damaged: truncated,
-    zeroed, not UTF-8, of another format version, or with a wrong checksum. A damaged file is
-    removed, so the caller rebuilds it (and replaces it atomically with :func:`_write_cached`).
-    """
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except OSError:
-        return None
-    try:
-        text = data.decode("utf-8")
-        first, _, body = text.partition("\n")
-        m = re.fullmatch(re.escape(_HEADER) + r"(\S+) ([0-9a-f]{64})", first)
-        if m and hashlib.sha256(body.encode()).hexdigest() == m.group(2):
-            return m.group(1), body
-    except (UnicodeDecodeError, ValueError):
-        pass
-    try:
-        os.unlink(path)
-    except OSError:
-        pass
-    return None
-
-
-def _write_cached(path: str, entry: str, ptx: str) -> None:
-    """Write a cache file atomically (a temporary file of this process and thread, then a
-    rename): readers never see half a file, and processes filling the same entry at once
-    both succeed. A read-only or unusable cache directory only costs recompiles, with one
-    warning per process."""
-    tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
-    try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(f"{_HEADER}{entry} {hashlib.sha256(ptx.encode()).hexdigest()}\n")
-            f.write(ptx)
-        os.replace(tmp, path)
-    except OSError as exc:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        if not _WARNED:
-            _WARNED.append(True)
-            warnings.warn(f"forge_array: the kernel cache {config.CACHE_DIR} is not writable ({exc}); "
-                          "kernels are compiled again in every process (set FORGE_ARRAY_CACHE_DIR)",
-                          RuntimeWarning, stacklevel=3)
+_cache_path = kernel_files.cache_path
+_read_cached = kernel_files.read_cached
+_write_cached = kernel_files.write_cached
 
 
 # --------------------------------------------------------------------------- kernels
@@ -254,40 +201,15 @@ class Kernel:
         tls = self._tls
         pb = getattr(tls, "pb", None)
         if pb is None:
-            import ctypes
-
-            size = max(self._struct.size, 8)
-            buf = ctypes.create_string_buffer(size)
-            size_t = ctypes.c_size_t(self._struct.size)
-            extra = (ctypes.c_void_p * 5)(1, ctypes.addressof(buf), 2, ctypes.addressof(size_t), 0)
-            pb = tls.pb = (buf, extra, size_t, ctypes.addressof(extra))
+            pb = tls.pb = kernel_files.param_buffer(self._struct.size)
         return pb
 
     def function(self):
         """The ``cupy.RawModule`` function on the current device (loaded once per device)."""
-        cp = backend.cupy()
-        dev = cp.cuda.runtime.getDevice()
+        dev = backend.cupy().cuda.runtime.getDevice()
         fn = self._fns.get(dev)
         if fn is None:
-            t0 = time.perf_counter()
-            fn = None
-            path = _cache_path(self.key) if self.key else None
-            if path and os.path.exists(path):
-                try:
-                    fn = cp.RawModule(path=path).get_function(self.entry)
-                except Exception:
-                    fn = None
-            if fn is None:
-                import tempfile
-
-                with tempfile.NamedTemporaryFile("w", suffix=".ptx", delete=False) as f:
-                    f.write(self.ptx)
-                try:
-                    fn = cp.RawModule(path=f.name).get_function(self.entry)
-                finally:
-                    os.unlink(f.name)
-            self._fns[dev] = fn
-            STATS["load_seconds"] += time.perf_counter() - t0
+            fn = self._fns[dev] = kernel_files.load_function(self.key, self.entry, self.ptx)
         return fn
 
     def __repr__(self):
@@ -384,31 +306,50 @@ def launch(kernel: Kernel, grid: int, block: int, args: tuple, shared: int = 0, 
     fn((grid,), (block,), cargs, shared_mem=shared)
 
 
-def _make_context_current(exc, dev) -> bool:
-    """After ``CUDA_ERROR_INVALID_CONTEXT`` from a driver launch (a thread whose first CUDA
-    call is ours has no current context until the runtime API makes the device's primary
-    context current): make it current and say whether to retry."""
-    if "CUDA_ERROR_INVALID_CONTEXT" not in str(exc):
-        return False
-    backend.cupy().cuda.runtime.setDevice(dev)
-    return True
+_make_context_current = kernel_files.make_context_current
+_function_handle = kernel_files.function_handle
 
 
 def _allow_dynamic_shared(kernel, dev, handle, nbytes) -> None:
     """Open ``kernel``'s function on device ``dev`` up to ``nbytes`` of dynamic shared memory
-    (``CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES``: needed once static and dynamic shared
-    memory together pass 48 KB; done for every launch with dynamic shared memory)."""
-    backend.cupy().cuda.driver.funcSetAttribute(handle, 8, int(nbytes))
+    (done for every launch with dynamic shared memory)."""
+    kernel_files.allow_dynamic_shared(handle, nbytes)
     kernel._dyn[dev] = int(nbytes)
 
 
-def _function_handle(fn) -> int:
-    """The ``CUfunction`` handle of a loaded CuPy kernel (a ``RawKernel`` wraps a
-    ``cupy.cuda.function.Function`` in ``.kernel``)."""
-    ptr = getattr(fn, "ptr", None)
-    if ptr is None:
-        ptr = fn.kernel.ptr
-    return int(ptr)
+def stored_form(kernel, grid, block, args, pointers, shared=0) -> dict | None:
+    """The description of a launch of ``kernel`` with ``args`` for the stored launches
+    (:class:`.stored.StoredLaunch`): each pointer parameter becomes ``pointers[value]`` (a
+    marker such as ``["in", 0]``), every other parameter ``["v", value]``.  None when a
+    pointer is not in ``pointers``, the kernel has no packed form or no disk key (nothing
+    to load in another process), or in the simulator.
+
+    >>> stored_form(Kernel("k", (), sim=object()), 1, 32, (), {}) is None
+    True
+    """
+    st = kernel._struct
+    if st is None or kernel.key is None or kernel._sim is not None:
+        return None
+    flat = args if kernel._packflat else kernel._flatten(args)
+    is_ptr = []
+    for t in _flat_types(kernel.argtypes):
+        if isinstance(t, nt.Complex):
+            is_ptr += [False, False]
+        else:
+            is_ptr.append(isinstance(t, nt.CPointer))
+    if len(is_ptr) != len(flat):
+        return None
+    entries = []
+    for p, v in zip(is_ptr, flat):
+        if p:
+            m = pointers.get(int(v))
+            if m is None:
+                return None
+            entries.append(list(m))
+        else:
+            entries.append(["v", v.item() if hasattr(v, "item") else v])
+    return {"key": kernel.key, "entry": kernel.entry, "fmt": st.format, "grid": int(grid),
+            "block": int(block), "shared": int(shared), "args": entries}
 
 
 def _flat_exprs(t, expr):

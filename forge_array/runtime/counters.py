@@ -5,7 +5,8 @@ expressions fused into the kernel that consumes them (see :mod:`forge_array.fusi
 ``compiled`` / ``disk_hits`` the kernels compiled here or found in the disk cache,
 ``compile_seconds`` / ``load_seconds`` the time spent on them, ``deferred`` the calls that
 ran on their CuPy / NumPy fallback while a kernel was built in the background (see
-:mod:`forge_array.runtime.background`).
+:mod:`forge_array.runtime.background`), ``stored_launches`` the launches run from the disk's
+stored launches before numba loaded (see :mod:`forge_array.runtime.stored`).
 
 >>> from forge_array.runtime import STATS
 >>> sorted(STATS)[:3]
@@ -16,4 +17,4 @@ from __future__ import annotations
 
 #: Counters of this process (see the module's docstring).
 STATS = {"compiled": 0, "disk_hits": 0, "compile_seconds": 0.0, "load_seconds": 0.0,
-         "launches": 0, "fused": 0, "deferred": 0}
+         "launches": 0, "fused": 0, "deferred": 0, "stored_launches": 0}

@@ -164,6 +164,38 @@ class _Replay:
             out = self.wrap(self.kshape, self.dtype, memptr=mem)
         return out if self.fshape is None else out.reshape(self.fshape)
 
+    def stored_form(self, arrays, operands):
+        """The description of this launch for the stored launches
+        (:mod:`forge_array.runtime.stored`) when replayed on ``arrays`` (CuPy arrays in the
+        kernel's order), whose addresses are those of ``operands`` (in the order of the
+        call's key); None where it is not one lean launch or two operands share an address."""
+        if not self.lean or runtime.SIMULATE:
+            return None
+        pointers = {}
+        for k, a in enumerate(operands):
+            pointers[a.data.ptr] = ("in", k)
+        if len(pointers) != len(operands):
+            return None
+        ins_b = tuple([_PTR(a) for a in arrays])
+        ob = -1   # a stand-in for the result's address
+        pointers[ob] = ("out", 0)
+        if self.split:
+            sk = runtime.stream_key()
+            s = self.scratch.get(sk)
+            if s is None:
+                s = _plan_scratch(self.plan, arrays[0], sk)
+            for j, part in enumerate(s[0][1]):
+                pointers[part.data.ptr] = ("uninit", j, int(part.nbytes))
+            pointers[s[2]] = ("counter", int(self.plan["nticks"]), "uint32")
+            args = (ins_b, ob, s[1], s[2]) + self.scalars
+        else:
+            args = (ins_b, ob, ob, ob) + self.scalars
+        desc = runtime.stored_form(self.kernel, self.grid, self.block, args, pointers)
+        if desc is not None:
+            desc["outs"] = [[list(self.kshape), np.dtype(self.dtype).str]]
+            desc["reshape"] = None if self.fshape is None else list(self.fshape)
+        return desc
+
     def _general(self, arrays):
         empty = self.empty
         if self.is_tuple:

@@ -1,0 +1,263 @@
+"""Launches stored on disk: a fresh process's first calls run our kernels before numba loads.
+
+A standard operation that ran on our kernels in one launch (a full reduction such as
+``sum(x)``, ``mean(x)``, ``argmax(x)``; a matrix-vector product ``A @ v``) leaves a *stored
+launch*: the kernel file's key and entry point, the packed parameter format, grid, block,
+and each parameter as a value, an operand's address, an output's address, uninitialised
+scratch or the stream's zeroed counters.  The stored launches of a process are written at
+its exit into one index file per *environment* (the package's source files, the GPU's
+name, compute capability and SM count, CuPy's version and the ``FORGE_ARRAY_*`` settings),
+so anything that could change a plan selects another file.
+
+In a later process, a call that finds its operation and operand layouts (dtype, shape,
+strides, 16-byte phase) in the index while the kernel layer is still loading
+(:mod:`.background`) runs the stored launch: it loads the kernel file through CuPy and
+launches it with ``cuLaunchKernel``, with neither numba nor the kernel modules imported.
+Results are the same as the kernel layer's: the same kernel, the same parameters.
+
+>>> key = full_key("sum", __import__("numpy").zeros(3, "float32"), None, False, None)
+>>> key[0], key[1]
+('full', 'sum')
+"""
+
+from __future__ import annotations
+
+import atexit
+import glob
+import hashlib
+import json
+import os
+import struct
+import threading
+
+from . import backend, config, kernel_files, temp
+from .counters import STATS
+from .memory import data_address
+
+__all__ = ["full_key", "pair_key", "lookup", "save", "flush", "MAX_ENTRIES"]
+
+#: stored launches kept per environment (the newest when there are more)
+MAX_ENTRIES = 4096
+
+_FORMAT = 1
+_LOCK = threading.Lock()
+_ENV: dict = {}      # device id -> environment digest
+_INDEX: dict = {}    # device id -> {key: description} read from disk
+_NEW: dict = {}      # device id -> {key: description} to write at exit
+_LIVE: dict = {}     # (device id, key) -> StoredLaunch, or None for a key not stored
+
+
+def _layout(a) -> tuple:
+    return (a.dtype.str, tuple(a.shape), tuple(a.strides), data_address(a) & 15)
+
+
+def full_key(name, x, dtype, keepdims, extra) -> tuple:
+    """The key of the full reduction ``name`` of backend array ``x`` with the primitive's
+    ``dtype`` argument (None or a dtype), ``keepdims`` and ``extra`` (var / std's
+    correction); the types of the arguments are part of it (1 and 1.0 are other keys)."""
+    return ("full", name, _layout(x), None if dtype is None else str(dtype), bool(keepdims),
+            None if extra is None else (type(extra).__name__, repr(extra)))
+
+
+def pair_key(tag, a, b) -> tuple:
+    """The key of the product ``tag`` (``"matmul"``) of backend arrays ``a`` and ``b``."""
+    return (tag, _layout(a), _layout(b))
+
+
+def _source_stamp() -> str:
+    """Path, size and modification time of every source file of the package (a stat each:
+    a content hash would cost more than the launch it serves)."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    parts = []
+    for path in sorted(glob.glob(os.path.join(root, "**", "*.py"), recursive=True)):
+        try:
+            st = os.stat(path)
+        except OSError:
+            continue
+        parts.append(f"{os.path.relpath(path, root)}:{st.st_size}:{st.st_mtime_ns}")
+    return "\n".join(parts)
+
+
+_SOURCES: list = []
+
+
+def environment(device: int) -> str:
+    """The digest of what a stored launch of device ``device`` depends on besides its key."""
+    env = _ENV.get(device)
+    if env is None:
+        if not _SOURCES:
+            _SOURCES.append(_source_stamp())
+        cp = backend.cupy()
+        info = backend.device_info(device)
+        settings = sorted((k, v) for k, v in os.environ.items()
+                          if k.startswith("FORGE_ARRAY_") and k not in ("FORGE_ARRAY_CACHE_DIR",
+                                                                        "FORGE_ARRAY_COMPILE"))
+        h = hashlib.sha256(repr((_FORMAT, _SOURCES[0], info["name"], info["cc"], info["sm_count"],
+                                 cp.__version__, settings)).encode())
+        env = _ENV[device] = h.hexdigest()
+    return env
+
+
+def _index_path(env: str) -> str:
+    return os.path.join(config.CACHE_DIR, "launches", env[:32] + ".json")
+
+
+def _read_index(path: str) -> dict:
+    """The stored launches of an index file; {} when it is missing or damaged (a damaged
+    file is removed, and written anew at exit)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+        if data.get("format") == _FORMAT and isinstance(data.get("launches"), dict):
+            return data["launches"]
+    except OSError:
+        return {}
+    except (ValueError, UnicodeDecodeError, AttributeError):
+        pass
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+    return {}
+
+
+def _index(device: int) -> dict:
+    idx = _INDEX.get(device)
+    if idx is None:
+        idx = _INDEX[device] = _read_index(_index_path(environment(device)))
+    return idx
+
+
+def _current_device() -> int:
+    return backend.cupy().cuda.runtime.getDevice()
+
+
+def save(key: tuple, description: dict, device=None) -> None:
+    """Store the launch ``description`` (see :class:`StoredLaunch`) of the call ``key`` on
+    ``device`` (default: the current one); it is written to disk at exit (or by
+    :func:`flush`)."""
+    dev = _current_device() if device is None else device
+    k = repr(key)
+    description = json.loads(json.dumps(description))   # as it reads back
+    with _LOCK:
+        if _index(dev).get(k) == description:
+            return
+        _NEW.setdefault(dev, {})[k] = description
+
+
+def flush() -> int:
+    """Write the launches stored in this process into their index files (merged with what
+    other processes wrote meanwhile, the newest :data:`MAX_ENTRIES` kept); returns how many
+    were written."""
+    written = 0
+    with _LOCK:
+        for dev, new in list(_NEW.items()):
+            if not new:
+                continue
+            path = _index_path(environment(dev))
+            merged = _read_index(path)
+            merged.update(new)
+            if len(merged) > MAX_ENTRIES:
+                merged = dict(list(merged.items())[-MAX_ENTRIES:])
+            kernel_files.write_atomic(path, json.dumps({"format": _FORMAT, "launches": merged}))
+            _INDEX[dev] = merged
+            written += len(new)
+            new.clear()
+    return written
+
+
+atexit.register(flush)
+
+
+def lookup(key: tuple, device=None):
+    """The :class:`StoredLaunch` of the call ``key`` on ``device`` (default: the current
+    one), or None."""
+    dev = _current_device() if device is None else device
+    ent = _LIVE.get((dev, key), False)
+    if ent is False:
+        with _LOCK:
+            desc = _index(dev).get(repr(key))
+        try:
+            ent = None if desc is None else StoredLaunch(desc)
+        except (KeyError, TypeError, ValueError, struct.error):   # a description of another shape
+            ent = None
+        if len(_LIVE) >= MAX_ENTRIES:
+            _LIVE.clear()
+        _LIVE[(dev, key)] = ent
+    return ent
+
+
+_SCRATCH: dict = {}   # (device, stream, slot) -> uninitialised bytes
+
+
+def _uninit(dev, sptr, slot, nbytes, like):
+    buf = _SCRATCH.get((dev, sptr, slot))
+    if buf is None or buf.nbytes < nbytes:
+        buf = _SCRATCH[(dev, sptr, slot)] = temp.empty(nbytes, "uint8", like)
+    return buf
+
+
+class StoredLaunch:
+    """One stored launch, from its description: ``{"key", "entry"}`` of the kernel file,
+    ``"fmt"`` (``struct`` format of the packed parameters), ``"grid"``, ``"block"``,
+    ``"shared"``, ``"outs"`` (shape and dtype of each output), ``"reshape"`` (the result's
+    final shape, or None) and ``"args"``, one per flat parameter: ``["v", value]``,
+    ``["in", k]`` (operand k's address), ``["out", j]``, ``["uninit", slot, nbytes]`` or
+    ``["counter", words, dtype]`` (the stream's zeroed counters, left zero by the kernel).
+    Calling it with the operands returns the result (the first output)."""
+
+    __slots__ = ("desc", "struct", "fns", "outs", "args", "grid", "block", "shared", "reshape")
+
+    def __init__(self, desc):
+        self.desc = desc
+        self.struct = struct.Struct(desc["fmt"])
+        self.fns: dict = {}
+        self.outs = [(tuple(s), str(d)) for s, d in desc["outs"]]
+        self.args = [tuple(a) for a in desc["args"]]
+        self.grid, self.block, self.shared = int(desc["grid"]), int(desc["block"]), int(desc["shared"])
+        self.reshape = None if desc.get("reshape") is None else tuple(desc["reshape"])
+        if len(self.args) != len(self.struct.unpack(bytes(self.struct.size))):
+            raise ValueError("parameters and format differ")
+
+    def _handle(self, dev):
+        h = self.fns.get(dev)
+        if h is None:
+            fn = kernel_files.load_function(self.desc["key"], self.desc["entry"])
+            if fn is None:   # the kernel file is gone: the caller takes its fallback
+                return None
+            h = self.fns[dev] = kernel_files.function_handle(fn)
+            if self.shared:
+                kernel_files.allow_dynamic_shared(h, self.shared)
+        return h
+
+    def __call__(self, ins):
+        cp = backend.cupy()
+        dev = cp.cuda.runtime.getDevice()
+        handle = self._handle(dev)
+        if handle is None:
+            return None
+        sptr = cp.cuda.get_current_stream().ptr
+        like = ins[0]
+        outs = [cp.empty(s, d) for s, d in self.outs]
+        vals = []
+        for a in self.args:
+            kind = a[0]
+            if kind == "v":
+                vals.append(a[1])
+            elif kind == "in":
+                vals.append(ins[a[1]].data.ptr)
+            elif kind == "out":
+                vals.append(outs[a[1]].data.ptr)
+            elif kind == "uninit":
+                vals.append(_uninit(dev, sptr, a[1], a[2], like).data.ptr)
+            elif kind == "counter":
+                vals.append(temp.counters(a[1], like, a[2]).data.ptr)
+            else:
+                raise ValueError(f"unknown parameter kind {kind!r}")
+        buf, _, _, extra = kernel_files.param_buffer(self.struct.size)
+        self.struct.pack_into(buf, 0, *vals)
+        kernel_files.launch_packed(handle, self.grid, self.block, self.shared, sptr, extra, dev)
+        STATS["launches"] += 1
+        STATS["stored_launches"] += 1
+        out = outs[0]
+        return out if self.reshape is None else out.reshape(self.reshape)

@@ -1,0 +1,200 @@
+"""Launches stored on disk (``forge_array.runtime.stored``): the index files never crash a
+process (damaged, merged by two processes, bounded, read-only), a launch's description names
+every pointer it passes, and the keys a call looks up are the keys its primitive stores."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import warnings
+
+import numpy as np
+import pytest
+from numba import types as nt
+
+from forge_array import _routing
+from forge_array.runtime import compiler, config, kernel_files, stored
+
+red = importlib.import_module("forge_array.primitives.reduce")   # the module, not the function
+
+DESC = {"key": "ab" + "0" * 62, "entry": "k", "fmt": "<QQq", "grid": 2, "block": 64, "shared": 0,
+        "args": [["in", 0], ["out", 0], ["v", 7]], "outs": [[[], "<f4"]], "reshape": None}
+
+
+@pytest.fixture
+def store(tmp_path, monkeypatch):
+    monkeypatch.setattr(config, "CACHE_DIR", str(tmp_path / "kernels"))
+    monkeypatch.setattr(kernel_files, "_WARNED", [])
+    monkeypatch.setattr(stored, "environment", lambda device: f"env{device}" + "0" * 40)
+    for name in ("_INDEX", "_NEW", "_LIVE"):
+        monkeypatch.setattr(stored, name, {})
+    return tmp_path / "kernels" / "launches"
+
+
+def _fresh_process():
+    stored._INDEX.clear()
+    stored._LIVE.clear()
+
+
+def test_save_flush_and_lookup_in_another_process(store):
+    key = stored.full_key("sum", np.zeros(5, np.float32), None, False, None)
+    assert stored.lookup(key, device=0) is None
+    stored.save(key, DESC, device=0)
+    assert stored.flush() == 1
+    assert stored.flush() == 0                     # nothing new
+    _fresh_process()
+    ent = stored.lookup(key, device=0)
+    assert isinstance(ent, stored.StoredLaunch)
+    assert (ent.grid, ent.block, ent.args[-1]) == (2, 64, ("v", 7))
+    assert stored.lookup(key, device=1) is None    # another device: another index
+    assert [f for f in os.listdir(store) if f.endswith(".tmp")] == []
+
+
+def test_keys_tell_layouts_and_argument_types_apart():
+    x = np.zeros(8, np.float32)
+    k = stored.full_key("var", x, None, False, 1)
+    assert k != stored.full_key("var", x, None, False, 1.0)
+    assert k != stored.full_key("var", x, None, False, True)
+    assert k != stored.full_key("var", x[1:], None, False, 1)       # shape and 16-byte phase
+    assert k != stored.full_key("var", x[::2], None, False, 1)      # strides
+    assert k != stored.full_key("var", x.astype(np.float64), None, False, 1)
+    assert k != stored.full_key("var", x, None, True, 1)
+    assert stored.full_key("sum", x, np.dtype("float64"), False, None) != stored.full_key("sum", x, None, False, None)
+    a, b = np.ones((2, 3)), np.ones((3, 2))
+    assert stored.pair_key("matmul", a, np.ones(3)) != stored.pair_key("matmul", b, np.ones(2))
+
+
+@pytest.mark.parametrize("damage", [b"", b"\x00" * 64, b"\xff\xfe not utf-8", b'{"format": 1, "launches": {"a"',
+                                    b'{"format": 0, "launches": {}}', b"[1, 2]", b'{"format": 1, "launches": 3}'])
+def test_damaged_index_is_removed_and_written_anew(store, damage):
+    path = stored._index_path(stored.environment(0))
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "wb") as f:
+        f.write(damage)
+    key = ("full", "sum", ("<f4", (3,), (4,), 0), None, False, None)
+    assert stored.lookup(key, device=0) is None
+    assert not os.path.exists(path)
+    stored.save(key, DESC, device=0)
+    stored.flush()
+    _fresh_process()
+    assert stored.lookup(key, device=0) is not None
+
+
+def test_a_description_that_does_not_fit_its_format_is_not_run(store):
+    bad = dict(DESC, args=[["in", 0]])              # three parameters in the format, one given
+    stored.save(("k",), bad, device=0)
+    stored.flush()
+    _fresh_process()
+    assert stored.lookup(("k",), device=0) is None
+    stored.save(("j",), {"fmt": "<Q"}, device=0)    # fields missing
+    stored.flush()
+    _fresh_process()
+    assert stored.lookup(("j",), device=0) is None
+
+
+def test_two_processes_merge_and_the_index_is_bounded(store, monkeypatch):
+    stored.save(("a",), DESC, device=0)
+    stored.flush()
+    stored._INDEX.clear()                            # a second process that read the index before
+    stored._INDEX[0] = {}
+    stored.save(("b",), DESC, device=0)
+    stored.flush()
+    _fresh_process()
+    assert stored.lookup(("a",), device=0) and stored.lookup(("b",), device=0)
+    monkeypatch.setattr(stored, "MAX_ENTRIES", 3)
+    for k in "cdef":
+        stored.save((k,), DESC, device=0)
+    stored.flush()
+    with open(stored._index_path(stored.environment(0))) as f:
+        kept = json.load(f)["launches"]
+    assert sorted(kept) == sorted(repr((k,)) for k in "def")   # the newest
+
+
+def test_unchanged_descriptions_are_not_written_again(store):
+    stored.save(("a",), DESC, device=0)
+    stored.flush()
+    _fresh_process()
+    stored.save(("a",), json.loads(json.dumps(DESC)), device=0)
+    assert stored.flush() == 0
+
+
+def test_read_only_cache_directory_warns_once(tmp_path, monkeypatch, store):
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    ro.chmod(0o500)
+    if os.access(ro, os.W_OK):   # running as root: a path under a file stands for it
+        blocker = tmp_path / "file"
+        blocker.write_text("")
+        ro = blocker / "kernels"
+    monkeypatch.setattr(config, "CACHE_DIR", str(ro))
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        stored.save(("a",), DESC, device=0)
+        stored.flush()
+        stored.save(("b",), DESC, device=1)
+        stored.flush()
+    assert len([x for x in w if "not writable" in str(x.message)]) == 1
+
+
+def test_stored_form_names_every_pointer():
+    argtypes = (compiler.ptr_t("float32"), compiler.i64, nt.Tuple((compiler.ptr_t("float32"), compiler.ptr_t("int32"))),
+                compiler.f64, nt.complex64)
+    k = compiler.Kernel("k", argtypes, key="cd" + "1" * 62, entry="e", ptx="")
+    pointers = {1000: ("in", 0), 2000: ("uninit", 0, 64), 3000: ("counter", 1, "uint32")}
+    d = compiler.stored_form(k, 4, 128, (1000, 5, (2000, 3000), 2.5, 1 + 2j), pointers)
+    assert d["fmt"] == k._struct.format and (d["grid"], d["block"], d["shared"]) == (4, 128, 0)
+    assert d["args"] == [["in", 0], ["v", 5], ["uninit", 0, 64], ["counter", 1, "uint32"], ["v", 2.5],
+                         ["v", 1.0], ["v", 2.0]]
+    assert compiler.stored_form(k, 4, 128, (1001, 5, (2000, 3000), 2.5, 1j), pointers) is None  # unknown pointer
+    assert compiler.stored_form(compiler.Kernel("k", argtypes, key=None, entry="e", ptx=""), 4, 128,
+                                (1000, 5, (2000, 3000), 2.5, 1j), pointers) is None          # no disk key
+
+
+_CALLS = [  # routed function, its arguments after x, the primitive that stores, its arguments
+    ("reduce_sum", ((0,), None, False), "sum", ((0,), None, False)),
+    ("reduce_sum", ((0,), np.dtype("float64"), True), "sum", ((0,), np.dtype("float64"), True)),
+    ("reduce_prod", ((0,), None, False), "prod", ((0,), None, False)),
+    ("reduce_max", ((0,), False), "max", ((0,), False)),
+    ("reduce_min", ((0,), True), "min", ((0,), True)),
+    ("reduce_mean", ((0,), False), "mean", ((0,), False)),
+    ("reduce_var", ((0,), 1, False), "var", ((0,), 1, False)),
+    ("reduce_std", ((0,), 0.0, False), "std", ((0,), 0.0, False)),
+    ("reduce_any", ((0,), False), "any", ((0,), False)),
+    ("reduce_all", ((0,), False), "all", ((0,), False)),
+    ("argmax", (None, False), "argmax", (None, False)),
+    ("argmin", (None, True), "argmin", (None, True)),
+]
+
+
+@pytest.mark.parametrize("routed, args, prim, pargs", _CALLS)
+def test_a_call_looks_up_the_key_its_primitive_stores(monkeypatch, routed, args, prim, pargs):
+    x = np.linspace(0.5, 3.0, 33, dtype=np.float32)
+    saved, looked = [], []
+    # the primitive's side, as on a GPU: the launch is described and stored
+    monkeypatch.setattr(red, "SIMULATE", False)
+    monkeypatch.setattr(red._kl, "stored_form", lambda p, a: {"d": 1})
+    monkeypatch.setattr(stored, "save", lambda key, desc, device=None: saved.append(key))
+    red._HOT.clear()
+    getattr(red, prim)(x, *pargs)
+    # the routed call's side while the kernel layer loads
+    monkeypatch.setattr(config, "SIMULATE", False)
+    monkeypatch.setattr(_routing, "_LAYER", [False])
+    monkeypatch.setattr(_routing, "layer_ready", lambda: False)
+    monkeypatch.setattr(_routing, "kernels_available", lambda a: True)
+    monkeypatch.setattr(stored, "lookup", lambda key, device=None: looked.append(key))
+    getattr(_routing, routed)(x, *args)
+    assert saved and looked == saved[-1:]
+
+
+def test_partial_axes_and_flat_argmax_of_an_axis_look_nothing_up(monkeypatch):
+    looked = []
+    monkeypatch.setattr(config, "SIMULATE", False)
+    monkeypatch.setattr(_routing, "_LAYER", [False])
+    monkeypatch.setattr(_routing, "layer_ready", lambda: False)
+    monkeypatch.setattr(_routing, "kernels_available", lambda a: True)
+    monkeypatch.setattr(stored, "lookup", lambda key, device=None: looked.append(key))
+    m = np.ones((3, 4), np.float32)
+    _routing.reduce_sum(m, (0,), None, False)
+    _routing.argmax(m, 1, False)
+    assert looked == []
