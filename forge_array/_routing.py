@@ -209,12 +209,19 @@ def _stored_full(x, name, args):
 
 
 def _stored(key, operands):
-    """The result of the stored launch of ``key`` on ``operands``, or None."""
+    """The result of the stored launch of ``key`` on ``operands``, or None (then the caller
+    takes its fallback; a stored launch that fails is dropped, with one warning)."""
     try:
         ent = _stored_mod.lookup(key)
     except (TypeError, AttributeError):   # an argument without a stored form
         return None
-    return None if ent is None else ent(operands)
+    if ent is None:
+        return None
+    try:
+        return ent(operands)
+    except Exception as exc:  # noqa: BLE001  (the fallback gives the result)
+        _stored_mod.drop(key, exc)
+        return None
 
 
 def reduce_sum(x, axis, dtype, keepdims):

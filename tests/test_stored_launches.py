@@ -168,7 +168,9 @@ _CALLS = [  # routed function, its arguments after x, the primitive that stores,
 
 
 @pytest.mark.parametrize("routed, args, prim, pargs", _CALLS)
-def test_a_call_looks_up_the_key_its_primitive_stores(monkeypatch, routed, args, prim, pargs):
+def test_a_call_looks_up_the_key_its_primitive_stores(monkeypatch, sim, routed, args, prim, pargs):
+    if not sim:
+        pytest.skip("NumPy arrays reach the kernels in the simulator only")
     x = np.linspace(0.5, 3.0, 33, dtype=np.float32)
     saved, looked = [], []
     # the primitive's side, as on a GPU: the launch is described and stored
@@ -187,7 +189,9 @@ def test_a_call_looks_up_the_key_its_primitive_stores(monkeypatch, routed, args,
     assert saved and looked == saved[-1:]
 
 
-def test_partial_axes_and_flat_argmax_of_an_axis_look_nothing_up(monkeypatch):
+def test_partial_axes_and_flat_argmax_of_an_axis_look_nothing_up(monkeypatch, sim):
+    if not sim:
+        pytest.skip("NumPy arrays reach the kernels in the simulator only")
     looked = []
     monkeypatch.setattr(config, "SIMULATE", False)
     monkeypatch.setattr(_routing, "_LAYER", [False])
@@ -198,3 +202,18 @@ def test_partial_axes_and_flat_argmax_of_an_axis_look_nothing_up(monkeypatch):
     _routing.reduce_sum(m, (0,), None, False)
     _routing.argmax(m, 1, False)
     assert looked == []
+
+
+def test_a_stored_launch_that_fails_is_dropped_with_one_warning(store, monkeypatch):
+    def broken(operands):
+        raise RuntimeError("CUDA_ERROR_INVALID_VALUE")
+
+    monkeypatch.setattr(stored, "_current_device", lambda: 0)
+    monkeypatch.setattr(stored, "_DROPPED", [])
+    monkeypatch.setattr(stored, "lookup", lambda key, device=None: stored._LIVE.get((0, key), broken))
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        assert _routing._stored(("a",), (np.ones(3),)) is None
+        assert _routing._stored(("b",), (np.ones(3),)) is None
+    assert len([x for x in w if "stored launch failed" in str(x.message)]) == 1
+    assert stored._LIVE[(0, ("a",))] is None and stored._LIVE[(0, ("b",))] is None

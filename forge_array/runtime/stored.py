@@ -29,12 +29,13 @@ import json
 import os
 import struct
 import threading
+import warnings
 
 from . import backend, config, kernel_files, temp
 from .counters import STATS
 from .memory import data_address
 
-__all__ = ["full_key", "pair_key", "lookup", "save", "flush", "MAX_ENTRIES"]
+__all__ = ["full_key", "pair_key", "lookup", "save", "drop", "flush", "MAX_ENTRIES"]
 
 #: stored launches kept per environment (the newest when there are more)
 MAX_ENTRIES = 4096
@@ -187,6 +188,18 @@ def lookup(key: tuple, device=None):
     return ent
 
 
+def drop(key: tuple, exc: Exception, device=None) -> None:
+    """Forget the stored launch of ``key`` in this process after it raised ``exc`` (warned
+    about once per process); the caller takes its fallback."""
+    dev = _current_device() if device is None else device
+    _LIVE[(dev, key)] = None
+    if not _DROPPED:
+        _DROPPED.append(key)
+        warnings.warn(f"forge_array: a stored launch failed ({exc}); its call runs on the fallback",
+                      RuntimeWarning, stacklevel=3)
+
+
+_DROPPED: list = []
 _SCRATCH: dict = {}   # (device, stream, slot) -> uninitialised bytes
 
 
@@ -254,9 +267,9 @@ class StoredLaunch:
                 vals.append(temp.counters(a[1], like, a[2]).data.ptr)
             else:
                 raise ValueError(f"unknown parameter kind {kind!r}")
-        buf, _, _, extra = kernel_files.param_buffer(self.struct.size)
-        self.struct.pack_into(buf, 0, *vals)
-        kernel_files.launch_packed(handle, self.grid, self.block, self.shared, sptr, extra, dev)
+        pb = kernel_files.param_buffer(self.struct.size)   # alive until the launch returns
+        self.struct.pack_into(pb[0], 0, *vals)
+        kernel_files.launch_packed(handle, self.grid, self.block, self.shared, sptr, pb[3], dev)
         STATS["launches"] += 1
         STATS["stored_launches"] += 1
         out = outs[0]
