@@ -188,8 +188,8 @@ def _ours(x, name, *args, moments=False):
 
 
 def _stored_full(x, name, args):
-    """The stored launch of the full reduction ``name`` on ``(x, *args)`` (the arguments of
-    the routed function), or :data:`_PENDING` when there is none."""
+    """The stored launch of the reduction ``name`` on ``(x, *args)`` (the arguments of the
+    routed function), or :data:`_PENDING` when there is none."""
     if config.SIMULATE or x.size == 0:
         return _PENDING
     dtype = extra = None
@@ -203,9 +203,16 @@ def _stored_full(x, name, args):
         if axis is not None:
             return _PENDING
     elif len(axis) != x.ndim:
-        return _PENDING
+        if name not in _AXIS_STORED:
+            return _PENDING
+        r = _stored(_stored_mod.axis_key(name, x, axis, dtype, keepdims), (x,))
+        return _PENDING if r is None else r
     r = _stored(_stored_mod.full_key(name, x, dtype, keepdims, extra), (x,))
     return _PENDING if r is None else r
+
+
+#: the reductions along axes whose launches are stored
+_AXIS_STORED = frozenset(("sum", "prod", "max", "min", "any", "all"))
 
 
 def _stored(key, operands):

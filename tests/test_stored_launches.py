@@ -167,17 +167,28 @@ _CALLS = [  # routed function, its arguments after x, the primitive that stores,
 ]
 
 
-@pytest.mark.parametrize("routed, args, prim, pargs", _CALLS)
-def test_a_call_looks_up_the_key_its_primitive_stores(monkeypatch, sim, routed, args, prim, pargs):
+_AXIS_CALLS = [(routed, args, prim, pargs, 2) for routed, args, prim, pargs in [
+    ("reduce_sum", ((0,), None, False), "sum", ((0,), None, False)),
+    ("reduce_sum", ((1,), np.dtype("float64"), True), "sum", ((1,), np.dtype("float64"), True)),
+    ("reduce_max", ((1,), False), "max", ((1,), False)),
+    ("reduce_all", ((0,), True), "all", ((0,), True)),
+]]
+
+
+@pytest.mark.parametrize("routed, args, prim, pargs, ndim", [c + (1,) for c in _CALLS] + _AXIS_CALLS)
+def test_a_call_looks_up_the_key_its_primitive_stores(monkeypatch, sim, routed, args, prim, pargs, ndim):
     if not sim:
         pytest.skip("NumPy arrays reach the kernels in the simulator only")
-    x = np.linspace(0.5, 3.0, 33, dtype=np.float32)
+    x = np.linspace(0.5, 3.0, 33 * 4, dtype=np.float32)
+    x = x[:33] if ndim == 1 else x.reshape(12, 11)
     saved, looked = [], []
     # the primitive's side, as on a GPU: the launch is described and stored
     monkeypatch.setattr(red, "SIMULATE", False)
     monkeypatch.setattr(red._kl, "stored_form", lambda p, a: {"d": 1})
+    monkeypatch.setattr(red._axis._Replay, "stored_form", lambda self, arrays, operands: {"d": 1})
     monkeypatch.setattr(stored, "save", lambda key, desc, device=None: saved.append(key))
     red._HOT.clear()
+    red._axis._FAST.clear()
     getattr(red, prim)(x, *pargs)
     # the routed call's side while the kernel layer loads
     monkeypatch.setattr(config, "SIMULATE", False)
@@ -189,7 +200,7 @@ def test_a_call_looks_up_the_key_its_primitive_stores(monkeypatch, sim, routed, 
     assert saved and looked == saved[-1:]
 
 
-def test_partial_axes_and_flat_argmax_of_an_axis_look_nothing_up(monkeypatch, sim):
+def test_calls_of_more_than_one_launch_look_nothing_up(monkeypatch, sim):
     if not sim:
         pytest.skip("NumPy arrays reach the kernels in the simulator only")
     looked = []
@@ -199,7 +210,7 @@ def test_partial_axes_and_flat_argmax_of_an_axis_look_nothing_up(monkeypatch, si
     monkeypatch.setattr(_routing, "kernels_available", lambda a: True)
     monkeypatch.setattr(stored, "lookup", lambda key, device=None: looked.append(key))
     m = np.ones((3, 4), np.float32)
-    _routing.reduce_sum(m, (0,), None, False)
+    _routing.reduce_mean(m, (0,), False)     # mean along an axis: two steps, not one launch
     _routing.argmax(m, 1, False)
     assert looked == []
 

@@ -151,8 +151,8 @@ def replay(p, x, on=None):
 def stored_form(p, x):
     """The description of :class:`Launch` ``p`` on the CuPy array ``x`` for the stored
     launches (:mod:`forge_array.runtime.stored`), or None (in the simulator; for a tuple of
-    arrays or an input viewed as another dtype)."""
-    if _SIM or type(x) is tuple or p.in_view is not None:
+    arrays)."""
+    if _SIM or type(x) is tuple:
         return None
     fixed = p.fixed
     nscr = len(p.scratch_bytes)

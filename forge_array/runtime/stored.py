@@ -1,7 +1,8 @@
 """Launches stored on disk: a fresh process's first calls run our kernels before numba loads.
 
 A standard operation that ran on our kernels in one launch (a full reduction such as
-``sum(x)``, ``mean(x)``, ``argmax(x)``; a matrix-vector product ``A @ v``) leaves a *stored
+``sum(x)``, ``mean(x)``, ``argmax(x)``; ``sum``, ``prod``, ``max``, ``min``, ``any`` or
+``all`` along axes; a matrix-vector product ``A @ v``) leaves a *stored
 launch*: the kernel file's key and entry point, the packed parameter format, grid, block,
 and each parameter as a value, an operand's address, an output's address, uninitialised
 scratch or the stream's zeroed counters.  The stored launches of a process are written at
@@ -35,7 +36,7 @@ from . import backend, config, kernel_files, temp
 from .counters import STATS
 from .memory import data_address
 
-__all__ = ["full_key", "pair_key", "lookup", "save", "drop", "flush", "MAX_ENTRIES"]
+__all__ = ["full_key", "axis_key", "pair_key", "lookup", "save", "drop", "flush", "MAX_ENTRIES"]
 
 #: stored launches kept per environment (the newest when there are more)
 MAX_ENTRIES = 4096
@@ -58,6 +59,12 @@ def full_key(name, x, dtype, keepdims, extra) -> tuple:
     correction); the types of the arguments are part of it (1 and 1.0 are other keys)."""
     return ("full", name, _layout(x), None if dtype is None else str(dtype), bool(keepdims),
             None if extra is None else (type(extra).__name__, repr(extra)))
+
+
+def axis_key(name, x, axes, dtype, keepdims) -> tuple:
+    """The key of the reduction ``name`` of backend array ``x`` along ``axes`` (a sorted
+    tuple, not every axis) with the primitive's ``dtype`` argument and ``keepdims``."""
+    return ("axis", name, tuple(axes), _layout(x), None if dtype is None else str(dtype), bool(keepdims))
 
 
 def pair_key(tag, a, b) -> tuple:

@@ -319,8 +319,13 @@ def _axis_named(x, axis, f, op, out_dtype, keepdims, hot=None):
     key = None
     if hot is not None:
         key = _axis_hot_key(hot[0], x, axis, hot[1], keepdims)
-    return _axis.axis_mapreduce(f, op, (x,), axis, None, keepdims, np.dtype(out_dtype),
-                                _replay=key)
+    r = _axis.axis_mapreduce(f, op, (x,), axis, None, keepdims, np.dtype(out_dtype), _replay=key)
+    if key is not None and not SIMULATE:   # for a later process's first call (runtime.stored)
+        ent = _axis._FAST.get(key)
+        desc = None if ent is None else ent.stored_form((x,), (x,))
+        if desc is not None:
+            stored.save(stored.axis_key(hot[0], x, axis, hot[1], keepdims), desc)
+    return r
 
 
 def _axis_hot_key(name, x, axes, dtype, keepdims):
