@@ -280,7 +280,8 @@ _STORED = textwrap.dedent("""
              "mean": lambda: xp.mean(x), "var": lambda: xp.var(x64, correction=1), "std": lambda: xp.std(x),
              "any": lambda: xp.any(b), "all": lambda: xp.all(i), "argmax": lambda: xp.argmax(x),
              "argmin": lambda: xp.argmin(x64), "A @ v": lambda: A @ v, "w @ A": lambda: w @ A,
-             "sum(A, axis=0)": lambda: xp.sum(A, axis=0), "max(A, axis=1) keepdims": lambda: xp.max(A, axis=1, keepdims=True),
+             "sum(A, axis=0)": lambda: xp.sum(A, axis=0),
+             "max(A, axis=1) keepdims": lambda: xp.max(A, axis=1, keepdims=True),
              "any(axis=0)": lambda: xp.any(A > 0.5, axis=0)}
     out = {}
     for name, call in calls.items():
