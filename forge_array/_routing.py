@@ -182,8 +182,16 @@ def _ours(x, name, *args, moments=False):
     reduction whose launch an earlier process stored (:mod:`.runtime.stored`) runs it."""
     if not kernels_available(x) or (moments and x.dtype.kind == "c"):
         return _PENDING
-    if not (_LAYER[0] or layer_ready()):
-        return _stored_full(x, name, args)
+    if not _LAYER[0]:
+        if not background.usable("kernel layer"):
+            # background mode, the layer not loaded: a stored launch, looked up before the
+            # load is queued (the first look-up reads the index without a loading thread
+            # competing for the interpreter)
+            r = _stored_full(x, name, args)
+            if r is not _PENDING or not layer_ready():
+                return r
+        elif not layer_ready():
+            return _PENDING
     return _attempt(getattr(_red, name), x, *args)
 
 
@@ -345,6 +353,12 @@ def cumulative_fast(name, x, axis, dtype, include_initial):
     return None
 
 
+def _scan_stored_first(x):
+    """Whether a scan of ``x`` looks for a stored launch (see :func:`_ours`)."""
+    return (not _LAYER[0] and not config.SIMULATE and kernels_available(x)
+            and not background.usable("kernel layer"))
+
+
 def _backend_scan(x, name, initial, axis, dtype, include_initial):
     """NumPy's / CuPy's ``cumsum`` / ``cumprod`` along ``axis``, with a leading
     ``initial`` when ``include_initial``."""
@@ -360,6 +374,10 @@ def _backend_scan(x, name, initial, axis, dtype, include_initial):
 def cumulative_sum(x, axis, dtype, include_initial):
     """Inclusive scan with + along ``axis`` (non-negative int) in ``dtype``; with
     ``include_initial`` the output starts with a 0 and is one longer."""
+    if _scan_stored_first(x):
+        r = _stored(_stored_mod.scan_key("cumulative_sum", x, axis, dtype, include_initial), (x,))
+        if r is not None:
+            return r
     if _kernels(x):
         r = _attempt(lambda: _scan.cumulative_sum(x, axis=axis, dtype=dtype,
                                                   include_initial=include_initial))
@@ -371,6 +389,10 @@ def cumulative_sum(x, axis, dtype, include_initial):
 
 def cumulative_prod(x, axis, dtype, include_initial):
     """Inclusive scan with * along ``axis`` in ``dtype`` (leading 1 with include_initial)."""
+    if _scan_stored_first(x):
+        r = _stored(_stored_mod.scan_key("cumulative_prod", x, axis, dtype, include_initial), (x,))
+        if r is not None:
+            return r
     if _kernels(x):
         r = _attempt(lambda: _scan.cumulative_prod(x, axis=axis, dtype=dtype,
                                                   include_initial=include_initial))
@@ -384,10 +406,11 @@ def matmul(a, b):
     """Matrix product; ``a`` and ``b`` share one dtype, shapes already checked."""
     r = None
     if kernels_available(a):
-        if _LAYER[0] or layer_ready():
-            r = _attempt(_mv.route_matmul, a, b)
-        elif not config.SIMULATE:   # the layer is loading: a launch an earlier process stored
+        if not _LAYER[0] and not background.usable("kernel layer") and not config.SIMULATE:
+            # the layer is not loaded: a launch an earlier process stored (see _ours)
             r = _stored(_stored_mod.pair_key("matmul", a, b), (a, b))
+        if r is None and (_LAYER[0] or layer_ready()):
+            r = _attempt(_mv.route_matmul, a, b)
     if r is not None and r is not _PENDING:
         return _out(a, r, a.dtype)
     return _out(a, _xp(a).matmul(a, b), a.dtype)

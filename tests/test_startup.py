@@ -282,7 +282,10 @@ _STORED = textwrap.dedent("""
              "argmin": lambda: xp.argmin(x64), "A @ v": lambda: A @ v, "w @ A": lambda: w @ A,
              "sum(A, axis=0)": lambda: xp.sum(A, axis=0),
              "max(A, axis=1) keepdims": lambda: xp.max(A, axis=1, keepdims=True),
-             "any(axis=0)": lambda: xp.any(A > 0.5, axis=0)}
+             "any(axis=0)": lambda: xp.any(A > 0.5, axis=0), "cumulative_sum": lambda: xp.cumulative_sum(x),
+             "cumulative_sum again": lambda: xp.cumulative_sum(x),   # the stored tile state's next epoch
+             "cumulative_prod with the initial": lambda: xp.cumulative_prod(x64[:50], include_initial=True),
+             "cumulative_sum of a large array": lambda: xp.cumulative_sum(xp.ones(2 * 10**5 + 3, device=dev))}
     out = {}
     for name, call in calls.items():
         n0, s0 = STATS["launches"], STATS["stored_launches"]

@@ -194,6 +194,7 @@ def test_a_call_looks_up_the_key_its_primitive_stores(monkeypatch, sim, routed, 
     monkeypatch.setattr(config, "SIMULATE", False)
     monkeypatch.setattr(_routing, "_LAYER", [False])
     monkeypatch.setattr(_routing, "layer_ready", lambda: False)
+    monkeypatch.setattr(_routing.background, "usable", lambda key: False)
     monkeypatch.setattr(_routing, "kernels_available", lambda a: True)
     monkeypatch.setattr(stored, "lookup", lambda key, device=None: looked.append(key))
     getattr(_routing, routed)(x, *args)
@@ -207,6 +208,7 @@ def test_calls_of_more_than_one_launch_look_nothing_up(monkeypatch, sim):
     monkeypatch.setattr(config, "SIMULATE", False)
     monkeypatch.setattr(_routing, "_LAYER", [False])
     monkeypatch.setattr(_routing, "layer_ready", lambda: False)
+    monkeypatch.setattr(_routing.background, "usable", lambda key: False)
     monkeypatch.setattr(_routing, "kernels_available", lambda a: True)
     monkeypatch.setattr(stored, "lookup", lambda key, device=None: looked.append(key))
     m = np.ones((3, 4), np.float32)
@@ -228,3 +230,27 @@ def test_a_stored_launch_that_fails_is_dropped_with_one_warning(store, monkeypat
         assert _routing._stored(("b",), (np.ones(3),)) is None
     assert len([x for x in w if "stored launch failed" in str(x.message)]) == 1
     assert stored._LIVE[(0, ("a",))] is None and stored._LIVE[(0, ("b",))] is None
+
+
+@pytest.mark.parametrize("name", ["cumulative_sum", "cumulative_prod"])
+@pytest.mark.parametrize("include_initial", [False, True])
+def test_a_scan_looks_up_the_key_its_primitive_stores(monkeypatch, sim, name, include_initial):
+    if not sim:
+        pytest.skip("NumPy arrays reach the kernels in the simulator only")
+    pscan = importlib.import_module("forge_array.primitives.scan")
+    pplan = importlib.import_module("forge_array.primitives.scan.plan")
+    x = np.linspace(0.5, 1.5, 100, dtype=np.float32)
+    saved, looked = [], []
+    monkeypatch.setattr(pscan, "SIMULATE", False)
+    monkeypatch.setattr(pplan._Plan, "stored_form", lambda self, a, o: {"d": 1})
+    monkeypatch.setattr(stored, "save", lambda key, desc, device=None: saved.append(key))
+    pscan._fast_plans().clear()
+    getattr(pscan, name)(x, axis=0, dtype=np.dtype("float32"), include_initial=include_initial)
+    monkeypatch.setattr(config, "SIMULATE", False)
+    monkeypatch.setattr(_routing, "_LAYER", [False])
+    monkeypatch.setattr(_routing, "layer_ready", lambda: False)
+    monkeypatch.setattr(_routing.background, "usable", lambda key: False)
+    monkeypatch.setattr(_routing, "kernels_available", lambda a: True)
+    monkeypatch.setattr(stored, "lookup", lambda key, device=None: looked.append(key))
+    getattr(_routing, name)(x, 0, np.dtype("float32"), include_initial)
+    assert saved and looked == saved[-1:]

@@ -320,7 +320,8 @@ def _allow_dynamic_shared(kernel, dev, handle, nbytes) -> None:
 def stored_form(kernel, grid, block, args, pointers, shared=0) -> dict | None:
     """The description of a launch of ``kernel`` with ``args`` for the stored launches
     (:class:`.stored.StoredLaunch`): each pointer parameter becomes ``pointers[value]`` (a
-    marker such as ``["in", 0]``), every other parameter ``["v", value]``.  None when a
+    marker such as ``["in", 0]``), a list in place of a value that marker, every other
+    parameter ``["v", value]``.  None when a
     pointer is not in ``pointers``, the kernel has no packed form or no disk key (nothing
     to load in another process), or in the simulator.
 
@@ -346,6 +347,8 @@ def stored_form(kernel, grid, block, args, pointers, shared=0) -> dict | None:
             if m is None:
                 return None
             entries.append(list(m))
+        elif type(v) is list:   # a marker in place of a value (a scan's base and epoch)
+            entries.append(v)
         else:
             entries.append(["v", v.item() if hasattr(v, "item") else v])
     return {"key": kernel.key, "entry": kernel.entry, "fmt": st.format, "grid": int(grid),

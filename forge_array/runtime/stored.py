@@ -2,13 +2,14 @@
 
 A standard operation that ran on our kernels in one launch (a full reduction such as
 ``sum(x)``, ``mean(x)``, ``argmax(x)``; ``sum``, ``prod``, ``max``, ``min``, ``any`` or
-``all`` along axes; a matrix-vector product ``A @ v``) leaves a *stored
-launch*: the kernel file's key and entry point, the packed parameter format, grid, block,
-and each parameter as a value, an operand's address, an output's address, uninitialised
-scratch or the stream's zeroed counters.  The stored launches of a process are written at
-its exit into one index file per *environment* (the package's source files, the GPU's
-name, compute capability and SM count, CuPy's version and the ``FORGE_ARRAY_*`` settings),
-so anything that could change a plan selects another file.
+``all`` along axes; ``cumulative_sum`` and ``cumulative_prod``; a matrix-vector product
+``A @ v``) leaves a *stored launch*: the kernel file's key and entry point, the packed
+parameter format, grid, block, and each parameter as a value, an operand's address, an
+output's address, uninitialised scratch, the stream's zeroed counters, a constant, or a
+part of a scan's tile state (the store keeps its own, see :mod:`.scan_state`).  The stored
+launches of a process are written at its exit into one index file per *environment* (the
+package's source files, the GPU's name, compute capability and SM count, CuPy's version and
+the ``FORGE_ARRAY_*`` settings), so anything that could change a plan selects another file.
 
 In a later process, a call that finds its operation and operand layouts (dtype, shape,
 strides, 16-byte phase) in the index while the kernel layer is still loading
@@ -32,11 +33,14 @@ import struct
 import threading
 import warnings
 
+import numpy as np
+
 from . import backend, config, kernel_files, temp
 from .counters import STATS
 from .memory import data_address
+from .scan_state import TileState
 
-__all__ = ["full_key", "axis_key", "pair_key", "lookup", "save", "drop", "flush", "MAX_ENTRIES"]
+__all__ = ["full_key", "axis_key", "scan_key", "pair_key", "lookup", "save", "drop", "flush", "MAX_ENTRIES"]
 
 #: stored launches kept per environment (the newest when there are more)
 MAX_ENTRIES = 4096
@@ -53,18 +57,28 @@ def _layout(a) -> tuple:
     return (a.dtype.str, tuple(a.shape), tuple(a.strides), data_address(a) & 15)
 
 
+def _dt(d):
+    return None if d is None else np.dtype(d).str
+
+
 def full_key(name, x, dtype, keepdims, extra) -> tuple:
     """The key of the full reduction ``name`` of backend array ``x`` with the primitive's
     ``dtype`` argument (None or a dtype), ``keepdims`` and ``extra`` (var / std's
     correction); the types of the arguments are part of it (1 and 1.0 are other keys)."""
-    return ("full", name, _layout(x), None if dtype is None else str(dtype), bool(keepdims),
+    return ("full", name, _layout(x), _dt(dtype), bool(keepdims),
             None if extra is None else (type(extra).__name__, repr(extra)))
 
 
 def axis_key(name, x, axes, dtype, keepdims) -> tuple:
     """The key of the reduction ``name`` of backend array ``x`` along ``axes`` (a sorted
     tuple, not every axis) with the primitive's ``dtype`` argument and ``keepdims``."""
-    return ("axis", name, tuple(axes), _layout(x), None if dtype is None else str(dtype), bool(keepdims))
+    return ("axis", name, tuple(axes), _layout(x), _dt(dtype), bool(keepdims))
+
+
+def scan_key(name, x, axis, dtype, include_initial) -> tuple:
+    """The key of the scan ``name`` (``cumulative_sum`` / ``cumulative_prod``) of backend
+    array ``x`` along ``axis`` (a non-negative int) accumulated in ``dtype``."""
+    return ("scan", name, _layout(x), int(axis), _dt(dtype), bool(include_initial))
 
 
 def pair_key(tag, a, b) -> tuple:
@@ -210,6 +224,41 @@ _DROPPED: list = []
 _SCRATCH: dict = {}   # (device, stream, slot) -> uninitialised bytes
 
 
+_KINDS = frozenset(("v", "in", "out", "uninit", "counter", "const", "state"))
+_STATES = threading.local()
+
+
+def _tile_state(dev, sptr, spec):
+    """The store's own scan tile state of (device, stream, this thread) for ``spec`` = (packed,
+    acc dtypes, slots, tiles, counter words), with room for its slots."""
+    cache = getattr(_STATES, "states", None)
+    if cache is None:
+        cache = _STATES.states = {}
+    packed, acc, slots, _, words = spec
+    key = (dev, sptr, packed, acc, words)
+    st = cache.get(key)
+    if st is None:
+        st = cache[key] = TileState(backend.cupy(), packed, acc, max(slots, 1024), words)
+    elif st.slots < slots:
+        st.grow(max(slots, 2 * st.slots))
+    return st
+
+
+def _state_value(st, what):
+    kind = what[0]
+    if kind == "status":
+        return st.buffers()[0]
+    if kind == "vals":
+        return st.buffers()[1][what[1]]
+    if kind == "counter":
+        return st.buffers()[2]
+    if kind == "base":
+        return st.base
+    if kind == "epoch":
+        return st.epoch
+    raise ValueError(f"unknown tile-state parameter {kind!r}")
+
+
 def _uninit(dev, sptr, slot, nbytes, like):
     buf = _SCRATCH.get((dev, sptr, slot))
     if buf is None or buf.nbytes < nbytes:
@@ -223,10 +272,14 @@ class StoredLaunch:
     ``"shared"``, ``"outs"`` (shape and dtype of each output), ``"reshape"`` (the result's
     final shape, or None) and ``"args"``, one per flat parameter: ``["v", value]``,
     ``["in", k]`` (operand k's address), ``["out", j]``, ``["uninit", slot, nbytes]`` or
-    ``["counter", words, dtype]`` (the stream's zeroed counters, left zero by the kernel).
+    ``["counter", words, dtype]`` (the stream's zeroed counters, left zero by the kernel),
+    ``["const", j]`` (constant j of ``"consts"``: dtype and hex bytes) or ``["state", ...]``
+    (a part of the tile state ``"state"`` describes: packed words, value dtypes, slots,
+    tiles, counter words; the store's state advances after each launch).
     Calling it with the operands returns the result (the first output)."""
 
-    __slots__ = ("desc", "struct", "fns", "outs", "args", "grid", "block", "shared", "reshape")
+    __slots__ = ("desc", "struct", "fns", "outs", "args", "grid", "block", "shared", "reshape",
+                 "consts", "state", "_consts")
 
     def __init__(self, desc):
         self.desc = desc
@@ -236,8 +289,18 @@ class StoredLaunch:
         self.args = [tuple(a) for a in desc["args"]]
         self.grid, self.block, self.shared = int(desc["grid"]), int(desc["block"]), int(desc["shared"])
         self.reshape = None if desc.get("reshape") is None else tuple(desc["reshape"])
+        self.consts = [(str(d), bytes.fromhex(h)) for d, h in desc.get("consts") or ()]
+        st = desc.get("state")
+        self.state = None if st is None else (int(st["packed"]), tuple(str(d) for d in st["acc"]),
+                                              int(st["slots"]), int(st["ntiles"]), int(st["counter_words"]))
+        self._consts: dict = {}
         if len(self.args) != len(self.struct.unpack(bytes(self.struct.size))):
             raise ValueError("parameters and format differ")
+        for a in self.args:
+            if a[0] not in _KINDS:
+                raise ValueError(f"unknown parameter kind {a[0]!r}")
+            if a[0] == "state" and self.state is None:
+                raise ValueError("a tile-state parameter without a tile state")
 
     def _handle(self, dev):
         h = self.fns.get(dev)
@@ -250,6 +313,13 @@ class StoredLaunch:
                 kernel_files.allow_dynamic_shared(h, self.shared)
         return h
 
+    def _const(self, dev, j):
+        c = self._consts.get((dev, j))
+        if c is None:
+            d, raw = self.consts[j]
+            c = self._consts[(dev, j)] = backend.cupy().asarray(np.frombuffer(raw, dtype=d))
+        return c
+
     def __call__(self, ins):
         cp = backend.cupy()
         dev = cp.cuda.runtime.getDevice()
@@ -259,24 +329,29 @@ class StoredLaunch:
         sptr = cp.cuda.get_current_stream().ptr
         like = ins[0]
         outs = [cp.empty(s, d) for s, d in self.outs]
+        st = None if self.state is None else _tile_state(dev, sptr, self.state)
         vals = []
         for a in self.args:
             kind = a[0]
             if kind == "v":
                 vals.append(a[1])
             elif kind == "in":
-                vals.append(ins[a[1]].data.ptr)
+                vals.append(ins[a[1]].data.ptr + (a[2] if len(a) > 2 else 0))
             elif kind == "out":
-                vals.append(outs[a[1]].data.ptr)
+                vals.append(outs[a[1]].data.ptr + (a[2] if len(a) > 2 else 0))
             elif kind == "uninit":
                 vals.append(_uninit(dev, sptr, a[1], a[2], like).data.ptr)
             elif kind == "counter":
                 vals.append(temp.counters(a[1], like, a[2]).data.ptr)
-            else:
-                raise ValueError(f"unknown parameter kind {kind!r}")
+            elif kind == "const":
+                vals.append(self._const(dev, a[1]).data.ptr)
+            else:   # "state"
+                vals.append(_state_value(st, a[1:]))
         pb = kernel_files.param_buffer(self.struct.size)   # alive until the launch returns
         self.struct.pack_into(pb[0], 0, *vals)
         kernel_files.launch_packed(handle, self.grid, self.block, self.shared, sptr, pb[3], dev)
+        if st is not None:
+            st.advance(self.state[3])   # tickets taken from its counter
         STATS["launches"] += 1
         STATS["stored_launches"] += 1
         out = outs[0]

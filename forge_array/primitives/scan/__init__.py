@@ -24,6 +24,7 @@ import threading
 import numpy as np
 
 from ... import runtime
+from ...runtime import SIMULATE, stored
 from .arguments import AxisError, _check_op, _inputs, _normalize_axis, _resolve, _value, _xp
 from .cpu import _scan_cpu
 from .plan import _fast_key, _fast_plans, _layout_key, _plan_narrow, _plan_rows, _remember, _run_fast, _scan_kernel  # noqa: F401 - tests count plans
@@ -68,6 +69,10 @@ def accumulate(op, x, /, *, axis=None, init=None, include_initial=False, exclusi
     return _accumulate(fn, is_tuple, xs, dtypes, dtypes, ident, name, axis=axis, init=init,
                        include_initial=include_initial, exclusive=exclusive, reverse=reverse,
                        out=out, deterministic=deterministic, flatten=True)
+
+
+#: the scans whose launches are stored (runtime.stored)
+_STORED = frozenset(("cumulative_sum", "cumulative_prod"))
 
 
 def _accumulate(fn, tuple_op, xs, in_dtypes, acc_dtypes, ident, name, *, axis, init,
@@ -137,6 +142,11 @@ def _accumulate(fn, tuple_op, xs, in_dtypes, acc_dtypes, ident, name, *, axis, i
         if plan is not None and fkey is not None:
             plan.flat = flat
             _remember(fkey, plan)
+            if (not SIMULATE and name in _STORED and mapfn is None and not tuple_op
+                    and len(xs) == 1 and not (exclusive or reverse or deterministic)):
+                desc = plan.stored_form(xs[0], outs[0])   # for a later process's first call
+                if desc is not None:
+                    stored.save(stored.scan_key(name, xs[0], axis, acc_dtypes[0], include_initial), desc)
     else:
         if mapfn is not None:
             raise ValueError(f"{name}: a mapped scan needs the kernels")

@@ -14,9 +14,6 @@ try:
 except ImportError:  # pragma: no cover - numpy < 1.25
     from numpy import AxisError
 
-_EPOCH_LIMIT = (1 << 30) - 1
-
-
 # --------------------------------------------------------------------------- operators
 
 

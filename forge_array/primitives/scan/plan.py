@@ -56,6 +56,43 @@ class _Plan:
         _after_launch(st, self.ntiles)  # tickets taken from the counter
 
 
+    def stored_form(self, x, out):
+        """The description of this plan replayed on the CuPy array ``x`` into ``out`` for
+        the stored launches (:mod:`forge_array.runtime.stored`): the tile state becomes the
+        store's own (status words, value slots, counter, base and epoch), the init values
+        constants; None in the simulator or for a flattened operand."""
+        if runtime.SIMULATE or self.flat:
+            return None
+        in_off = self.in_off * x.dtype.itemsize
+        out_off = self.out_off * out.dtype.itemsize
+        src, dst = x.data.ptr + in_off, out.data.ptr + out_off
+        pointers = {src: ("in", 0, in_off), dst: ("out", 0, out_off)}
+        consts = []
+        for j, (b, ptr) in enumerate(zip(self.init, self.initb)):
+            pointers[ptr] = ("const", j)
+            consts.append([b.dtype.str, b.get().tobytes().hex()])
+        st = self.state
+        state = None
+        args = ((src,), (dst,), self.initb) + self.scalars
+        if st is not None:
+            status, vals, counter = st.buffers()
+            pointers[status] = ("state", "status")
+            pointers[counter] = ("state", "counter")
+            for j, v in enumerate(vals):
+                pointers[v] = ("state", "vals", j)
+            args += (status, vals, counter, ["state", "base"], ["state", "epoch"]) + self.tail
+            state = {"packed": st.packed, "acc": [np.dtype(d).str for d in st.acc_dtypes],
+                     "slots": int(self.slots), "ntiles": int(self.ntiles),
+                     "counter_words": int(st.counter.size)}
+        if len(pointers) != 2 + len(consts) + (0 if st is None else 2 + len(st.vals)):
+            return None   # two parameters at one address
+        desc = runtime.stored_form(self.kernel, self.grid, self.block, args, pointers, self.shared)
+        if desc is not None:
+            desc.update(outs=[[list(self.shape), out.dtype.str]], reshape=None, consts=consts,
+                        state=state)
+        return desc
+
+
 def _buf_at(x, off):
     """Kernel buffer of array ``x`` with its origin moved by ``off`` elements."""
     if runtime.SIMULATE:

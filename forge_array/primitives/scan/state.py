@@ -9,78 +9,19 @@ import numpy as np
 
 from ... import runtime
 from ...kernels import scan as kscan
-from .arguments import _EPOCH_LIMIT, _xp
+from ...runtime.scan_state import TileState, zeros16
+from .arguments import _xp
 
 # --------------------------------------------------------------------------- kernel path
 
 
-class _State:
-    """Tile-status storage of one (device, stream, value type, host thread): reused by every
-    launch; the epoch makes old words read as INVALID, the base turns the monotone ticket
-    counter into tile ids, so nothing is ever cleared between launches. It grows in place
-    (launch plans keep a reference to it)."""
-
-    __slots__ = ("xp", "packed", "acc_dtypes", "status", "vals", "counter", "base", "epoch",
-                 "slots", "_bufs")
-
-    def __init__(self, like, packed, acc_dtypes, slots):
-        self.xp = _xp(like)
-        self.packed = packed  # 32-bit pieces per packed status word (2 or 4), 0: flag + slots
-        self.acc_dtypes = acc_dtypes
-        self.counter = self.xp.zeros(kscan.STAT_WORDS, dtype=np.uint64)
-        self.base = 0
-        self.epoch = 1
-        self.slots = 0
-        self.grow(slots)
-
-    def grow(self, slots):
-        """Room for ``slots`` tile states (fresh zeroed words: epoch 0 is never used)."""
-        xp = self.xp
-        if self.packed:  # 3 words per tile (deterministic mode: aggregate, prefix, group)
-            self.status = _zeros16(xp, 3 * slots * self.packed, np.uint32)
-            self.vals = tuple(xp.zeros(1, dtype=d) for d in self.acc_dtypes)
-        else:
-            self.status = xp.zeros(slots, dtype=np.uint32)
-            self.vals = tuple(xp.zeros(2 * slots, dtype=d) for d in self.acc_dtypes)
-        self.slots = slots
-        self._bufs = None
-
-    def counter_room(self, words):
-        """At least ``words`` words in the counter buffer (a traced pipeline launch writes
-        its time stamps after the statistics words), the counts kept."""
-        if self.counter.size < words:
-            grown = self.xp.zeros(words, dtype=np.uint64)
-            grown[: self.counter.size] = self.counter
-            self.counter = grown
-            self._bufs = None
-
-    def reset(self):
-        """Back to a fresh state in place (after a failed launch took an unknown number of
-        tickets and left words half-published); the plans that hold it stay valid."""
-        self.counter[...] = 0
-        self.status[...] = 0
-        self.base = 0
-        self.epoch = 1
-
-    def buffers(self):
-        """Kernel buffers ``(status, vals, counter)`` (built once per allocation)."""
-        b = self._bufs
-        if b is None:
-            b = self._bufs = (runtime.buffer_of(self.status),
-                              tuple(runtime.buffer_of(v) for v in self.vals),
-                              runtime.buffer_of(self.counter))
-        return b
+def _State(like, packed, acc_dtypes, slots):
+    """The :class:`forge_array.runtime.scan_state.TileState` of the kernel layer on ``like``'s
+    device (a buffer per word array, the counter of the kernels' statistics words)."""
+    return TileState(_xp(like), packed, acc_dtypes, slots, kscan.STAT_WORDS, runtime.buffer_of)
 
 
-def _zeros16(xp, n, dtype):
-    """Zeroed 1-D array of ``n`` elements starting on a 16-byte boundary (CuPy allocations
-    always do; NumPy ones are over-allocated and sliced)."""
-    if getattr(xp, "__wrapped__", xp) is not np:
-        return xp.zeros(n, dtype=dtype)
-    isz = np.dtype(dtype).itemsize
-    raw = np.zeros(n + 16 // isz, dtype=dtype)
-    k = (-raw.__array_interface__["data"][0] % 16) // isz
-    return raw[k:k + n]
+_zeros16 = zeros16
 
 
 _local = threading.local()
@@ -119,11 +60,7 @@ runtime.temp.on_discard(_reset_states)
 
 
 def _after_launch(st, ntiles):
-    st.base += ntiles
-    st.epoch += 1
-    if st.epoch >= _EPOCH_LIMIT:
-        st.status[...] = 0
-        st.epoch = 1
+    st.advance(ntiles)
 
 
 def scan_statistics():
