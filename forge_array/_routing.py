@@ -188,7 +188,7 @@ def _ours(x, name, *args, moments=False):
             # load is queued (the first look-up reads the index without a loading thread
             # competing for the interpreter)
             r = _stored_full(x, name, args)
-            if r is not _PENDING or not layer_ready():
+            if not layer_ready() or r is not _PENDING:   # the load queued now in any case
                 return r
         elif not layer_ready():
             return _PENDING
@@ -376,6 +376,7 @@ def cumulative_sum(x, axis, dtype, include_initial):
     ``include_initial`` the output starts with a 0 and is one longer."""
     if _scan_stored_first(x):
         r = _stored(_stored_mod.scan_key("cumulative_sum", x, axis, dtype, include_initial), (x,))
+        layer_ready()   # the load queued now in any case
         if r is not None:
             return r
     if _kernels(x):
@@ -391,6 +392,7 @@ def cumulative_prod(x, axis, dtype, include_initial):
     """Inclusive scan with * along ``axis`` in ``dtype`` (leading 1 with include_initial)."""
     if _scan_stored_first(x):
         r = _stored(_stored_mod.scan_key("cumulative_prod", x, axis, dtype, include_initial), (x,))
+        layer_ready()   # the load queued now in any case
         if r is not None:
             return r
     if _kernels(x):
@@ -409,7 +411,7 @@ def matmul(a, b):
         if not _LAYER[0] and not background.usable("kernel layer") and not config.SIMULATE:
             # the layer is not loaded: a launch an earlier process stored (see _ours)
             r = _stored(_stored_mod.pair_key("matmul", a, b), (a, b))
-        if r is None and (_LAYER[0] or layer_ready()):
+        if (_LAYER[0] or layer_ready()) and r is None:
             r = _attempt(_mv.route_matmul, a, b)
     if r is not None and r is not _PENDING:
         return _out(a, r, a.dtype)
