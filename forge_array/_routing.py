@@ -197,7 +197,8 @@ def _ours(x, name, *args, moments=False):
 
 def _stored_full(x, name, args):
     """The stored launch of the reduction ``name`` on ``(x, *args)`` (the arguments of the
-    routed function), or :data:`_PENDING` when there is none."""
+    routed function), or :data:`_PENDING` when there is none (then the call is prepared
+    for later, see :func:`_prepare_later`)."""
     if config.SIMULATE or x.size == 0:
         return _PENDING
     dtype = extra = None
@@ -207,16 +208,39 @@ def _stored_full(x, name, args):
         axis, extra, keepdims = args
     else:
         axis, keepdims = args
+    key = None
     if name == "argmax" or name == "argmin":
-        if axis is not None:
-            return _PENDING
+        if axis is None:
+            key = _stored_mod.full_key(name, x, dtype, keepdims, extra)
     elif len(axis) != x.ndim:
-        if name not in _AXIS_STORED:
-            return _PENDING
-        r = _stored(_stored_mod.axis_key(name, x, axis, dtype, keepdims), (x,))
-        return _PENDING if r is None else r
-    r = _stored(_stored_mod.full_key(name, x, dtype, keepdims, extra), (x,))
-    return _PENDING if r is None else r
+        if name in _AXIS_STORED:
+            key = _stored_mod.axis_key(name, x, axis, dtype, keepdims)
+    else:
+        key = _stored_mod.full_key(name, x, dtype, keepdims, extra)
+    r = None if key is None else _stored(key, (x,))
+    if r is None:
+        _prepare_later(key or (name, _stored_mod.layout(x), repr(args)),
+                       lambda: getattr(_red, name)(x, *args))
+        return _PENDING
+    return r
+
+
+#: calls prepared for later in this process (see :func:`_prepare_later`), at most MAX_PREPARED
+_PREPARED = [0]
+MAX_PREPARED = 64
+
+
+def _prepare_later(key, call):
+    """A call that runs on its fallback because the kernel layer is still loading: queue
+    ``call()`` (the primitive on the same arrays) behind the layer's load, so that its
+    kernels are built and its launch is cached and stored before the next such call, in this
+    process or the next; its result is dropped.  The arrays stay referenced until it has
+    run; at most :data:`MAX_PREPARED` calls per process."""
+    if _PREPARED[0] >= MAX_PREPARED or background.state(("prepare", key)) is not None:
+        return
+    _PREPARED[0] += 1
+    layer_ready()   # the layer's load first
+    background.submit(("prepare", key), call)
 
 
 #: the reductions along axes whose launches are stored
@@ -375,7 +399,11 @@ def cumulative_sum(x, axis, dtype, include_initial):
     """Inclusive scan with + along ``axis`` (non-negative int) in ``dtype``; with
     ``include_initial`` the output starts with a 0 and is one longer."""
     if _scan_stored_first(x):
-        r = _stored(_stored_mod.scan_key("cumulative_sum", x, axis, dtype, include_initial), (x,))
+        key = _stored_mod.scan_key("cumulative_sum", x, axis, dtype, include_initial)
+        r = _stored(key, (x,))
+        if r is None:
+            _prepare_later(key, lambda: _scan.cumulative_sum(x, axis=axis, dtype=dtype,
+                                                        include_initial=include_initial))
         layer_ready()   # the load queued now in any case
         if r is not None:
             return r
@@ -391,7 +419,11 @@ def cumulative_sum(x, axis, dtype, include_initial):
 def cumulative_prod(x, axis, dtype, include_initial):
     """Inclusive scan with * along ``axis`` in ``dtype`` (leading 1 with include_initial)."""
     if _scan_stored_first(x):
-        r = _stored(_stored_mod.scan_key("cumulative_prod", x, axis, dtype, include_initial), (x,))
+        key = _stored_mod.scan_key("cumulative_prod", x, axis, dtype, include_initial)
+        r = _stored(key, (x,))
+        if r is None:
+            _prepare_later(key, lambda: _scan.cumulative_prod(x, axis=axis, dtype=dtype,
+                                                        include_initial=include_initial))
         layer_ready()   # the load queued now in any case
         if r is not None:
             return r
@@ -410,7 +442,10 @@ def matmul(a, b):
     if kernels_available(a):
         if not _LAYER[0] and not background.usable("kernel layer") and not config.SIMULATE:
             # the layer is not loaded: a launch an earlier process stored (see _ours)
-            r = _stored(_stored_mod.pair_key("matmul", a, b), (a, b))
+            key = _stored_mod.pair_key("matmul", a, b)
+            r = _stored(key, (a, b))
+            if r is None:
+                _prepare_later(key, lambda: _mv.route_matmul(a, b))
         if (_LAYER[0] or layer_ready()) and r is None:
             r = _attempt(_mv.route_matmul, a, b)
     if r is not None and r is not _PENDING:

@@ -195,6 +195,7 @@ def test_a_call_looks_up_the_key_its_primitive_stores(monkeypatch, sim, routed, 
     monkeypatch.setattr(_routing, "_LAYER", [False])
     monkeypatch.setattr(_routing, "layer_ready", lambda: False)
     monkeypatch.setattr(_routing.background, "usable", lambda key: False)
+    monkeypatch.setattr(_routing, "_prepare_later", lambda key, call: None)
     monkeypatch.setattr(_routing, "kernels_available", lambda a: True)
     monkeypatch.setattr(stored, "lookup", lambda key, device=None: looked.append(key))
     getattr(_routing, routed)(x, *args)
@@ -209,6 +210,7 @@ def test_calls_of_more_than_one_launch_look_nothing_up(monkeypatch, sim):
     monkeypatch.setattr(_routing, "_LAYER", [False])
     monkeypatch.setattr(_routing, "layer_ready", lambda: False)
     monkeypatch.setattr(_routing.background, "usable", lambda key: False)
+    monkeypatch.setattr(_routing, "_prepare_later", lambda key, call: None)
     monkeypatch.setattr(_routing, "kernels_available", lambda a: True)
     monkeypatch.setattr(stored, "lookup", lambda key, device=None: looked.append(key))
     m = np.ones((3, 4), np.float32)
@@ -250,7 +252,20 @@ def test_a_scan_looks_up_the_key_its_primitive_stores(monkeypatch, sim, name, in
     monkeypatch.setattr(_routing, "_LAYER", [False])
     monkeypatch.setattr(_routing, "layer_ready", lambda: False)
     monkeypatch.setattr(_routing.background, "usable", lambda key: False)
+    monkeypatch.setattr(_routing, "_prepare_later", lambda key, call: None)
     monkeypatch.setattr(_routing, "kernels_available", lambda a: True)
     monkeypatch.setattr(stored, "lookup", lambda key, device=None: looked.append(key))
     getattr(_routing, name)(x, 0, np.dtype("float32"), include_initial)
     assert saved and looked == saved[-1:]
+
+
+def test_calls_while_the_layer_loads_are_prepared_once_each_and_bounded(monkeypatch):
+    queued = []
+    monkeypatch.setattr(_routing, "_PREPARED", [0])
+    monkeypatch.setattr(_routing, "MAX_PREPARED", 3)
+    monkeypatch.setattr(_routing, "layer_ready", lambda: queued.append("layer") or False)
+    monkeypatch.setattr(_routing.background, "state", lambda key: "queued" if key in [q for q in queued] else None)
+    monkeypatch.setattr(_routing.background, "submit", lambda key, job: queued.append(key))
+    for k in ["a", "a", "b", "c", "d"]:
+        _routing._prepare_later(k, lambda: None)
+    assert queued == ["layer", ("prepare", "a"), "layer", ("prepare", "b"), "layer", ("prepare", "c")]

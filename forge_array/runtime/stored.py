@@ -53,8 +53,13 @@ _NEW: dict = {}      # device id -> {key: description} to write at exit
 _LIVE: dict = {}     # (device id, key) -> StoredLaunch, or None for a key not stored
 
 
-def _layout(a) -> tuple:
+def layout(a) -> tuple:
+    """What a stored launch depends on of backend array ``a`` besides its address: dtype,
+    shape, strides, 16-byte phase."""
     return (a.dtype.str, tuple(a.shape), tuple(a.strides), data_address(a) & 15)
+
+
+_layout = layout
 
 
 def _dt(d):
