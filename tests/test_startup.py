@@ -265,15 +265,20 @@ _STORED = textwrap.dedent("""
     from forge_array.runtime import STATS, background
     if sys.argv[2] == "hold":   # the kernel layer never loads: calls run stored launches or fall back
         _routing.layer_ready = lambda: False
+    import cupy as cp
     dev = sys.argv[1]
     rng = np.random.default_rng(0)
-    x = xp.asarray(rng.random(1000, dtype=np.float32), device=dev)
-    x64 = xp.asarray(rng.random(333), device=dev)
-    b = xp.asarray(rng.random(1000) > 0.5, device=dev)
-    i = xp.asarray(rng.integers(-50, 50, 1000, dtype=np.int32), device=dev)
-    A = xp.asarray(rng.random((40, 25), dtype=np.float32), device=dev)
-    v = xp.asarray(rng.random(25, dtype=np.float32), device=dev)
-    w = xp.asarray(rng.random(40, dtype=np.float32), device=dev)
+    def arr(h):   # arrays CuPy shares: their reductions are not deferred (automatic fusion)
+        return xp.asarray(cp.asarray(h))
+    x = arr(rng.random(1000, dtype=np.float32))
+    x64 = arr(rng.random(333))
+    b = arr(rng.random(1000) > 0.5)
+    i = arr(rng.integers(-50, 50, 1000, dtype=np.int32))
+    A = arr(rng.random((40, 25), dtype=np.float32))
+    v = arr(rng.random(25, dtype=np.float32))
+    w = arr(rng.random(40, dtype=np.float32))
+    B = arr(rng.random((40, 25)) > 0.5)
+    ones = arr(np.ones(2 * 10**5 + 3))
     calls = {"sum": lambda: xp.sum(x), "sum f64": lambda: xp.sum(x64), "sum int32": lambda: xp.sum(i),
              "sum as float64": lambda: xp.sum(x, dtype=xp.float64), "prod": lambda: xp.prod(x[:40]),
              "max": lambda: xp.max(x), "min keepdims": lambda: xp.min(x, keepdims=True),
@@ -282,10 +287,10 @@ _STORED = textwrap.dedent("""
              "argmin": lambda: xp.argmin(x64), "A @ v": lambda: A @ v, "w @ A": lambda: w @ A,
              "sum(A, axis=0)": lambda: xp.sum(A, axis=0),
              "max(A, axis=1) keepdims": lambda: xp.max(A, axis=1, keepdims=True),
-             "any(axis=0)": lambda: xp.any(A > 0.5, axis=0), "cumulative_sum": lambda: xp.cumulative_sum(x),
+             "any(axis=0)": lambda: xp.any(B, axis=0), "cumulative_sum": lambda: xp.cumulative_sum(x),
              "cumulative_sum again": lambda: xp.cumulative_sum(x),   # the stored tile state's next epoch
              "cumulative_prod with the initial": lambda: xp.cumulative_prod(x64[:50], include_initial=True),
-             "cumulative_sum of a large array": lambda: xp.cumulative_sum(xp.ones(2 * 10**5 + 3, device=dev))}
+             "cumulative_sum of a large array": lambda: xp.cumulative_sum(ones)}
     out = {}
     for name, call in calls.items():
         n0, s0 = STATS["launches"], STATS["stored_launches"]
