@@ -192,7 +192,10 @@ def _ours(x, name, *args, moments=False):
                 return r
         elif not layer_ready():
             return _PENDING
-    return _attempt(getattr(_red, name), x, *args)
+    r = _attempt(getattr(_red, name), x, *args)
+    if r is _PENDING and not config.SIMULATE:   # a kernel is being built: this call again behind it
+        _prepare_later((name, _stored_mod.layout(x), repr(args)), lambda: getattr(_red, name)(x, *args))
+    return r
 
 
 def _stored_full(x, name, args):
@@ -231,10 +234,10 @@ MAX_PREPARED = 64
 
 
 def _prepare_later(key, call):
-    """A call that runs on its fallback because the kernel layer is still loading: queue
-    ``call()`` (the primitive on the same arrays) behind the layer's load, so that its
-    kernels are built and its launch is cached and stored before the next such call, in this
-    process or the next; its result is dropped.  The arrays stay referenced until it has
+    """A call that runs on its fallback because the kernel layer is still loading or one of
+    its kernels is being built: queue ``call()`` (the primitive on the same arrays) behind
+    the load and the builds, so that its launch is cached and stored before the next such
+    call, in this process or the next; its result is dropped.  The arrays stay referenced until it has
     run; at most :data:`MAX_PREPARED` calls per process."""
     if _PREPARED[0] >= MAX_PREPARED or background.state(("prepare", key)) is not None:
         return
@@ -412,6 +415,9 @@ def cumulative_sum(x, axis, dtype, include_initial):
                                                   include_initial=include_initial))
         if r is not _PENDING:
             return r
+        if not config.SIMULATE:   # a kernel is being built: this call again behind it
+            _prepare_later(_stored_mod.scan_key("cumulative_sum", x, axis, dtype, include_initial),
+                           lambda: _scan.cumulative_sum(x, axis=axis, dtype=dtype, include_initial=include_initial))
     res = _backend_scan(x, "cumsum", 0, axis, dtype, include_initial)
     return _out(x, res, dtype)
 
@@ -432,6 +438,9 @@ def cumulative_prod(x, axis, dtype, include_initial):
                                                   include_initial=include_initial))
         if r is not _PENDING:
             return r
+        if not config.SIMULATE:   # a kernel is being built: this call again behind it
+            _prepare_later(_stored_mod.scan_key("cumulative_prod", x, axis, dtype, include_initial),
+                           lambda: _scan.cumulative_prod(x, axis=axis, dtype=dtype, include_initial=include_initial))
     res = _backend_scan(x, "cumprod", 1, axis, dtype, include_initial)
     return _out(x, res, dtype)
 
@@ -448,6 +457,8 @@ def matmul(a, b):
                 _prepare_later(key, lambda: _mv.route_matmul(a, b))
         if (_LAYER[0] or layer_ready()) and r is None:
             r = _attempt(_mv.route_matmul, a, b)
+            if r is _PENDING and not config.SIMULATE:   # a kernel is being built: the call again behind it
+                _prepare_later(_stored_mod.pair_key("matmul", a, b), lambda: _mv.route_matmul(a, b))
     if r is not None and r is not _PENDING:
         return _out(a, r, a.dtype)
     return _out(a, _xp(a).matmul(a, b), a.dtype)
