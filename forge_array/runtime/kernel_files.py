@@ -14,8 +14,6 @@ True
 
 from __future__ import annotations
 
-import ctypes
-import hashlib
 import os
 import re
 import threading
@@ -44,6 +42,8 @@ def read_cached(path: str):
             data = f.read()
     except OSError:
         return None
+    import hashlib  # noqa: PLC0415  (at first use: import forge_array stays lean)
+
     try:
         text = data.decode("utf-8")
         first, _, body = text.partition("\n")
@@ -84,6 +84,8 @@ def write_atomic(path: str, text: str) -> None:
 
 def write_cached(path: str, entry: str, ptx: str) -> None:
     """Write a kernel file (see :func:`write_atomic`)."""
+    import hashlib  # noqa: PLC0415
+
     write_atomic(path, f"{HEADER}{entry} {hashlib.sha256(ptx.encode()).hexdigest()}\n{ptx}")
 
 
@@ -125,6 +127,8 @@ def function_handle(fn) -> int:
 def param_buffer(size: int):
     """``(buffer, extra, size_t, address of extra)`` for ``cuLaunchKernel``'s packed-parameter
     launch of ``size`` bytes of parameters (``CU_LAUNCH_PARAM_BUFFER_POINTER`` / ``_SIZE``)."""
+    import ctypes  # noqa: PLC0415  (not at import: a CPU-only process never launches)
+
     buf = ctypes.create_string_buffer(max(size, 8))
     size_t = ctypes.c_size_t(size)
     extra = (ctypes.c_void_p * 5)(1, ctypes.addressof(buf), 2, ctypes.addressof(size_t), 0)

@@ -25,9 +25,6 @@ Results are the same as the kernel layer's: the same kernel, the same parameters
 from __future__ import annotations
 
 import atexit
-import glob
-import hashlib
-import json
 import os
 import struct
 import threading
@@ -94,6 +91,8 @@ def pair_key(tag, a, b) -> tuple:
 def _source_stamp() -> str:
     """Path, size and modification time of every source file of the package (a stat each:
     a content hash would cost more than the launch it serves)."""
+    import glob  # noqa: PLC0415  (the stdlib modules of this module load at its first use)
+
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     parts = []
     for path in sorted(glob.glob(os.path.join(root, "**", "*.py"), recursive=True)):
@@ -112,6 +111,8 @@ def environment(device: int) -> str:
     """The digest of what a stored launch of device ``device`` depends on besides its key."""
     env = _ENV.get(device)
     if env is None:
+        import hashlib  # noqa: PLC0415
+
         if not _SOURCES:
             _SOURCES.append(_source_stamp())
         cp = backend.cupy()
@@ -132,6 +133,8 @@ def _index_path(env: str) -> str:
 def _read_index(path: str) -> dict:
     """The stored launches of an index file; {} when it is missing or damaged (a damaged
     file is removed, and written anew at exit)."""
+    import json  # noqa: PLC0415
+
     try:
         with open(path, encoding="utf-8") as f:
             data = json.load(f)
@@ -163,6 +166,8 @@ def save(key: tuple, description: dict, device=None) -> None:
     """Store the launch ``description`` (see :class:`StoredLaunch`) of the call ``key`` on
     ``device`` (default: the current one); it is written to disk at exit (or by
     :func:`flush`)."""
+    import json  # noqa: PLC0415
+
     dev = _current_device() if device is None else device
     k = repr(key)
     description = json.loads(json.dumps(description))   # as it reads back
@@ -176,6 +181,10 @@ def flush() -> int:
     """Write the launches stored in this process into their index files (merged with what
     other processes wrote meanwhile, the newest :data:`MAX_ENTRIES` kept); returns how many
     were written."""
+    if not any(_NEW.values()):
+        return 0
+    import json  # noqa: PLC0415
+
     written = 0
     with _LOCK:
         for dev, new in list(_NEW.items()):
