@@ -398,51 +398,39 @@ def _backend_scan(x, name, initial, axis, dtype, include_initial):
     return res
 
 
-def cumulative_sum(x, axis, dtype, include_initial):
-    """Inclusive scan with + along ``axis`` (non-negative int) in ``dtype``; with
-    ``include_initial`` the output starts with a 0 and is one longer."""
+def _cumulative(name, backend_name, initial, x, axis, dtype, include_initial):
+    """``name`` (cumulative_sum / cumulative_prod) on our kernels, a stored launch while the
+    layer loads, or the backend's ``backend_name`` with ``initial`` in front."""
+    def ours():
+        return getattr(_scan, name)(x, axis=axis, dtype=dtype, include_initial=include_initial)
+
     if _scan_stored_first(x):
-        key = _stored_mod.scan_key("cumulative_sum", x, axis, dtype, include_initial)
+        key = _stored_mod.scan_key(name, x, axis, dtype, include_initial)
         r = _stored(key, (x,))
         if r is None:
-            _prepare_later(key, lambda: _scan.cumulative_sum(x, axis=axis, dtype=dtype,
-                                                        include_initial=include_initial))
+            _prepare_later(key, ours)
         layer_ready()   # the load queued now in any case
         if r is not None:
             return r
     if _kernels(x):
-        r = _attempt(lambda: _scan.cumulative_sum(x, axis=axis, dtype=dtype,
-                                                  include_initial=include_initial))
+        r = _attempt(ours)
         if r is not _PENDING:
             return r
         if not config.SIMULATE:   # a kernel is being built: this call again behind it
-            _prepare_later(_stored_mod.scan_key("cumulative_sum", x, axis, dtype, include_initial),
-                           lambda: _scan.cumulative_sum(x, axis=axis, dtype=dtype, include_initial=include_initial))
-    res = _backend_scan(x, "cumsum", 0, axis, dtype, include_initial)
+            _prepare_later(_stored_mod.scan_key(name, x, axis, dtype, include_initial), ours)
+    res = _backend_scan(x, backend_name, initial, axis, dtype, include_initial)
     return _out(x, res, dtype)
+
+
+def cumulative_sum(x, axis, dtype, include_initial):
+    """Inclusive scan with + along ``axis`` (non-negative int) in ``dtype``; with
+    ``include_initial`` the output starts with a 0 and is one longer."""
+    return _cumulative("cumulative_sum", "cumsum", 0, x, axis, dtype, include_initial)
 
 
 def cumulative_prod(x, axis, dtype, include_initial):
     """Inclusive scan with * along ``axis`` in ``dtype`` (leading 1 with include_initial)."""
-    if _scan_stored_first(x):
-        key = _stored_mod.scan_key("cumulative_prod", x, axis, dtype, include_initial)
-        r = _stored(key, (x,))
-        if r is None:
-            _prepare_later(key, lambda: _scan.cumulative_prod(x, axis=axis, dtype=dtype,
-                                                        include_initial=include_initial))
-        layer_ready()   # the load queued now in any case
-        if r is not None:
-            return r
-    if _kernels(x):
-        r = _attempt(lambda: _scan.cumulative_prod(x, axis=axis, dtype=dtype,
-                                                  include_initial=include_initial))
-        if r is not _PENDING:
-            return r
-        if not config.SIMULATE:   # a kernel is being built: this call again behind it
-            _prepare_later(_stored_mod.scan_key("cumulative_prod", x, axis, dtype, include_initial),
-                           lambda: _scan.cumulative_prod(x, axis=axis, dtype=dtype, include_initial=include_initial))
-    res = _backend_scan(x, "cumprod", 1, axis, dtype, include_initial)
-    return _out(x, res, dtype)
+    return _cumulative("cumulative_prod", "cumprod", 1, x, axis, dtype, include_initial)
 
 
 def matmul(a, b):

@@ -170,3 +170,16 @@ def pytest_runtest_protocol(item, nextitem):
         item.ihook.pytest_runtest_logreport(report=r)
     item.ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
     return True
+
+
+@pytest.fixture
+def read_only_dir(tmp_path):
+    """A cache directory nobody can write (as root, a path under a plain file stands for it)."""
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    ro.chmod(0o500)
+    if os.access(ro, os.W_OK):
+        blocker = tmp_path / "file"
+        blocker.write_text("")
+        ro = blocker / "kernels"
+    return ro

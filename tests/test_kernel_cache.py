@@ -80,15 +80,8 @@ def test_concurrent_writers_of_one_entry_both_succeed(cache_dir):
     assert compiler._read_cached(p) == ("k", PTX)
 
 
-def test_read_only_cache_directory_warns_once(tmp_path, monkeypatch):
-    ro = tmp_path / "ro"
-    ro.mkdir()
-    ro.chmod(0o500)
-    if os.access(ro, os.W_OK):   # running as root: a path under a file stands for it
-        blocker = tmp_path / "file"
-        blocker.write_text("")
-        ro = blocker / "kernels"
-    monkeypatch.setattr(config, "CACHE_DIR", str(ro))
+def test_read_only_cache_directory_warns_once(read_only_dir, monkeypatch):
+    monkeypatch.setattr(config, "CACHE_DIR", str(read_only_dir))
     monkeypatch.setattr(kernel_files, "_WARNED", [])
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")

@@ -119,15 +119,8 @@ def test_unchanged_descriptions_are_not_written_again(store):
     assert stored.flush() == 0
 
 
-def test_read_only_cache_directory_warns_once(tmp_path, monkeypatch, store):
-    ro = tmp_path / "ro"
-    ro.mkdir()
-    ro.chmod(0o500)
-    if os.access(ro, os.W_OK):   # running as root: a path under a file stands for it
-        blocker = tmp_path / "file"
-        blocker.write_text("")
-        ro = blocker / "kernels"
-    monkeypatch.setattr(config, "CACHE_DIR", str(ro))
+def test_read_only_cache_directory_warns_once(read_only_dir, monkeypatch, store):
+    monkeypatch.setattr(config, "CACHE_DIR", str(read_only_dir))
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")
         stored.save(("a",), DESC, device=0)
@@ -149,6 +142,17 @@ def test_stored_form_names_every_pointer():
     assert compiler.stored_form(k, 4, 128, (1001, 5, (2000, 3000), 2.5, 1j), pointers) is None  # unknown pointer
     assert compiler.stored_form(compiler.Kernel("k", argtypes, key=None, entry="e", ptx=""), 4, 128,
                                 (1000, 5, (2000, 3000), 2.5, 1j), pointers) is None          # no disk key
+
+
+def _while_the_layer_loads(monkeypatch, looked):
+    """The routing seam as on a GPU while the kernel layer loads, its look-ups noted."""
+    monkeypatch.setattr(config, "SIMULATE", False)
+    monkeypatch.setattr(_routing, "_LAYER", [False])
+    monkeypatch.setattr(_routing, "layer_ready", lambda: False)
+    monkeypatch.setattr(_routing.background, "usable", lambda key: False)
+    monkeypatch.setattr(_routing, "_prepare_later", lambda key, call: None)
+    monkeypatch.setattr(_routing, "kernels_available", lambda a: True)
+    monkeypatch.setattr(stored, "lookup", lambda key, device=None: looked.append(key))
 
 
 _CALLS = [  # routed function, its arguments after x, the primitive that stores, its arguments
@@ -191,13 +195,7 @@ def test_a_call_looks_up_the_key_its_primitive_stores(monkeypatch, sim, routed, 
     red._axis._FAST.clear()
     getattr(red, prim)(x, *pargs)
     # the routed call's side while the kernel layer loads
-    monkeypatch.setattr(config, "SIMULATE", False)
-    monkeypatch.setattr(_routing, "_LAYER", [False])
-    monkeypatch.setattr(_routing, "layer_ready", lambda: False)
-    monkeypatch.setattr(_routing.background, "usable", lambda key: False)
-    monkeypatch.setattr(_routing, "_prepare_later", lambda key, call: None)
-    monkeypatch.setattr(_routing, "kernels_available", lambda a: True)
-    monkeypatch.setattr(stored, "lookup", lambda key, device=None: looked.append(key))
+    _while_the_layer_loads(monkeypatch, looked)
     getattr(_routing, routed)(x, *args)
     assert saved and looked == saved[-1:]
 
@@ -206,13 +204,7 @@ def test_calls_of_more_than_one_launch_look_nothing_up(monkeypatch, sim):
     if not sim:
         pytest.skip("NumPy arrays reach the kernels in the simulator only")
     looked = []
-    monkeypatch.setattr(config, "SIMULATE", False)
-    monkeypatch.setattr(_routing, "_LAYER", [False])
-    monkeypatch.setattr(_routing, "layer_ready", lambda: False)
-    monkeypatch.setattr(_routing.background, "usable", lambda key: False)
-    monkeypatch.setattr(_routing, "_prepare_later", lambda key, call: None)
-    monkeypatch.setattr(_routing, "kernels_available", lambda a: True)
-    monkeypatch.setattr(stored, "lookup", lambda key, device=None: looked.append(key))
+    _while_the_layer_loads(monkeypatch, looked)
     m = np.ones((3, 4), np.float32)
     _routing.reduce_mean(m, (0,), False)     # mean along an axis: two steps, not one launch
     _routing.argmax(m, 1, False)
@@ -248,13 +240,7 @@ def test_a_scan_looks_up_the_key_its_primitive_stores(monkeypatch, sim, name, in
     monkeypatch.setattr(stored, "save", lambda key, desc, device=None: saved.append(key))
     pscan._fast_plans().clear()
     getattr(pscan, name)(x, axis=0, dtype=np.dtype("float32"), include_initial=include_initial)
-    monkeypatch.setattr(config, "SIMULATE", False)
-    monkeypatch.setattr(_routing, "_LAYER", [False])
-    monkeypatch.setattr(_routing, "layer_ready", lambda: False)
-    monkeypatch.setattr(_routing.background, "usable", lambda key: False)
-    monkeypatch.setattr(_routing, "_prepare_later", lambda key, call: None)
-    monkeypatch.setattr(_routing, "kernels_available", lambda a: True)
-    monkeypatch.setattr(stored, "lookup", lambda key, device=None: looked.append(key))
+    _while_the_layer_loads(monkeypatch, looked)
     getattr(_routing, name)(x, 0, np.dtype("float32"), include_initial)
     assert saved and looked == saved[-1:]
 

@@ -285,9 +285,7 @@ def launch(kernel: Kernel, grid: int, block: int, args: tuple, shared: int = 0, 
         try:
             _launch_kernel(ptr, grid, 1, 1, block, 1, 1, shared, sptr, 0, extra)
         except Exception as exc:
-            if not _make_context_current(exc, dev):
-                raise
-            _launch_kernel(ptr, grid, 1, 1, block, 1, 1, shared, sptr, 0, extra)
+            kernel_files.relaunch(exc, ptr, grid, block, shared, sptr, extra, dev)
         return
     fns = kernel._fns
     fn = fns.get(_get_device()) if fns else None
@@ -306,7 +304,6 @@ def launch(kernel: Kernel, grid: int, block: int, args: tuple, shared: int = 0, 
     fn((grid,), (block,), cargs, shared_mem=shared)
 
 
-_make_context_current = kernel_files.make_context_current
 _function_handle = kernel_files.function_handle
 
 

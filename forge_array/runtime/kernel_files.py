@@ -145,13 +145,20 @@ def allow_dynamic_shared(handle: int, nbytes: int) -> None:
 def launch_packed(handle, grid, block, shared, stream_ptr, extra_address, device) -> None:
     """``cuLaunchKernel`` of ``handle`` with the packed parameters at ``extra_address``;
     makes the device's primary context current first where this thread has none."""
-    launch = backend.cupy().cuda.driver.launchKernel
     try:
-        launch(handle, grid, 1, 1, block, 1, 1, shared, stream_ptr, 0, extra_address)
+        backend.cupy().cuda.driver.launchKernel(handle, grid, 1, 1, block, 1, 1, shared, stream_ptr, 0,
+                                                extra_address)
     except Exception as exc:
-        if not make_context_current(exc, device):
-            raise
-        launch(handle, grid, 1, 1, block, 1, 1, shared, stream_ptr, 0, extra_address)
+        relaunch(exc, handle, grid, block, shared, stream_ptr, extra_address, device)
+
+
+def relaunch(exc, handle, grid, block, shared, stream_ptr, extra_address, device) -> None:
+    """After ``cuLaunchKernel`` raised ``exc``: launch again once the device's primary
+    context is current, where a missing context was the cause; else raise ``exc``."""
+    if not make_context_current(exc, device):
+        raise exc
+    backend.cupy().cuda.driver.launchKernel(handle, grid, 1, 1, block, 1, 1, shared, stream_ptr, 0,
+                                            extra_address)
 
 
 def make_context_current(exc, dev) -> bool:
