@@ -25,6 +25,8 @@ array(6)
 
 from __future__ import annotations
 
+import importlib
+
 import numpy as np
 
 from .runtime import array_module as _xp
@@ -48,6 +50,10 @@ def _load_layer() -> None:
     for m in (_red, _scan, _mv, _copy):
         if isinstance(m, _lazy):
             m.load()
+    if background.mode() == "background":
+        # off the calling thread: the fusion layer's execution modules too (kernel modules
+        # among them), which a fused function's first call would otherwise import
+        importlib.import_module("forge_array.fusion.evaluate")
 
 
 def _layer_loaded() -> None:
