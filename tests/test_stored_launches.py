@@ -105,6 +105,7 @@ def test_two_processes_merge_and_the_index_is_bounded(store, monkeypatch):
     monkeypatch.setattr(stored, "MAX_ENTRIES", 3)
     for k in "cdef":
         stored.save((k,), DESC, device=0)
+    assert list(stored._NEW[0]) == [repr((k,)) for k in "def"]   # bounded before the flush too
     stored.flush()
     with open(stored._index_path(stored.environment(0))) as f:
         kept = json.load(f)["launches"]

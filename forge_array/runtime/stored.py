@@ -174,7 +174,11 @@ def save(key: tuple, description: dict, device=None) -> None:
     with _LOCK:
         if _index(dev).get(k) == description:
             return
-        _NEW.setdefault(dev, {})[k] = description
+        new = _NEW.setdefault(dev, {})
+        new.pop(k, None)
+        new[k] = description
+        if len(new) > MAX_ENTRIES:   # a process of many layouts: only the newest are kept
+            del new[next(iter(new))]
 
 
 def flush() -> int:
