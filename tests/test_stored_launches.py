@@ -256,3 +256,10 @@ def test_calls_while_the_layer_loads_are_prepared_once_each_and_bounded(monkeypa
     for k in ["a", "a", "b", "c", "d"]:
         _routing._prepare_later(k, lambda: None)
     assert queued == ["layer", ("prepare", "a"), "layer", ("prepare", "b"), "layer", ("prepare", "c")]
+
+
+def test_a_launch_error_other_than_a_missing_context_is_raised_as_it_was():
+    err = RuntimeError("CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES")
+    with pytest.raises(RuntimeError) as info:
+        kernel_files.relaunch(err, 1, 1, 32, 0, 0, 0, 0)
+    assert info.value is err
