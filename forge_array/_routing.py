@@ -200,7 +200,8 @@ def _ours(x, name, *args, moments=False):
             return _PENDING
     r = _attempt(getattr(_red, name), x, *args)
     if r is _PENDING and not config.SIMULATE:   # a kernel is being built: this call again behind it
-        _prepare_later((name, _stored_mod.layout(x), repr(args)), lambda: getattr(_red, name)(x, *args))
+        _prepare_later((name, _stored_mod.layout(x), repr(args)), lambda: getattr(_red, name)(x, *args),
+                       x.nbytes)
     return r
 
 
@@ -229,23 +230,27 @@ def _stored_full(x, name, args):
     r = None if key is None else _stored(key, (x,))
     if r is None:
         _prepare_later(key or (name, _stored_mod.layout(x), repr(args)),
-                       lambda: getattr(_red, name)(x, *args))
+                       lambda: getattr(_red, name)(x, *args), x.nbytes)
         return _PENDING
     return r
 
 
-#: calls prepared for later in this process (see :func:`_prepare_later`), at most MAX_PREPARED
+#: calls prepared for later in this process (see :func:`_prepare_later`), at most MAX_PREPARED,
+#: each on operands of at most PREPARE_MAX_BYTES (its run allocates outputs beside the caller's)
 _PREPARED = [0]
 MAX_PREPARED = 64
+PREPARE_MAX_BYTES = 1 << 28
 
 
-def _prepare_later(key, call):
+def _prepare_later(key, call, nbytes):
     """A call that runs on its fallback because the kernel layer is still loading or one of
     its kernels is being built: queue ``call()`` (the primitive on the same arrays) behind
     the load and the builds, so that its launch is cached and stored before the next such
     call, in this process or the next; its result is dropped.  The arrays stay referenced until it has
-    run; at most :data:`MAX_PREPARED` calls per process."""
-    if _PREPARED[0] >= MAX_PREPARED or background.state(("prepare", key)) is not None:
+    run; at most :data:`MAX_PREPARED` calls per process, each on ``nbytes`` <=
+    :data:`PREPARE_MAX_BYTES` of operands (its outputs take memory beside the caller's)."""
+    if (_PREPARED[0] >= MAX_PREPARED or nbytes > PREPARE_MAX_BYTES
+            or background.state(("prepare", key)) is not None):
         return
     _PREPARED[0] += 1
     layer_ready()   # the layer's load first
@@ -414,7 +419,7 @@ def _cumulative(name, backend_name, initial, x, axis, dtype, include_initial):
         key = _stored_mod.scan_key(name, x, axis, dtype, include_initial)
         r = _stored(key, (x,))
         if r is None:
-            _prepare_later(key, ours)
+            _prepare_later(key, ours, x.nbytes)
         layer_ready()   # the load queued now in any case
         if r is not None:
             return r
@@ -423,7 +428,7 @@ def _cumulative(name, backend_name, initial, x, axis, dtype, include_initial):
         if r is not _PENDING:
             return r
         if not config.SIMULATE:   # a kernel is being built: this call again behind it
-            _prepare_later(_stored_mod.scan_key(name, x, axis, dtype, include_initial), ours)
+            _prepare_later(_stored_mod.scan_key(name, x, axis, dtype, include_initial), ours, x.nbytes)
     res = _backend_scan(x, backend_name, initial, axis, dtype, include_initial)
     return _out(x, res, dtype)
 
@@ -448,11 +453,12 @@ def matmul(a, b):
             key = _stored_mod.pair_key("matmul", a, b)
             r = _stored(key, (a, b))
             if r is None:
-                _prepare_later(key, lambda: _mv.route_matmul(a, b))
+                _prepare_later(key, lambda: _mv.route_matmul(a, b), a.nbytes + b.nbytes)
         if (_LAYER[0] or layer_ready()) and r is None:
             r = _attempt(_mv.route_matmul, a, b)
             if r is _PENDING and not config.SIMULATE:   # a kernel is being built: the call again behind it
-                _prepare_later(_stored_mod.pair_key("matmul", a, b), lambda: _mv.route_matmul(a, b))
+                _prepare_later(_stored_mod.pair_key("matmul", a, b), lambda: _mv.route_matmul(a, b),
+                               a.nbytes + b.nbytes)
     if r is not None and r is not _PENDING:
         return _out(a, r, a.dtype)
     return _out(a, _xp(a).matmul(a, b), a.dtype)

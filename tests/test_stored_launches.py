@@ -151,7 +151,7 @@ def _while_the_layer_loads(monkeypatch, looked):
     monkeypatch.setattr(_routing, "_LAYER", [False])
     monkeypatch.setattr(_routing, "layer_ready", lambda: False)
     monkeypatch.setattr(_routing.background, "usable", lambda key: False)
-    monkeypatch.setattr(_routing, "_prepare_later", lambda key, call: None)
+    monkeypatch.setattr(_routing, "_prepare_later", lambda key, call, nbytes: None)
     monkeypatch.setattr(_routing, "kernels_available", lambda a: True)
     monkeypatch.setattr(stored, "lookup", lambda key, device=None: looked.append(key))
 
@@ -253,8 +253,9 @@ def test_calls_while_the_layer_loads_are_prepared_once_each_and_bounded(monkeypa
     monkeypatch.setattr(_routing, "layer_ready", lambda: queued.append("layer") or False)
     monkeypatch.setattr(_routing.background, "state", lambda key: "queued" if key in [q for q in queued] else None)
     monkeypatch.setattr(_routing.background, "submit", lambda key, job: queued.append(key))
+    _routing._prepare_later("big", lambda: None, _routing.PREPARE_MAX_BYTES + 1)   # too large to run twice
     for k in ["a", "a", "b", "c", "d"]:
-        _routing._prepare_later(k, lambda: None)
+        _routing._prepare_later(k, lambda: None, 4000)
     assert queued == ["layer", ("prepare", "a"), "layer", ("prepare", "b"), "layer", ("prepare", "c")]
 
 
@@ -263,3 +264,19 @@ def test_a_launch_error_other_than_a_missing_context_is_raised_as_it_was():
     with pytest.raises(RuntimeError) as info:
         kernel_files.relaunch(err, 1, 1, 32, 0, 0, 0, 0)
     assert info.value is err
+
+
+def test_a_launch_whose_kernel_file_is_gone_falls_back_without_looking_again(store, monkeypatch):
+    loads = []
+    monkeypatch.setattr(kernel_files, "load_function", lambda key, entry, ptx=None: loads.append(key))
+    monkeypatch.setattr(stored, "_current_device", lambda: 0)
+
+    class _Cupy:   # the current device and stream, as CuPy answers them
+        class cuda:  # noqa: N801
+            class runtime:  # noqa: N801
+                getDevice = staticmethod(lambda: 0)
+
+    monkeypatch.setattr(stored.backend, "cupy", lambda: _Cupy)
+    ent = stored.StoredLaunch(DESC)
+    assert ent((np.ones(3),)) is None and ent((np.ones(3),)) is None
+    assert loads == [DESC["key"]]

@@ -321,13 +321,13 @@ class StoredLaunch:
                 raise ValueError("a tile-state parameter without a tile state")
 
     def _handle(self, dev):
+        """The function handle on device ``dev``; 0 where the kernel file is gone (then
+        the caller takes its fallback, and the file is not looked for again)."""
         h = self.fns.get(dev)
         if h is None:
             fn = kernel_files.load_function(self.desc["key"], self.desc["entry"])
-            if fn is None:   # the kernel file is gone: the caller takes its fallback
-                return None
-            h = self.fns[dev] = kernel_files.function_handle(fn)
-            if self.shared:
+            h = self.fns[dev] = 0 if fn is None else kernel_files.function_handle(fn)
+            if h and self.shared:
                 kernel_files.allow_dynamic_shared(h, self.shared)
         return h
 
@@ -342,7 +342,7 @@ class StoredLaunch:
         cp = backend.cupy()
         dev = cp.cuda.runtime.getDevice()
         handle = self._handle(dev)
-        if handle is None:
+        if not handle:
             return None
         sptr = cp.cuda.get_current_stream().ptr
         like = ins[0]
