@@ -31,7 +31,6 @@ import numpy as np
 
 from .runtime import array_module as _xp
 from .runtime import background, config, kernels_available
-from .runtime import stored as _stored_mod
 from .runtime.lazy import module as _lazy
 
 # the kernel layer, imported at first use (it loads numba); ``primitives.reduce`` is the
@@ -40,6 +39,8 @@ _red = _lazy("forge_array.primitives.reduce", __name__, "_red")
 _scan = _lazy("forge_array.primitives.scan", __name__, "_scan")
 _mv = _lazy("forge_array.primitives.matvec", __name__, "_mv")
 _copy = _lazy("forge_array.primitives.copy", __name__, "_copy")
+# the stored launches: a GPU's first calls only (nothing of it on a CPU-only machine)
+_stored_mod = _lazy("forge_array.runtime.stored", __name__, "_stored_mod")
 
 #: whether the kernel layer has loaded (``background.state("kernel layer") == "done"``,
 #: kept as one flag for the hot paths below)
@@ -189,10 +190,9 @@ def _ours(x, name, *args, moments=False):
     if not kernels_available(x) or (moments and x.dtype.kind == "c"):
         return _PENDING
     if not _LAYER[0]:
-        if not background.usable("kernel layer"):
-            # background mode, the layer not loaded: a stored launch, looked up before the
-            # load is queued (the first look-up reads the index without a loading thread
-            # competing for the interpreter)
+        if _layer_loading():
+            # a stored launch, looked up before the load is queued (the first look-up reads
+            # the index without a loading thread competing for the interpreter)
             r = _stored_full(x, name, args)
             if not layer_ready() or r is not _PENDING:   # the load queued now in any case
                 return r
@@ -209,7 +209,7 @@ def _stored_full(x, name, args):
     """The stored launch of the reduction ``name`` on ``(x, *args)`` (the arguments of the
     routed function), or :data:`_PENDING` when there is none (then the call is prepared
     for later, see :func:`_prepare_later`)."""
-    if config.SIMULATE or x.size == 0:
+    if x.size == 0:
         return _PENDING
     dtype = extra = None
     if name == "sum" or name == "prod":
@@ -391,10 +391,10 @@ def cumulative_fast(name, x, axis, dtype, include_initial):
     return None
 
 
-def _scan_stored_first(x):
-    """Whether a scan of ``x`` looks for a stored launch (see :func:`_ours`)."""
-    return (not _LAYER[0] and not config.SIMULATE and kernels_available(x)
-            and not background.usable("kernel layer"))
+def _layer_loading() -> bool:
+    """Whether calls look for stored launches now: on a GPU, in background mode, the kernel
+    layer not loaded (see :func:`_ours`)."""
+    return not _LAYER[0] and not config.SIMULATE and not background.usable("kernel layer")
 
 
 def _backend_scan(x, name, initial, axis, dtype, include_initial):
@@ -415,7 +415,7 @@ def _cumulative(name, backend_name, initial, x, axis, dtype, include_initial):
     def ours():
         return getattr(_scan, name)(x, axis=axis, dtype=dtype, include_initial=include_initial)
 
-    if _scan_stored_first(x):
+    if kernels_available(x) and _layer_loading():
         key = _stored_mod.scan_key(name, x, axis, dtype, include_initial)
         r = _stored(key, (x,))
         if r is None:
@@ -448,8 +448,7 @@ def matmul(a, b):
     """Matrix product; ``a`` and ``b`` share one dtype, shapes already checked."""
     r = None
     if kernels_available(a):
-        if not _LAYER[0] and not background.usable("kernel layer") and not config.SIMULATE:
-            # the layer is not loaded: a launch an earlier process stored (see _ours)
+        if _layer_loading():   # a launch an earlier process stored (see _ours)
             key = _stored_mod.pair_key("matmul", a, b)
             r = _stored(key, (a, b))
             if r is None:

@@ -9,7 +9,7 @@ import pytest
 from numba import types as nt
 
 from forge_array import runtime
-from forge_array.runtime import compiler, tuning
+from forge_array.runtime import compiler, kernel_files, tuning
 from forge_array.runtime.fingerprint import digest, fingerprint
 
 
@@ -27,16 +27,16 @@ def test_fingerprint_follows_code_closure_and_globals():
 
 def test_disk_cache_round_trip_and_corrupt_entries(tmp_path):
     path = str(tmp_path / "ab" / "abcdef.ptx")
-    compiler._write_cached(path, "entry_1", ".version 9.0\n// body\n")
-    assert compiler._read_cached(path) == ("entry_1", ".version 9.0\n// body\n")
+    kernel_files.write_cached(path, "entry_1", ".version 9.0\n// body\n")
+    assert kernel_files.read_cached(path) == ("entry_1", ".version 9.0\n// body\n")
     with open(path, "a") as f:  # corrupt the body: the checksum no longer matches
         f.write("garbage")
-    assert compiler._read_cached(path) is None
+    assert kernel_files.read_cached(path) is None
     assert not os.path.exists(path), "a corrupt entry must be deleted, never loaded"
     with open(path, "w") as f:  # no header at all
         f.write(".version 9.0\n")
-    assert compiler._read_cached(path) is None
-    assert compiler._read_cached(str(tmp_path / "missing.ptx")) is None
+    assert kernel_files.read_cached(path) is None
+    assert kernel_files.read_cached(str(tmp_path / "missing.ptx")) is None
 
 
 def test_packed_parameters_follow_cuda_alignment():

@@ -296,9 +296,8 @@ def route_matmul(a, b):
         _alias(_fast_key(tag, None, None, (A, x), None, False, None, False), pk, tag == "vecmat", fshape)
         if not runtime.SIMULATE:   # for a later process's first call (runtime.stored)
             ent = _FAST.get(pk) if pk is not None else None
-            desc = None if ent is None else ent.stored_form((b, a) if ent.swap else (a, b), (a, b))
-            if desc is not None:
-                stored.save(stored.pair_key("matmul", a, b), desc)
+            if ent is not None:
+                stored.save(stored.pair_key("matmul", a, b), ent.stored_form((b, a) if ent.swap else (a, b), (a, b)))
     return r
 
 

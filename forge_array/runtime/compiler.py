@@ -165,11 +165,6 @@ def source_hash() -> str:
     return _SOURCE_HASH
 
 
-_cache_path = kernel_files.cache_path
-_read_cached = kernel_files.read_cached
-_write_cached = kernel_files.write_cached
-
-
 # --------------------------------------------------------------------------- kernels
 
 class Kernel:
@@ -274,7 +269,7 @@ def launch(kernel: Kernel, grid: int, block: int, args: tuple, shared: int = 0, 
         ptr = kernel._ptrs.get(dev)
         if ptr is None:
             fn = kernel.function()
-            ptr = kernel._ptrs[dev] = _function_handle(fn)
+            ptr = kernel._ptrs[dev] = kernel_files.function_handle(fn)
         if shared and kernel._dyn.get(dev, 0) < shared:
             _allow_dynamic_shared(kernel, dev, ptr, shared)
         buf, _, _, extra = kernel.param_buffer()
@@ -294,7 +289,7 @@ def launch(kernel: Kernel, grid: int, block: int, args: tuple, shared: int = 0, 
     if shared:
         dev = _get_device()
         if kernel._dyn.get(dev, 0) < shared:
-            _allow_dynamic_shared(kernel, dev, _function_handle(fn), shared)
+            _allow_dynamic_shared(kernel, dev, kernel_files.function_handle(fn), shared)
     if kernel._flat:
         cargs = tuple([c(a) for c, a in zip(kernel._scalar_convs, args)])
     else:
@@ -302,9 +297,6 @@ def launch(kernel: Kernel, grid: int, block: int, args: tuple, shared: int = 0, 
         for c, a in zip(kernel._convs, args):
             cargs += c(a)
     fn((grid,), (block,), cargs, shared_mem=shared)
-
-
-_function_handle = kernel_files.function_handle
 
 
 def _allow_dynamic_shared(kernel, dev, handle, nbytes) -> None:
@@ -501,7 +493,7 @@ def _from_caches(key, name, argtypes):
     k = _BY_KEY.get(key)
     if k is not None:
         return k
-    cached = _read_cached(_cache_path(key))
+    cached = kernel_files.read_cached(kernel_files.cache_path(key))
     if cached is None:
         return None
     STATS["disk_hits"] += 1
@@ -544,7 +536,7 @@ def _compile(factory, factory_args, argtypes, launch_bounds) -> Kernel:
     entry = _entry_name(ptx)
     k = Kernel(name, argtypes, key=key, entry=entry, ptx=ptx)
     if key is not None:
-        _write_cached(_cache_path(key), entry, ptx)
+        kernel_files.write_cached(kernel_files.cache_path(key), entry, ptx)
         _BY_KEY[key] = k
     return k
 

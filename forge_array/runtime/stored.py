@@ -56,8 +56,6 @@ def layout(a) -> tuple:
     return (a.dtype.str, tuple(a.shape), tuple(a.strides), data_address(a) & 15)
 
 
-_layout = layout
-
 
 def _dt(d):
     return None if d is None else np.dtype(d).str
@@ -67,25 +65,25 @@ def full_key(name, x, dtype, keepdims, extra) -> tuple:
     """The key of the full reduction ``name`` of backend array ``x`` with the primitive's
     ``dtype`` argument (None or a dtype), ``keepdims`` and ``extra`` (var / std's
     correction); the types of the arguments are part of it (1 and 1.0 are other keys)."""
-    return ("full", name, _layout(x), _dt(dtype), bool(keepdims),
+    return ("full", name, layout(x), _dt(dtype), bool(keepdims),
             None if extra is None else (type(extra).__name__, repr(extra)))
 
 
 def axis_key(name, x, axes, dtype, keepdims) -> tuple:
     """The key of the reduction ``name`` of backend array ``x`` along ``axes`` (a sorted
     tuple, not every axis) with the primitive's ``dtype`` argument and ``keepdims``."""
-    return ("axis", name, tuple(axes), _layout(x), _dt(dtype), bool(keepdims))
+    return ("axis", name, tuple(axes), layout(x), _dt(dtype), bool(keepdims))
 
 
 def scan_key(name, x, axis, dtype, include_initial) -> tuple:
     """The key of the scan ``name`` (``cumulative_sum`` / ``cumulative_prod``) of backend
     array ``x`` along ``axis`` (a non-negative int) accumulated in ``dtype``."""
-    return ("scan", name, _layout(x), int(axis), _dt(dtype), bool(include_initial))
+    return ("scan", name, layout(x), int(axis), _dt(dtype), bool(include_initial))
 
 
 def pair_key(tag, a, b) -> tuple:
     """The key of the product ``tag`` (``"matmul"``) of backend arrays ``a`` and ``b``."""
-    return (tag, _layout(a), _layout(b))
+    return (tag, layout(a), layout(b))
 
 
 def _source_stamp() -> str:
@@ -162,10 +160,12 @@ def _current_device() -> int:
     return backend.cupy().cuda.runtime.getDevice()
 
 
-def save(key: tuple, description: dict, device=None) -> None:
+def save(key: tuple, description, device=None) -> None:
     """Store the launch ``description`` (see :class:`StoredLaunch`) of the call ``key`` on
     ``device`` (default: the current one); it is written to disk at exit (or by
-    :func:`flush`)."""
+    :func:`flush`).  A description of None (a launch with no stored form) stores nothing."""
+    if description is None:
+        return
     import json  # noqa: PLC0415
 
     dev = _current_device() if device is None else device

@@ -274,9 +274,7 @@ def _launch_named(spec, x, param, keepdims, hot=None):
             pass
         else:
             if not SIMULATE:   # for a later process's first call (runtime.stored)
-                desc = _kl.stored_form(p, x)
-                if desc is not None:
-                    stored.save(stored.full_key(hot[0], x, hot[1], keepdims, hot[2]), desc)
+                stored.save(stored.full_key(hot[0], x, hot[1], keepdims, hot[2]), _kl.stored_form(p, x))
     return _kl.replay(p, x)[0]
 
 
@@ -322,9 +320,8 @@ def _axis_named(x, axis, f, op, out_dtype, keepdims, hot=None):
     r = _axis.axis_mapreduce(f, op, (x,), axis, None, keepdims, np.dtype(out_dtype), _replay=key)
     if key is not None and not SIMULATE:   # for a later process's first call (runtime.stored)
         ent = _axis._FAST.get(key)
-        desc = None if ent is None else ent.stored_form((x,), (x,))
-        if desc is not None:
-            stored.save(stored.axis_key(hot[0], x, axis, hot[1], keepdims), desc)
+        if ent is not None:
+            stored.save(stored.axis_key(hot[0], x, axis, hot[1], keepdims), ent.stored_form((x,), (x,)))
     return r
 
 

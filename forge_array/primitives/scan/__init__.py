@@ -144,9 +144,8 @@ def _accumulate(fn, tuple_op, xs, in_dtypes, acc_dtypes, ident, name, *, axis, i
             _remember(fkey, plan)
             if (not SIMULATE and name in _STORED and mapfn is None and not tuple_op
                     and len(xs) == 1 and not (exclusive or reverse or deterministic)):
-                desc = plan.stored_form(xs[0], outs[0])   # for a later process's first call
-                if desc is not None:
-                    stored.save(stored.scan_key(name, xs[0], axis, acc_dtypes[0], include_initial), desc)
+                stored.save(stored.scan_key(name, xs[0], axis, acc_dtypes[0], include_initial),
+                            plan.stored_form(xs[0], outs[0]))   # for a later process's first call
     else:
         if mapfn is not None:
             raise ValueError(f"{name}: a mapped scan needs the kernels")

@@ -15,14 +15,13 @@ from .arguments import _xp
 # --------------------------------------------------------------------------- kernel path
 
 
-def _State(like, packed, acc_dtypes, slots):
+def _new_state(like, packed, acc_dtypes, slots):
     """The :class:`forge_array.runtime.scan_state.TileState` of the kernel layer on ``like``'s
     device (a buffer per word array, the counter of the kernels' statistics words)."""
     return TileState(_xp(like), packed, acc_dtypes, slots, kscan.STAT_WORDS, runtime.buffer_of)
 
 
 _zeros16 = zeros16
-
 
 _local = threading.local()
 
@@ -34,9 +33,10 @@ def _state_key(like):
 
 
 def _state(like, acc_dtypes, slots, wide=True, flags=False):
-    """The :class:`_State` of this stream and value type with room for ``slots`` tile
-    states; ``flags``: a flag word per tile plus separate value slots even when the value
-    would fit a packed word (the narrow scan keeps ``p`` values per tile)."""
+    """The tile state (:class:`forge_array.runtime.scan_state.TileState`) of this stream and
+    value type with room for ``slots`` tile states; ``flags``: a flag word per tile plus
+    separate value slots even when the value would fit a packed word (the narrow scan keeps
+    ``p`` values per tile)."""
     cache = getattr(_local, "states", None)
     if cache is None:
         cache = _local.states = {}
@@ -44,7 +44,7 @@ def _state(like, acc_dtypes, slots, wide=True, flags=False):
     key = _state_key(like) + (packed, acc_dtypes)
     st = cache.get(key)
     if st is None:
-        st = cache[key] = _State(like, packed, acc_dtypes, max(slots, 1024))
+        st = cache[key] = _new_state(like, packed, acc_dtypes, max(slots, 1024))
     elif st.slots < slots:
         st.grow(max(slots, 2 * st.slots))
     return st
