@@ -75,8 +75,10 @@ def full_fast(name, x, dtype=None, keepdims=False, extra=None):
         return None
     if _fusion.ON[0]:
         mode = _fusion.wanted_mode(x)
-        if mode is not None:
-            return _pending_full(name, x, dtype, keepdims, extra, mode)
+        if mode is not None:  # deferred, or (a structure that runs eagerly) replayed below
+            r = _pending_full(name, x, dtype, keepdims, extra, mode)
+            if r is not None:
+                return r
     # only arguments of the types `checked` records: as keys, 1 == True == 1.0
     if dtype is not None and not isinstance(dtype, np.dtype):
         return None
@@ -182,8 +184,10 @@ def axis_fast(name, x, axis, dtype=None, keepdims=False):
         return None
     if _fusion.ON[0]:
         mode = _fusion.wanted_mode(x)
-        if mode is not None:
-            return _pending_axis(name, x, axis, dtype, keepdims, mode)
+        if mode is not None:  # deferred, or (a structure that runs eagerly) replayed below
+            r = _pending_axis(name, x, axis, dtype, keepdims, mode)
+            if r is not None:
+                return r
     if dtype is not None and not isinstance(dtype, np.dtype):
         return None
     a = x._array

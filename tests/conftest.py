@@ -47,6 +47,16 @@ except ImportError:  # pragma: no cover
     pass
 
 
+@pytest.fixture(autouse=True)
+def _no_structure_computed_alone():
+    """Each test starts with no structure of plain code counted as computed alone (automatic
+    fusion runs such steps eagerly: an earlier test's steps would decide this one's)."""
+    from forge_array.fusion import auto, expr
+
+    expr.ALONE.clear()
+    auto._SKIPPED.clear()
+
+
 @pytest.fixture(scope="session")
 def sim() -> bool:
     return runtime.SIMULATE

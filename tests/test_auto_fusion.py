@@ -125,6 +125,77 @@ def test_small_steps_on_materialised_arrays_run_eagerly():
     assert pending(t[:3] + 1) is None                  # indexing settled t; small: eager
 
 
+# ------------------------------------------------------------------ steps computed alone
+
+
+@pytest.fixture
+def alone_fresh(monkeypatch):
+    """No structure computed alone yet; two alone settlements make a structure eager."""
+    from forge_array.fusion import expr
+
+    monkeypatch.setattr(auto, "ALONE_LIMIT", [2])
+    expr.ALONE.clear()
+    auto._SKIPPED.clear()
+    yield
+    expr.ALONE.clear()
+    auto._SKIPPED.clear()
+
+
+def test_a_step_computed_alone_runs_eagerly_after_the_limit_but_for_probes(alone_fresh):
+    a, b = np.arange(50.0), np.arange(50.0)[::-1] * 0.5
+    x, m = _private(a), _private(b)
+    deferred = []
+    for _ in range(auto.PROBE_EVERY + 3):
+        t = x - m
+        deferred.append(pending(t) is not None)
+        np.testing.assert_array_equal(_np(xp.flip(t)), (a - b)[::-1])  # flip: not fused
+    assert deferred[:2] == [True, True]
+    probe = 2 + auto.PROBE_EVERY - 1
+    assert not any(deferred[2:probe])
+    assert deferred[probe] and not deferred[probe + 1]
+
+
+def test_a_consumer_that_fuses_a_probe_makes_its_structure_deferred_again(alone_fresh):
+    a, b = np.arange(40.0), np.arange(40.0) * 3.0
+    x, m = _private(a), _private(b)
+    for _ in range(2):
+        _np(xp.flip(x * m))
+    for _ in range(auto.PROBE_EVERY - 1):
+        assert pending(x * m) is None
+    t = x * m                                   # the probe
+    assert pending(t) is not None
+    fused0 = STATS["fused"]
+    np.testing.assert_allclose(float(xp.sum(t + 1.0)), np.sum(a * b + 1.0), rtol=1e-12)
+    assert STATS["fused"] > fused0              # t + 1 computed inside the sum
+    assert pending(x * m) is not None           # deferred again
+
+
+def test_reductions_computed_alone_run_eagerly_and_siblings_keep_one_pass(alone_fresh):
+    a = np.random.default_rng(5).random((30, 7))
+    x = _private(a)
+    kinds = []
+    for _ in range(4):
+        r = xp.sum(x, axis=0)
+        kinds.append(pending(r) is not None)
+        np.testing.assert_allclose(_np(r), a.sum(axis=0), rtol=1e-12)
+    assert kinds == [True, True, False, False]
+    v = x[:, 0]
+    for _ in range(4):                          # computed together each time: never alone
+        (mn, sd, mx), n = _launches(lambda: [float(t) for t in (xp.mean(v), xp.std(v), xp.max(v))])
+        assert n == 1
+        np.testing.assert_allclose([mn, sd, mx], [a[:, 0].mean(), a[:, 0].std(), a[:, 0].max()],
+                                   rtol=1e-12)
+
+
+def test_no_limit_keeps_every_step_deferred(alone_fresh):
+    auto.ALONE_LIMIT[0] = 0
+    x = _private(np.arange(20.0))
+    for _ in range(5):
+        t = x + 1.0
+        assert pending(t) is not None
+        _np(xp.flip(t))
+
+
 # ------------------------------------------------------------------ rules: shared memory
 
 

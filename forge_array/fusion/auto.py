@@ -19,7 +19,11 @@ expression in one kernel.  No program can tell the difference from eager evaluat
   computes them all;
 - **what is computed eagerly after all**: an expression whose structure was compiled with
   :data:`~.codegen.MAX_CONSTANT_SETS` other sets of Python-scalar constants (a changing
-  scalar would compile a kernel per value);
+  scalar would compile a kernel per value); a step on materialised arrays whose structure
+  (operation, dtypes, constants, which operands are the same array) plain code computed
+  alone, nothing fused into it or beside it, :data:`ALONE_LIMIT` times in a row: deferring
+  it costs host time and saves no pass over memory (every :data:`PROBE_EVERY`-th such step
+  is deferred again, and a consumer that fuses one makes the structure deferred again);
 - **what is never deferred**: steps reading shared memory (zero-copy imports of NumPy,
   CuPy, PyTorch or DLPack data, and anything exported), CPU arrays, dtypes or operations
   without a kernel form.
@@ -46,7 +50,8 @@ from . import expr as _expr
 from .expr import Const, Leaf, pending
 
 __all__ = ["enabled", "enable", "applies", "register", "settle_device", "settle_all",
-           "compute_eagerly", "pending_count", "MIN_SIZE", "MAX_OPS", "MAX_LEAVES", "MAX_PENDING"]
+           "compute_eagerly", "pending_count", "alone_eager", "MIN_SIZE", "MAX_OPS",
+           "MAX_LEAVES", "MAX_PENDING", "ALONE_LIMIT", "PROBE_EVERY"]
 
 #: elements below which a step on materialised arrays runs eagerly; a step on pending
 #: operands is always deferred.  Deferral pays for expressions from ~3e6 elements, for a
@@ -64,6 +69,21 @@ MAX_OPS = 32
 MAX_LEAVES = 8
 #: most pending expressions; one more computes them all
 MAX_PENDING = 64
+
+#: times in a row a one-step expression of one structure on materialised arrays is computed
+#: by itself after which such steps run eagerly (0: never).  A step deferred and then
+#: computed alone costs 6-11 µs more host time than the eager step (``python -m
+#: bench.host_overhead --clock cpu``, simulator branch) and saves nothing; scikit-learn's fits
+#: meet such steps at every call (the column means of ``X``, ``X - mean`` handed to an SVD).
+#: ``FORGE_ARRAY_FUSION_ALONE`` sets it (the conformance run with fusion on sets 0, so that
+#: every step stays deferred)
+ALONE_LIMIT = [int(os.environ.get("FORGE_ARRAY_FUSION_ALONE", 2))]
+#: of the steps of a structure that runs eagerly, every PROBE_EVERY-th is deferred again
+PROBE_EVERY = 32
+#: structure running eagerly -> its steps since the last deferred one
+_SKIPPED: dict = {}
+#: most structures remembered (both tables are cleared past it)
+_MAX_ALONE = 4096
 
 _ENV = os.environ.get("FORGE_ARRAY_FUSION", "1").strip().lower()
 # [on, also on CPU arrays when the kernels are simulated (tests)]
@@ -105,6 +125,42 @@ def applies(device):
 
 #: threads computing a failed launch's expressions eagerly now (their steps are not deferred)
 _EAGER = [0]
+
+
+def alone_eager(sig):
+    """Whether a one-step expression of structure ``sig`` on materialised arrays runs eagerly
+    rather than deferred: when plain code computed :data:`ALONE_LIMIT` of them alone in a
+    row, but for every :data:`PROBE_EVERY`-th.
+
+    >>> alone_eager(-1)     # a structure never computed alone
+    False
+    """
+    n = _expr.ALONE.get(sig)
+    if n is None or n < ALONE_LIMIT[0] or not ALONE_LIMIT[0]:
+        return False
+    k = _SKIPPED.get(sig, 0) + 1
+    if k >= PROBE_EVERY:
+        _SKIPPED[sig] = 0
+        return False
+    _SKIPPED[sig] = k
+    return True
+
+
+def _note_alone(nodes):
+    """Count a settlement of one one-step expression for its structure; a one-step
+    expression settled beside others (sibling reductions sharing a pass) keeps deferring."""
+    alone = _expr.ALONE
+    if len(nodes) == 1:
+        n = nodes[0]
+        if n.ops == 1:
+            if len(alone) >= _MAX_ALONE:
+                alone.clear()
+                _SKIPPED.clear()
+            alone[n.sig] = alone.get(n.sig, 0) + 1
+    elif alone:
+        for n in nodes:
+            if n.ops == 1:
+                alone.pop(n.sig, None)
 
 
 def register(d):
@@ -162,6 +218,8 @@ def _settle(device):
                 keep.append(ref)
         _PENDING[:] = keep
         for nodes in groups.values():
+            if ALONE_LIMIT[0]:
+                _note_alone(nodes)
             _compute(nodes)
 
 

@@ -23,6 +23,7 @@ from .._ownership import is_private
 from ..runtime.config import SIMULATE
 from ..runtime.lazy import module as _lazy
 from . import auto as _auto
+from .expr import ALONE as _ALONE
 from .expr import Const, Deferred, Leaf, Node, broadcast_shape, operand, pending
 from .fusible import BINARY, FLOAT_ONLY, INT_EAGER, UNARY
 
@@ -205,6 +206,8 @@ def _deferred(node, mode):
         _TLS.trace.arrays.append(weakref.ref(d))
         return d
     if node.ops > _auto.MAX_OPS or node.reads > _auto.MAX_LEAVES:
+        return None
+    if node.ops == 1 and _ALONE and _auto.alone_eager(node.sig):
         return None
     d = Deferred._of(node, node.device, True)
     _auto.register(d)

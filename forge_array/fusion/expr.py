@@ -25,7 +25,7 @@ import numpy as np
 from .._array import Array
 
 __all__ = ["Leaf", "Const", "Node", "Deferred", "operand", "broadcast_shape", "pending",
-           "const_key", "position", "EPOCH", "PLAIN"]
+           "const_key", "position", "EPOCH", "PLAIN", "ALONE"]
 
 
 def _settle(nodes):
@@ -46,6 +46,13 @@ REPLAYED = [lambda nodes: False]
 #: counts the nodes computed so far: a node built at the current count has the structure
 #: its signature describes (no operand of it was computed since)
 EPOCH = [0]
+
+
+#: structure (:attr:`Node.sig`) of a one-step expression on materialised arrays -> how many
+#: times in a row plain code computed such an expression by itself (:func:`.auto.alone_eager`
+#: reads it); a node built on a pending one-step node removes its structure (it was fused
+#: into a consumer)
+ALONE: dict = {}
 
 
 #: ``PLAIN.on``: this thread settles plain code now (:mod:`.auto`), where a structure
@@ -136,6 +143,8 @@ class Node:
         for a in args:
             t = type(a)
             if t is Node and a.value is None:
+                if ALONE and a.ops == 1:  # fused into this step: its structure stays deferred
+                    ALONE.pop(a.sig, None)
                 ops += a.ops
                 reads += a.reads
                 if leaves:
