@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from test_fusion import _program, _same, expressions
 
 import forge_array as xp
-from forge_array.fusion import auto
+from forge_array.fusion import auto, build
 from forge_array.fusion.expr import Deferred, pending
 from forge_array.runtime import SIMULATE, STATS
 
@@ -141,7 +141,8 @@ def alone_fresh(monkeypatch):
     auto._SKIPPED.clear()
 
 
-def test_a_step_computed_alone_runs_eagerly_after_the_limit_but_for_probes(alone_fresh):
+def test_a_step_computed_alone_runs_eagerly_after_the_limit_but_for_probes(alone_fresh,
+                                                                          monkeypatch):
     a, b = np.arange(50.0), np.arange(50.0)[::-1] * 0.5
     x, m = _private(a), _private(b)
     deferred = []
@@ -153,6 +154,12 @@ def test_a_step_computed_alone_runs_eagerly_after_the_limit_but_for_probes(alone
     probe = 2 + auto.PROBE_EVERY - 1
     assert not any(deferred[2:probe])
     assert deferred[probe] and not deferred[probe + 1]
+    monkeypatch.setattr(build, "Node", _no_node)     # known to run eagerly: no node built
+    np.testing.assert_array_equal(_np(xp.flip(x - m)), (a - b)[::-1])
+
+
+def _no_node(*args, **kwargs):
+    raise AssertionError("a node was built for a structure that runs eagerly")
 
 
 def test_a_consumer_that_fuses_a_probe_makes_its_structure_deferred_again(alone_fresh):
@@ -170,7 +177,8 @@ def test_a_consumer_that_fuses_a_probe_makes_its_structure_deferred_again(alone_
     assert pending(x * m) is not None           # deferred again
 
 
-def test_reductions_computed_alone_run_eagerly_and_siblings_keep_one_pass(alone_fresh):
+def test_reductions_computed_alone_run_eagerly_and_siblings_keep_one_pass(alone_fresh,
+                                                                          monkeypatch):
     a = np.random.default_rng(5).random((30, 7))
     x = _private(a)
     kinds = []
@@ -179,6 +187,12 @@ def test_reductions_computed_alone_run_eagerly_and_siblings_keep_one_pass(alone_
         kinds.append(pending(r) is not None)
         np.testing.assert_allclose(_np(r), a.sum(axis=0), rtol=1e-12)
     assert kinds == [True, True, False, False]
+    for _ in range(2):
+        np.testing.assert_allclose(_np(xp.exp(x)), np.exp(a), rtol=1e-12)
+    with monkeypatch.context() as mp:              # known to run eagerly: no node built
+        mp.setattr(build, "Node", _no_node)
+        np.testing.assert_allclose(_np(xp.sum(x, axis=0)), a.sum(axis=0), rtol=1e-12)
+        np.testing.assert_allclose(_np(xp.exp(x)), np.exp(a), rtol=1e-12)
     v = x[:, 0]
     for _ in range(4):                          # computed together each time: never alone
         (mn, sd, mx), n = _launches(lambda: [float(t) for t in (xp.mean(v), xp.std(v), xp.max(v))])

@@ -24,7 +24,7 @@ from ..runtime.config import SIMULATE
 from ..runtime.lazy import module as _lazy
 from . import auto as _auto
 from .expr import ALONE as _ALONE
-from .expr import Const, Deferred, Leaf, Node, broadcast_shape, operand, pending
+from .expr import Const, Deferred, Leaf, Node, broadcast_shape, const_key, operand, pending
 from .fusible import BINARY, FLOAT_ONLY, INT_EAGER, UNARY
 
 _fr = _lazy("forge_array.primitives.fused_reduce", __name__, "_fr")  # loads numba at first use
@@ -200,14 +200,47 @@ def _operand(x, mode):
     return Leaf(arr) if is_private(arr) else None
 
 
-def _deferred(node, mode):
+#: (operation, operand kinds) of a one-step expression on materialised arrays -> its
+#: structure (:attr:`~.expr.Node.sig`), so that a builder finds a structure that runs
+#: eagerly (:func:`.auto.alone_eager`) before it builds the node
+_PRE: dict = {}
+
+
+def _eager_kind(x):
+    """What a one-step structure records of operand ``x``: a materialised array's dtype, a
+    Python scalar's type and value; None for anything else."""
+    t = type(x)
+    if t is Array:
+        return x._array.dtype
+    if t in PY_SCALARS:
+        return (t, const_key(x))
+    return None
+
+
+def _runs_eagerly(pk):
+    """``(whether the one-step structure known by ``pk`` runs eagerly now, whether it is
+    known)``."""
+    sig = _PRE.get(pk)
+    if sig is None:
+        return False, False
+    return _auto.alone_eager(sig), True
+
+
+def _deferred(node, mode, pk=None, known=False):
+    """The deferred array of ``node`` (None: computed eagerly).  ``pk``: the key of a
+    one-step structure in :data:`_PRE` (noted here); ``known``: its builder asked
+    :func:`.auto.alone_eager` already."""
     if mode == _TRACE:
         d = Deferred._of(node, node.device)
         _TLS.trace.arrays.append(weakref.ref(d))
         return d
     if node.ops > _auto.MAX_OPS or node.reads > _auto.MAX_LEAVES:
         return None
-    if node.ops == 1 and _ALONE and _auto.alone_eager(node.sig):
+    if pk is not None:
+        if len(_PRE) >= 4096:
+            _PRE.clear()
+        _PRE[pk] = node.sig
+    if node.ops == 1 and not known and _ALONE and _auto.alone_eager(node.sig):
         return None
     d = Deferred._of(node, node.device, True)
     _auto.register(d)
@@ -234,6 +267,14 @@ def binary(name, x1, x2, kinds):
     mode = _mode((x1, x2))
     if mode is None:
         return None
+    pk, known = None, False
+    if _ALONE and mode == _AUTO:  # a one-step structure that runs eagerly: not built
+        k1, k2 = _eager_kind(x1), _eager_kind(x2)
+        if k1 is not None and k2 is not None:
+            pk = (name, k1, k2, type(x1) is Array and type(x2) is Array and x1._array is x2._array)
+            eager, known = _runs_eagerly(pk)
+            if eager:
+                return None
     dt, dev, s1, s2 = _binary_types(name, x1, x2, kinds)
     if dt.kind not in _KINDS or (name in FLOAT_ONLY and dt.kind != "f"):
         return None
@@ -246,7 +287,7 @@ def binary(name, x1, x2, kinds):
     except ValueError:  # eager code raises its own error
         return None
     rdt = _BOOL if name in _PREDICATES else dt
-    return _deferred(Node(name, (a, b), rdt, shape, dt, device=dev), mode)
+    return _deferred(Node(name, (a, b), rdt, shape, dt, device=dev), mode, pk, known)
 
 
 def _binary_types(name, x1, x2, kinds):
@@ -268,6 +309,12 @@ def unary(name, x):
     mode = _mode((x,))
     if mode is None:
         return None
+    pk, known = None, False
+    if _ALONE and mode == _AUTO and type(x) is Array:
+        pk = (name, x._array.dtype)
+        eager, known = _runs_eagerly(pk)
+        if eager:
+            return None
     dev = x._device
     dt = x.dtype
     if (dt.kind not in _KINDS or (name in FLOAT_ONLY and dt.kind != "f")
@@ -277,7 +324,7 @@ def unary(name, x):
     e = _operand(x, mode)
     if e is None:
         return None
-    return _deferred(Node(name, (e,), rdt, e.shape, dt, device=dev), mode)
+    return _deferred(Node(name, (e,), rdt, e.shape, dt, device=dev), mode, pk, known)
 
 
 def where(condition, x1, x2, dt, dev, s1, s2):
@@ -332,6 +379,12 @@ def reduction(name, x, axes, dtype, keepdims, correction=0.0, mode=None):
         mode = _mode((x,))
         if mode is None:
             return None
+    pk, known = None, False
+    if _ALONE and mode == _AUTO and type(x) is Array:
+        pk = ("reduce", name, x._array.dtype, axes, dtype, keepdims, correction)
+        eager, known = _runs_eagerly(pk)
+        if eager:
+            return None
     tk = (name, dtype, correction)
     hit = _TERMS.get(tk)
     if hit is None:
@@ -357,7 +410,8 @@ def reduction(name, x, axes, dtype, keepdims, correction=0.0, mode=None):
         else:
             out_shape = tuple(s for d, s in enumerate(shape) if d not in axes)
         extra = (term, tuple(axes), bool(keepdims))
-    return _deferred(Node("reduce", (e,), rdt, out_shape, None, extra, device=x._device), mode)
+    return _deferred(Node("reduce", (e,), rdt, out_shape, None, extra, device=x._device), mode,
+                     pk, known)
 
 
 #: (name, dtype, correction) -> (Term, result dtype) of the reductions met
