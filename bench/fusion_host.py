@@ -13,7 +13,8 @@ rounds in one process.  Also ``sum(x*y+1)`` at the same size, where fusion saves
 ``--break-even`` measures where deferral pays (what :data:`forge_array.fusion.auto.MIN_SIZE`
 is chosen by): plain-code expressions at several sizes, CUDA-event µs of one call from an
 idle GPU as the bench times them (host work before the launch counts), deferred at every
-size, eager, and under ``xp.fuse``:
+size (steps computed alone included: :data:`~forge_array.fusion.auto.ALONE_LIMIT` 0),
+eager, and under ``xp.fuse``:
 
     python -m bench.fusion_host --break-even --sizes 1e5,1e6,3e6,1e7,1e8
 """
@@ -99,7 +100,8 @@ def break_even(sizes, calls=300):
     fchain = xp.fuse(lambda x, y: 2 * x + 3 * y - 1)
     fstats = xp.fuse(lambda x: (xp.mean(x), xp.std(x), xp.max(x)))
     out: dict = {}
-    old, size0 = auto.enable(True), auto.MIN_SIZE[0]
+    old, size0, alone0 = auto.enable(True), auto.MIN_SIZE[0], auto.ALONE_LIMIT[0]
+    auto.ALONE_LIMIT[0] = 0   # deferred means deferred: no step learnt to run eagerly
     try:
         for n in sizes:
             rng = cp.random.default_rng(0)
@@ -125,6 +127,7 @@ def break_even(sizes, calls=300):
                 out.setdefault(label, {})[n] = row
     finally:
         auto.MIN_SIZE[0] = size0
+        auto.ALONE_LIMIT[0] = alone0
         auto.enable(*old)
     return out
 

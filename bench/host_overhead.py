@@ -108,6 +108,12 @@ def cases(n: int):
         ("plain 2x+3y-1", lambda: _axpby(px, py)._array),
         ("plain sum((x-mean(x))**2)", lambda: xp.sum((px - xp.mean(px)) ** 2)._array),
         ("plain row sums of A*v", lambda: xp.sum(pm * pv[None, :], axis=1)._array),
+        # one-step expressions computed alone (what automatic fusion learns to run eagerly:
+        # FORGE_ARRAY_FUSION_ALONE=0 keeps deferring them), and the same steps eagerly
+        ("plain X - m alone", lambda: (pm - pv)._array),
+        ("plain column sums alone", lambda: xp.sum(pm, axis=0)._array),
+        ("X - m", lambda: (pm - pv)._array),
+        ("column sums", lambda: xp.sum(pm, axis=0)._array),
     ]
 
 
