@@ -71,10 +71,15 @@ for step in $steps; do
       timeout ${DASK_TIMEOUT:-400} python3 -m bench.suite_dask ${DASK_ARGS:-} --out "$OUT/r/bench" 2>&1 \
         | tee "$OUT/r/dask.txt" | tail -60 ;;
     conformance)
-      # automatic fusion on, deferring every step (MIN_SIZE 0, none run eagerly for being
-      # computed alone), then off
-      for mode in on off; do
-        if [ $mode = on ]; then fenv="FORGE_ARRAY_FUSION=1 FORGE_ARRAY_FUSION_MIN_SIZE=0 FORGE_ARRAY_FUSION_ALONE=0"; else fenv="FORGE_ARRAY_FUSION=0"; fi
+      # CONF_MODES (default "on off"): on = automatic fusion deferring every step (MIN_SIZE 0,
+      # none run eagerly for being computed alone); learn = the same, steps computed alone
+      # learnt as a user's process learns them; off = automatic fusion off
+      for mode in ${CONF_MODES:-on off}; do
+        case $mode in
+          on) fenv="FORGE_ARRAY_FUSION=1 FORGE_ARRAY_FUSION_MIN_SIZE=0 FORGE_ARRAY_FUSION_ALONE=0" ;;
+          learn) fenv="FORGE_ARRAY_FUSION=1 FORGE_ARRAY_FUSION_MIN_SIZE=0" ;;
+          *) fenv="FORGE_ARRAY_FUSION=0" ;;
+        esac
         echo "== conformance, automatic fusion $mode ($fenv)"
         env $fenv timeout ${CONF_TIMEOUT:-300} python3 conformance/run.py --suite .suite/array-api-tests --device cuda:0 \
           --max-examples ${CONF_EXAMPLES:-20} -n ${CONF_WORKERS:-12} --json "$OUT/r/conformance-fusion-$mode.json" 2>&1 \
