@@ -11,7 +11,7 @@ from . import _devices as _dev
 from . import _dtypes as _dt
 from . import _routing
 from ._array import Array, _is_scalar
-from ._elementwise import _binary_operands, _binary_types
+from ._elementwise import _MIN, _PY, _binary_operands, _binary_types
 from ._helpers import check_array, normalize_axes, normalize_axis
 from ._statistical import checked, full_fast
 from .fusion import build as _fusion
@@ -139,7 +139,13 @@ def where(condition, x1, x2, /):
     check_array(condition, "where", "condition")
     if condition.dtype != _dt.bool:
         raise TypeError(f"where(): condition must be a boolean array, got {condition.dtype}")
-    if (_fusion.ON[0] and not _fusion.eager_only((condition, x1, x2))
+    # asks the builder unless fusion.build.eager_only((condition, x1, x2)) holds (inlined:
+    # small eager calls pay these checks only)
+    if (_fusion.ON[0]
+            and (_fusion.ACTIVE[0]
+                 or not (type(condition) is Array and condition._array.size < _MIN[0])
+                 or not (type(x1) is Array and x1._array.size < _MIN[0] or type(x1) in _PY)
+                 or not (type(x2) is Array and x2._array.size < _MIN[0] or type(x2) in _PY))
             and _fusion.wanted(condition, x1, x2)):
         dt, dev, s1, s2 = _binary_types("where", x1, x2, "any")
         _dev.check_same_device(condition.device, dev)

@@ -590,3 +590,9 @@ def test_small_eager_steps_never_ask_the_builders(monkeypatch):
     auto.MIN_SIZE[0] = 41
     assert isinstance(xp.exp(d), Deferred) and calls[-1] == "unary"   # a pending operand
     np.testing.assert_allclose(_np(xp.exp(d)), np.exp(a + a[::-1]))
+    auto.MIN_SIZE[0] = 40
+    c = x > 0.5
+    auto.MIN_SIZE[0] = 41
+    w = xp.where(c, x, 0.0)                       # a pending condition, small operands
+    assert isinstance(w, Deferred) and calls[-1] == "where"
+    np.testing.assert_allclose(_np(w), np.where(a > 0.5, a, 0.0))
