@@ -37,7 +37,7 @@ for step in $steps; do
       grep -v '^\s*#' "${TUNE:?set TUNE to a file of bench.tune argument lines}" | grep -v '^\s*$' | \
         while IFS= read -r line; do
           echo "== tune $line"
-          eval "timeout ${TUNE_TIMEOUT:-500} python3 -m bench.tune --out \"$OUT/r/tune\" $line"
+          eval "timeout ${TUNE_TIMEOUT:-500} python3 -m bench.tune --out \"$OUT/r/tune\" $line" < /dev/null
         done 2>&1 | tee -a "$OUT/r/tune.txt" ;;
     profile)
       # each non-comment line of $PROFILE: "<name> <bench.profile arguments>", profiled by ncu
@@ -56,7 +56,7 @@ for step in $steps; do
       # each non-comment line of $TIMING: bench.profile arguments, run with --timing (no ncu)
       grep -v '^\s*#' "${TIMING:?set TIMING to a file of bench.profile lines}" | grep -v '^\s*$' | \
         while IFS= read -r line; do
-          eval "timeout ${TIMING_TIMEOUT:-200} python3 -m bench.profile --timing $line"
+          eval "timeout ${TIMING_TIMEOUT:-200} python3 -m bench.profile --timing $line" < /dev/null
         done 2>&1 | tee -a "$OUT/r/timing.txt" ;;
     script)
       # each word of $SCRIPTS: a python script run as is (probes), output kept per script

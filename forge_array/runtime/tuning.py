@@ -178,9 +178,18 @@ TABLES: dict = {
         # (10^5: 13 blocks); best per size was item_bytes 16 at 10^4 (16.0-17.0 against 30.6 us)
         # and 10^5 (17.9 against 34.1), 64 at 10^6 (23.0 against 33.9), 128 from 10^7 (55.5-61.0):
         # the largest tile that still gives ~128 tiles (one per SM)
+        # ticket "block", min_tiles 264 (python -m bench.tune --suite scan --filter
+        # "cumulative_sum float32 n=,cumulative_sum float64 n=,cumulative_sum int32 n=" --sizes
+        # 1e3,1e4,1e5,1e6,1e7,3e7 --configs '[{}, {"scan": {"ticket": "block", "min_tiles":
+        # 264}}]', H200, 6dbb322, two runs of each): tiles by block index (no atomic ticket, no
+        # barrier before the loads) and ~2 tiles per SM before tiles shrink; float32 10^5
+        # 17.6 / 16.7 -> 16.9 / 17.0 us, 10^6 21.9 / 21.1 -> 21.3 / 20.7, 10^7 51.9 / 51.0 ->
+        # 49.3 / 47.4, 3*10^7 102.4 / 100.9 -> 98.3 / 96.6; float64 10^7 77.2 / 75.0 -> 72.5 /
+        # 70.6; int32 10^7 54.9 / 55.1 -> 51.9 / 49.5; axis scans (10^7, 10^8 elements) and the
+        # deterministic scan unchanged or faster (10^7: 58.4 / 56.5 -> 54.4 / 54.3)
         "scan": {"item_bytes": 128, "shared_vec": True, "pipeline": True, "pipe_vectors": 13,
                  "pipe_stages": 4, "pipe_min": 1 << 26, "pipe_row_tiles": 0.5,
-                 "min_tiles": 128, "item_bytes_min": 16},
+                 "min_tiles": 264, "item_bytes_min": 16, "ticket": "block"},
         # H200, bench.tune sweeps of rowcol over the reduce and matvec suites: best overall of the variants
         # row_tile_vecs 8 (bench.tune sweep, H200): sum(axis=1) of (10^7, 10)
         # 177 -> 144 and 174 -> 141 us, A @ x (10^7, 10) 180 -> 146 and 175 -> 147 us; 16 vectors
