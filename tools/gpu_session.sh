@@ -30,7 +30,8 @@ for step in $steps; do
     probe)
       timeout 240 python3 -m bench.runtime_probe --out "$OUT/r" 2>&1 | tee "$OUT/r/probe.txt" | tail -30 ;;
     bench)
-      timeout ${BENCH_TIMEOUT:-360} python3 -m bench.run ${BENCH_ARGS:-} --out "$OUT/r/bench" 2>&1 \
+      # BENCH_ARGS is read as shell words (quote a --filter with spaces inside it)
+      eval "timeout ${BENCH_TIMEOUT:-360} python3 -m bench.run ${BENCH_ARGS:-} --out \"$OUT/r/bench\"" 2>&1 \
         | tee "$OUT/r/bench.txt" | tail -80 ;;
     tune)
       # each non-comment line of $TUNE: arguments of one python -m bench.tune call
