@@ -308,7 +308,9 @@ def test_a_later_process_runs_the_stored_launches_without_numba(sim, tmp_path, f
     """A process fills the kernel cache and stores its launches (in background mode, the
     calls that ran on CuPy while the layer loaded are prepared behind it); a later one, whose
     kernel layer is held from loading, runs each call from its stored launch (one launch, no
-    numba imported) and gets the first process's results (bit for bit where both ran ours)."""
+    numba imported) and gets the first process's results (bit for bit after a sync-mode first
+    process, whose calls all ran ours; in background mode a call may have run on CuPy while
+    a prepared call launched ours on the worker, so the launch count cannot tell)."""
     if sim:
         pytest.skip("needs a GPU")
     env = {"FORGE_ARRAY_SIMULATE": "0", "FORGE_ARRAY_CACHE_DIR": str(tmp_path)}
@@ -318,8 +320,8 @@ def test_a_later_process_runs_the_stored_launches_without_numba(sim, tmp_path, f
     first.pop("numba")
     for name, (launches, from_store, value) in later.items():
         assert (launches, from_store) == (1, 1), name
-        if first[name][0]:   # the first process ran our kernel too
-            assert value == first[name][2], name
+        if first_mode == "sync":   # the first process ran our kernels too
+            assert first[name][0] >= 1 and value == first[name][2], name
         else:
             np.testing.assert_allclose(np.asarray(value, dtype=float), np.asarray(first[name][2], dtype=float),
                                        rtol=1e-5, err_msg=name)
