@@ -186,7 +186,10 @@ TABLES: dict = {
         # 17.6 / 16.7 -> 16.9 / 17.0 us, 10^6 21.9 / 21.1 -> 21.3 / 20.7, 10^7 51.9 / 51.0 ->
         # 49.3 / 47.4, 3*10^7 102.4 / 100.9 -> 98.3 / 96.6; float64 10^7 77.2 / 75.0 -> 72.5 /
         # 70.6; int32 10^7 54.9 / 55.1 -> 51.9 / 49.5; axis scans (10^7, 10^8 elements) and the
-        # deterministic scan unchanged or faster (10^7: 58.4 / 56.5 -> 54.4 / 54.3)
+        # deterministic scan unchanged or faster (10^7: 58.4 / 56.5 -> 54.4 / 54.3); with the
+        # block ticket the tiles stay 128 bytes per thread x 256 (bench.tune --grid '{"scan":
+        # {"item_bytes": [32, 64, 128], "block": [128, 256]}}', 53063bd, float32 10^7: 32 B
+        # 69-78 us, 64 B 51-56, 128 B 48-49; 3*10^7: 177-201, 124-131, 100-102)
         "scan": {"item_bytes": 128, "shared_vec": True, "pipeline": True, "pipe_vectors": 13,
                  "pipe_stages": 4, "pipe_min": 1 << 26, "pipe_row_tiles": 0.5,
                  "min_tiles": 264, "item_bytes_min": 16, "ticket": "block"},
