@@ -31,8 +31,10 @@ class _Plan:
     """One planned launch: kernel, grid and block, the init buffers (kept alive), the scalar
     arguments between ``init`` and the tile states, the status storage and the number of
     slots and tiles it needs. For replay (``_FAST``): the origin offsets (elements) of the
-    input and output views, the result shape, whether the input was flattened, and the
-    output misalignment the kernel was specialised for."""
+    input and output views, the result shape, whether the input was flattened, the output
+    misalignment the kernel was specialised for and, for one CuPy output, what the replay
+    builds it with (the device allocator, ``cupy.ndarray``, its bytes and the byte offset of
+    its origin)."""
 
     __slots__ = ("kernel", "grid", "block", "init", "initb", "scalars", "state", "slots",
                  "ntiles", "in_off", "out_off", "shape", "flat", "out_mis", "tail", "empty",
@@ -218,7 +220,7 @@ def _scan_kernel(fn, tuple_op, xs, outs, in_dtypes, acc_dtypes, axis, init, shif
     plan.shape = tuple(outs[0].shape)
     plan.out_mis = runtime.misalignment(outs[0])
     plan.empty = xp.empty
-    if not runtime.SIMULATE and len(outs) == 1:
+    if not runtime.SIMULATE and len(outs) == 1 and xp is not np:
         plan.alloc = runtime.device_allocator()
         plan.ndarray = xp.ndarray
         plan.nbytes = outs[0].size * outs[0].dtype.itemsize
