@@ -138,8 +138,8 @@ _MIN = _fusion_auto.MIN_SIZE  # automatic fusion's size threshold (a one-element
 
 
 def _binary(name, x1, x2, kinds, fix=None):
-    # asks the builder unless fusion.build.eager_only((x1, x2)) holds (inlined: small eager
-    # calls pay these checks only)
+    # asks the builder unless the step is small and eager (the rule beside
+    # fusion.build.PY_SCALARS, inlined: small eager calls pay these checks only)
     if _fusion.ON[0] and (
             _fusion.ACTIVE[0]
             or not (type(x1) is Array and x1._array.size < _MIN[0] or type(x1) in _PY)

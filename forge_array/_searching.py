@@ -139,8 +139,8 @@ def where(condition, x1, x2, /):
     check_array(condition, "where", "condition")
     if condition.dtype != _dt.bool:
         raise TypeError(f"where(): condition must be a boolean array, got {condition.dtype}")
-    # asks the builder unless fusion.build.eager_only((condition, x1, x2)) holds (inlined:
-    # small eager calls pay these checks only)
+    # asks the builder unless the step is small and eager (the rule beside
+    # fusion.build.PY_SCALARS, inlined: small eager calls pay these checks only)
     if (_fusion.ON[0]
             and (_fusion.ACTIVE[0]
                  or not (type(condition) is Array and condition._array.size < _MIN[0])

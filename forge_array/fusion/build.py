@@ -29,7 +29,7 @@ from .fusible import BINARY, FLOAT_ONLY, INT_EAGER, UNARY
 
 _fr = _lazy("forge_array.primitives.fused_reduce", __name__, "_fr")  # loads numba at first use
 
-__all__ = ["ACTIVE", "ON", "PY_SCALARS", "eager_only", "tracing", "wanted", "binary", "unary", "where",
+__all__ = ["ACTIVE", "ON", "PY_SCALARS", "tracing", "wanted", "binary", "unary", "where",
            "astype", "clip", "wanted_mode", "reduction", "scan", "Trace", "current", "begin_trace",
            "end_trace", "sync_switch", "untraced"]
 
@@ -141,28 +141,12 @@ def _mode(xs, device=None):
     return None
 
 
-#: Python scalar types: operands a plain-code step is never deferred for
+#: Python scalar types: operands a plain-code step is never deferred for.  A step is computed
+#: eagerly whatever its operation when no thread traces and every operand is a materialised
+#: array of fewer than :data:`.auto.MIN_SIZE` elements or one of these (:func:`_mode`'s
+#: answer for them): the namespace's binary steps and ``where`` check that inline, before
+#: calling into this module
 PY_SCALARS = frozenset((int, float, bool, complex))
-
-
-def eager_only(xs):
-    """Whether a step on ``xs`` is computed eagerly whatever its operation: no thread traces
-    and every operand is a materialised array of fewer than :data:`.auto.MIN_SIZE` elements
-    or a Python scalar (:func:`_mode`'s answer for them, without its calls; the namespace's
-    binary steps inline it).
-
-    >>> import numpy as np, forge_array as xp
-    >>> eager_only((xp.asarray(np.ones(3), device="cpu"), 2.0))
-    True
-    """
-    if ACTIVE[0]:
-        return False
-    lim = _auto.MIN_SIZE[0]
-    for x in xs:
-        t = type(x)
-        if not (t is Array and x._array.size < lim or t in PY_SCALARS):
-            return False
-    return True
 
 
 def wanted(*xs):
