@@ -27,19 +27,24 @@ def _affine(p, q):
 def _cumsum_impls(ctx, dt, axis=None):
     dt = np.dtype(dt)
     int_dtype = dt.kind in "iu"
+    name = dt.name  # read here, not in the timed call: NumPy builds a dtype's name on each read
 
     def fa_call(xp, x):
         if axis is not None:
             return xp.cumulative_sum(x, axis=axis)
         if int_dtype:
-            return xp.cumulative_sum(x, dtype=getattr(xp, dt.name))
+            return xp.cumulative_sum(x, dtype=getattr(xp, name))
         return xp.cumulative_sum(x)
 
     def ref_call(x):
         return ctx.xp.cumsum(x, axis=axis, dtype=dt)
 
+    tdt: list = []  # torch's dtype, looked up at the first call (outside the timed ones)
+
     def torch_call(torch, t):
-        return torch.cumsum(t, dim=0 if axis is None else axis, dtype=torch_dtype(torch, dt))
+        if not tdt:
+            tdt.append(torch_dtype(torch, dt))
+        return torch.cumsum(t, dim=0 if axis is None else axis, dtype=tdt[0])
 
     impls = {
         "forge_array": fa(fa_call),

@@ -121,16 +121,35 @@ def _validated_types(name, x1, x2, kinds):
     raise TypeError(f"{name}(): at least one of x1, x2 must be an array")
 
 
-def _binary_operands(name, x1, x2, kinds):
-    """Validate and promote two operands; return (a, b, dtype, device)."""
+def _binary_operands(name, x1, x2, kinds, native=False):
+    """Validate and promote two operands; return (a, b, dtype, device).  ``native``: two
+    arrays of different dtypes stay as they are when the backend's own promotion of them
+    gives the standard's dtype (:func:`_native_pair`): its kernel converts each element
+    as it reads it, instead of a converted copy of the whole operand first."""
     dt, dev, s1, s2 = _binary_types(name, x1, x2, kinds)
     a = _scalar_operand(x1, s1, dev) if s1 is not None else x1._array
     b = _scalar_operand(x2, s2, dev) if s2 is not None else x2._array
-    if a.dtype != dt:
-        a = a.astype(dt)
-    if b.dtype != dt:
-        b = b.astype(dt)
+    if a.dtype != dt or b.dtype != dt:
+        if native and s1 is None and s2 is None and _native_pair(a.dtype, b.dtype, dt):
+            return a, b, dt, dev
+        if a.dtype != dt:
+            a = a.astype(dt)
+        if b.dtype != dt:
+            b = b.astype(dt)
     return a, b, dt, dev
+
+
+#: (dtype, dtype, promoted dtype) -> whether NumPy's and CuPy's promotion of the two is the
+#: standard's (every pair of the standard's table is; kept as a check, not an assumption)
+_NATIVE: dict = {}
+
+
+def _native_pair(d1, d2, dt):
+    key = (d1, d2, dt)
+    hit = _NATIVE.get(key)
+    if hit is None:
+        hit = _NATIVE[key] = np.result_type(d1, d2) == dt
+    return hit
 
 
 _PY = _fusion.PY_SCALARS
@@ -147,12 +166,19 @@ def _binary(name, x1, x2, kinds, fix=None):
         r = _fusion.binary(name, x1, x2, kinds)
         if r is not None:
             return r
-    a, b, dt, dev = _binary_operands(name, x1, x2, kinds)
+    a, b, dt, dev = _binary_operands(name, x1, x2, kinds, True)
     with _dev.on(dev):
         res = _backend_fn(dev, name)(a, b)
+        if a.dtype != b.dtype and res.dtype != dt and res.dtype != _BOOL:
+            # the backend computed in another dtype: the standard's way, converted first
+            a, b = a.astype(dt), b.astype(dt)
+            res = _backend_fn(dev, name)(a, b)
         if fix is not None:
             res = fix(_dev.backend(dev), a, b, res, dt)
     return Array._new(res, dev)
+
+
+_BOOL = np.dtype(np.bool_)
 
 
 def _unary(name, x, kinds, fix=None, backend_name=None):
