@@ -152,8 +152,11 @@ def where(condition, x1, x2, /):
         r = _fusion.where(condition, x1, x2, dt, dev, s1, s2)
         if r is not None:
             return r
-    a, b, dt, dev = _binary_operands("where", x1, x2, "any")
+    a, b, dt, dev = _binary_operands("where", x1, x2, "any", True)
     _dev.check_same_device(condition.device, dev)
     with _dev.on(dev):
-        res = _dev.backend(dev).where(condition._array, a, b)
+        m = _dev.backend(dev)
+        res = m.where(condition._array, a, b)
+        if res.dtype != dt:  # the backend chose another dtype: the operands converted first
+            res = m.where(condition._array, a.astype(dt), b.astype(dt))
     return Array._new(res, dev)

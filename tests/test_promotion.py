@@ -182,6 +182,19 @@ def test_mixed_dtypes_equal_the_converted_evaluation(op, a, b):
     assert np.array_equal(got.view(np.uint8), want.view(np.uint8))   # NaNs and zeros' signs too
 
 
+@pytest.mark.parametrize("a,b", [(xp.float32, xp.float64), (xp.int8, xp.uint8),
+                                 (xp.uint32, xp.int64), (xp.complex64, xp.float64)])
+def test_where_of_mixed_dtypes_equals_the_converted_evaluation(a, b):
+    rng = np.random.default_rng(7)
+    cond = xp.asarray(rng.random(32) < 0.5, device="cpu")
+    x1 = xp.asarray(_values(a, rng), device="cpu")
+    x2 = xp.asarray(_values(b, rng), device="cpu")
+    dt = xp.result_type(a, b)
+    got = np.asarray(xp.where(cond, x1, x2))
+    want = np.asarray(xp.where(cond, xp.astype(x1, dt), xp.astype(x2, dt)))
+    assert got.dtype == want.dtype and np.array_equal(got.view(np.uint8), want.view(np.uint8))
+
+
 def test_a_backend_promotion_other_than_the_standard_converts_first(monkeypatch):
     """Should the backend's own promotion of two dtypes ever differ from the standard's, the
     operands are converted first (the pairs are checked, not assumed)."""
