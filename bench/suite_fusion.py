@@ -13,7 +13,8 @@ yardstick) and the copy roofline of the harness.  Float32 and float64 at 10^6 an
   ``cumulative_sum(x*y)``, ``(mean, std, max)`` of x, ``a*x + b*y - c`` (element-wise
   only), ``cumulative_sum(where(x > 0.5, x, 0))``;
 - ``sum(A * v[None, :], axis=1)`` at (10^4, 10^4), ``sum((X - mu)**2, axis=0)`` at
-  (10^6, 100), row softmax of (10^5, 10^3).
+  (10^6, 100) with ``mu`` of float32 and of float64 (mixed precision: no operand is
+  converted in memory first), row softmax of (10^5, 10^3).
 """
 
 from __future__ import annotations
@@ -237,21 +238,30 @@ def _plain_sum(ctx, n, dt):
     return builder
 
 
-def _case(ctx, name, expr, shapes, dt, nread, nwrite, sum_n=None, rtol=None):
+def _case(ctx, name, expr, shapes, dt, nread, nwrite, sum_n=None, rtol=None, dts=None):
+    """One case of ``expr`` on inputs of ``shapes`` in ``dt`` (``dts``: a dtype per input
+    instead, ``dt`` then naming the first), reading ``nread`` and writing ``nwrite``
+    elements (of ``dt``; with ``dts`` the bytes come from each input's dtype and the
+    writes from the promoted one)."""
     dt = np.dtype(dt)
+    dts = [np.dtype(d) for d in dts] if dts else [dt] * len(shapes)
     main = int(np.prod(shapes[0]))
 
     def make(k):
-        return tuple(ctx.random(s, dt, k + 97 * j) for j, s in enumerate(shapes))
+        return tuple(ctx.random(s, d, k + 97 * j) for j, (s, d) in enumerate(zip(shapes, dts)))
 
     impls = _impls(ctx, expr, f"{name} {dt.name} {main:.0e}")
     if sum_n:
         impls["forge_array sum"] = Impl(_plain_sum(ctx, sum_n, dt), check=False,
                                         note="one plain sum over the same bytes")
     item = dt.itemsize
-    return Case(SUITE, f"{name} {dt.name}", main, item * (nread + nwrite), make, impls,
+    nbytes = item * (nread + nwrite)
+    if len(set(dts)) > 1:
+        nbytes = (sum(int(np.prod(s)) * d.itemsize for s, d in zip(shapes, dts))
+                  + nwrite * np.result_type(*dts).itemsize)
+    return Case(SUITE, f"{name} {dt.name}", main, nbytes, make, impls,
                 shape=shapes[0], dtype=dt.name, reference=ctx.ref,
-                mem_bytes=6 * item * (nread + nwrite) + 8 * item * main,
+                mem_bytes=6 * nbytes + 8 * item * main,
                 rtol=rtol if rtol is not None else (2e-3 if dt == np.float32 else 1e-9))
 
 
@@ -282,6 +292,10 @@ def cases(ctx):
         if s is not None:
             out.append(_case(ctx, "sum((X-mu)**2,axis=0)", _colvar, [s, (s[1],)], dt,
                              s[0] * s[1] + s[1], s[1], sum_n=s[0] * s[1]))
+            # a float64 mean beside float32 data (scikit-learn's column statistics)
+            out.append(_case(ctx, "sum((X-mu64)**2,axis=0)", _colvar, [s, (s[1],)], dt,
+                             s[0] * s[1] + s[1], s[1], sum_n=s[0] * s[1],
+                             dts=[np.float32, np.float64], rtol=1e-9))
         s = ctx.sizes.shape(5, 3)
         if s is not None:
             out.append(_case(ctx, "softmax(X,axis=1)", _softmax, [s], dt, s[0] * s[1],
