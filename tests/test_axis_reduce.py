@@ -352,6 +352,52 @@ def test_column_kernel_vectorised_batches_tuples_and_fallbacks(bk, fresh_plans, 
     assert _kinds() == {"make_col_kernel"}
 
 
+def _modes_of_plans(monkeypatch):
+    """The ``MODES`` argument of every vectorised column kernel the plans ask for."""
+    from forge_array.primitives.axis_reduce import plan
+
+    seen = []
+    real = plan._compile
+
+    def spy(factory, fargs, *rest, **kw):
+        if factory.__name__ == "make_colvec_kernel":
+            seen.append(fargs[13])
+        return real(factory, fargs, *rest, **kw)
+    monkeypatch.setattr(plan, "_compile", spy)
+    return seen
+
+
+@pytest.mark.parametrize("rows,cols,c0", [(9, 40, 0), (33, 130, 1), (4, 7, 3), (70, 12, 2)])
+def test_column_kernel_reads_a_row_constant_operand_of_another_item_size(
+        bk, fresh_plans, rowcol_params, monkeypatch, rows, cols, c0):
+    """sum((X - mu)**2, axis=0) of float32 ``X`` (any phase) around a float64 ``mu``, with
+    and without a float32 ``w`` beside it: ``X`` by 128-bit loads, ``mu`` (the same in every
+    row, another item size) by scalar loads (mode 2); a float32 row-constant operand at
+    ``X``'s phase stays a vector operand (mode 1), at another phase it is read as mode 2."""
+    seen = _modes_of_plans(monkeypatch)
+    rowcol_params(col_flat=0, min_items=2)
+    rng = np.random.default_rng(rows * cols + c0)
+    base = rng.standard_normal((rows, -(-(cols + c0 + 4) // 4) * 4)).astype(np.float32)
+    h = base[:, c0:c0 + cols]
+    mu = rng.standard_normal(cols)
+    X = _dev(bk, base)[:, c0:c0 + cols]
+    M = bk.broadcast_to(_dev(bk, mu), (rows, cols))
+    r = ar.axis_mapreduce(lambda a, m: (a - m) * (a - m), ops.add, (X, M), 0, None, False, F64)
+    np.testing.assert_allclose(_host(r), ((h.astype(F64) - mu) ** 2).sum(axis=0), rtol=1e-12)
+    assert seen == [(1, 2)]
+    wbase = rng.standard_normal(cols + 4).astype(np.float32)
+    for shift, mode in ((c0, 1), ((c0 + 1) % 4, 2)):   # w at X's 16-byte phase, or not
+        seen.clear()
+        ar._PLANS.clear()
+        ar._FAST.clear()
+        wdev = _dev(bk, np.concatenate([np.zeros(shift, np.float32), wbase]))[shift:shift + cols]
+        W = bk.broadcast_to(wdev, (rows, cols))
+        r = ar.axis_mapreduce(lambda a, m, w: (a - m) * w, ops.add, (X, M, W), 0, None, False, F64)
+        want = ((h.astype(F64) - mu) * wbase[:cols]).sum(axis=0)
+        np.testing.assert_allclose(_host(r), want, rtol=1e-9, atol=1e-9)
+        assert seen == [(1, 2, mode)]
+
+
 # (rows, columns, offset of the first element): thin C-contiguous matrices read as one flat
 # run of vectors; p up to the simulator's block (64), heads and tails, one or several blocks
 FLAT_CASES = [(2, 4, 0), (50, 10, 1), (33, 5, 3), (9, 64, 2), (41, 33, 1), (7, 7, 0)]

@@ -116,7 +116,8 @@ def make_col_kernel(f, op, K, ACC, ID, FLAG, INIT, BLOCK, SPLIT, RED2, INDEX, UN
 
 
 def _make_lane_get(mode):
-    """``(v, e) -> v[e]`` for a vector operand (``mode`` 1), ``v`` for a broadcast one."""
+    """``(v, e) -> v[e]`` for an operand of the columns (``mode`` 1 or 2), ``v`` for a
+    broadcast one."""
     if mode:
         @cuda.jit(device=True)
         def get(v, e):
@@ -132,11 +133,22 @@ def _make_col_loader(mode, VEC):
     """``(p, o, c0, full) -> value(s)`` of one row for the ``VEC`` columns ``c0 .. c0 + VEC - 1``
     (offset ``o`` is column 0 of that row): a 128-bit load when ``full`` (``c0``'s address is
     16-byte aligned), else scalar loads at the given (clamped) columns; a broadcast operand
-    (``mode`` 0) loads its one element at ``o``."""
+    (``mode`` 0) loads its one element at ``o``; an operand of the columns only (``mode`` 2,
+    the same in every row, of its own item size) scalar loads at the clamped columns."""
     if not mode:
         @cuda.jit(device=True)
         def ld(p, o, c0, cl, full):
             return fi.load(p, o)
+        return ld
+    if mode == 2:  # an operand of the columns only: scalar loads, any item size
+        if VEC == 2:
+            @cuda.jit(device=True)
+            def ld(p, o, c0, cl, full):
+                return (p[o + cl[0]], p[o + cl[1]])
+        else:
+            @cuda.jit(device=True)
+            def ld(p, o, c0, cl, full):
+                return (p[o + cl[0]], p[o + cl[1]], p[o + cl[2]], p[o + cl[3]])
         return ld
     if VEC == 2:
         @cuda.jit(device=True)
@@ -214,10 +226,13 @@ def make_colvec_kernel(f, op, K, ACC, ID, FLAG, INIT, BLOCK, SPLIT, RED2, INDEX,
     thread read by 128-bit loads (the vectorised form of :func:`make_col_kernel`).
 
     ``MODES[k]`` is 1 when operand ``k`` is contiguous along the outputs (``SR[k] == 1``: one
-    ``VEC``-wide load per row serves ``VEC`` outputs) and 0 when it is the same for every
+    ``VEC``-wide load per row serves ``VEC`` outputs), 0 when it is the same for every
     output (``SR[k] == 0``, e.g. ``x`` of ``x @ A``: one scalar load per row serves ``VEC``
-    outputs). The host guarantees that every vector operand has the same 16-byte phase at
-    column 0 of every row (``S0``, ``S1``, ``SB`` multiples of ``VEC``).
+    outputs) and 2 when it is contiguous along the outputs and the same in every row, of
+    another item size or phase than the vector operands (``mu`` of float64 in ``sum((X -
+    mu)**2, axis=0)`` of a float32 ``X``: ``VEC`` scalar loads, cached, per row). The host
+    guarantees that every vector operand has the same 16-byte phase at column 0 of every
+    row (``S0``, ``S1``, ``SB`` multiples of ``VEC``).
 
     The runtime argument ``aux`` is ``(GS * 2048 + CQ) * 16 + ph``: ``CQ`` (``<= BLOCK <=
     1024``) groups of ``VEC`` columns per block tile, ``ph`` the phase (in elements, ``< VEC``)

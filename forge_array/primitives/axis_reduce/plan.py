@@ -102,39 +102,54 @@ def _rowtile_modes(ins, K, nb, nr, J, SB, SR, S1):
 def _colvec_phase(ins, K, nb, nr, m0, red2, SB, SR, S0, S1):
     """(VEC, phase of column 0 in elements, MODES) for the vectorised column kernel, or None
     when it does not apply: every operand is contiguous along the outputs (``SR == 1``,
-    a plain array of 4- or 8-byte integers or floats, all of one item size) or constant
-    along them (``SR == 0``, e.g. ``x`` of ``x @ A``), and the vector operands have the same
-    16-byte phase at column 0 of every row."""
-    modes = tuple(1 if SR[k] == 1 else 0 for k in range(K))
-    if not any(modes) or any(SR[k] not in (0, 1) for k in range(K)):
+    a plain array of 4- or 8-byte integers or floats, all of one item size: mode 1) or
+    constant along them (``SR == 0``, e.g. ``x`` of ``x @ A``: mode 0), and the vector
+    operands have the same 16-byte phase at column 0 of every row; an operand contiguous
+    along the outputs and the same in every row whose item size or phase differs from
+    theirs is read by scalar loads (mode 2: a float64 mean beside float32 data)."""
+    if any(SR[k] not in (0, 1) for k in range(K)):
         return None
-    vecs = [e for e, m in zip(ins, modes) if m]
-    if any(isinstance(e, tuple) for e in vecs):
+    if any(isinstance(e, tuple) for k, e in enumerate(ins) if SR[k] == 1):
         return None
-    dts = [e.dtype for e in vecs]
-    if any(d.kind not in "iuf" for d in dts) or len({d.itemsize for d in dts}) != 1:
-        return None
-    size = dts[0].itemsize
+
+    def row_const(k):   # the same element in every row of the reduction
+        return S1[k] == 0 and (not red2 or m0 == 1 or S0[k] == 0)
+
+    lead = [k for k in range(K) if SR[k] == 1 and not row_const(k)]
+    if not lead:
+        lead = [k for k in range(K) if SR[k] == 1][:1]
+        if not lead:
+            return None
+    size = ins[lead[0]].dtype.itemsize
     if size not in (4, 8):
         return None
     vec = 16 // size
     if nr < vec:
         return None
-    ph = None
-    for k in range(K):
-        if not modes[k]:
-            continue
+
+    def phase(k):   # the 16-byte phase (elements) of operand k, or None when it has none
+        e = ins[k]
+        if e.dtype.kind not in "iuf" or e.dtype.itemsize != size:
+            return None
         if S1[k] % vec or (red2 and m0 > 1 and S0[k] % vec) or (nb > 1 and SB[k] % vec):
             return None
-        m = runtime.misalignment(ins[k])
-        if m % size:
-            return None
-        m = (m // size) % vec
-        if ph is None:
-            ph = m
-        elif m != ph:
-            return None
-    return vec, ph, modes
+        m = runtime.misalignment(e)
+        return None if m % size else (m // size) % vec
+
+    ph = phase(lead[0])
+    if ph is None:
+        return None
+    modes = []
+    for k in range(K):
+        if SR[k] == 0:
+            modes.append(0)
+        elif k in lead:
+            if phase(k) != ph:
+                return None
+            modes.append(1)
+        else:
+            modes.append(1 if phase(k) == ph else 2)
+    return vec, ph, tuple(modes)
 
 
 def _rows_per_block(nr, most):
