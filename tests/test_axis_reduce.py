@@ -384,7 +384,7 @@ def test_column_kernel_reads_a_row_constant_operand_of_another_item_size(
     M = bk.broadcast_to(_dev(bk, mu), (rows, cols))
     r = ar.axis_mapreduce(lambda a, m: (a - m) * (a - m), ops.add, (X, M), 0, None, False, F64)
     np.testing.assert_allclose(_host(r), ((h.astype(F64) - mu) ** 2).sum(axis=0), rtol=1e-12)
-    assert seen == [(1, 2)]
+    assert seen and set(seen) == {(1, 2)}   # (a GPU plan may build a second kernel for its split)
     wbase = rng.standard_normal(cols + 4).astype(np.float32)
     for shift, mode in ((c0, 1), ((c0 + 1) % 4, 2)):   # w at X's 16-byte phase, or not
         seen.clear()
@@ -395,7 +395,7 @@ def test_column_kernel_reads_a_row_constant_operand_of_another_item_size(
         r = ar.axis_mapreduce(lambda a, m, w: (a - m) * w, ops.add, (X, M, W), 0, None, False, F64)
         want = ((h.astype(F64) - mu) * wbase[:cols]).sum(axis=0)
         np.testing.assert_allclose(_host(r), want, rtol=1e-9, atol=1e-9)
-        assert seen == [(1, 2, mode)]
+        assert seen and set(seen) == {(1, 2, mode)}
 
 
 # (rows, columns, offset of the first element): thin C-contiguous matrices read as one flat

@@ -124,7 +124,7 @@ def make_colflat_kernel(f, op, K, ACC, ID, FLAG, INIT, BLOCK, VEC, MODES, UNROLL
         raise ValueError(f"flat column kernel: BLOCK must be a multiple of 32, got {BLOCK}")
     fd, opd, ID, finish = _prepare(f, op, ID, False, INIT)
     call = _make_call(fd, K, False, ID)
-    _, fold = _make_col_fold(call, opd, K, ID, VEC, (1,) * K)
+    _, fold, _ = _make_col_fold(call, opd, K, ID, VEC, (1,) * K)
     load_all, elem = _make_flat_access(call, K, VEC, MODES)
     bcast = _make_bcast()
     NP = VEC * BLOCK

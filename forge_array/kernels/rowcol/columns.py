@@ -130,35 +130,31 @@ def _make_lane_get(mode):
 
 
 def _make_col_loader(mode, VEC):
-    """``(p, o, c0, full) -> value(s)`` of one row for the ``VEC`` columns ``c0 .. c0 + VEC - 1``
-    (offset ``o`` is column 0 of that row): a 128-bit load when ``full`` (``c0``'s address is
-    16-byte aligned), else scalar loads at the given (clamped) columns; a broadcast operand
-    (``mode`` 0) loads its one element at ``o``; an operand of the columns only (``mode`` 2,
-    the same in every row, of its own item size) scalar loads at the clamped columns."""
+    """``(p, o, c0, cl, full, pre) -> value(s)`` of one row for the ``VEC`` columns ``c0 ..
+    c0 + VEC - 1`` (offset ``o`` is column 0 of that row): a 128-bit load when ``full``
+    (``c0``'s address is 16-byte aligned), else scalar loads at the given (clamped) columns; a
+    broadcast operand (``mode`` 0) loads its one element at ``o``; an operand of the columns
+    only (``mode`` 2: the same in every row, of its own item size) gives ``pre``, its values
+    loaded once before the rows (:func:`_make_col_preloader`)."""
     if not mode:
         @cuda.jit(device=True)
-        def ld(p, o, c0, cl, full):
+        def ld(p, o, c0, cl, full, pre):
             return fi.load(p, o)
         return ld
-    if mode == 2:  # an operand of the columns only: scalar loads, any item size
-        if VEC == 2:
-            @cuda.jit(device=True)
-            def ld(p, o, c0, cl, full):
-                return (p[o + cl[0]], p[o + cl[1]])
-        else:
-            @cuda.jit(device=True)
-            def ld(p, o, c0, cl, full):
-                return (p[o + cl[0]], p[o + cl[1]], p[o + cl[2]], p[o + cl[3]])
+    if mode == 2:
+        @cuda.jit(device=True)
+        def ld(p, o, c0, cl, full, pre):
+            return pre
         return ld
     if VEC == 2:
         @cuda.jit(device=True)
-        def ld(p, o, c0, cl, full):
+        def ld(p, o, c0, cl, full, pre):
             if full:
                 return fi.vload(p, o + c0)
             return (p[o + cl[0]], p[o + cl[1]])
     elif VEC == 4:
         @cuda.jit(device=True)
-        def ld(p, o, c0, cl, full):
+        def ld(p, o, c0, cl, full, pre):
             if full:
                 return fi.vload(p, o + c0)
             return (p[o + cl[0]], p[o + cl[1]], p[o + cl[2]], p[o + cl[3]])
@@ -167,17 +163,35 @@ def _make_col_loader(mode, VEC):
     return ld
 
 
+def _make_col_preloader(mode, VEC):
+    """``(p, o, cl) -> values``: an operand of the columns only (``mode`` 2) loaded once, by
+    scalar loads at the clamped columns ``cl`` of offset ``o``; 0 for any other operand."""
+    if mode != 2:
+        @cuda.jit(device=True)
+        def pre(p, o, cl):
+            return 0
+    elif VEC == 2:
+        @cuda.jit(device=True)
+        def pre(p, o, cl):
+            return (p[o + cl[0]], p[o + cl[1]])
+    else:
+        @cuda.jit(device=True)
+        def pre(p, o, cl):
+            return (p[o + cl[0]], p[o + cl[1]], p[o + cl[2]], p[o + cl[3]])
+    return pre
+
+
 def _make_col_fold(call, opd, K, ID, VEC, MODES):
-    """``(ins, o, c0, cl, full, kidx, accs) -> accs``: loads one row of the ``VEC`` columns of
-    every operand and folds ``f`` of them into the ``VEC`` accumulators (a tuple)."""
+    """``(load_all, fold, preload_all)``: ``load_all(ins, o, c0, cl, full, pre)`` loads one
+    row of the ``VEC`` columns of every operand, ``fold(v, kidx, accs)`` folds ``f`` of them
+    into the ``VEC`` accumulators (a tuple) and ``preload_all(ins, o, cl)`` gives ``pre``,
+    the values of the operands of the columns only (mode 2), loaded once."""
     lds = [_make_col_loader(MODES[k], VEC) for k in range(K)]
     gets = [_make_lane_get(MODES[k]) for k in range(K)]
-    ld0 = lds[0]
-    g0 = gets[0]
-    ld1 = lds[1] if K > 1 else None
-    g1 = gets[1] if K > 1 else None
-    ld2 = lds[2] if K > 2 else None
-    g2 = gets[2] if K > 2 else None
+    pls = [_make_col_preloader(MODES[k], VEC) for k in range(K)]
+    ld0, g0, p0 = lds[0], gets[0], pls[0]
+    ld1, g1, p1 = (lds[1], gets[1], pls[1]) if K > 1 else (None, None, None)
+    ld2, g2, p2 = (lds[2], gets[2], pls[2]) if K > 2 else (None, None, None)
 
     if K == 1:
         @cuda.jit(device=True)
@@ -185,25 +199,37 @@ def _make_col_fold(call, opd, K, ID, VEC, MODES):
             return call(g0(v[0], e), kidx)
 
         @cuda.jit(device=True)
-        def load_all(ins, o, c0, cl, full):
-            return (ld0(ins[0], o[0], c0, cl, full),)
+        def load_all(ins, o, c0, cl, full, pre):
+            return (ld0(ins[0], o[0], c0, cl, full, pre[0]),)
+
+        @cuda.jit(device=True)
+        def preload_all(ins, o, cl):
+            return (p0(ins[0], o[0], cl),)
     elif K == 2:
         @cuda.jit(device=True)
         def lane(v, e, kidx):
             return call(g0(v[0], e), g1(v[1], e), kidx)
 
         @cuda.jit(device=True)
-        def load_all(ins, o, c0, cl, full):
-            return (ld0(ins[0], o[0], c0, cl, full), ld1(ins[1], o[1], c0, cl, full))
+        def load_all(ins, o, c0, cl, full, pre):
+            return (ld0(ins[0], o[0], c0, cl, full, pre[0]), ld1(ins[1], o[1], c0, cl, full, pre[1]))
+
+        @cuda.jit(device=True)
+        def preload_all(ins, o, cl):
+            return (p0(ins[0], o[0], cl), p1(ins[1], o[1], cl))
     else:
         @cuda.jit(device=True)
         def lane(v, e, kidx):
             return call(g0(v[0], e), g1(v[1], e), g2(v[2], e), kidx)
 
         @cuda.jit(device=True)
-        def load_all(ins, o, c0, cl, full):
-            return (ld0(ins[0], o[0], c0, cl, full), ld1(ins[1], o[1], c0, cl, full),
-                    ld2(ins[2], o[2], c0, cl, full))
+        def load_all(ins, o, c0, cl, full, pre):
+            return (ld0(ins[0], o[0], c0, cl, full, pre[0]), ld1(ins[1], o[1], c0, cl, full, pre[1]),
+                    ld2(ins[2], o[2], c0, cl, full, pre[2]))
+
+        @cuda.jit(device=True)
+        def preload_all(ins, o, cl):
+            return (p0(ins[0], o[0], cl), p1(ins[1], o[1], cl), p2(ins[2], o[2], cl))
 
     if VEC == 2:
         @cuda.jit(device=True)
@@ -217,7 +243,7 @@ def _make_col_fold(call, opd, K, ID, VEC, MODES):
                     fi.cast_like(opd(accs[1], lane(v, 1, kidx)), ID),
                     fi.cast_like(opd(accs[2], lane(v, 2, kidx)), ID),
                     fi.cast_like(opd(accs[3], lane(v, 3, kidx)), ID))
-    return load_all, fold
+    return load_all, fold, preload_all
 
 
 def make_colvec_kernel(f, op, K, ACC, ID, FLAG, INIT, BLOCK, SPLIT, RED2, INDEX, UNROLL, VEC,
@@ -264,7 +290,7 @@ def make_colvec_kernel(f, op, K, ACC, ID, FLAG, INIT, BLOCK, SPLIT, RED2, INDEX,
     fd, opd, ID, finish = _prepare(f, op, ID, FLAG, INIT)
     call = _make_call(fd, K, INDEX, ID, FLAG)
     offs, bases, add2 = _make_offsets(K)
-    load_all, fold = _make_col_fold(call, opd, K, ID, VEC, MODES)
+    load_all, fold, preload_all = _make_col_fold(call, opd, K, ID, VEC, MODES)
     bcast = _make_bcast()
     if VEC == 2:
         @cuda.jit(device=True)
@@ -332,15 +358,15 @@ def make_colvec_kernel(f, op, K, ACC, ID, FLAG, INIT, BLOCK, SPLIT, RED2, INDEX,
         return offs(base, S1, j), kb + j * L1
 
     @cuda.jit(device=True)
-    def load4(ins, base, S0, S1, m1, kb, L0, L1, c0, cl, full, j, T):
+    def load4(ins, base, S0, S1, m1, kb, L0, L1, c0, cl, full, pre, j, T):
         """Rows ``j, j + T, j + 2T, j + 3T``: their loads (all issued before any is used) and
         their reduction indices."""
         o0, k0 = row_off(base, S0, S1, m1, kb, L0, L1, j)
         o1, k1 = row_off(base, S0, S1, m1, kb, L0, L1, j + T)
         o2, k2 = row_off(base, S0, S1, m1, kb, L0, L1, j + 2 * T)
         o3, k3 = row_off(base, S0, S1, m1, kb, L0, L1, j + 3 * T)
-        return ((load_all(ins, o0, c0, cl, full), load_all(ins, o1, c0, cl, full),
-                 load_all(ins, o2, c0, cl, full), load_all(ins, o3, c0, cl, full)), (k0, k1, k2, k3))
+        return ((load_all(ins, o0, c0, cl, full, pre), load_all(ins, o1, c0, cl, full, pre),
+                 load_all(ins, o2, c0, cl, full, pre), load_all(ins, o3, c0, cl, full, pre)), (k0, k1, k2, k3))
 
     @cuda.jit(device=True)
     def fold4(vk, accs):
@@ -351,16 +377,16 @@ def make_colvec_kernel(f, op, K, ACC, ID, FLAG, INIT, BLOCK, SPLIT, RED2, INDEX,
         return fold(vs[3], ks[3], accs)
 
     @cuda.jit(device=True)
-    def col_range(ins, base, S0, S1, m1, kb, L0, L1, c0, cl, full, j, hi, T, accs):
+    def col_range(ins, base, S0, S1, m1, kb, L0, L1, c0, cl, full, pre, j, hi, T, accs):
         if UNROLL >= 8:
             while j + 7 * T < hi:          # eight rows in flight (short, single-wave launches)
-                a = load4(ins, base, S0, S1, m1, kb, L0, L1, c0, cl, full, j, T)
-                b = load4(ins, base, S0, S1, m1, kb, L0, L1, c0, cl, full, j + 4 * T, T)
+                a = load4(ins, base, S0, S1, m1, kb, L0, L1, c0, cl, full, pre, j, T)
+                b = load4(ins, base, S0, S1, m1, kb, L0, L1, c0, cl, full, pre, j + 4 * T, T)
                 accs = fold4(b, fold4(a, accs))
                 j += 8 * T
         if UNROLL >= 4:
             while j + 3 * T < hi:
-                accs = fold4(load4(ins, base, S0, S1, m1, kb, L0, L1, c0, cl, full, j, T), accs)
+                accs = fold4(load4(ins, base, S0, S1, m1, kb, L0, L1, c0, cl, full, pre, j, T), accs)
                 j += 4 * T
             if TAIL and j < hi:  # the last 1-3 rows in one round trip (rows past `hi` re-read row j)
                 ja = j + T
@@ -374,9 +400,9 @@ def make_colvec_kernel(f, op, K, ACC, ID, FLAG, INIT, BLOCK, SPLIT, RED2, INDEX,
                 o0, k0 = row_off(base, S0, S1, m1, kb, L0, L1, j)
                 o1, k1 = row_off(base, S0, S1, m1, kb, L0, L1, ja)
                 o2, k2 = row_off(base, S0, S1, m1, kb, L0, L1, jb)
-                v0 = load_all(ins, o0, c0, cl, full)
-                v1 = load_all(ins, o1, c0, cl, full)
-                v2 = load_all(ins, o2, c0, cl, full)
+                v0 = load_all(ins, o0, c0, cl, full, pre)
+                v1 = load_all(ins, o1, c0, cl, full, pre)
+                v2 = load_all(ins, o2, c0, cl, full, pre)
                 accs = fold(v0, k0, accs)
                 if va:
                     accs = fold(v1, k1, accs)
@@ -387,14 +413,14 @@ def make_colvec_kernel(f, op, K, ACC, ID, FLAG, INIT, BLOCK, SPLIT, RED2, INDEX,
             while j + T < hi:
                 o0, k0 = row_off(base, S0, S1, m1, kb, L0, L1, j)
                 o1, k1 = row_off(base, S0, S1, m1, kb, L0, L1, j + T)
-                v0 = load_all(ins, o0, c0, cl, full)
-                v1 = load_all(ins, o1, c0, cl, full)
+                v0 = load_all(ins, o0, c0, cl, full, pre)
+                v1 = load_all(ins, o1, c0, cl, full, pre)
                 accs = fold(v0, k0, accs)
                 accs = fold(v1, k1, accs)
                 j += 2 * T
         while j < hi:
             o0, k0 = row_off(base, S0, S1, m1, kb, L0, L1, j)
-            accs = fold(load_all(ins, o0, c0, cl, full), k0, accs)
+            accs = fold(load_all(ins, o0, c0, cl, full, pre), k0, accs)
             j += T
         return accs
 
@@ -506,7 +532,8 @@ def make_colvec_kernel(f, op, K, ACC, ID, FLAG, INIT, BLOCK, SPLIT, RED2, INDEX,
                 hi = lo + chunk
                 if hi > J:
                     hi = J
-                accs = col_range(ins, base, S0, S1, m1, kb, L0, L1, c0, cl, full, lo + rho, hi,
+                pre = preload_all(ins, row_off(base, S0, S1, m1, kb, L0, L1, lo)[0], cl)
+                accs = col_range(ins, base, S0, S1, m1, kb, L0, L1, c0, cl, full, pre, lo + rho, hi,
                                  RB, accs)
             accs = combine_all(accs, tid, rho, CQ, RB)
             if SPLIT == 1:
