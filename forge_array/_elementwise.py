@@ -121,11 +121,12 @@ def _validated_types(name, x1, x2, kinds):
     raise TypeError(f"{name}(): at least one of x1, x2 must be an array")
 
 
-def _binary_operands(name, x1, x2, kinds, native=False):
+def _binary_operands(name, x1, x2, kinds, native=True):
     """Validate and promote two operands; return (a, b, dtype, device).  ``native``: two
     arrays of different dtypes stay as they are when the backend's own promotion of them
     gives the standard's dtype (:func:`_native_pair`): its kernel converts each element
-    as it reads it, instead of a converted copy of the whole operand first."""
+    as it reads it, instead of a converted copy of the whole operand first (False: both
+    converted, for functions that need one dtype)."""
     dt, dev, s1, s2 = _binary_types(name, x1, x2, kinds)
     a = _scalar_operand(x1, s1, dev) if s1 is not None else x1._array
     b = _scalar_operand(x2, s2, dev) if s2 is not None else x2._array
@@ -139,8 +140,9 @@ def _binary_operands(name, x1, x2, kinds, native=False):
     return a, b, dt, dev
 
 
-#: (dtype, dtype, promoted dtype) -> whether NumPy's and CuPy's promotion of the two is the
-#: standard's (every pair of the standard's table is; kept as a check, not an assumption)
+#: (dtype, dtype, promoted dtype) -> whether the backends' promotion of the two (NumPy's
+#: ``result_type``, by which NumPy's and CuPy's functions pick the loop they compute in) is
+#: the standard's: every pair of the standard's table is; kept as a check, not an assumption
 _NATIVE: dict = {}
 
 
@@ -166,19 +168,12 @@ def _binary(name, x1, x2, kinds, fix=None):
         r = _fusion.binary(name, x1, x2, kinds)
         if r is not None:
             return r
-    a, b, dt, dev = _binary_operands(name, x1, x2, kinds, True)
+    a, b, dt, dev = _binary_operands(name, x1, x2, kinds)
     with _dev.on(dev):
         res = _backend_fn(dev, name)(a, b)
-        if a.dtype != b.dtype and res.dtype != dt and res.dtype != _BOOL:
-            # the backend computed in another dtype: the standard's way, converted first
-            a, b = a.astype(dt), b.astype(dt)
-            res = _backend_fn(dev, name)(a, b)
         if fix is not None:
             res = fix(_dev.backend(dev), a, b, res, dt)
     return Array._new(res, dev)
-
-
-_BOOL = np.dtype(np.bool_)
 
 
 def _unary(name, x, kinds, fix=None, backend_name=None):

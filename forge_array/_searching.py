@@ -113,7 +113,7 @@ def searchsorted(x1, x2, /, *, side="left", sorter=None):
         raise ValueError(f"searchsorted(): side must be 'left' or 'right', got {side!r}")
     if not isinstance(x2, Array) and not _is_scalar(x2):
         raise TypeError("searchsorted(): x2 must be an array or a Python scalar")
-    a, b, dt, dev = _binary_operands("searchsorted", x1, x2, "real numeric")
+    a, b, dt, dev = _binary_operands("searchsorted", x1, x2, "real numeric", False)
     s = None
     if sorter is not None:
         check_array(sorter, "searchsorted", "sorter")
@@ -152,11 +152,8 @@ def where(condition, x1, x2, /):
         r = _fusion.where(condition, x1, x2, dt, dev, s1, s2)
         if r is not None:
             return r
-    a, b, dt, dev = _binary_operands("where", x1, x2, "any", True)
+    a, b, dt, dev = _binary_operands("where", x1, x2, "any")
     _dev.check_same_device(condition.device, dev)
     with _dev.on(dev):
-        m = _dev.backend(dev)
-        res = m.where(condition._array, a, b)
-        if res.dtype != dt:  # the backend chose another dtype: the operands converted first
-            res = m.where(condition._array, a.astype(dt), b.astype(dt))
+        res = _dev.backend(dev).where(condition._array, a, b)
     return Array._new(res, dev)

@@ -126,7 +126,8 @@ _MIXED_OPS = {
     "real": ["floor_divide", "remainder", "maximum", "minimum", "less", "less_equal",
              "greater", "greater_equal"],
     "float": ["divide", "atan2", "copysign", "hypot", "logaddexp", "nextafter"],
-    "int": ["bitwise_and", "bitwise_or", "bitwise_xor"],
+    "int": ["bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_left_shift",
+            "bitwise_right_shift"],
 }
 
 
@@ -163,35 +164,43 @@ def _values(dtype, rng):
                            rng.integers(lo, hi + 1, 28).astype(dtype)])
 
 
+@pytest.fixture(scope="module")
+def backend_device():
+    """The GPU where CuPy runs (the backend is CuPy there), else the CPU (NumPy)."""
+    from forge_array import runtime
+
+    return "cpu" if runtime.SIMULATE or runtime.cupy() is None else "cuda"
+
+
 @pytest.mark.parametrize("op,a,b", list(_mixed_pairs()))
-def test_mixed_dtypes_equal_the_converted_evaluation(op, a, b):
+def test_mixed_dtypes_equal_the_converted_evaluation(backend_device, op, a, b):
     """Two arrays of different dtypes go to the backend as they are (its kernel converts as
     it reads): the result, bit for bit, is the one of both converted to the promoted dtype
     first."""
     rng = np.random.default_rng(hash((op, str(a), str(b))) % 2**32)
-    x1 = xp.asarray(_values(a, rng), device="cpu")
-    x2 = xp.asarray(_values(b, rng), device="cpu")
-    if op == "pow" and b in INTS + UINTS:   # no negative integer exponents
-        x2 = xp.asarray(rng.integers(0, 4, 32).astype(b), device="cpu")
+    x1 = xp.asarray(_values(a, rng), device=backend_device)
+    x2 = xp.asarray(_values(b, rng), device=backend_device)
+    if (op == "pow" or "shift" in op) and b in INTS + UINTS:   # no negative exponents, shifts
+        x2 = xp.asarray(rng.integers(0, 4, 32).astype(b), device=backend_device)
     dt = xp.result_type(a, b)
     fn = getattr(xp, op)
     with np.errstate(all="ignore"):
-        got = np.asarray(fn(x1, x2))
-        want = np.asarray(fn(xp.astype(x1, dt), xp.astype(x2, dt)))
+        got = np.asarray(fn(x1, x2).to_device("cpu"))
+        want = np.asarray(fn(xp.astype(x1, dt), xp.astype(x2, dt)).to_device("cpu"))
     assert got.dtype == want.dtype
     assert np.array_equal(got.view(np.uint8), want.view(np.uint8))   # NaNs and zeros' signs too
 
 
 @pytest.mark.parametrize("a,b", [(xp.float32, xp.float64), (xp.int8, xp.uint8),
                                  (xp.uint32, xp.int64), (xp.complex64, xp.float64)])
-def test_where_of_mixed_dtypes_equals_the_converted_evaluation(a, b):
+def test_where_of_mixed_dtypes_equals_the_converted_evaluation(backend_device, a, b):
     rng = np.random.default_rng(7)
-    cond = xp.asarray(rng.random(32) < 0.5, device="cpu")
-    x1 = xp.asarray(_values(a, rng), device="cpu")
-    x2 = xp.asarray(_values(b, rng), device="cpu")
+    cond = xp.asarray(rng.random(32) < 0.5, device=backend_device)
+    x1 = xp.asarray(_values(a, rng), device=backend_device)
+    x2 = xp.asarray(_values(b, rng), device=backend_device)
     dt = xp.result_type(a, b)
-    got = np.asarray(xp.where(cond, x1, x2))
-    want = np.asarray(xp.where(cond, xp.astype(x1, dt), xp.astype(x2, dt)))
+    got = np.asarray(xp.where(cond, x1, x2).to_device("cpu"))
+    want = np.asarray(xp.where(cond, xp.astype(x1, dt), xp.astype(x2, dt)).to_device("cpu"))
     assert got.dtype == want.dtype and np.array_equal(got.view(np.uint8), want.view(np.uint8))
 
 
