@@ -123,15 +123,15 @@ def _validated_types(name, x1, x2, kinds):
 
 def _binary_operands(name, x1, x2, kinds, native=True):
     """Validate and promote two operands; return (a, b, dtype, device).  ``native``: two
-    arrays of different dtypes stay as they are when the backend's own promotion of them
-    gives the standard's dtype (:func:`_native_pair`): its kernel converts each element
-    as it reads it, instead of a converted copy of the whole operand first (False: both
+    arrays of different dtypes stay as they are where the backend's kernel, converting each
+    element as it reads it, gives the very bits of the converted operands
+    (:func:`_native_pair`), instead of a converted copy of a whole operand first (False: both
     converted, for functions that need one dtype)."""
     dt, dev, s1, s2 = _binary_types(name, x1, x2, kinds)
     a = _scalar_operand(x1, s1, dev) if s1 is not None else x1._array
     b = _scalar_operand(x2, s2, dev) if s2 is not None else x2._array
     if a.dtype != dt or b.dtype != dt:
-        if native and s1 is None and s2 is None and _native_pair(a.dtype, b.dtype, dt):
+        if native and s1 is None and s2 is None and _native_pair(name, a.dtype, b.dtype, dt):
             return a, b, dt, dev
         if a.dtype != dt:
             a = a.astype(dt)
@@ -140,17 +140,30 @@ def _binary_operands(name, x1, x2, kinds, native=True):
     return a, b, dt, dev
 
 
-#: (dtype, dtype, promoted dtype) -> whether the backends' promotion of the two (NumPy's
-#: ``result_type``, by which NumPy's and CuPy's functions pick the loop they compute in) is
-#: the standard's: every pair of the standard's table is; kept as a check, not an assumption
+#: functions of real floating-point operands whose result is one correctly rounded step (or
+#: none), so that a kernel computing them on converted elements cannot round differently
+#: from one on converted arrays; functions with several steps (``atan2``, ``hypot``,
+#: ``pow``, ...) may be compiled differently for the mixed kernel (contracted multiply-adds:
+#: a GPU's complex128 * complex64 differs from complex128 * complex128 in the last bit), so
+#: their operands are converted first, as are complex ones
+_ONE_STEP = frozenset(("add", "subtract", "multiply", "divide", "maximum", "minimum",
+                       "copysign", "equal", "not_equal", "less", "less_equal", "greater",
+                       "greater_equal", "where"))
+
+#: (function, dtype, dtype, promoted dtype) -> whether the two go to the backend unconverted:
+#: the backends' promotion of them (NumPy's ``result_type``, by which NumPy's and CuPy's
+#: functions pick the loop they compute in) is the standard's, and the function is exact on
+#: integers or one step on real floats (:data:`_ONE_STEP`)
 _NATIVE: dict = {}
 
 
-def _native_pair(d1, d2, dt):
-    key = (d1, d2, dt)
+def _native_pair(name, d1, d2, dt):
+    key = (name, d1, d2, dt)
     hit = _NATIVE.get(key)
     if hit is None:
-        hit = _NATIVE[key] = np.result_type(d1, d2) == dt
+        hit = (np.result_type(d1, d2) == dt
+               and (dt.kind in "iub" or (dt.kind == "f" and name in _ONE_STEP)))
+        _NATIVE[key] = hit
     return hit
 
 

@@ -220,13 +220,26 @@ def test_where_of_mixed_dtypes_equals_the_converted_evaluation(backend_device, a
     _assert_same_bits(got, want)
 
 
+def test_which_mixed_pairs_go_unconverted():
+    """Integers (exact) and one-step functions of real floats go to the backend as they are;
+    several-step functions of floats and complex operands are converted first."""
+    from forge_array._elementwise import _native_pair
+
+    f32, f64, c64, c128 = (np.dtype(d) for d in ("float32", "float64", "complex64", "complex128"))
+    i8, u8, i16 = np.dtype(np.int8), np.dtype(np.uint8), np.dtype(np.int16)
+    assert _native_pair("subtract", f32, f64, f64) and _native_pair("less", f64, f32, f64)
+    assert _native_pair("pow", i8, u8, i16) and _native_pair("remainder", u8, i8, i16)
+    assert not _native_pair("atan2", f32, f64, f64) and not _native_pair("pow", f32, f64, f64)
+    assert not _native_pair("multiply", c128, c64, c128) and not _native_pair("add", f64, c64, c128)
+
+
 def test_a_backend_promotion_other_than_the_standard_converts_first(monkeypatch):
     """Should the backend's own promotion of two dtypes ever differ from the standard's, the
     operands are converted first (the pairs are checked, not assumed)."""
     from forge_array import _elementwise as ew
 
-    monkeypatch.setitem(ew._NATIVE, (np.dtype(np.int8), np.dtype(np.int16), np.dtype(np.int16)),
-                        False)
+    monkeypatch.setitem(ew._NATIVE, ("multiply", np.dtype(np.int8), np.dtype(np.int16),
+                                     np.dtype(np.int16)), False)
     x1 = xp.asarray(np.array([100, -100], dtype=np.int8), device="cpu")
     x2 = xp.asarray(np.array([100, 100], dtype=np.int16), device="cpu")
     r = x1 * x2
