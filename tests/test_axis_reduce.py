@@ -253,8 +253,8 @@ def test_column_kernel_vectorised_row_tail(bk, fresh_plans, rowcol_params, rows,
     assert _kinds() == {"make_colvec_kernel"}
 
 
-def _vout_of_plans(monkeypatch):
-    """The ``VOUT`` argument of every vectorised column kernel the plans ask for."""
+def _colvec_args(monkeypatch, pick):
+    """``pick(fargs)`` of every vectorised column kernel the plans ask for, as they ask."""
     from forge_array.primitives.axis_reduce import plan
 
     seen = []
@@ -262,10 +262,15 @@ def _vout_of_plans(monkeypatch):
 
     def spy(factory, fargs, *rest, **kw):
         if factory.__name__ == "make_colvec_kernel":
-            seen.append(len(fargs) > 15 and fargs[15])
+            seen.append(pick(fargs))
         return real(factory, fargs, *rest, **kw)
     monkeypatch.setattr(plan, "_compile", spy)
     return seen
+
+
+def _vout_of_plans(monkeypatch):
+    """The ``VOUT`` argument of every vectorised column kernel the plans ask for."""
+    return _colvec_args(monkeypatch, lambda fargs: len(fargs) > 15 and fargs[15])
 
 
 @pytest.mark.parametrize("rows,cols", [(5, 64), (130, 36), (3, 301), (40, 7)])
@@ -354,17 +359,7 @@ def test_column_kernel_vectorised_batches_tuples_and_fallbacks(bk, fresh_plans, 
 
 def _modes_of_plans(monkeypatch):
     """The ``MODES`` argument of every vectorised column kernel the plans ask for."""
-    from forge_array.primitives.axis_reduce import plan
-
-    seen = []
-    real = plan._compile
-
-    def spy(factory, fargs, *rest, **kw):
-        if factory.__name__ == "make_colvec_kernel":
-            seen.append(fargs[13])
-        return real(factory, fargs, *rest, **kw)
-    monkeypatch.setattr(plan, "_compile", spy)
-    return seen
+    return _colvec_args(monkeypatch, lambda fargs: fargs[13])
 
 
 @pytest.mark.parametrize("rows,cols,c0", [(9, 40, 0), (33, 130, 1), (4, 7, 3), (70, 12, 2)])
