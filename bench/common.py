@@ -85,6 +85,19 @@ def fa(call: Callable[..., Any]):
     return builder
 
 
+def fa_out(call: Callable[..., Any]):
+    """Builder: wrap every input with ``xp.asarray`` (zero copy), allocate an output like the
+    first one outside the timed region, time ``call(xp, out, *args)``."""
+
+    def builder(*inputs):
+        xp = forge()
+        args = [xp.asarray(a) for a in inputs]
+        out = xp.empty_like(args[0])
+        return lambda: call(xp, out, *args)
+
+    return builder
+
+
 def fa_raw(call: Callable[..., Any]):
     """Builder: time ``call(forge_array, *inputs)`` on the raw CuPy inputs."""
 
@@ -214,11 +227,14 @@ def cc_reduce(ctx, op_name: str, out_dtype, init):
     return builder
 
 
-def cc_inclusive_scan(ctx, op_name: str = "PLUS"):
+def cc_inclusive_scan(ctx, op_name: str = "PLUS", alloc: bool = False):
     """Builder: cuda.compute inclusive scan (no initial value) of a contiguous input.
 
     Built, and its temporary storage allocated, outside the timed region; keyword API of
     cuda-cccl 1.0 first, the positional one of 0.x (with a zero initial value) second.
+    The output is allocated once outside the timed region too, unless ``alloc``: then each
+    timed call scans into a fresh ``cupy.empty_like`` output and returns it, as a function
+    that returns a new array (``cumulative_sum``, ``torch.cumsum``) must.
     """
 
     def builder(x):
@@ -250,11 +266,21 @@ def cc_inclusive_scan(ctx, op_name: str = "PLUS"):
         nbytes = call(None)
         tmp = cp.empty(max(int(nbytes), 1), dtype=np.uint8)
 
-        def fn():
-            call(tmp)
-            return d_out
+        if not alloc:
+            def fn():
+                call(tmp)
+                return d_out
 
-        return fn
+            return fn
+        empty_like = cp.empty_like
+
+        def fn_alloc():
+            o = empty_like(d_in)
+            scanner(temp_storage=tmp, d_in=d_in, d_out=o, op=op, init_value=None,
+                    num_items=n, stream=stream)
+            return o
+
+        return fn_alloc
 
     return builder
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .common import cc_inclusive_scan, fa, native, torch_builder, torch_dtype
+from .common import cc_inclusive_scan, fa, fa_out, native, torch_builder, torch_dtype
 from .harness import Case, Impl
 
 SUITE = "scan"
@@ -53,6 +53,15 @@ def _cumsum_impls(ctx, dt, axis=None):
     }
     if axis is None:
         impls["cuda.compute"] = cc_inclusive_scan(ctx, "PLUS")
+        # like for like: both scanning into an output allocated once, both allocating theirs
+        impls["forge_array out="] = Impl(
+            fa_out(lambda xp, o, x: xp.accumulate(xp.ops.add, x, out=o)),
+            note="accumulate(ops.add, x, out=o): o allocated once, outside the timed calls",
+        )
+        impls["cuda.compute alloc"] = Impl(
+            cc_inclusive_scan(ctx, "PLUS", alloc=True),
+            note="cuda.compute scanning into a cupy.empty_like output allocated in each call",
+        )
     return impls
 
 

@@ -642,6 +642,55 @@ def test_cpu_path_matches(monkeypatch):
 # --------------------------------------------------------------------------- namespace
 
 
+def test_out_replay(bk, monkeypatch):
+    """A call with ``out=`` replays the plan of an earlier call with operands and outputs of
+    the same layouts (no planning), writing where ``out`` says on new data; another output
+    layout, or an output of the wrong shape or dtype, takes the full path."""
+    n = 2 * _tile("float32") + 9
+    big = bk.zeros((2 * n + 2,), dtype=np.float32)
+    wide = bk.zeros((n + 1,), dtype=np.float32)
+
+    def calls():
+        return [
+            (lambda x, y: accumulate(ops.add, x, out=bk.empty((n,), dtype=np.float32)),
+             lambda x, y: np.cumsum(_np(x).astype(np.float64))),
+            (lambda x, y: accumulate(ops.add, x, out=big[1::2][:n]),   # offset, stride 2
+             lambda x, y: np.cumsum(_np(x).astype(np.float64))),
+            (lambda x, y: accumulate(ops.add, x, include_initial=True, out=wide),
+             lambda x, y: np.concatenate([[0.0], np.cumsum(_np(x).astype(np.float64))])),
+            (lambda x, y: accumulate(ops.add, x, reverse=True, out=big[: 2 * n][::-2]),
+             lambda x, y: np.cumsum(_np(x)[::-1].astype(np.float64))[::-1]),
+            (lambda x, y: accumulate(ops.affine, (x, y), out=(bk.empty((n,), dtype=np.float32),
+                                                               bk.empty((n,), dtype=np.float32)))[1],
+             lambda x, y: ref_scan(ops.affine.fn, (_np(x).astype(np.float64),
+                                                   _np(y).astype(np.float64)))[1]),
+        ]
+
+    for k, (call, ref) in enumerate(calls()):
+        x, y = rand(bk, (n,), "float32", seed=150 + k), rand(bk, (n,), "float32", seed=160 + k)
+        close(call(x, y), ref(x, y), rtol=1e-4, atol=1e-4)
+    plans = len(pscan._fast_plans())
+
+    def no_planning(*a, **kw):
+        raise AssertionError("planned again")
+
+    monkeypatch.setattr(pscan.plan, "plan_scan", no_planning)
+    for k, (call, ref) in enumerate(calls()):
+        x, y = rand(bk, (n,), "float32", seed=170 + k), rand(bk, (n,), "float32", seed=180 + k)
+        got = call(x, y)
+        close(got, ref(x, y), rtol=1e-4, atol=1e-4)
+    assert len(pscan._fast_plans()) == plans
+    x = rand(bk, (n,), "float32", seed=190)
+    r = accumulate(ops.add, x, out=big[1::2][:n])   # the replay returns out itself
+    assert r.shape == (n,) and _np(big)[0] == 0.0
+    close(big[1::2][:n], np.cumsum(_np(x).astype(np.float64)), rtol=1e-4, atol=1e-4)
+    monkeypatch.undo()
+    with pytest.raises(ValueError):   # the wrong shape or dtype: the full path's checks
+        accumulate(ops.add, x, out=bk.empty((n + 1,), dtype=np.float32))
+    with pytest.raises(ValueError):
+        accumulate(ops.add, x, out=bk.empty((n,), dtype=np.float64))
+
+
 def test_namespace_replay_never_serves_another_call():
     """The namespace's hot path (arguments checked before, a plan for the layout) replays
     only calls of the same kind: dtype argument, include_initial, axis (negative too),

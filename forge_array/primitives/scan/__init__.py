@@ -27,7 +27,18 @@ from ... import runtime
 from ...runtime import SIMULATE, stored
 from .arguments import AxisError, _check_op, _inputs, _normalize_axis, _resolve, _value, _xp
 from .cpu import _scan_cpu
-from .plan import _fast_key, _fast_plans, _layout_key, _plan_narrow, _plan_rows, _remember, _run_fast, _scan_kernel  # noqa: F401 - tests count plans
+from .plan import (  # noqa: F401 - tests count plans
+    _fast_key,
+    _fast_plans,
+    _layout_key,
+    _out_key,
+    _plan_narrow,
+    _plan_rows,
+    _remember,
+    _run_fast,
+    _run_into,
+    _scan_kernel,
+)
 from .state import _fit_items, _items_for, _local, _reset_states, _state_key, _zeros16, scan_statistics  # noqa: F401
 
 __all__ = ["accumulate", "cumulative_sum", "cumulative_prod", "cumulative_mapped", "mapped_launch",
@@ -78,12 +89,17 @@ _STORED = frozenset(("cumulative_sum", "cumulative_prod"))
 def _accumulate(fn, tuple_op, xs, in_dtypes, acc_dtypes, ident, name, *, axis, init,
                 include_initial, exclusive, reverse, out, deterministic, flatten, mapfn=None):
     fkey = None
-    if init is None and out is None:  # replay the plan of an earlier call
+    if init is None:  # replay the plan of an earlier call
         fkey = _fast_key(fn if mapfn is None else (fn, mapfn), tuple_op, xs, acc_dtypes, axis,
                          include_initial, exclusive, reverse, deterministic, flatten)
+        if fkey is not None and out is not None:
+            fkey = _out_key(fkey, out, tuple_op)
         plan = _fast_plans().get(fkey) if fkey is not None else None
         if plan is not None:
-            r = _run_fast(plan, xs, acc_dtypes, tuple_op, fkey[-1])
+            if out is None:
+                r = _run_fast(plan, xs, acc_dtypes, tuple_op, fkey[-1])
+            else:
+                r = _run_into(plan, xs, out, tuple_op, fkey[1][-1])
             if r is not None:
                 return r
     if include_initial and exclusive:
@@ -142,7 +158,7 @@ def _accumulate(fn, tuple_op, xs, in_dtypes, acc_dtypes, ident, name, *, axis, i
         if plan is not None and fkey is not None:
             plan.flat = flat
             _remember(fkey, plan)
-            if (not SIMULATE and name in _STORED and mapfn is None and not tuple_op
+            if (not SIMULATE and name in _STORED and mapfn is None and not tuple_op and out is None
                     and len(xs) == 1 and not (exclusive or reverse or deterministic)):
                 stored.save(stored.scan_key(name, xs[0], axis, acc_dtypes[0], include_initial),
                             plan.stored_form(xs[0], outs[0]))   # for a later process's first call

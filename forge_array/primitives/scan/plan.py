@@ -129,6 +129,32 @@ def _fast_key(fn, tuple_op, xs, acc_dtypes, axis, include_initial, exclusive, re
     return key
 
 
+def _out_key(fkey, out, tuple_op):
+    """Key of a call with ``out=``: the key :func:`_fast_key` gave, with the layouts of the
+    output arrays (a plan writes outputs of the layouts it was planned for); None when
+    ``out`` is not of the form the operator takes (the full path then says why)."""
+    outs = out if tuple_op else (out,)
+    if type(outs) is not tuple:
+        return None
+    try:
+        return ("out", fkey, tuple(_layout_key(o) for o in outs))
+    except (TypeError, AttributeError, ValueError):
+        return None
+
+
+def _run_into(plan, xs, out, tuple_op, key=None):
+    """Replay ``plan`` writing into ``out``, arrays of the layouts the plan was made for
+    (:func:`_out_key` matched them, so their shapes and dtypes were checked by the call that
+    made it); returns ``out``."""
+    on = key if type(key) is tuple and len(key) > 1 else None
+    if plan.flat:
+        xs = [a.reshape(-1) for a in xs]
+    outs = out if tuple_op else (out,)
+    plan.launch(tuple(_buf_at(a, plan.in_off) for a in xs),
+                tuple(_buf_at(o, plan.out_off) for o in outs), on)
+    return out
+
+
 def _run_fast(plan, xs, acc_dtypes, tuple_op, key=None):
     """Replay ``plan`` on new operands of the planned layouts; None when the fresh output is
     not aligned as planned (the caller then takes the full path). ``key``: the operands'
