@@ -57,6 +57,7 @@ def cases(n: int):
     v10 = xp.asarray(host[:10], device="cpu")
     f32 = np.dtype(np.float32)
     y = xp.asarray(host[::-1].copy(), device="cpu")
+    xo = xp.empty_like(x)
     px, py = xp.asarray(host, device="cpu", copy=True), xp.asarray(y, copy=True)  # private
     pm, pv = xp.asarray(m, copy=True), xp.asarray(v10, copy=True)
     fused_sum = xp.fuse(_sum_xy1)
@@ -76,6 +77,8 @@ def cases(n: int):
         ("xp.argmax", lambda: xp.argmax(x)),
         ("xp.cumulative_sum", lambda: xp.cumulative_sum(x)),
         ("xp.cumulative_sum axis=0", lambda: xp.cumulative_sum(m, axis=0)),
+        ("xp.accumulate", lambda: xp.accumulate(xp.ops.add, x)),
+        ("xp.accumulate out=", lambda: xp.accumulate(xp.ops.add, x, out=xo)),
         ("xp.sum axis=0", lambda: xp.sum(m, axis=0)),
         ("x @ A", lambda: v @ m),
         ("A @ x", lambda: m @ v10),

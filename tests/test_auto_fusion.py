@@ -317,6 +317,20 @@ def test_setitem_on_a_view_of_a_leaf():
     assert float(x[2]) == 100.0
 
 
+def test_accumulate_into_a_leaf():
+    """``accumulate(..., out=o)`` writes ``o`` through forge_array: an expression built on ``o``
+    before keeps the values ``o`` had then (a first call plans, a second replays)."""
+    for _ in range(2):
+        x = _private(np.arange(6.0))
+        o = _private(np.ones(6))
+        t = xp.sum(o * 2)
+        u = o + 1
+        xp.accumulate(xp.ops.add, x, out=o)
+        assert float(t) == 12.0
+        np.testing.assert_array_equal(_np(u), np.full(6, 2.0))
+        np.testing.assert_array_equal(_np(o), np.cumsum(np.arange(6.0)))
+
+
 def test_two_threads_sharing_leaves():
     x = _private(np.arange(8.0))
     built, written = threading.Event(), threading.Event()

@@ -691,6 +691,34 @@ def test_out_replay(bk, monkeypatch):
         accumulate(ops.add, x, out=bk.empty((n,), dtype=np.float64))
 
 
+def test_namespace_accumulate_replays(monkeypatch):
+    """``xp.accumulate`` of one array, with and without ``out=``, replays the plan of an
+    earlier call without the primitive's full path, on new data; a call it cannot replay
+    (another operator object, a bad axis, ``out`` on another layout) takes the full path."""
+    dev = "cpu" if runtime.SIMULATE else "cuda:0"
+    n = 2 * _tile("float32") + 5
+    host = [np.random.default_rng(k).random(n, dtype=np.float32) for k in range(4)]
+    x0 = xp.asarray(host[0], device=dev, copy=True)
+    o = xp.empty_like(x0)
+    xp.accumulate(ops.add, x0)
+    xp.accumulate(ops.add, x0, out=o)
+    full = []
+    real = pscan.accumulate
+    monkeypatch.setattr(pscan, "accumulate", lambda *a, **k: full.append(1) or real(*a, **k))
+    for h in host[1:]:
+        x = xp.asarray(h, device=dev, copy=True)
+        want = np.cumsum(h.astype(np.float64))
+        close(np.asarray(xp.asarray(xp.accumulate(ops.add, x), device="cpu")), want, rtol=1e-4)
+        r = xp.accumulate(ops.add, x, out=o)
+        close(np.asarray(xp.asarray(r, device="cpu")), want, rtol=1e-4)
+        close(np.asarray(xp.asarray(o, device="cpu")), want, rtol=1e-4)
+    assert not full
+    with pytest.raises(Exception):
+        xp.accumulate(ops.add, x0, axis=3)
+    xp.accumulate(ops.add, x0, out=xp.empty((2 * n,), dtype=xp.float32, device=dev)[::2])
+    assert len(full) == 2
+
+
 def test_namespace_replay_never_serves_another_call():
     """The namespace's hot path (arguments checked before, a plan for the layout) replays
     only calls of the same kind: dtype argument, include_initial, axis (negative too),

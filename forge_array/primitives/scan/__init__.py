@@ -41,7 +41,7 @@ from .plan import (  # noqa: F401 - tests count plans
 )
 from .state import _fit_items, _items_for, _local, _reset_states, _state_key, _zeros16, scan_statistics  # noqa: F401
 
-__all__ = ["accumulate", "cumulative_sum", "cumulative_prod", "cumulative_mapped", "mapped_launch",
+__all__ = ["accumulate", "accumulate_fast", "cumulative_sum", "cumulative_prod", "cumulative_mapped", "mapped_launch",
            "scan_statistics"]
 
 # --------------------------------------------------------------------------- public API
@@ -75,11 +75,53 @@ def accumulate(op, x, /, *, axis=None, init=None, include_initial=False, exclusi
     [[1.0, 1.0], [1.0, 2.0], [0.0, 0.0], [1.0, 1.0]]
     """
     fn, ident, name = _resolve(op)
+    try:
+        if len(_RESOLVED) >= 1024:
+            _RESOLVED.clear()
+        _RESOLVED[op] = fn
+    except TypeError:  # an unhashable callable: never replayed by accumulate_fast
+        pass
     xs, is_tuple = _inputs(x)
     dtypes = tuple(np.dtype(a.dtype) for a in xs)
     return _accumulate(fn, is_tuple, xs, dtypes, dtypes, ident, name, axis=axis, init=init,
                        include_initial=include_initial, exclusive=exclusive, reverse=reverse,
                        out=out, deterministic=deterministic, flatten=True)
+
+
+#: operator objects -> the function :func:`accumulate` resolved them to
+_RESOLVED: dict = {}
+
+
+def accumulate_fast(op, x, axis, include_initial, exclusive, reverse, out, deterministic):
+    """:func:`accumulate` of ONE backend array ``x`` with no ``init`` (``out``: one array or
+    None) when an earlier call of the same operator object, flags and layouts left a launch
+    plan to replay; None otherwise (the caller then takes :func:`accumulate`'s full path,
+    which checks the arguments).
+
+    >>> import numpy as np
+    >>> from forge_array import ops
+    >>> x = np.arange(4.0)
+    >>> r = accumulate_fast(ops.add, x, None, False, False, False, None, False)
+    >>> r is None or r.tolist() == [0.0, 1.0, 3.0, 6.0]
+    True
+    """
+    try:
+        fn = _RESOLVED.get(op)
+    except TypeError:
+        return None
+    if fn is None:
+        return None
+    dts = (x.dtype,)
+    fkey = _fast_key(fn, False, (x,), dts, axis, include_initial, exclusive, reverse,
+                     deterministic, True)
+    if fkey is None:
+        return None
+    if out is None:
+        plan = _fast_plans().get(fkey)
+        return None if plan is None else _run_fast(plan, (x,), dts, False, fkey[-1])
+    okey = _out_key(fkey, out, False)
+    plan = _fast_plans().get(okey) if okey is not None else None
+    return None if plan is None else _run_into(plan, (x,), out, False, fkey[-1])
 
 
 #: the scans whose launches are stored (runtime.stored)
