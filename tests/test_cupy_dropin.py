@@ -173,8 +173,13 @@ def test_moments(d, bk, name):
             want = getattr(np, name)(h, axis=axis, keepdims=keep, **kw)
             r = getattr(d, name)(x, axis=axis, keepdims=keep, **kw)
             ref = getattr(np, name)(h.astype(np.float64), axis=axis, keepdims=keep, **kw)
+            orig = getattr(bk, name)(x, axis=axis, keepdims=keep, **kw)
         assert r.dtype == np.asarray(want).dtype and r.shape == np.shape(want)
         got = host(r).astype(np.float64)
+        n = math.prod(h.shape[a] for a in _axes_tuple(axis, h.ndim)) if h.ndim else 1
+        if n - ddof <= 0 and name != "mean":  # declined: the backend's own inf / NaN (CuPy's
+            np.testing.assert_array_equal(got, host(orig).astype(np.float64))  # differ from NumPy's)
+            return
         if r.dtype == np.float32:
             scale = np.max(np.abs(h)) if h.size else 1.0
             tol = 1e-5 * scale * (scale if name == "var" else 1) + 1e-6
