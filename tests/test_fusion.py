@@ -513,6 +513,20 @@ def test_writes_into_arguments_happen_at_every_call():
     assert calls[0] == 2
 
 
+def test_scans_into_arguments_happen_at_every_call():
+    def body(a, o):
+        xp.accumulate(xp.ops.add, a, out=o)
+        return xp.sum(a * 2)
+
+    f, calls = _counting(body)
+    o = _arr(np.zeros(6))
+    for k in range(3):
+        x = _arr(np.arange(6.0) + k)
+        _same(f(x, o), 2 * float(np.sum(np.arange(6.0) + k)), np.float64)
+        _same(o, np.cumsum(np.arange(6.0) + k), np.float64)
+    assert calls[0] == 3
+
+
 def test_arguments_without_a_signature_trace_every_call():
     f, calls = _counting(lambda a, obj: xp.sum(a * 2))
     x = _arr(np.arange(3.0))
