@@ -719,6 +719,23 @@ def test_namespace_accumulate_replays(monkeypatch):
     assert len(full) == 2
 
 
+def test_replay_lookup_keeps_no_closure_alive():
+    """The operators ``accumulate`` remembers for its replay hold nothing else: a closure
+    (made anew at each call, it may capture arrays) is not kept, and still scans right."""
+    x = np.arange(50.0)
+
+    def make(c):
+        return lambda a, b: a + b * c
+
+    f = make(1.0)
+    close(accumulate(f, x), np.cumsum(x))
+    assert f not in pscan._RESOLVED
+    close(accumulate(ops.add, x), np.cumsum(x))
+    assert ops.add in pscan._RESOLVED
+    assert pscan._holds_nothing(max) and pscan._holds_nothing(lambda a, b: a + b)
+    assert not pscan._holds_nothing([].append)
+
+
 def test_namespace_replay_never_serves_another_call():
     """The namespace's hot path (arguments checked before, a plan for the layout) replays
     only calls of the same kind: dtype argument, include_initial, axis (negative too),

@@ -20,10 +20,14 @@ from __future__ import annotations
 
 import math
 import threading
+from types import BuiltinFunctionType as _BuiltinFunctionType
+from types import FunctionType as _FunctionType
+from types import ModuleType as _ModuleType
 
 import numpy as np
 
 from ... import runtime
+from ...ops import Operator as _Operator
 from ...runtime import SIMULATE, stored
 from .arguments import AxisError, _check_op, _inputs, _normalize_axis, _resolve, _value, _xp
 from .cpu import _scan_cpu
@@ -75,12 +79,10 @@ def accumulate(op, x, /, *, axis=None, init=None, include_initial=False, exclusi
     [[1.0, 1.0], [1.0, 2.0], [0.0, 0.0], [1.0, 1.0]]
     """
     fn, ident, name = _resolve(op)
-    try:
+    if _holds_nothing(op):
         if len(_RESOLVED) >= 1024:
             _RESOLVED.clear()
         _RESOLVED[op] = fn
-    except TypeError:  # an unhashable callable: never replayed by accumulate_fast
-        pass
     xs, is_tuple = _inputs(x)
     dtypes = tuple(np.dtype(a.dtype) for a in xs)
     return _accumulate(fn, is_tuple, xs, dtypes, dtypes, ident, name, axis=axis, init=init,
@@ -90,6 +92,18 @@ def accumulate(op, x, /, *, axis=None, init=None, include_initial=False, exclusi
 
 #: operator objects -> the function :func:`accumulate` resolved them to
 _RESOLVED: dict = {}
+
+
+def _holds_nothing(op):
+    """Whether keeping ``op`` in :data:`_RESOLVED` keeps nothing else alive: an operator of
+    :mod:`forge_array.ops`, a builtin, or a plain function without captured variables or
+    defaults (a closure written anew at each call could hold arrays)."""
+    if isinstance(op, _Operator):
+        return True
+    if type(op) is _BuiltinFunctionType:  # max, operator.add; not a bound method of an object
+        return op.__self__ is None or isinstance(op.__self__, _ModuleType)
+    return (type(op) is _FunctionType and op.__closure__ is None and not op.__defaults__
+            and not op.__kwdefaults__)
 
 
 def accumulate_fast(op, x, axis, include_initial, exclusive, reverse, out, deterministic):
