@@ -125,17 +125,25 @@ def accumulate_fast(op, x, axis, include_initial, exclusive, reverse, out, deter
         return None
     if fn is None:
         return None
-    dts = (x.dtype,)
-    fkey = _fast_key(fn, False, (x,), dts, axis, include_initial, exclusive, reverse,
-                     deterministic, True)
+    return _replayed(fn, False, (x,), (x.dtype,), axis, include_initial, exclusive, reverse,
+                     deterministic, True, out)[1]
+
+
+def _replayed(key_fn, tuple_op, xs, acc_dtypes, axis, include_initial, exclusive, reverse,
+              deterministic, flatten, out):
+    """``(key, result)``: the plan key of a call without ``init`` (with the outputs' layouts
+    when ``out`` is given; None when unhashable) and the result of replaying the plan kept
+    under it, or None when there is none (or the fresh output is not aligned as planned)."""
+    fkey = _fast_key(key_fn, tuple_op, xs, acc_dtypes, axis, include_initial, exclusive,
+                     reverse, deterministic, flatten)
     if fkey is None:
-        return None
+        return None, None
     if out is None:
         plan = _fast_plans().get(fkey)
-        return None if plan is None else _run_fast(plan, (x,), dts, False, fkey[-1])
-    okey = _out_key(fkey, out, False)
+        return fkey, (None if plan is None else _run_fast(plan, xs, acc_dtypes, tuple_op, fkey[-1]))
+    okey = _out_key(fkey, out, tuple_op)
     plan = _fast_plans().get(okey) if okey is not None else None
-    return None if plan is None else _run_into(plan, (x,), out, False, fkey[-1])
+    return okey, (None if plan is None else _run_into(plan, xs, out, tuple_op, fkey[-1]))
 
 
 #: the scans whose launches are stored (runtime.stored)
@@ -146,18 +154,10 @@ def _accumulate(fn, tuple_op, xs, in_dtypes, acc_dtypes, ident, name, *, axis, i
                 include_initial, exclusive, reverse, out, deterministic, flatten, mapfn=None):
     fkey = None
     if init is None:  # replay the plan of an earlier call
-        fkey = _fast_key(fn if mapfn is None else (fn, mapfn), tuple_op, xs, acc_dtypes, axis,
-                         include_initial, exclusive, reverse, deterministic, flatten)
-        if fkey is not None and out is not None:
-            fkey = _out_key(fkey, out, tuple_op)
-        plan = _fast_plans().get(fkey) if fkey is not None else None
-        if plan is not None:
-            if out is None:
-                r = _run_fast(plan, xs, acc_dtypes, tuple_op, fkey[-1])
-            else:
-                r = _run_into(plan, xs, out, tuple_op, fkey[1][-1])
-            if r is not None:
-                return r
+        fkey, r = _replayed(fn if mapfn is None else (fn, mapfn), tuple_op, xs, acc_dtypes, axis,
+                            include_initial, exclusive, reverse, deterministic, flatten, out)
+        if r is not None:
+            return r
     if include_initial and exclusive:
         raise ValueError("accumulate: include_initial and exclusive exclude each other")
     _check_op(fn, tuple_op, acc_dtypes, name)
