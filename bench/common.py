@@ -251,8 +251,8 @@ def cc_inclusive_scan(ctx, op_name: str = "PLUS", alloc: bool = False):
         try:
             scanner = make(d_in=d_in, d_out=d_out, op=op, init_value=None)
 
-            def call(tmp):
-                return scanner(temp_storage=tmp, d_in=d_in, d_out=d_out, op=op,
+            def call(tmp, out=d_out):
+                return scanner(temp_storage=tmp, d_in=d_in, d_out=out, op=op,
                                init_value=None, num_items=n, stream=stream)
         except TypeError as exc:
             if "keyword" not in str(exc) and "positional" not in str(exc):
@@ -260,8 +260,8 @@ def cc_inclusive_scan(ctx, op_name: str = "PLUS", alloc: bool = False):
             h0 = np.zeros(1, dtype=d_in.dtype)
             scanner = make(d_in, d_out, op, h0)
 
-            def call(tmp):
-                return scanner(tmp, d_in, d_out, n, h0, stream)
+            def call(tmp, out=d_out):
+                return scanner(tmp, d_in, out, n, h0, stream)
 
         nbytes = call(None)
         tmp = cp.empty(max(int(nbytes), 1), dtype=np.uint8)
@@ -276,8 +276,7 @@ def cc_inclusive_scan(ctx, op_name: str = "PLUS", alloc: bool = False):
 
         def fn_alloc():
             o = empty_like(d_in)
-            scanner(temp_storage=tmp, d_in=d_in, d_out=o, op=op, init_value=None,
-                    num_items=n, stream=stream)
+            call(tmp, o)
             return o
 
         return fn_alloc
