@@ -29,6 +29,9 @@ os.environ.setdefault("FORGE_ARRAY_COMPILE", "sync")
 if not GPU:
     os.environ["FORGE_ARRAY_SIMULATE"] = "1"
     os.environ.setdefault("FORGE_ARRAY_DEVICE", "cpu")
+# a simulated warp whose lanes a loaded 2-core machine leaves unscheduled for over 30 s (the
+# default) is not deadlocked; a real deadlock still fails, after 120 s
+os.environ.setdefault("FORGE_ARRAY_SIM_BARRIER_TIMEOUT", "120")
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
