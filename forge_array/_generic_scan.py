@@ -37,23 +37,24 @@ def accumulate(op, x, /, *, axis=None, init=None, include_initial=False, exclusi
                reverse=False, out=None, deterministic=False):
     """Inclusive scan of ``x`` with the associative operator ``op`` along ``axis``.
 
-    ``op`` is a :mod:`forge_array.ops` operator or any Python function ``op(a, b)`` numba
+    ``op`` is a [`forge_array.ops`][forge_array.ops] operator or any Python function ``op(a, b)`` numba
     can compile, commutative or not. ``x`` is an array, or a tuple of arrays of one shape
     whose elements are then tuples (struct-of-arrays); the result is an array or a tuple of
     arrays. ``axis=None`` scans the C-order flattening. ``init`` is combined on the left.
     ``include_initial`` prepends ``init`` (or the identity), ``exclusive`` gives each
     element the combination of those before it, ``reverse`` scans from the end, ``out``
     receives the result, ``deterministic`` makes float results bitwise reproducible. See
-    docs/scans.md.
+    [Scans](scans.md).
 
-    >>> import numpy as np
-    >>> import forge_array as xp
-    >>> x = xp.asarray([[1, 2, 3], [4, 5, 6]])
-    >>> np.from_dlpack(xp.accumulate(lambda a, b: a * b, x, axis=1)).tolist()
-    [[1, 2, 6], [4, 20, 120]]
-    >>> r = xp.accumulate(lambda a, b: a + b, x, axis=0, include_initial=True, init=10)
-    >>> np.from_dlpack(r).tolist()
-    [[10, 10, 10], [11, 12, 13], [15, 17, 19]]
+    Examples:
+        >>> import numpy as np
+        >>> import forge_array as xp
+        >>> x = xp.asarray([[1, 2, 3], [4, 5, 6]])
+        >>> np.from_dlpack(xp.accumulate(lambda a, b: a * b, x, axis=1)).tolist()
+        [[1, 2, 6], [4, 20, 120]]
+        >>> r = xp.accumulate(lambda a, b: a + b, x, axis=0, include_initial=True, init=10)
+        >>> np.from_dlpack(r).tolist()
+        [[10, 10, 10], [11, 12, 13], [15, 17, 19]]
     """
     if out is not None and _array_module.BEFORE_WRITE[0] is not None:
         _array_module.BEFORE_WRITE[0]()  # pending expressions that read out: computed first
