@@ -42,23 +42,24 @@ def _wrap(r, device):
 def reduce(op, x, /, *, axis=None, init=None, keepdims=False):
     """Reduce ``x`` with the associative binary operator ``op`` over ``axis``.
 
-    ``op`` is a :mod:`forge_array.ops` operator (which brings its identity and fast paths)
+    ``op`` is a [`forge_array.ops`][forge_array.ops] operator (which brings its identity and fast paths)
     or any Python function ``op(a, b)`` numba can compile.  ``x`` is an array, or a tuple of
     arrays of one shape whose elements are then tuples (struct-of-arrays); the result is an
     array, or a tuple of arrays.  ``init`` is combined once on the left (``op(init,
     total)``) and is the result of an empty reduction; without it an empty reduction gives
     the operator's identity, or ValueError when it has none.
 
-    >>> import forge_array as xp
-    >>> from forge_array import ops
-    >>> float(xp.reduce(ops.maximum, xp.asarray([1.0, 4.0, 2.0])))
-    4.0
-    >>> r = xp.reduce(lambda a, b: a * b, xp.asarray([[1, 2], [3, 4]]), axis=1)
-    >>> list(map(int, r))
-    [2, 12]
-    >>> v, i = xp.reduce(ops.argmin, (xp.asarray([3.0, 1.0, 1.0]), xp.asarray([0, 1, 2])))
-    >>> int(i)
-    1
+    Examples:
+        >>> import forge_array as xp
+        >>> from forge_array import ops
+        >>> float(xp.reduce(ops.maximum, xp.asarray([1.0, 4.0, 2.0])))
+        4.0
+        >>> r = xp.reduce(lambda a, b: a * b, xp.asarray([[1, 2], [3, 4]]), axis=1)
+        >>> list(map(int, r))
+        [2, 12]
+        >>> v, i = xp.reduce(ops.argmin, (xp.asarray([3.0, 1.0, 1.0]), xp.asarray([0, 1, 2])))
+        >>> int(i)
+        1
     """
     if axis is None and init is None and type(x) is Array:  # a replay of an earlier call
         r = _prim.mapreduce_fast(None, op, x._array, keepdims)
@@ -77,15 +78,16 @@ def mapreduce(f, op, *arrays, axis=None, init=None, keepdims=False):
     """Apply ``f`` to each element (one argument per array; a tuple of arrays passes a
     tuple) and reduce the results with ``op``, in one pass without temporaries.
 
-    >>> import math
-    >>> import forge_array as xp
-    >>> from forge_array import ops
-    >>> x = xp.asarray([1.0, float("nan"), 3.0])
-    >>> int(xp.mapreduce(lambda v: 1 if v != v else 0, ops.add, x))     # count NaNs
-    1
-    >>> y = xp.asarray([0.0, 1.0, 2.0])
-    >>> round(float(xp.mapreduce(None, ops.logaddexp, y)), 4)           # log-sum-exp
-    2.4076
+    Examples:
+        >>> import math
+        >>> import forge_array as xp
+        >>> from forge_array import ops
+        >>> x = xp.asarray([1.0, float("nan"), 3.0])
+        >>> int(xp.mapreduce(lambda v: 1 if v != v else 0, ops.add, x))     # count NaNs
+        1
+        >>> y = xp.asarray([0.0, 1.0, 2.0])
+        >>> round(float(xp.mapreduce(None, ops.logaddexp, y)), 4)           # log-sum-exp
+        2.4076
     """
     if axis is None and init is None and len(arrays) == 1 and type(arrays[0]) is Array:
         r = _prim.mapreduce_fast(f, op, arrays[0]._array, keepdims)   # replay of an earlier call

@@ -38,19 +38,20 @@ def _devices(name, A, x):
 def matvec(A, x, /, *, f=None, op=None, init=None):
     """``y[..., i] = op-reduce_j f(A[..., i, j], x[..., j])`` (default: ``A @ x``);
     ``x = None`` reduces each row of ``A`` with ``op``. ``f`` and ``op`` are Python
-    functions numba compiles (or :mod:`forge_array.ops` operators); ``op`` associative and
+    functions numba compiles (or [`forge_array.ops`][forge_array.ops] operators); ``op`` associative and
     commutative. Leading dimensions broadcast (batches).
 
-    >>> import numpy as np
-    >>> import forge_array as xp
-    >>> from forge_array import ops
-    >>> INF = float("inf")
-    >>> W = xp.asarray([[0.0, 4.0, 1.0], [INF, 0.0, INF], [INF, 2.0, 0.0]])  # W[i, j]: j -> i
-    >>> d = xp.asarray([0.0, INF, INF])                                      # distances from 0
-    >>> np.from_dlpack(xp.matvec(W, d, f=lambda w, v: w + v, op=ops.minimum)).tolist()
-    [0.0, inf, inf]
-    >>> np.from_dlpack(xp.matvec(W.mT, d, f=lambda w, v: w + v, op=ops.minimum)).tolist()
-    [0.0, 4.0, 1.0]
+    Examples:
+        >>> import numpy as np
+        >>> import forge_array as xp
+        >>> from forge_array import ops
+        >>> INF = float("inf")
+        >>> W = xp.asarray([[0.0, 4.0, 1.0], [INF, 0.0, INF], [INF, 2.0, 0.0]])  # W[i, j]: j -> i
+        >>> d = xp.asarray([0.0, INF, INF])                                      # distances from 0
+        >>> np.from_dlpack(xp.matvec(W, d, f=lambda w, v: w + v, op=ops.minimum)).tolist()
+        [0.0, inf, inf]
+        >>> np.from_dlpack(xp.matvec(W.mT, d, f=lambda w, v: w + v, op=ops.minimum)).tolist()
+        [0.0, 4.0, 1.0]
     """
     dev = _devices("matvec", _check(A, "A", "matvec"), _check_opt(x, "x", "matvec"))
     r = _prim.matvec(_unwrap(A, "A", "matvec"), _unwrap(x, "x", "matvec"), f=f, op=op, init=init)
@@ -61,11 +62,12 @@ def vecmat(x, A, /, *, f=None, op=None, init=None):
     """``z[..., j] = op-reduce_i f(x[..., i], A[..., i, j])`` (default: ``x @ A``);
     ``x = None`` reduces each column of ``A`` with ``op``.
 
-    >>> import numpy as np
-    >>> import forge_array as xp
-    >>> A = xp.asarray([[1, 2], [3, 4]], dtype=xp.int32)
-    >>> np.from_dlpack(xp.vecmat(xp.asarray([1, 1], dtype=xp.int32), A)).tolist()
-    [4, 6]
+    Examples:
+        >>> import numpy as np
+        >>> import forge_array as xp
+        >>> A = xp.asarray([[1, 2], [3, 4]], dtype=xp.int32)
+        >>> np.from_dlpack(xp.vecmat(xp.asarray([1, 1], dtype=xp.int32), A)).tolist()
+        [4, 6]
     """
     dev = _devices("vecmat", _check(A, "A", "vecmat"), _check_opt(x, "x", "vecmat"))
     r = _prim.vecmat(_unwrap(x, "x", "vecmat"), _unwrap(A, "A", "vecmat"), f=f, op=op, init=init)

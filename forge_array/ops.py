@@ -1,27 +1,25 @@
 """Named associative operators for reductions, scans and semiring products.
 
-An :class:`Operator` wraps a plain Python function of two elements (``fn``) that
+An [`Operator`][forge_array.ops.Operator] wraps a plain Python function of two elements (``fn``) that
 numba compiles into kernels, together with what the kernels may exploit: a name,
 an identity per dtype, commutativity and, for operators on tuples, the arity
 (number of components).  Elements are scalars or, for tuple operators, tuples of
-scalars (struct-of-arrays in memory, tuples in registers).
+scalars (struct-of-arrays in memory, tuples in registers).  Plain functions become
+operators with [`as_operator`][forge_array.ops.as_operator] (not commutative, no identity).
 
->>> from forge_array import ops
->>> ops.add(2, 3)
-5
->>> ops.maximum.identity("int8")
-np.int8(-128)
->>> ops.argmax((1.0, 0), (3.0, 1))
-(3.0, 1)
->>> ops.affine((2.0, 1.0), (3.0, 0.0))   # x -> 3*(2*x + 1)
-(6.0, 3.0)
-
-Plain functions become operators with :func:`as_operator` (not commutative, no
-identity):
-
->>> op = ops.as_operator(lambda a, b: a + 2 * b)
->>> op.commutative, op.identity("float32")
-(False, None)
+Examples:
+    >>> from forge_array import ops
+    >>> ops.add(2, 3)
+    5
+    >>> ops.maximum.identity("int8")
+    np.int8(-128)
+    >>> ops.argmax((1.0, 0), (3.0, 1))
+    (3.0, 1)
+    >>> ops.affine((2.0, 1.0), (3.0, 0.0))   # x -> 3*(2*x + 1)
+    (6.0, 3.0)
+    >>> op = ops.as_operator(lambda a, b: a + 2 * b)
+    >>> op.commutative, op.identity("float32")
+    (False, None)
 """
 
 from __future__ import annotations
@@ -63,25 +61,22 @@ _INDEX_MAX = np.iinfo(INDEX_DTYPE).max
 class Operator:
     """An associative binary operator on scalars or tuples of scalars.
 
-    Parameters
-    ----------
-    fn : callable
-        ``fn(a, b) -> c``, a plain Python function that numba can compile.
-    name : str
-        Name used in error messages, reprs and cache keys.
-    identity : callable or None
-        ``identity(dtype) -> value`` (``dtype`` is a NumPy dtype, or a tuple of
-        dtypes for tuple operators); returns None where no identity exists.
-    commutative : bool
-        Whether ``fn(a, b) == fn(b, a)``; kernels may then reorder operands.
-    arity : int or None
-        Number of tuple components; 1 for scalar operators, None when unknown.
-    ufunc : numpy.ufunc or None
-        A NumPy ufunc computing the same thing (CPU fast path).
+    Args:
+        fn (callable): ``fn(a, b) -> c``, a plain Python function that numba can compile.
+        name (str): Name used in error messages, reprs and cache keys.
+        identity (callable or None): ``identity(dtype) -> value`` (``dtype`` is a NumPy
+            dtype, or a tuple of dtypes for tuple operators); returns None where no identity
+            exists.
+        commutative (bool): Whether ``fn(a, b) == fn(b, a)``; kernels may then reorder
+            operands.
+        arity (int or None): Number of tuple components; 1 for scalar operators, None when
+            unknown.
+        ufunc (numpy.ufunc or None): A NumPy ufunc computing the same thing (CPU fast path).
 
-    >>> op = Operator(lambda a, b: a * b, "times", identity=lambda d: d.type(1))
-    >>> op(3, 4), op.identity("float32"), op.name
-    (12, np.float32(1.0), 'times')
+    Examples:
+        >>> op = Operator(lambda a, b: a * b, "times", identity=lambda d: d.type(1))
+        >>> op(3, 4), op.identity("float32"), op.name
+        (12, np.float32(1.0), 'times')
     """
 
     __slots__ = ("fn", "name", "_identity", "commutative", "arity", "ufunc", "__weakref__")
@@ -104,10 +99,11 @@ class Operator:
         """The identity element for elements of ``dtype`` (a dtype or a tuple of
         dtypes for tuple operators), or None when there is none.
 
-        >>> add.identity("float64"), minimum.identity("uint8")
-        (np.float64(0.0), np.uint8(255))
-        >>> argmax.identity(("float32", "int64"))
-        (np.float32(-inf), np.int64(9223372036854775807))
+        Examples:
+            >>> add.identity("float64"), minimum.identity("uint8")
+            (np.float64(0.0), np.uint8(255))
+            >>> argmax.identity(("float32", "int64"))
+            (np.float32(-inf), np.int64(9223372036854775807))
         """
         if self._identity is None:
             return None
@@ -121,8 +117,9 @@ class Operator:
     def is_tuple(self):
         """True for operators on tuples (arity > 1).
 
-        >>> argmax.is_tuple, add.is_tuple
-        (True, False)
+        Examples:
+            >>> argmax.is_tuple, add.is_tuple
+            (True, False)
         """
         return self.arity is not None and self.arity > 1
 
@@ -131,26 +128,27 @@ class Operator:
 
 
 def as_operator(f):
-    """Return ``f`` if it is an :class:`Operator`; Python's ``max``, ``min`` and the
+    """Return ``f`` if it is an [`Operator`][forge_array.ops.Operator]; Python's ``max``, ``min`` and the
     ``operator`` module's ``add``, ``mul``, ``and_``, ``or_``, ``xor`` become the named
     operators (with their identities and fast paths); another builtin or plain function is
-    wrapped (not commutative, no identity, arity unknown), one :class:`Operator` per function
-    as :func:`forge_array.runtime.functions.canonical` sees it, so that an equal lambda
+    wrapped (not commutative, no identity, arity unknown), one `Operator` per function
+    as `forge_array.runtime.functions.canonical` sees it, so that an equal lambda
     written anew finds the kernels compiled for the first.
 
-    >>> as_operator(add) is add, as_operator(max) is maximum
-    (True, True)
-    >>> import math
-    >>> op = as_operator(math.hypot)
-    >>> op.name, op(3.0, 4.0)
-    ('hypot', 5.0)
-    >>> ops = [as_operator(lambda a, b: a + 2 * b) for _ in range(2)]
-    >>> ops[0] is ops[1]
-    True
-    >>> as_operator(3)
-    Traceback (most recent call last):
-    ...
-    TypeError: operator must be callable, got int
+    Examples:
+        >>> as_operator(add) is add, as_operator(max) is maximum
+        (True, True)
+        >>> import math
+        >>> op = as_operator(math.hypot)
+        >>> op.name, op(3.0, 4.0)
+        ('hypot', 5.0)
+        >>> ops = [as_operator(lambda a, b: a + 2 * b) for _ in range(2)]
+        >>> ops[0] is ops[1]
+        True
+        >>> as_operator(3)
+        Traceback (most recent call last):
+        ...
+        TypeError: operator must be callable, got int
     """
     if isinstance(f, Operator):
         return f
@@ -403,14 +401,15 @@ _WELFORD_MAPS: dict = {}
 
 
 def welford_map(dtype):
-    """The map that turns one element into a :data:`welford` triple ``(1, x, M2)`` in float
+    """The map that turns one element into a `welford` triple ``(1, x, M2)`` in float
     dtype ``dtype``; ``M2`` is ``(x - x)**2``: 0 for a finite ``x`` and NaN for NaN or an
     infinity, so that the variance of data with a NaN or an infinity is NaN, as in NumPy.
 
-    >>> import numpy as np
-    >>> f = welford_map(np.dtype("float64"))
-    >>> f(2.0), f(float("nan"))[2] != f(float("nan"))[2]
-    ((1.0, 2.0, 0.0), True)
+    Examples:
+        >>> import numpy as np
+        >>> f = welford_map(np.dtype("float64"))
+        >>> [float(v) for v in f(2.0)], bool(np.isnan(f(float("nan"))[2]))
+        ([1.0, 2.0, 0.0], True)
     """
     dt = np.dtype(dtype)
     f = _WELFORD_MAPS.get(dt)
@@ -463,8 +462,9 @@ _DOCS = {
 def describe(op):
     """A one-paragraph description of a named operator, with an example.
 
-    >>> print(describe(add).splitlines()[0])
-    ``a + b``; identity 0.
+    Examples:
+        >>> print(describe(add).splitlines()[0])
+        ``a + b``; identity 0.
     """
     return _DOCS.get(as_operator(op).name, "")
 
