@@ -213,16 +213,17 @@ def fuse(fn=None):
     compiles new kernels); pass a 0-d array for a value that changes from call to call.
     ``fn`` runs at the first call of each input signature (dtypes, shapes, strides, devices,
     scalar values); later calls replay the launches it made, unless its plan depends on more
-    than the signature (see docs/fusion.md).  ``f.explain(*args)`` shows the launches of a
+    than the signature (see [Fused expressions](fusion.md)).  ``f.explain(*args)`` shows the launches of a
     call.
 
-    >>> import forge_array as xp
-    >>> @xp.fuse
-    ... def stats(x):
-    ...     return xp.mean(x), xp.std(x), xp.max(x)    # one pass over x on the GPU
-    >>> m, s, mx = stats(xp.asarray([1.0, 2.0, 3.0, 6.0], device="cpu"))
-    >>> float(m), float(mx)
-    (3.0, 6.0)
+    Examples:
+        >>> import forge_array as xp
+        >>> @xp.fuse
+        ... def stats(x):
+        ...     return xp.mean(x), xp.std(x), xp.max(x)    # one pass over x on the GPU
+        >>> m, s, mx = stats(xp.asarray([1.0, 2.0, 3.0, 6.0], device="cpu"))
+        >>> float(m), float(mx)
+        (3.0, 6.0)
     """
     if fn is None:
         return fuse
