@@ -1,4 +1,4 @@
-"""The worker side of :mod:`forge_array.dask`: the plugin and the functions that run in
+"""The worker side of [`forge_array.dask`][]: the plugin and the functions that run in
 each Dask worker. Pickled by value (``cloudpickle.register_pickle_by_value``), so a worker
 unpickles it even where forge_array cannot be imported: it then keeps plain CuPy and logs
 why. Imports nothing of forge_array at module level.
@@ -15,7 +15,7 @@ import distributed
 
 _LOGGER = "forge_array.dask"
 
-#: what :func:`worker_patch` found in this process (empty before it ran)
+#: what [`worker_patch`][forge_array.dask.worker_patch] found in this process (empty before it ran)
 _STATE: dict = {}
 
 
@@ -26,9 +26,10 @@ def worker_patch(methods=True):
     "failed": {...}}``; never raises: a process without forge_array, without CuPy or
     without a GPU keeps plain CuPy, with the reason logged at WARNING.
 
-    >>> r = worker_patch()            # doctest: +SKIP
-    >>> r["patched"], r["reason"]     # doctest: +SKIP
-    (True, 'forge_array kernels on NVIDIA H200')
+    Examples:
+        >>> r = worker_patch()            # doctest: +SKIP
+        >>> r["patched"], r["reason"]     # doctest: +SKIP
+        (True, 'forge_array kernels on NVIDIA H200')
     """
     try:
         import forge_array.runtime as runtime  # noqa: PLC0415
@@ -62,7 +63,7 @@ def _drop_in():
 
 
 def worker_unpatch(state=None):
-    """Undo :func:`worker_patch` in this process (``state``: the report it returned, when
+    """Undo [`worker_patch`][forge_array.dask.worker_patch] in this process (``state``: the report it returned, when
     this module's own record may be another copy's: the plugin keeps its own)."""
     fcp = _drop_in()
     if fcp is not None and (state if state is not None else _STATE).get("patched"):
@@ -72,7 +73,7 @@ def worker_unpatch(state=None):
 
 def _worker_restore():
     """CuPy's own functions in this process again, whoever patched them (run on every worker
-    by :func:`forge_array.dask.unregister`)."""
+    by [`forge_array.dask.unregister`][])."""
     fcp = _drop_in()
     if fcp is not None and fcp.is_patched():
         fcp.unpatch()
@@ -106,13 +107,14 @@ def _worker_reset_stats():
 
 class ForgeArrayPlugin(distributed.WorkerPlugin):
     """A worker plugin: ``setup`` patches CuPy with forge_array's kernels in the worker
-    process (see :func:`worker_patch`), ``teardown`` restores CuPy.
+    process (see [`worker_patch`][forge_array.dask.worker_patch]), ``teardown`` restores CuPy.
 
     ``methods``: also patch the ``cupy.ndarray`` methods (``x.sum()``...).
 
-    >>> from distributed import Client              # doctest: +SKIP
-    >>> client = Client(LocalCUDACluster())         # doctest: +SKIP
-    >>> client.register_plugin(ForgeArrayPlugin())  # doctest: +SKIP
+    Examples:
+        >>> from distributed import Client              # doctest: +SKIP
+        >>> client = Client(LocalCUDACluster())         # doctest: +SKIP
+        >>> client.register_plugin(ForgeArrayPlugin())  # doctest: +SKIP
     """
 
     name = "forge-array"

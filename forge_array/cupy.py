@@ -12,22 +12,25 @@ Overridden: ``sum``, ``prod``, ``max``/``amax``, ``min``/``amin``, ``mean``, ``v
 cover (float16, complex orderings, an ``out=`` of another dtype or shape, matrix @ matrix,
 a bad axis...) runs CuPy's own function with the same arguments.
 
-For code one cannot edit, :func:`patch` makes the ``cupy`` module's functions and the
+For code one cannot edit, [`patch`][] makes the ``cupy`` module's functions and the
 methods of ``cupy.ndarray`` (``x.sum()``, ``x.max(axis=0)``, ``x.cumsum()``...) use them for
-the whole process; :func:`unpatch` restores CuPy exactly; :func:`patched` is the context
-manager. See ``docs/cupy.md``.
+the whole process; [`unpatch`][] restores CuPy exactly; [`patched`][] is the context
+manager. See [the CuPy drop-in](cupy.md).
 
-Example (on a GPU)::
+Without CuPy, importing this module raises ImportError; the logic lives in
+`forge_array._dropin`, tested over NumPy in the simulator.
 
+Examples:
+    On a GPU:
+
+    ```python
     import forge_array.cupy as cp
     x = cp.random.rand(10**6, 100, dtype=cp.float32)
     mu, sd = x.mean(axis=0), x.std(axis=0)      # methods: CuPy's, unless patched
     mu, sd = cp.mean(x, axis=0), cp.std(x, axis=0)   # forge_array kernels
     with cp.patched():
         mu = x.mean(axis=0)                      # forge_array kernels
-
-Without CuPy, importing this module raises ImportError; the logic lives in
-:mod:`forge_array._dropin`, tested over NumPy in the simulator.
+    ```
 """
 
 from __future__ import annotations
@@ -82,43 +85,47 @@ def patch(methods=True):
     ``{"functions": [...], "methods": [...], "failed": {method: reason}}`` (a method is
     left as CuPy's when ``cupy.ndarray`` cannot take it).
 
-    >>> import cupy, forge_array.cupy as fcp           # doctest: +SKIP
-    >>> _ = fcp.patch(); cupy.sum is fcp.sum            # doctest: +SKIP
-    True
-    >>> fcp.unpatch()                                   # doctest: +SKIP
+    Examples:
+        >>> import cupy, forge_array.cupy as fcp           # doctest: +SKIP
+        >>> _ = fcp.patch(); cupy.sum is fcp.sum            # doctest: +SKIP
+        True
+        >>> fcp.unpatch()                                   # doctest: +SKIP
     """
     return _impl.patch(_cupy, methods=methods)
 
 
 def unpatch():
-    """Undo :func:`patch`: the ``cupy`` functions and ``cupy.ndarray`` methods are CuPy's
+    """Undo [`patch`][]: the ``cupy`` functions and ``cupy.ndarray`` methods are CuPy's
     original objects again.
 
-    >>> import cupy, forge_array.cupy as fcp           # doctest: +SKIP
-    >>> _ = fcp.patch(); fcp.unpatch(); cupy.sum is fcp.sum   # doctest: +SKIP
-    False
+    Examples:
+        >>> import cupy, forge_array.cupy as fcp           # doctest: +SKIP
+        >>> _ = fcp.patch(); fcp.unpatch(); cupy.sum is fcp.sum   # doctest: +SKIP
+        False
     """
     _impl.unpatch(_cupy)
 
 
 def is_patched():
-    """Whether :func:`patch` is in effect.
+    """Whether [`patch`][] is in effect.
 
-    >>> import forge_array.cupy as fcp                  # doctest: +SKIP
-    >>> fcp.is_patched()                                # doctest: +SKIP
-    False
+    Examples:
+        >>> import forge_array.cupy as fcp                  # doctest: +SKIP
+        >>> fcp.is_patched()                                # doctest: +SKIP
+        False
     """
     return _impl.is_patched(_cupy)
 
 
 @_contextlib.contextmanager
 def patched(methods=True):
-    """Context manager: :func:`patch` on entry, :func:`unpatch` on exit (unless it was
+    """Context manager: [`patch`][] on entry, [`unpatch`][] on exit (unless it was
     patched already on entry, which it then leaves as it is). Yields patch()'s report.
 
-    >>> import cupy, forge_array.cupy as fcp            # doctest: +SKIP
-    >>> with fcp.patched():                             # doctest: +SKIP
-    ...     total = cupy.arange(10).sum()               # forge_array's kernel
+    Examples:
+        >>> import cupy, forge_array.cupy as fcp            # doctest: +SKIP
+        >>> with fcp.patched():                             # doctest: +SKIP
+        ...     total = cupy.arange(10).sum()               # forge_array's kernel
     """
     was = is_patched()
     report = patch(methods=methods)
@@ -133,18 +140,20 @@ def stats():
     """How many calls ran on forge_array's kernels and how many fell back to CuPy, per
     function (``ndarray.<name>`` for methods): ``{"kernel": {...}, "fallback": {...}}``.
 
-    >>> import forge_array.cupy as fcp                  # doctest: +SKIP
-    >>> fcp.reset_stats(); _ = fcp.sum(fcp.ones(3)); fcp.stats()["kernel"]   # doctest: +SKIP
-    {'sum': 1}
+    Examples:
+        >>> import forge_array.cupy as fcp                  # doctest: +SKIP
+        >>> fcp.reset_stats(); _ = fcp.sum(fcp.ones(3)); fcp.stats()["kernel"]   # doctest: +SKIP
+        {'sum': 1}
     """
     return {k: dict(v) for k, v in _impl.counts.items()}
 
 
 def reset_stats():
-    """Zero the counters of :func:`stats`.
+    """Zero the counters of [`stats`][].
 
-    >>> import forge_array.cupy as fcp                  # doctest: +SKIP
-    >>> fcp.reset_stats()                               # doctest: +SKIP
+    Examples:
+        >>> import forge_array.cupy as fcp                  # doctest: +SKIP
+        >>> fcp.reset_stats()                               # doctest: +SKIP
     """
     _impl.reset_counts()
 

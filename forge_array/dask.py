@@ -5,24 +5,29 @@ the Dask code.
 ``dask.array`` calls NumPy's functions on each chunk (``np.sum``, ``np.cumsum``,
 ``np.matmul``...); on a CuPy chunk those dispatch through ``__array_function__`` to the
 functions of the ``cupy`` module, looked up by name at call time. So
-:func:`forge_array.cupy.patch` in the process that runs the chunk puts our kernels under
+[`forge_array.cupy.patch`][forge_array.cupy.patch] in the process that runs the chunk puts our kernels under
 Dask. This module does that where the chunks run:
 
 - distributed (``distributed.Client``, dask-cuda's ``LocalCUDACluster``, one worker per
-  GPU): :class:`ForgeArrayPlugin`, a worker plugin that patches CuPy in every worker
-  process as it starts, and in the workers that join later. :func:`register` is the one
-  line (:func:`unregister` restores CuPy everywhere); :func:`stats` gathers per worker how
+  GPU): [`ForgeArrayPlugin`][], a worker plugin that patches CuPy in every worker
+  process as it starts, and in the workers that join later. [`register`][] is the one
+  line ([`unregister`][] restores CuPy everywhere); [`stats`][] gathers per worker how
   many chunk calls ran on our kernels.
-- the threaded scheduler (one process): :func:`patched`, or plain
+- the threaded scheduler (one process): [`patched`][], or plain
   ``forge_array.cupy.patch()``.
 
 A worker that cannot import forge_array's CuPy drop-in, or has no GPU, keeps plain CuPy
 and logs why; results are the same either way. A chunk our kernels do not cover (a dtype,
 an ``out=`` of another shape...) runs CuPy's own function, exactly. See
-``docs/scale-out.md``.
+[Scale-out with Dask](scale-out.md).
 
-Example (on a GPU host)::
+Needs ``dask[array]`` and ``distributed`` (``pip install "forge-array[dask]"``);
+dask-cuda for one worker per GPU (``"forge-array[dask-cuda]"``).
 
+Examples:
+    On a GPU host:
+
+    ```python
     from dask_cuda import LocalCUDACluster
     from distributed import Client
     import dask.array as da, cupy, forge_array.dask as fdask
@@ -32,9 +37,7 @@ Example (on a GPU host)::
     x = da.random.random((10**7, 100), chunks=(10**6, 100)).map_blocks(cupy.asarray)
     x.std(axis=0).compute()
     fdask.stats(client)                           # {worker: {"kernel": {...}, ...}}
-
-Needs ``dask[array]`` and ``distributed`` (``pip install "forge-array[dask]"``);
-dask-cuda for one worker per GPU (``"forge-array[dask-cuda]"``).
+    ```
 """
 
 from __future__ import annotations
@@ -65,12 +68,13 @@ _cloudpickle.register_pickle_by_value(_worker_plugin)
 
 
 def register(client, methods=True):
-    """Register :class:`ForgeArrayPlugin` on ``client``: every worker, now and later,
-    patches CuPy with our kernels. Returns :func:`status` of the workers.
+    """Register [`ForgeArrayPlugin`][] on ``client``: every worker, now and later,
+    patches CuPy with our kernels. Returns [`status`][] of the workers.
 
-    >>> from distributed import Client, LocalCluster              # doctest: +SKIP
-    >>> register(Client(LocalCluster(n_workers=1)))               # doctest: +SKIP
-    {'tcp://127.0.0.1:40001': {'patched': False, 'reason': 'plain CuPy: ...'}}
+    Examples:
+        >>> from distributed import Client, LocalCluster              # doctest: +SKIP
+        >>> register(Client(LocalCluster(n_workers=1)))               # doctest: +SKIP
+        {'tcp://127.0.0.1:40001': {'patched': False, 'reason': 'plain CuPy: ...'}}
     """
     if not isinstance(client, distributed.Client):
         raise TypeError(f"register: expected a distributed.Client, got {type(client).__name__}")
@@ -79,12 +83,13 @@ def register(client, methods=True):
 
 
 def unregister(client):
-    """Remove :class:`ForgeArrayPlugin` from ``client`` and put CuPy's own functions back in
+    """Remove [`ForgeArrayPlugin`][] from ``client`` and put CuPy's own functions back in
     every worker (also where the plugin's teardown has not run yet when this returns: the
-    workers are restored directly). Returns :func:`status` of the workers.
+    workers are restored directly). Returns [`status`][] of the workers.
 
-    >>> fdask.unregister(client)         # doctest: +SKIP
-    {'tcp://127.0.0.1:40001': {'patched': False, 'reason': 'not patched'}}
+    Examples:
+        >>> fdask.unregister(client)         # doctest: +SKIP
+        {'tcp://127.0.0.1:40001': {'patched': False, 'reason': 'not patched'}}
     """
     if not isinstance(client, distributed.Client):
         raise TypeError(f"unregister: expected a distributed.Client, got {type(client).__name__}")
@@ -100,8 +105,9 @@ def status(client):
     """Per worker: whether CuPy is patched there and why (``{address: {"patched": bool,
     "reason": str}}``).
 
-    >>> status(client)                  # doctest: +SKIP
-    {'tcp://127.0.0.1:40001': {'patched': True, 'reason': 'forge_array kernels on NVIDIA H200'}}
+    Examples:
+        >>> status(client)                  # doctest: +SKIP
+        {'tcp://127.0.0.1:40001': {'patched': True, 'reason': 'forge_array kernels on NVIDIA H200'}}
     """
     return {w: {"patched": s["patched"], "reason": s["reason"]}
             for w, s in client.run(_worker_plugin._worker_stats).items()}
@@ -113,8 +119,9 @@ def stats(client=None, reset=False):
     or for this process (threaded scheduler) without one. ``reset`` zeroes the counters
     after reading them.
 
-    >>> per_worker = stats(client)["tcp://127.0.0.1:40001"]; per_worker["kernel"]   # doctest: +SKIP
-    {'sum': 8, 'cumsum': 4}
+    Examples:
+        >>> per_worker = stats(client)["tcp://127.0.0.1:40001"]; per_worker["kernel"]   # doctest: +SKIP
+        {'sum': 8, 'cumsum': 4}
     """
     if client is None:
         out = _worker_plugin._worker_stats()
@@ -130,13 +137,14 @@ def stats(client=None, reset=False):
 @contextlib.contextmanager
 def patched(methods=True):
     """For the threaded (or synchronous) scheduler: chunks computed inside the block run on
-    our kernels; yields :func:`worker_patch`'s report. CuPy is restored on exit unless it
+    our kernels; yields [`worker_patch`][]'s report. CuPy is restored on exit unless it
     was patched before.
 
-    >>> import dask.array as da, cupy                       # doctest: +SKIP
-    >>> x = da.ones((10**6, 10), chunks=(10**5, 10)).map_blocks(cupy.asarray)   # doctest: +SKIP
-    >>> with patched():                                     # doctest: +SKIP
-    ...     x.sum(axis=0).compute(scheduler="threads")
+    Examples:
+        >>> import dask.array as da, cupy                       # doctest: +SKIP
+        >>> x = da.ones((10**6, 10), chunks=(10**5, 10)).map_blocks(cupy.asarray)   # doctest: +SKIP
+        >>> with patched():                                     # doctest: +SKIP
+        ...     x.sum(axis=0).compute(scheduler="threads")
     """
     fcp = _worker_plugin._drop_in()
     was = fcp is not None and fcp.is_patched()
