@@ -3,7 +3,7 @@
 Hypothesis's own array strategies (``hypothesis.extra.numpy.arrays`` and the
 array-API ones) only build fresh C-contiguous arrays.  GPU kernels break on views:
 start offsets that are not 16-byte aligned, negative steps, zero strides from
-broadcasting, transposes.  :func:`views` draws those, and shrinks to the plain
+broadcasting, transposes.  [`views`][] draws those, and shrinks to the plain
 contiguous array when a failure does not depend on the layout.
 
 All strategies work for NumPy, CuPy and forge_array (or any Array API namespace):
@@ -11,15 +11,14 @@ values are drawn on the host with NumPy, then moved with ``xp.asarray`` and slic
 permuted and broadcast with the namespace's own functions, so the result is a real
 view in that namespace.
 
-Examples
---------
->>> import numpy as np
->>> from hypothesis import given
->>> from forge_array.testing import views, shapes
->>> @given(views(np.float32, shapes(min_dims=1)))
-... def test_sum(x):
-...     np.testing.assert_allclose(x.sum(), np.asarray(x, dtype=np.float64).sum(),
-...                                rtol=1e-4, atol=1e-2)
+Examples:
+    >>> import numpy as np
+    >>> from hypothesis import given
+    >>> from forge_array.testing import views, shapes
+    >>> @given(views(np.float32, shapes(min_dims=1)))
+    ... def test_sum(x):
+    ...     np.testing.assert_allclose(x.sum(), np.asarray(x, dtype=np.float64).sum(),
+    ...                                rtol=1e-4, atol=1e-2)
 """
 
 from __future__ import annotations
@@ -102,9 +101,10 @@ def dtypes(kind: str | Sequence[str] = "numeric", *, xp: Any = None) -> st.Searc
     namespace's dtype objects (``xp.float32`` ...).  Shrinks toward the first dtype of
     the kind (bool, then int8, ..., float32, ...).
 
-    >>> from forge_array.testing import dtypes
-    >>> dtypes("real floating").example() in (np.dtype("float32"), np.dtype("float64"))
-    True
+    Examples:
+        >>> from forge_array.testing import dtypes
+        >>> dtypes("real floating").example() in (np.dtype("float32"), np.dtype("float64"))
+        True
     """
     names = _dtype_names(kind)
     mod = _resolve_xp(xp)
@@ -158,10 +158,11 @@ def shapes(
     of elements stays at most ``max_size`` (``None``: no cap): later sides are capped
     by what the earlier ones leave.  Shrinks toward ``(min_side,) * min_dims``.
 
-    >>> from forge_array.testing import shapes
-    >>> s = shapes(min_dims=1, max_dims=2, max_side=300, edges=(255, 256, 257))
-    >>> all(0 <= n <= 300 for n in s.example())
-    True
+    Examples:
+        >>> from forge_array.testing import shapes
+        >>> s = shapes(min_dims=1, max_dims=2, max_side=300, edges=(255, 256, 257))
+        >>> all(0 <= n <= 300 for n in s.example())
+        True
     """
     if min_dims < 0 or max_dims < min_dims:
         raise ValueError(f"shapes(): need 0 <= min_dims <= max_dims, got {min_dims}, {max_dims}")
@@ -206,10 +207,11 @@ def axes(
     (distinct after normalisation, in any order, some negative).  Shrinks toward
     ``None``, then ``0``.  For ``ndim == 0`` only ``None`` and ``()`` are drawn.
 
-    >>> from forge_array.testing import axes
-    >>> a = axes(3).example()
-    >>> a is None or isinstance(a, (int, tuple))
-    True
+    Examples:
+        >>> from forge_array.testing import axes
+        >>> a = axes(3).example()
+        >>> a is None or isinstance(a, (int, tuple))
+        True
     """
     if ndim < 0:
         raise ValueError("axes(): ndim must be >= 0")
@@ -248,7 +250,7 @@ def elements_for(dtype: Any, elements: Any = None) -> st.SearchStrategy:
     """The element strategy used for ``dtype``.
 
     ``elements`` may be a strategy (returned as is), ``None`` (defaults) or a dict of
-    keyword arguments for :func:`hypothesis.extra.numpy.from_dtype` that override the
+    keyword arguments for ``hypothesis.extra.numpy.from_dtype`` that override the
     defaults, e.g. ``{"allow_nan": True}`` or ``{"min_value": 0, "max_value": 255}``.
 
     Defaults: integers and bools span the dtype; floats are finite, not subnormal,
@@ -364,19 +366,20 @@ def arrays(
 ) -> st.SearchStrategy:
     """Strategy for fresh C-contiguous arrays of ``dtype`` and ``shape``.
 
-    ``dtype`` and ``shape`` may be strategies (e.g. :func:`dtypes`, :func:`shapes`);
+    ``dtype`` and ``shape`` may be strategies (e.g. [`dtypes`][], [`shapes`][]);
     ``shape`` may be an int.  ``xp`` is the namespace of the result: ``None`` or
     ``numpy`` (default), ``cupy``, ``forge_array`` (or its module name as a string);
     ``device`` is passed to ``xp.asarray`` (for CuPy: a device id or
     ``cupy.cuda.Device``); for other namespaces it defaults to the namespace's default
     device (``xp.__array_namespace_info__().default_device()``).
-    ``elements``: see :func:`elements_for`.
+    ``elements``: see [`elements_for`][].
 
-    >>> import numpy as np
-    >>> from forge_array.testing import arrays
-    >>> a = arrays(np.int32, (2, 3)).example()
-    >>> a.shape, a.dtype
-    ((2, 3), dtype('int32'))
+    Examples:
+        >>> import numpy as np
+        >>> from forge_array.testing import arrays
+        >>> a = arrays(np.int32, (2, 3)).example()
+        >>> a.shape, a.dtype
+        ((2, 3), dtype('int32'))
     """
     mod = _resolve_xp(xp)
 
@@ -394,7 +397,7 @@ def arrays(
 
 
 class ViewLayout:
-    """How :func:`views` cuts a view out of a larger base array.
+    """How [`views`][] cuts a view out of a larger base array.
 
     Attributes: ``shape`` (of the view), ``flat_offset`` (elements skipped at the
     start of the 1-D buffer), ``base_shape`` (the buffer reshaped), ``index`` (one
@@ -498,7 +501,7 @@ def view_layouts(
     max_offset: int = 5,
     max_base_size: int = 1 << 18,
 ) -> st.SearchStrategy[ViewLayout]:
-    """Strategy for the :class:`ViewLayout` of a view of ``shape``.
+    """Strategy for the [`ViewLayout`][] of a view of ``shape``.
 
     ``kinds`` selects what may happen: ``"slice"`` (steps up to ``max_step`` and
     extra room around each axis), ``"reverse"`` (negative steps), ``"offset"``
@@ -589,7 +592,7 @@ def views(
 ) -> st.SearchStrategy:
     """Strategy for *views* of ``shape`` cut out of a larger array.
 
-    Draws a 1-D base buffer with values from :func:`elements_for`, moves it into
+    Draws a 1-D base buffer with values from [`elements_for`][], moves it into
     namespace ``xp`` (``numpy`` by default, ``cupy``, ``forge_array``...), and cuts a
     view of exactly ``shape`` out of it with the namespace's own indexing,
     ``reshape``, ``broadcast_to`` and ``permute_dims``: slices with steps up to
@@ -598,20 +601,23 @@ def views(
     read-only in NumPy) and axis permutations (``"transpose"``).  Every draw is
     reproducible, and shrinking goes to a plain C-contiguous array first.
 
-    ``dtype`` and ``shape`` may be strategies.  Use :func:`view_layouts` to get the
+    ``dtype`` and ``shape`` may be strategies.  Use [`view_layouts`][] to get the
     layout alone (handy in failure messages).
 
-    >>> import numpy as np
-    >>> from forge_array.testing import views
-    >>> v = views(np.float64, (4, 5)).example()
-    >>> v.shape
-    (4, 5)
+    Examples:
+        >>> import numpy as np
+        >>> from forge_array.testing import views
+        >>> v = views(np.float64, (4, 5)).example()
+        >>> v.shape
+        (4, 5)
 
-    With CuPy or forge_array::
+        With CuPy or forge_array:
 
+        ```python
         import cupy, forge_array as xp
         @given(views(xp.float32, shapes(), xp=xp))
         def test_sum_matches(x): ...
+        ```
     """
     mod = _resolve_xp(xp)
 
