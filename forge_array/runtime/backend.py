@@ -41,13 +41,14 @@ _NUMPY = originals.namespace(np)
 
 
 def array_module(x):
-    """The pristine namespace (see :mod:`forge_array.runtime.originals`) of backend array
+    """The pristine namespace (see `forge_array.runtime.originals`) of backend array
     ``x``'s module: NumPy's for a ``numpy.ndarray``, CuPy's otherwise. Fallbacks call its
     ``sum``, ``cumsum``, ... so that they never reach a patched function.
 
-    >>> import numpy as np
-    >>> array_module(np.zeros(2)).sum.__wrapped__ is np.sum
-    True
+    Examples:
+        >>> import numpy as np
+        >>> array_module(np.zeros(2)).sum.__wrapped__ is np.sum
+        True
     """
     if type(x) is not np.ndarray and is_cupy_array(x):
         return cupy()
@@ -154,9 +155,10 @@ def kernels_available(x) -> bool:
     """Whether our kernels run on backend array ``x``: a CuPy array on a GPU, or a NumPy
     array under the simulator.
 
-    >>> import numpy as np
-    >>> kernels_available(np.zeros(3)) == config.SIMULATE and config.KERNELS_ENABLED
-    True
+    Examples:
+        >>> import numpy as np
+        >>> kernels_available(np.zeros(3)) == config.SIMULATE and config.KERNELS_ENABLED
+        True
     """
     if not config.KERNELS_ENABLED:
         return False

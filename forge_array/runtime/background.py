@@ -3,21 +3,22 @@
 A standard operation on a GPU array has a correct fallback (CuPy's function), so its first
 call need not wait for numba to load (about a second) or for a kernel to compile (0.3 to 4 s):
 with ``FORGE_ARRAY_COMPILE=background`` (the default on a GPU) the routing seam runs such a
-call through :func:`attempt`; a kernel that is neither in memory nor in the disk cache is
+call through [`attempt`][]; a kernel that is neither in memory nor in the disk cache is
 then queued for a worker thread and the call runs on its fallback, and the calls after the
 build use our kernel.  Loading the kernel layer itself (numba, the kernel modules) is one
-more such job (:func:`ready`).  Results are the same either way.
+more such job ([`ready`][]).  Results are the same either way.
 
 ``FORGE_ARRAY_COMPILE=sync`` (the default in the simulator) builds in the calling thread,
-as benchmarks and tests want; :func:`set_mode` switches at run time and :func:`wait` waits
+as benchmarks and tests want; [`set_mode`][] switches at run time and [`wait`][] waits
 for the queued builds.  Generic operators (a user's function) have no fallback: they are
 always built in the calling thread.
 
->>> from forge_array.runtime import background
->>> background.mode() in ("background", "sync")
-True
->>> background.wait()   # nothing queued: returns at once
-True
+Examples:
+    >>> from forge_array.runtime import background
+    >>> background.mode() in ("background", "sync")
+    True
+    >>> background.wait()   # nothing queued: returns at once
+    True
 """
 
 from __future__ import annotations
@@ -60,8 +61,9 @@ def mode() -> str:
 def set_mode(value: str) -> str:
     """Switch between ``"background"`` and ``"sync"``; returns the previous mode.
 
-    >>> old = set_mode("sync"); set_mode(old) == "sync"
-    True
+    Examples:
+        >>> old = set_mode("sync"); set_mode(old) == "sync"
+        True
     """
     if value not in _MODES:
         raise ValueError(f"compile mode must be 'background' or 'sync', got {value!r}")
@@ -71,7 +73,7 @@ def set_mode(value: str) -> str:
 
 
 class Pending(Exception):  # noqa: N818  (a state, not an error of the caller)
-    """Raised inside :func:`attempt` where a kernel is being built in the background; the
+    """Raised inside [`attempt`][] where a kernel is being built in the background; the
     caller then runs its fallback."""
 
 
@@ -79,21 +81,22 @@ _LOCAL = threading.local()
 
 
 def deferring() -> bool:
-    """Whether this thread is inside :func:`attempt` in background mode: a kernel that must
-    be built now is queued (:func:`submit`) and :class:`Pending` raised instead."""
+    """Whether this thread is inside [`attempt`][] in background mode: a kernel that must
+    be built now is queued ([`submit`][]) and [`Pending`][] raised instead."""
     return getattr(_LOCAL, "depth", 0) > 0
 
 
-#: what :func:`attempt` returns when the call must run on its fallback
+#: what [`attempt`][] returns when the call must run on its fallback
 PENDING = object()
 
 
 def attempt(fn, *args):
-    """``fn(*args)``, or :data:`PENDING` when it needed a kernel that is now being built in
+    """``fn(*args)``, or `PENDING` when it needed a kernel that is now being built in
     the background (background mode only; in sync mode this is just ``fn(*args)``).
 
-    >>> attempt(lambda a: a + 1, 1)
-    2
+    Examples:
+        >>> attempt(lambda a: a + 1, 1)
+        2
     """
     if _MODE[0] != "background":
         return fn(*args)

@@ -34,7 +34,7 @@ import numpy as np
 from numba import cuda
 from numba import types as nt
 
-from . import backend, background, config, kernel_files, temp
+from . import backend, background, config, cpu_cache, kernel_files, temp
 from .counters import STATS
 from .fingerprint import Unfingerprintable, digest
 
@@ -242,8 +242,8 @@ def _restore_cuda_globals() -> None:
 
 def launch(kernel: Kernel, grid: int, block: int, args: tuple, shared: int = 0, on=None) -> None:
     """Launch ``kernel`` with ``grid`` blocks of ``block`` threads on CuPy's current stream
-    (or in the simulator). ``args`` are buffers (see :mod:`.memory`), ints and floats in the
-    order of the kernel's parameters. ``on``: :func:`.backend.stream_key` of this moment when
+    (or in the simulator). ``args`` are buffers (see `forge_array.runtime.memory`), ints and floats
+    in the order of the kernel's parameters. ``on``: `forge_array.runtime.backend.stream_key` of this moment when
     the caller has it (saves asking CuPy for the current device and stream again)."""
     if grid <= 0:
         return
@@ -637,7 +637,8 @@ _RESULT_TYPES: dict = {}
 
 def result_type(fn, argtypes: tuple):
     """The numba type that ``fn`` returns for arguments of numba types ``argtypes``, found by
-    compiling it for the CPU (same typing rules as on the GPU). Raises TypeError with numba's
+    compiling it for the CPU (same typing rules as on the GPU; stored on disk for later
+    processes, see :mod:`.cpu_cache`). Raises TypeError with numba's
     message when ``fn`` cannot be compiled, or is not callable.
 
     >>> from numba import types
@@ -651,10 +652,13 @@ def result_type(fn, argtypes: tuple):
         return _RESULT_TYPES[key]
     except (KeyError, TypeError):
         pass
-    try:
+    def compute():
         disp = numba.njit(getattr(fn, "py_func", fn))
         cres = disp.compile(tuple(argtypes))
-        ret = cres.signature.return_type if hasattr(cres, "signature") else disp.nopython_signatures[-1].return_type
+        return cres.signature.return_type if hasattr(cres, "signature") else disp.nopython_signatures[-1].return_type
+
+    try:
+        ret = cpu_cache.result_type_cached(getattr(fn, "py_func", fn), argtypes, compute)
     except Exception as exc:  # numba raises many kinds
         what = getattr(fn, "__qualname__", repr(fn))
         raise compile_error(exc, f"operator {what} for arguments {tuple(str(t) for t in argtypes)}") from exc
