@@ -5,7 +5,9 @@
 One figure per question, each readable at page width:
 
 - ``roofline-<suite>.png``: our bandwidth as a fraction of the copy roofline (a device-to-device
-  copy of the same bytes, timed in the same run) against the problem size, one line per series;
+  copy of the same bytes, timed in the same run) against the problem size, one line per series
+  that sweeps sizes; a suite whose series all keep one size and sweep shapes (``matvec``: n x p
+  matrices with n*p fixed per series) is drawn against the number of rows n instead;
 - ``speedup-<suite>.png``: at the largest size of every series, our speed-up against the best peer
   (CuPy, PyTorch, cuda.compute: whichever was fastest on that case), one bar per series;
 - ``fusion.png`` (results of the ``fusion`` suite): every float32 case at its largest size, the
@@ -13,6 +15,7 @@ One figure per question, each readable at page width:
   (log scale).
 
 ``--tables`` writes one markdown table per suite (the largest size of each series, every peer).
+A figure that would have no data raises ``EmptyFigureError`` instead of being written.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import argparse
 import json
 import math
 import os
+import sys
 from collections import defaultdict
 
 from .summarize import PEERS
@@ -28,6 +32,25 @@ from .summarize import PEERS
 TITLES = {"cupy": "CuPy", "torch": "PyTorch", "cuda.compute": "cuda.compute"}
 SUITE_TITLES = {"copy": "Copy", "reduce": "Reductions", "scan": "Scans", "matvec": "Matrix-vector products",
                 "cupy_dropin": "CuPy drop-in workload"}
+
+
+class EmptyFigureError(ValueError):
+    """A figure would be written with no data (a field or filter that matches no case)."""
+
+
+def _save(fig, ax, path: str, what: str) -> None:
+    """Write ``fig`` to ``path``, or raise :class:`EmptyFigureError` when ``ax`` holds no data
+    point (no line with a point, no bar of nonzero length)."""
+    import matplotlib.pyplot as plt
+
+    points = sum(len(line.get_xdata()) for line in ax.get_lines() if line.get_label()[:1] != "_")
+    bars = sum(1 for p in ax.patches if getattr(p, "get_width", lambda: 0)() > 0)
+    if not points and not bars:
+        plt.close(fig)
+        raise EmptyFigureError(f"{what}: no data to plot, {path} not written (do the series' fields "
+                               "and the figure's filters match the cases of the results?)")
+    fig.savefig(path)
+    plt.close(fig)
 
 
 def _ok(impl):
@@ -69,27 +92,50 @@ def _plt():
     return plt
 
 
+def _rows(case: dict):
+    """The number of rows of a 2-D case (``shape[0]``), else None."""
+    shape = case.get("shape") or ()
+    return shape[0] if len(shape) == 2 else None
+
+
+def sweep_axis(by_name: dict) -> str:
+    """What the roofline figure of a suite puts on x: ``"size"`` when some series sweeps sizes,
+    ``"rows"`` when every series keeps one size and sweeps 2-D shapes (matvec).
+
+    >>> case = lambda size, shape: {"size": size, "shape": shape}
+    >>> sweep_axis({"sum": [case(10, [10]), case(100, [100])], "sum axis=0": [case(100, [10, 10])]})
+    'size'
+    >>> sweep_axis({"matvec": [case(100, [10, 10]), case(100, [1, 100])]})
+    'rows'
+    """
+    if any(len({c["size"] for c in cases}) > 1 for cases in by_name.values()):
+        return "size"
+    return "rows"
+
+
 def roofline_figure(suite: str, by_name: dict, path: str, device: str) -> None:
-    """Fraction of the copy roofline against size, one line per series of ``suite``."""
+    """Fraction of the copy roofline against size (or rows, see :func:`sweep_axis`), one line
+    per series of ``suite``."""
+    axis = sweep_axis(by_name)
+    x_of = (lambda c: c["size"]) if axis == "size" else _rows
     plt = _plt()
     fig, ax = plt.subplots(figsize=(8, 4.5), dpi=110)
     for name, cases in sorted(by_name.items()):
-        pts = [(c["size"], c["impls"]["forge_array"].get("roofline_frac")) for c in cases]
-        pts = [(x, y) for x, y in pts if y is not None]
-        if len({x for x, _ in pts}) > 1:   # a size sweep (shape sweeps of one size are in the tables)
+        pts = sorted((x_of(c), c["impls"]["forge_array"].get("roofline_frac")) for c in cases)
+        pts = [(x, y) for x, y in pts if x is not None and y is not None]
+        if len({x for x, _ in pts}) > 1:   # a sweep (series of one point are in the tables)
             ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", ms=3, lw=1.2, label=name)
     ax.axhline(1.0, color="k", lw=0.8, ls="--")
     ax.set_xscale("log")
-    ax.set_xlabel("elements")
+    ax.set_xlabel("elements" if axis == "size" else "rows n of the n × p matrix (n·p fixed per series)")
     ax.set_ylabel("fraction of the copy roofline")
     ax.set_title(f"{SUITE_TITLES.get(suite, suite)}: how close to the copy roofline ({device})")
     ax.set_ylim(0, 1.3)
     ax.grid(alpha=0.3)
     if ax.get_legend_handles_labels()[0]:
-        ax.legend(fontsize=7, ncol=2, loc="upper left")
+        ax.legend(fontsize=7, ncol=2, loc="upper left" if axis == "size" else "lower left")
     fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    _save(fig, ax, path, f"roofline figure of the {suite} suite")
 
 
 def speedup_figure(suite: str, by_name: dict, path: str, device: str) -> None:
@@ -101,7 +147,8 @@ def speedup_figure(suite: str, by_name: dict, path: str, device: str) -> None:
             bp = best_peer(big)
             if bp:
                 rows.append((big["label"], bp[1] / big["impls"]["forge_array"]["median_us"], TITLES[bp[0]]))
-    if not rows:
+    if not rows:   # no peer ran this suite: no figure (the tables show our times)
+        print(f"speed-up figure of the {suite} suite: no case with a peer, {path} not written", file=sys.stderr)
         return
     plt = _plt()
     fig, ax = plt.subplots(figsize=(9, 0.24 * len(rows) + 1.4), dpi=110)
@@ -116,8 +163,7 @@ def speedup_figure(suite: str, by_name: dict, path: str, device: str) -> None:
     ax.invert_yaxis()
     ax.grid(axis="x", alpha=0.3)
     fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    _save(fig, ax, path, f"speed-up figure of the {suite} suite")
 
 
 #: the implementations the fusion figure shows, and their labels
@@ -136,7 +182,7 @@ def fusion_figure(cases: list, path: str, device: str) -> None:
                 biggest[c["name"]] = c
     rows = sorted(biggest.values(), key=lambda c: c["label"])
     if not rows:
-        return
+        raise EmptyFigureError(f"fusion figure: no float32 case of the fusion suite, {path} not written")
     plt = _plt()
     fig, ax = plt.subplots(figsize=(9, 0.55 * len(rows) + 1.6), dpi=110)
     width = 0.8 / len(FUSION_BARS)
@@ -152,8 +198,7 @@ def fusion_figure(cases: list, path: str, device: str) -> None:
     ax.grid(axis="x", alpha=0.3)
     ax.legend(fontsize=7, loc="lower right")
     fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    _save(fig, ax, path, "fusion figure")
 
 
 def _largest(cases: list) -> list:
