@@ -44,6 +44,8 @@ from ._dtypes import (
     int16,
     int32,
     int64,
+    is_strict,
+    set_strict,
     uint8,
     uint16,
     uint32,

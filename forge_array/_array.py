@@ -41,7 +41,9 @@ def py_scalar(v):
 
 def scalar_dtype(value, dtype, what: str = "operand"):
     """The dtype a Python scalar takes next to an array of ``dtype`` (the standard's
-    "mixing arrays with Python scalars" rules); TypeError/OverflowError otherwise."""
+    "mixing arrays with Python scalars" rules); TypeError/OverflowError otherwise.
+    NumPy scalars count as the Python scalars of their value."""
+    original = value
     value = py_scalar(value)
     if isinstance(value, builtins.bool):
         if dtype == _dt.bool:
@@ -66,9 +68,64 @@ def scalar_dtype(value, dtype, what: str = "operand"):
         raise TypeError(f"{what} must be an array or a Python scalar, got "
                         f"{type(value).__name__}")
     raise TypeError(
-        f"Python {type(value).__name__} {what} {value!r} cannot be combined with an array "
+        f"{scalar_type_name(original)} {what} {value!r} cannot be combined with an array "
         f"of dtype {dtype} under the array API standard"
+        + (" (NumPy scalars count as Python scalars of their value)"
+           if isinstance(original, np.generic) else "")
     )
+
+
+def scalar_type_name(v) -> str:
+    """``Python float`` for a Python scalar, ``numpy.float64`` for a NumPy one."""
+    if isinstance(v, np.generic):
+        return f"numpy.{type(v).__name__}"
+    return f"Python {type(v).__name__}"
+
+
+def type_name(v) -> str:
+    """The qualified name of ``v``'s type for messages: ``numpy.ndarray``, ``cupy.ndarray``,
+    ``list``."""
+    t = type(v)
+    top = t.__module__.split(".")[0]
+    return t.__name__ if top == "builtins" else f"{top}.{t.__name__}"
+
+
+def is_foreign_array(v) -> builtins.bool:
+    """Whether ``v`` is a NumPy or CuPy array (not a forge_array one)."""
+    return isinstance(v, np.ndarray) or _dev.is_cupy_array(v)
+
+
+def foreign_operand_error(v, where: str) -> TypeError:
+    """The TypeError for a NumPy / CuPy array met where a forge_array array or a Python
+    scalar is expected (``where``: the operator or function)."""
+    return TypeError(
+        f"{where}: a forge_array array cannot be combined with a {type_name(v)}; convert it "
+        "first with xp.asarray(...) (import forge_array as xp), on the same device"
+    )
+
+
+#: operator symbols of the element-wise functions, for messages
+_SYMBOLS = {
+    "add": "+", "subtract": "-", "multiply": "*", "divide": "/", "floor_divide": "//",
+    "remainder": "%", "pow": "**", "bitwise_and": "&", "bitwise_or": "|",
+    "bitwise_xor": "^", "bitwise_left_shift": "<<", "bitwise_right_shift": ">>",
+    "equal": "==", "not_equal": "!=", "less": "<", "less_equal": "<=", "greater": ">",
+    "greater_equal": ">=",
+}
+
+_COMPARISONS = frozenset(("equal", "not_equal", "less", "less_equal", "greater", "greater_equal"))
+
+#: NumPy ufuncs of two operands -> the namespace's function: a NumPy scalar on the left of
+#: an operator (``np.float64(2) * x``) reaches :meth:`Array.__array_ufunc__` as one of these
+_UFUNC_NAMES = {
+    "add": "add", "subtract": "subtract", "multiply": "multiply", "divide": "divide",
+    "true_divide": "divide", "floor_divide": "floor_divide", "remainder": "remainder",
+    "power": "pow", "bitwise_and": "bitwise_and", "bitwise_or": "bitwise_or",
+    "bitwise_xor": "bitwise_xor", "left_shift": "bitwise_left_shift",
+    "right_shift": "bitwise_right_shift", "equal": "equal", "not_equal": "not_equal",
+    "less": "less", "less_equal": "less_equal", "greater": "greater",
+    "greater_equal": "greater_equal",
+}
 
 
 def scalar_to_backend(value, dtype, device):
@@ -127,8 +184,58 @@ class Array:
     """
 
     __slots__ = ("_array", "_device", "__weakref__")
-    __array_ufunc__ = None  # NumPy must not take over mixed operations
     __array_priority__ = 1000
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        """NumPy's ufuncs do not take forge_array arrays (TypeError), except a NumPy scalar
+        beside an array in an operator (``np.float64(2) * x``), which counts as a Python
+        scalar.
+
+        ```python
+        import numpy as np
+        import forge_array as xp
+
+        x = xp.asarray([1.0, 2.0], device="cpu")
+        np.float64(2.0) * x           # Array([2., 4.]): the scalar is taken by value
+        np.ones(2) + x                # TypeError: convert with xp.asarray(...)
+        ```
+        """
+        name = _UFUNC_NAMES.get(ufunc.__name__)
+        if name is not None and method == "__call__" and not kwargs and len(inputs) == 2:
+            if name in _COMPARISONS:
+                # NumPy hands a scalar on the left of a comparison over as a 0-d array
+                inputs = tuple(v[()] if type(v) is np.ndarray and v.ndim == 0 else v
+                               for v in inputs)
+            if all(isinstance(v, Array) or isinstance(v, np.generic) for v in inputs):
+                return getattr(_ew, name)(*inputs)
+        foreign = [v for v in inputs if is_foreign_array(v)]
+        if foreign:
+            raise foreign_operand_error(foreign[0], f"numpy.{ufunc.__name__}")
+        raise TypeError(
+            f"numpy.{ufunc.__name__} does not take forge_array arrays; use the namespace's "
+            f"functions (xp.{_ew_name(ufunc.__name__)}(...)) on arrays made with "
+            "xp.asarray(...), or convert explicitly to NumPy (np.asarray(x.to_device('cpu')))"
+        )
+
+    def __array_function__(self, func, types, args, kwargs):
+        """NumPy's functions (``np.sum(x)``, ``np.mean(x)``, ...) do not take forge_array
+        arrays: TypeError naming the namespace's function.
+
+        ```python
+        import numpy as np
+        import forge_array as xp
+
+        x = xp.asarray([1.0, 2.0], device="cpu")
+        np.sum(x)                     # TypeError: use xp.sum(x)
+        float(xp.sum(x))              # 3.0
+        ```
+        """
+        fname = getattr(func, "__name__", str(func))
+        raise TypeError(
+            f"numpy.{fname}() does not take forge_array arrays; use the namespace's "
+            f"functions (xp.{_ew_name(fname)}(...)), converting NumPy inputs with "
+            "xp.asarray(...), or convert explicitly to NumPy (np.asarray(x.to_device('cpu')))"
+        )
 
     def __new__(cls, *args, **kwargs):
         raise TypeError(
@@ -371,25 +478,27 @@ class Array:
                     raise ValueError("slice step cannot be zero")
                 consumed += 1
                 out.append(k)
-            elif isinstance(k, Array):
-                _dev.check_same_device(self._device, k._device)
+            elif isinstance(k, Array) or isinstance(k, np.ndarray) or _dev.is_cupy_array(k):
+                if isinstance(k, Array):
+                    _dev.check_same_device(self._device, k._device)
+                    k = k._array
+                else:  # a NumPy (CPU) or CuPy (GPU) index array of the array's device
+                    _check_index_device(k, self._device)
                 if k.dtype == _dt.bool:
                     consumed += k.ndim
                 elif k.dtype in _dt.integer_dtypes:
                     if k.ndim == 0:
                         # a 0-d integer array behaves like a Python int
-                        idx = int(k._array.item())
+                        idx = int(k.item())
                         out.append(idx)
                         consumed += 1
                         continue
-                    int_arrays.append((consumed, k._array))
+                    int_arrays.append((consumed, k))
                     consumed += 1
                 else:
                     raise IndexError(f"array indices must have an integer or boolean dtype, "
                                      f"got {k.dtype}")
-                out.append(k._array)
-            elif _dev.is_cupy_array(k) or isinstance(k, np.ndarray):
-                raise IndexError("index with forge_array arrays, not NumPy/CuPy arrays")
+                out.append(k)
             else:
                 try:
                     out.append(operator.index(k))
@@ -476,6 +585,8 @@ class Array:
     # ------------------------------------------------------------------ operators
     def _binop(self, other, name, reflected=False):
         if not isinstance(other, Array) and not _is_scalar(other):
+            if is_foreign_array(other):
+                raise foreign_operand_error(other, f"operator {_SYMBOLS[name]}")
             return NotImplemented
         fn = getattr(_ew, name)
         return fn(other, self) if reflected else fn(self, other)
@@ -489,6 +600,8 @@ class Array:
     def _in_place_result(self, other, name):
         """The value ``self <name>= other`` gives ``self`` (checked: same dtype and shape)."""
         if not isinstance(other, Array) and not _is_scalar(other):
+            if is_foreign_array(other):
+                raise foreign_operand_error(other, f"operator {_SYMBOLS[name]}=")
             return NotImplemented
         res = getattr(_ew, name)(self, other)
         if res.dtype != self.dtype:
@@ -648,16 +761,22 @@ class Array:
 
     def __matmul__(self, other, /):
         if not isinstance(other, Array):
+            if is_foreign_array(other):
+                raise foreign_operand_error(other, "operator @")
             return NotImplemented
         return _la.matmul(self, other)
 
     def __rmatmul__(self, other, /):
         if not isinstance(other, Array):
+            if is_foreign_array(other):
+                raise foreign_operand_error(other, "operator @")
             return NotImplemented
         return _la.matmul(other, self)
 
     def __imatmul__(self, other, /):
         if not isinstance(other, Array):
+            if is_foreign_array(other):
+                raise foreign_operand_error(other, "operator @=")
             return NotImplemented
         res = _la.matmul(self, other)
         if res.dtype != self.dtype or res.shape != self.shape:
@@ -668,6 +787,17 @@ class Array:
             BEFORE_WRITE[0]()
         self._array[...] = r
         return self
+
+
+def _check_index_device(k, device):
+    """ValueError naming both devices unless the NumPy / CuPy index array ``k`` lives on
+    ``device`` (NumPy arrays index CPU arrays, CuPy arrays the GPU arrays of their GPU)."""
+    kdev = _dev.device_of(k)
+    if kdev != device:
+        raise ValueError(
+            f"a {type_name(k)} index lives on {kdev} and cannot index an array on {device}; "
+            f"move it first (xp.asarray(index, device={str(device)!r}))"
+        )
 
 
 def _cupy_stream(device, stream):
@@ -722,6 +852,20 @@ def transfer(arr, src, dst, stream=None):
         if srcc.nbytes:
             out.data.copy_from_device(srcc.data, srcc.nbytes)
     return out
+
+
+def _ew_name(numpy_name: str) -> str:
+    """The namespace's name of a NumPy function (``power`` -> ``pow``, ``average`` ->
+    ``mean``), or the name itself."""
+    return _UFUNC_NAMES.get(numpy_name) or {"average": "mean", "absolute": "abs",
+                                            "concatenate": "concat", "transpose":
+                                            "permute_dims", "amax": "max", "amin": "min",
+                                            "cumsum": "cumulative_sum",
+                                            "cumprod": "cumulative_prod",
+                                            "arccos": "acos", "arcsin": "asin",
+                                            "arctan": "atan", "arctan2": "atan2",
+                                            "invert": "bitwise_invert"}.get(numpy_name,
+                                                                            numpy_name)
 
 
 from . import _elementwise as _ew  # noqa: E402

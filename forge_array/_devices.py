@@ -116,15 +116,19 @@ def _parse(spec: str) -> Device:
     s = spec.strip().lower()
     if s == "cpu":
         return cpu
-    if s in ("cuda", "gpu"):
+    if s == "cuda":
         return Device("cuda", 0)
-    for prefix in ("cuda:", "gpu:"):
-        if s.startswith(prefix):
-            try:
-                return Device("cuda", int(s[len(prefix):]))
-            except ValueError:
-                break
-    raise ValueError(f"cannot parse device {spec!r}: expected 'cpu', 'cuda' or 'cuda:N'")
+    if s.startswith("cuda:"):
+        try:
+            return Device("cuda", int(s[len("cuda:"):]))
+        except ValueError:
+            pass
+    raise ValueError(f"unknown device {spec!r}: device strings are 'cpu', 'cuda' and "
+                     f"'cuda:N'; the devices here are {_names_here()}")
+
+
+def _names_here() -> str:
+    return ", ".join(repr(str(d)) for d in devices())
 
 
 def _check_available(dev: Device) -> Device:
@@ -132,7 +136,8 @@ def _check_available(dev: Device) -> Device:
         n = cuda_device_count()
         if dev.index >= n or dev.index < 0:
             why = "CuPy is not importable or sees no GPU" if n == 0 else f"{n} GPU(s) visible"
-            raise ValueError(f"device {dev} is not available ({why})")
+            raise ValueError(f"device {dev} is not available ({why}); the devices here are "
+                             f"{_names_here()}")
     return dev
 
 
@@ -177,7 +182,7 @@ def as_device(device) -> Device:
     if cp is not None and isinstance(device, cp.cuda.Device):
         return _check_available(Device("cuda", device.id))
     raise ValueError(f"unsupported device {device!r}: expected a forge_array device, "
-                     "'cpu' or 'cuda:N'")
+                     f"'cpu', 'cuda' or 'cuda:N'; the devices here are {_names_here()}")
 
 
 def device_of(arr) -> Device:

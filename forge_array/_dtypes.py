@@ -1,14 +1,25 @@
-"""Data types of the standard (NumPy dtype objects), the promotion table and
-dtype categories.
+"""Data types of the standard (NumPy dtype objects), the promotion rule and dtype
+categories.
 
->>> from forge_array._dtypes import int8, uint8, promote
+This module is the one home of type promotion: :func:`promote` (every function that
+combines dtypes asks it, the fusion layer included, through the element-wise functions'
+checks) and :func:`true_division` (the result dtype of ``/``). Pairs of dtypes the
+standard's table leaves out (mixed kinds: integer with floating point, boolean with
+numbers, ``uint64`` with signed integers) promote as NumPy 2 and CuPy do, unless strict
+promotion is on (``FORGE_ARRAY_STRICT=1`` or :func:`set_strict`): then they raise
+TypeError, as the standard allows.
+
+>>> from forge_array._dtypes import int8, uint8, int64, float32, promote
 >>> promote(int8, uint8)
 dtype('int16')
+>>> promote(int64, float32)
+dtype('float64')
 """
 
 from __future__ import annotations
 
 import builtins
+import os
 
 import numpy as np
 
@@ -91,6 +102,93 @@ def _build_table():
 
 promotion_table = _build_table()
 
+#: pairs of dtypes outside the standard's table -> NumPy 2's promotion of them (CuPy's too)
+mixed_kind_table = {(a, b): np.promote_types(a, b) for a in all_dtypes for b in all_dtypes
+                    if (a, b) not in promotion_table}
+
+
+def _strict_from_env() -> builtins.bool:
+    return os.environ.get("FORGE_ARRAY_STRICT", "").strip().lower() not in ("", "0", "false", "no")
+
+
+#: ``[True]`` while promotion follows the standard's table alone (mixed kinds raise and
+#: integer ``/`` needs floating-point operands); read from ``FORGE_ARRAY_STRICT`` at import,
+#: changed by :func:`set_strict`
+STRICT = [_strict_from_env()]
+
+#: functions called with no arguments when :data:`STRICT` changes (caches of promoted dtypes
+#: empty themselves)
+ON_SWITCH: list = []
+
+
+class _StrictSetting:
+    """What :func:`set_strict` returns: the setting before the call (``previous``); as a
+    context manager, restores it on exit."""
+
+    __slots__ = ("previous",)
+
+    def __init__(self, previous):
+        self.previous = previous
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        _set(self.previous)
+        return False
+
+    def __bool__(self):
+        return self.previous
+
+    def __repr__(self):
+        return f"set_strict(previous={self.previous})"
+
+
+def _set(flag):
+    flag = builtins.bool(flag)
+    if STRICT[0] != flag:
+        STRICT[0] = flag
+        for f in ON_SWITCH:
+            f()
+
+
+def set_strict(flag: builtins.bool = True):
+    """Turn strict type promotion on or off for the whole process.
+
+    Strict promotion is the standard's table alone: arrays of mixed kinds (an integer and a
+    floating-point array, a boolean and a numeric one, ``uint64`` and a signed integer
+    array) raise TypeError, and ``divide`` (``/``) requires floating-point operands. Off
+    (the default unless ``FORGE_ARRAY_STRICT=1`` is set), such pairs promote as NumPy 2
+    and CuPy do, and ``/`` of integers gives the default floating-point dtype. Python
+    scalars follow the standard's rules either way. The call returns the previous setting
+    (``.previous``); used as a context manager, it restores that setting on exit.
+
+    ```python
+    import forge_array as xp
+
+    i = xp.asarray([1, 2], device="cpu")
+    f = xp.asarray([0.5, 0.5], dtype=xp.float32, device="cpu")
+    (i + f).dtype                 # float64, as NumPy 2
+    with xp.set_strict(True):
+        i + f                     # TypeError: int64 and float32 cannot be type-promoted
+    ```
+    """
+    previous = STRICT[0]
+    _set(flag)
+    return _StrictSetting(previous)
+
+
+def is_strict() -> builtins.bool:
+    """Whether strict type promotion is on (see :func:`set_strict`).
+
+    ```python
+    import forge_array as xp
+
+    xp.is_strict()                # False unless FORGE_ARRAY_STRICT=1
+    ```
+    """
+    return STRICT[0]
+
 
 def to_dtype(dtype, what: str = "dtype"):
     """Validate a dtype argument and return the canonical NumPy dtype object.
@@ -116,15 +214,36 @@ def is_dtype(obj) -> builtins.bool:
 
 
 def promote(t1, t2):
-    """Promote two dtypes per the standard's table; TypeError when it has no entry."""
+    """Promote two dtypes: the standard's table, then (unless strict promotion is on, see
+    :func:`set_strict`) NumPy 2's promotion of mixed kinds; TypeError otherwise."""
     try:
         return promotion_table[t1, t2]
     except KeyError:
-        raise TypeError(
-            f"{t1} and {t2} cannot be type-promoted together under the array API "
-            "standard (mixed-kind promotion is not defined); cast one explicitly "
-            "with astype()"
-        ) from None
+        pass
+    if not STRICT[0]:
+        r = mixed_kind_table.get((t1, t2))
+        if r is not None:
+            return r
+    raise TypeError(
+        f"{t1} and {t2} cannot be type-promoted together under the array API "
+        "standard (mixed-kind promotion is not defined); cast one explicitly "
+        "with astype()"
+        + ("" if not STRICT[0] else
+           " (strict promotion is on: FORGE_ARRAY_STRICT=1 or forge_array.set_strict())")
+    ) from None
+
+
+def true_division(dtype):
+    """The result dtype of true division (``divide``, ``/``) of operands promoted to
+    ``dtype``: integers and booleans divide into the default floating-point dtype (as in
+    NumPy, CuPy and PyTorch) unless strict promotion is on; other dtypes are kept.
+
+    >>> true_division(int8), true_division(float32)
+    (dtype('float64'), dtype('float32'))
+    """
+    if (dtype in integer_dtypes or dtype == bool) and not STRICT[0]:
+        return default_float
+    return dtype
 
 
 def kind_of(dtype) -> str:

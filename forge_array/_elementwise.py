@@ -17,7 +17,16 @@ import numpy as np
 
 from . import _devices as _dev
 from . import _dtypes as _dt
-from ._array import Array, _is_scalar, py_scalar, scalar_dtype, scalar_to_backend
+from ._array import (
+    Array,
+    _is_scalar,
+    foreign_operand_error,
+    is_foreign_array,
+    py_scalar,
+    scalar_dtype,
+    scalar_to_backend,
+    type_name,
+)
 from .fusion import auto as _fusion_auto
 from .fusion import build as _fusion
 from .fusion.expr import Deferred
@@ -98,6 +107,8 @@ def _binary_types(name, x1, x2, kinds):
 
 
 def _validated_types(name, x1, x2, kinds):
+    if not _dt.STRICT[0]:
+        return _promoted_types(name, x1, x2, kinds)
     if isinstance(x1, Array):
         _check_kind(name, x1.dtype, kinds, "x1")
         if isinstance(x2, Array):
@@ -109,16 +120,77 @@ def _validated_types(name, x1, x2, kinds):
         if _is_scalar(x2):
             sdt = scalar_dtype(x2, x1.dtype, "x2")
             return _dt.promote(x1.dtype, sdt), x1._device, None, sdt
-        raise TypeError(f"{name}(): x2 must be an array or a Python scalar, got "
-                        f"{type(x2).__name__}")
+        raise _operand_error(name, "x2", x2)
     if isinstance(x2, Array):
         _check_kind(name, x2.dtype, kinds, "x2")
         if not _is_scalar(x1):
-            raise TypeError(f"{name}(): x1 must be an array or a Python scalar, got "
-                            f"{type(x1).__name__}")
+            raise _operand_error(name, "x1", x1)
         sdt = scalar_dtype(x1, x2.dtype, "x1")
         return _dt.promote(sdt, x2.dtype), x2._device, sdt, None
-    raise TypeError(f"{name}(): at least one of x1, x2 must be an array")
+    raise _neither_error(name, x1, x2)
+
+
+def _promoted_types(name, x1, x2, kinds):
+    """:func:`_validated_types` without strict promotion: two arrays promote by
+    :func:`.._dtypes.promote` (mixed kinds as NumPy 2), ``divide`` takes integers and
+    booleans (:func:`.._dtypes.true_division`), and an operand outside the dtype category
+    the function requires is accepted when the result's dtype is in it (``atan2(int,
+    float)``). Python scalars follow the standard's rules."""
+    cat = _dt.categories[kinds]
+    div = name == "divide"
+    if isinstance(x1, Array):
+        if isinstance(x2, Array):
+            dev = x1._device
+            if x2._device is not dev:
+                dev = _dev.check_same_device(dev, x2._device)
+            dt = _dt.promote(x1.dtype, x2.dtype)
+            if div:
+                dt = _dt.true_division(dt)
+            if dt not in cat:
+                _check_kind(name, x1.dtype, kinds, "x1")
+                _check_kind(name, x2.dtype, kinds, "x2")
+                raise TypeError(f"{name}() cannot take x1 of dtype {x1.dtype} with x2 of dtype "
+                                f"{x2.dtype}: they promote to {dt}, not a {kinds} dtype")
+            return dt, dev, None, None
+        if not div or x1.dtype not in _TRUE_DIVISION_KINDS:
+            _check_kind(name, x1.dtype, kinds, "x1")
+        if _is_scalar(x2):
+            sdt = scalar_dtype(x2, x1.dtype, "x2")
+            dt = _dt.promote(x1.dtype, sdt)
+            return (_dt.true_division(dt) if div else dt), x1._device, None, sdt
+        raise _operand_error(name, "x2", x2)
+    if isinstance(x2, Array):
+        if not div or x2.dtype not in _TRUE_DIVISION_KINDS:
+            _check_kind(name, x2.dtype, kinds, "x2")
+        if not _is_scalar(x1):
+            raise _operand_error(name, "x1", x1)
+        sdt = scalar_dtype(x1, x2.dtype, "x1")
+        dt = _dt.promote(sdt, x2.dtype)
+        return (_dt.true_division(dt) if div else dt), x2._device, sdt, None
+    raise _neither_error(name, x1, x2)
+
+
+def _operand_error(name, arg, v):
+    if is_foreign_array(v):
+        return foreign_operand_error(v, f"{name}() argument {arg}")
+    return TypeError(f"{name}(): {arg} must be an array or a Python scalar, got "
+                     f"{type(v).__name__}")
+
+
+def _neither_error(name, x1, x2):
+    for arg, v in (("x1", x1), ("x2", x2)):
+        if is_foreign_array(v):
+            return TypeError(f"{name}() takes forge_array arrays, got a {type_name(v)} as "
+                             f"{arg}; convert it first with xp.asarray(...) "
+                             "(import forge_array as xp)")
+    return TypeError(f"{name}(): at least one of x1, x2 must be an array")
+
+
+#: the dtypes ``divide`` takes beside floating point without strict promotion
+_TRUE_DIVISION_KINDS = frozenset(_dt.categories["integer or boolean"])
+
+# promoted dtypes cached by operand kinds depend on the strict switch
+_dt.ON_SWITCH.append(_TYPES.clear)
 
 
 def _binary_operands(name, x1, x2, kinds, native=True):
@@ -452,7 +524,10 @@ def _make_binary(name, kinds, doc, fix=None, example="x, 2.0"):
 add = _make_binary("add", "numeric", "x1 + x2, element-wise.")
 subtract = _make_binary("subtract", "numeric", "x1 - x2, element-wise.")
 multiply = _make_binary("multiply", "numeric", "x1 * x2, element-wise.")
-divide = _make_binary("divide", "floating-point", "x1 / x2 (floating-point), element-wise.")
+divide = _make_binary("divide", "floating-point",
+                      "x1 / x2 (true division), element-wise.\n\n    Integer and boolean "
+                      "operands give the default floating-point dtype (float64) unless "
+                      "strict\n    promotion is on (see ``set_strict``).")
 floor_divide = _make_binary("floor_divide", "real numeric", "floor(x1 / x2), element-wise.",
                             _fix_floor_divide)
 remainder = _make_binary("remainder", "real numeric",

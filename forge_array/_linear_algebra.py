@@ -23,8 +23,11 @@ __all__ = ["matmul", "matrix_transpose", "tensordot", "vecdot"]
 def _pair(name, x1, x2):
     check_array(x1, name, "x1")
     check_array(x2, name, "x2")
+    # without strict promotion a boolean operand beside a numeric one promotes to its dtype
+    lenient = not _dt.STRICT[0] and (x1.dtype in _dt.numeric_dtypes
+                                     or x2.dtype in _dt.numeric_dtypes)
     for x, arg in ((x1, "x1"), (x2, "x2")):
-        if x.dtype not in _dt.numeric_dtypes:
+        if x.dtype not in _dt.numeric_dtypes and not (lenient and x.dtype == _dt.bool):
             raise TypeError(f"{name}() requires numeric arrays, got {arg} of dtype {x.dtype}")
     dev = _dev.check_same_device(x1.device, x2.device)
     dt = _dt.promote(x1.dtype, x2.dtype)
