@@ -419,9 +419,13 @@ def _describe_callables(factory_args) -> str:
     return ", ".join(names)
 
 
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
 def compile_error(exc: Exception, what: str) -> TypeError:
-    """A TypeError naming ``what`` and carrying numba's message."""
-    msg = str(exc).strip()
+    """A TypeError naming ``what`` and carrying numba's message (without the terminal's
+    colour codes numba adds to it)."""
+    msg = _ANSI.sub("", str(exc)).strip()
     return TypeError(f"cannot compile {what} with numba: {msg}")
 
 
