@@ -206,8 +206,10 @@ class Array:
                 # NumPy hands a scalar on the left of a comparison over as a 0-d array
                 inputs = tuple(v[()] if type(v) is np.ndarray and v.ndim == 0 else v
                                for v in inputs)
-            if all(isinstance(v, Array) or isinstance(v, np.generic) for v in inputs):
-                return getattr(_ew, name)(*inputs)
+            p, q = inputs
+            if ((isinstance(p, np.generic) and isinstance(q, Array))
+                    or (isinstance(q, np.generic) and isinstance(p, Array))):
+                return getattr(_ew, name)(p, q)
         foreign = [v for v in inputs if is_foreign_array(v)]
         if foreign:
             raise foreign_operand_error(foreign[0], f"numpy.{ufunc.__name__}")

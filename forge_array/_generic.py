@@ -16,6 +16,7 @@ arrays, struct-of-arrays), check devices, call the primitive, wrap the results.
 from __future__ import annotations
 
 from ._array import Array
+from ._helpers import AxisError, named_axis_error
 from .runtime.lazy import module as _lazy
 
 __all__ = ["reduce", "mapreduce"]
@@ -70,7 +71,10 @@ def reduce(op, x, /, *, axis=None, init=None, keepdims=False):
     if not devices:
         raise ValueError("reduce needs at least one array")
     _check_devices(devices)
-    r = _prim.reduce(op, xb, axis=axis, init=init, keepdims=keepdims)
+    try:
+        r = _prim.reduce(op, xb, axis=axis, init=init, keepdims=keepdims)
+    except AxisError as exc:
+        raise named_axis_error(exc, "reduce") from None
     return _wrap(r, devices[0])
 
 
@@ -98,7 +102,10 @@ def mapreduce(f, op, *arrays, axis=None, init=None, keepdims=False):
     if not devices:
         raise TypeError("mapreduce needs at least one array")
     _check_devices(devices)
-    r = _prim.mapreduce(f, op, *bs, axis=axis, init=init, keepdims=keepdims)
+    try:
+        r = _prim.mapreduce(f, op, *bs, axis=axis, init=init, keepdims=keepdims)
+    except AxisError as exc:
+        raise named_axis_error(exc, "mapreduce") from None
     return _wrap(r, devices[0])
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from . import _array as _array_module
 from ._array import Array
+from ._helpers import AxisError, named_axis_error
 from .runtime.lazy import module as _lazy
 
 __all__ = ["accumulate"]
@@ -61,8 +62,12 @@ def accumulate(op, x, /, *, axis=None, init=None, include_initial=False, exclusi
     if type(x) is Array and init is None and (out is None or type(out) is Array):
         dev = x._device  # one array, a replayed plan: no argument checks but the devices'
         if out is None or out._device == dev:
-            r = _prim.accumulate_fast(op, x._array, axis, include_initial, exclusive, reverse,
-                                      None if out is None else out._array, deterministic)
+            try:
+                r = _prim.accumulate_fast(op, x._array, axis, include_initial, exclusive,
+                                          reverse, None if out is None else out._array,
+                                          deterministic)
+            except AxisError as exc:
+                raise named_axis_error(exc, "accumulate") from None
             if r is not None:
                 return Array._new(r, dev)
     devices: list = []
@@ -74,8 +79,12 @@ def accumulate(op, x, /, *, axis=None, init=None, include_initial=False, exclusi
         ob = _unwrap(out, devices, "out")
     if any(d != devices[0] for d in devices):
         raise ValueError(f"accumulate: arrays on different devices: {sorted(set(map(str, devices)))}")
-    r = _prim.accumulate(op, xb, axis=axis, init=init, include_initial=include_initial,
-                         exclusive=exclusive, reverse=reverse, out=ob, deterministic=deterministic)
+    try:
+        r = _prim.accumulate(op, xb, axis=axis, init=init, include_initial=include_initial,
+                             exclusive=exclusive, reverse=reverse, out=ob,
+                             deterministic=deterministic)
+    except AxisError as exc:
+        raise named_axis_error(exc, "accumulate") from None
     if isinstance(r, tuple):
         return tuple(Array._new(c, devices[0]) for c in r)
     return Array._new(r, devices[0])

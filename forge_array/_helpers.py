@@ -7,6 +7,11 @@ import operator
 
 from ._array import Array
 
+try:
+    from numpy.exceptions import AxisError
+except ImportError:  # NumPy < 1.25
+    from numpy import AxisError
+
 
 def check_array(x, name: str, arg: str = "x") -> Array:
     """TypeError unless ``x`` is a forge_array Array."""
@@ -57,3 +62,21 @@ def normalize_shape(shape, name: str) -> tuple:
     if builtins.any(s < 0 for s in out):
         raise ValueError(f"{name}(): negative dimensions are not allowed in shape {out}")
     return out
+
+
+def named_axis_error(exc, name: str):
+    """The AxisError (a ValueError and an IndexError) ``exc`` with the function's ``name``
+    in front of its message: ``reduce: axis 9 is out of bounds for array of dimension 1``.
+
+    ```python
+    from numpy.exceptions import AxisError
+    from forge_array._helpers import named_axis_error
+
+    str(named_axis_error(AxisError(9, 1), "reduce"))
+    # 'reduce: axis 9 is out of bounds for array of dimension 1'
+    ```
+    """
+    msg = str(exc)
+    if msg.startswith(f"{name}:"):
+        return exc
+    return AxisError(f"{name}: {msg}")
