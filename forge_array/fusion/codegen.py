@@ -65,6 +65,16 @@ def _structure(program):
     return tuple(out)
 
 
+#: whether float32 steps flush subnormals to zero: on the GPU the eager path is CuPy's
+#: element-wise kernels, which NVRTC compiles with -ftz=true (every float32 arithmetic step
+#: and comparison reads a subnormal operand as a zero of its sign and writes a subnormal
+#: result as one); the simulator's eager path is NumPy's, which keeps subnormals
+_FLUSH_F32 = not SIMULATE
+_F32 = np.dtype(np.float32)
+#: steps that move or test bits without arithmetic: they keep subnormals on the GPU too
+_MOVES = frozenset(["positive", "copysign", "signbit", "isnan", "isinf", "isfinite", "where"])
+
+
 def linearize(roots, stops=None):
     """(program, leaves) of the expressions ``roots`` (nodes, leaves or constants).
 
@@ -165,22 +175,35 @@ def source_of(program):
             names.add(dt.name)
             names.add(ct.name)
             ops_ = [_conv(f"v{a}", dts[a], ct) for a in args]
+            flush = _FLUSH_F32 and op not in _MOVES
+            raw = ops_
+            if flush and ct == _F32:
+                ops_ = [f"_flush32({o})" for o in ops_]
             if op == "where":
                 c = ops_[0] if dts[args[0]].kind == "b" else f"({ops_[0]} != 0)"
                 b1 = _conv(f"v{args[1]}", dts[args[1]], dt)
                 b2 = _conv(f"v{args[2]}", dts[args[2]], dt)
                 expr = f"({b1} if {c} else {b2})"
             elif op == "astype":
-                expr = _conv(f"v{args[0]}", dts[args[0]], dt)
-            elif op == "clip":
-                x = ops_[0]
+                expr = _conv(ops_[0], dts[args[0]], dt)
+            elif op == "clip":  # selects: the comparisons flush, the value kept does not
                 lo, hi = extra
-                lines.append(f"    v{pos} = {x}")
+                lines.append(f"    v{pos} = {raw[0]}")
                 for bound, cmp in ((lo, "<"), (hi, ">")):
                     if bound is not None:
                         lines.append(f"    _b = _t_{dt.name}({_literal(_value(bound), dt)})")
-                        lines.append(f"    v{pos} = _b if v{pos} {cmp} _b else v{pos}")
-                expr = f"v{pos}"
+                        left, right = f"v{pos}", "_b"
+                        if flush and ct == _F32:
+                            left, right = f"_flush32({left})", f"_flush32({right})"
+                        lines.append(f"    v{pos} = _b if {left} {cmp} {right} else v{pos}")
+                lines.append(f"    v{pos} = _t_{dt.name}(v{pos})")
+                dts.append(dt)
+                continue
+            elif op == "pow" and SIMULATE and program[args[1]][0] == "c" \
+                    and _value(program[args[1]][1]) == 0.5:
+                expr = f"_m.sqrt({ops_[0]})"  # NumPy's power computes x ** 0.5 as sqrt(x)
+            elif op in ("maximum", "minimum") and ct.kind == "f":
+                expr = f"_f{op}({ops_[0]}, {ops_[1]})"
             elif (op == "pow" and program[args[1]][0] == "c"
                   and _value(program[args[1]][1]) in (1, 2)):
                 # x ** 2 as x * x (exact, and no pow call: pow costs as much as the load)
@@ -201,6 +224,8 @@ def source_of(program):
                 expr = tpl.format(*ops_)
             if dt.kind == "b":
                 lines.append(f"    v{pos} = {expr}")
+            elif flush and dt == _F32:
+                lines.append(f"    v{pos} = _flush32(_t_{dt.name}({expr}))")
             else:
                 lines.append(f"    v{pos} = _t_{dt.name}({expr})")
         dts.append(dt)
@@ -208,13 +233,52 @@ def source_of(program):
 
 
 def _sign(v):
+    # +-1 for any nonzero number (infinities included), +0 for either zero, NaN for NaN
     if v > 0:
-        return v - v + 1
+        return 1
     if v < 0:
-        return v - v - 1
-    if v == 0:
-        return v - v
-    return v
+        return -1
+    return v - v
+
+
+def _max_tie_second(a, b):
+    # NumPy's maximum: a NaN operand wins, equal operands (+0 and -0) give the second
+    if a > b or a != a:
+        return a
+    return b
+
+
+def _min_tie_second(a, b):
+    if a < b or a != a:
+        return a
+    return b
+
+
+def _max_positive_zero(a, b):
+    # CuPy's maximum of floats: a NaN operand wins, +0 is above -0
+    if a != a or a > b:
+        return a
+    if b != b or b > a:
+        return b
+    return b if _m.copysign(1.0, a) < 0.0 else a
+
+
+def _min_negative_zero(a, b):
+    if a != a or a < b:
+        return a
+    if b != b or b < a:
+        return b
+    return a if _m.copysign(1.0, a) < 0.0 else b
+
+
+_F32_TINY = float(np.finfo(np.float32).tiny)
+
+
+def _flush32(v):
+    # a float32 subnormal becomes a zero of its sign, as the GPU's -ftz=true arithmetic does
+    if v != v or v == 0 or abs(v) >= _F32_TINY:
+        return v
+    return v * 0
 
 
 class _QuietMath:
@@ -233,9 +297,17 @@ class _QuietMath:
 
 
 _MATH = _QuietMath() if SIMULATE else math
+_m = _MATH  # the name the helpers above use, as the generated functions do
 _DEVICE = cuda.jit(device=True)
-_HELPERS = {"maximum": _DEVICE(_ops._maximum), "minimum": _DEVICE(_ops._minimum),
-            "sign": _DEVICE(_sign)}
+if SIMULATE:  # the eager path is NumPy's
+    _FLOAT_MAX, _FLOAT_MIN = _max_tie_second, _min_tie_second
+else:  # the eager path is CuPy's
+    _FLOAT_MAX, _FLOAT_MIN = _max_positive_zero, _min_negative_zero
+#: names the generated functions read besides the dtypes' ``_t_<name>`` converters
+_GLOBALS = {"_m": _MATH, "_one": 1.0, "_sign": _DEVICE(_sign),
+            "_maximum": _DEVICE(_ops._maximum), "_minimum": _DEVICE(_ops._minimum),
+            "_fmaximum": _DEVICE(_FLOAT_MAX), "_fminimum": _DEVICE(_FLOAT_MIN),
+            "_flush32": _DEVICE(_flush32)}
 _FUNCTIONS: dict = {}
 
 
@@ -253,8 +325,7 @@ def function_of(program):
             _STRUCTURES.clear()
         _STRUCTURES[structure] = n + 1
         src, names = source_of(program)
-        g = {"_m": _MATH, "_maximum": _HELPERS["maximum"], "_minimum": _HELPERS["minimum"],
-             "_sign": _HELPERS["sign"], "_one": 1.0}
+        g = dict(_GLOBALS)
         for n in names:
             g[f"_t_{n}"] = np.dtype(n).type
         loc: dict = {}

@@ -80,7 +80,7 @@ def _build_source(K, out_dtypes, in_bool, mode, ndim, items, vec, block, uniform
 
     def scalar_at(idx, tag, ind):
         pre, off = offs(idx, tag)
-        args = [f"_u{k}" if k in uniform else val(k, f"x{k}[{off[k]}]") for k in range(K)]
+        args = [f"_uniform{k}" if k in uniform else val(k, f"x{k}[{off[k]}]") for k in range(K)]
         out = [ind + s for s in pre]
         out.append(ind + f"_r{tag} = _f({', '.join(args)})")
         out += [ind + store(q, f"o{q}[{idx}]", f"_r{tag}[{q}]") for q in range(O)]
@@ -91,7 +91,7 @@ def _build_source(K, out_dtypes, in_bool, mode, ndim, items, vec, block, uniform
     emit(I + f"g = cuda.blockIdx.x * {block} + cuda.threadIdx.x")
     emit(I + f"gs = cuda.gridDim.x * {block}")
     for k in uniform:
-        emit(I + f"_u{k} = {val(k, f'x{k}[0]')}")
+        emit(I + f"_uniform{k} = {val(k, f'x{k}[0]')}")
     if mode == MODE_VEC:
         emit(I + "if g < peel and g < n:")
         lines.extend(scalar_at("g", "h", I * 2))
@@ -108,7 +108,7 @@ def _build_source(K, out_dtypes, in_bool, mode, ndim, items, vec, block, uniform
             lines.extend(vector_loads(u_count, K, uniform, vec, I * 2))
             for u in range(u_count):
                 for lane in range(vec):
-                    args = [f"_u{k}" if k in uniform else val(k, f"_v{k}_{u}[{lane}]")
+                    args = [f"_uniform{k}" if k in uniform else val(k, f"_v{k}_{u}[{lane}]")
                             for k in range(K)]
                     emit(I * 2 + f"_r{u}_{lane} = _f({', '.join(args)})")
                 for q in range(O):

@@ -246,7 +246,7 @@ def _build_source(spec, in_dtypes, mode, ndim, items, vec, block, uniform=()):
 
     def at(k, i):
         """Source of array k's element at offset i."""
-        return f"_u{k}" if k in uniform else f"x{k}[{i}]"
+        return f"_uniform{k}" if k in uniform else f"x{k}[{i}]"
 
     def elem_at(idx, tag, ind):
         pre, offs = offsets(idx, tag)
@@ -278,7 +278,7 @@ def _build_source(spec, in_dtypes, mode, ndim, items, vec, block, uniform=()):
     emit(I + f"gs = nb * {block}")
     emit(I + f"acc = {ident}")
     for k in uniform:
-        emit(I + f"_u{k} = x{k}[0]")
+        emit(I + f"_uniform{k} = x{k}[0]")
 
     if not spec.commutative:
         # chunked: thread g owns [g*c, (g+1)*c), in order
@@ -307,7 +307,7 @@ def _build_source(spec, in_dtypes, mode, ndim, items, vec, block, uniform=()):
         for u in range(items):
             for lane in range(vec):
                 emit(I * 2 + f"_e{u}_{lane} = _elem("
-                     + ", ".join(f"_u{k}" if k in uniform else f"_v{k}_{u}[{lane}]" for k in range(K))
+                     + ", ".join(f"_uniform{k}" if k in uniform else f"_v{k}_{u}[{lane}]" for k in range(K))
                      + f", _b{u} + {lane})")
                 names.append(f"_e{u}_{lane}")
         tl, te = tree(names)
@@ -324,7 +324,7 @@ def _build_source(spec, in_dtypes, mode, ndim, items, vec, block, uniform=()):
         names = []
         for lane in range(vec):
             emit(I * 2 + f"_f{lane} = _elem("
-                 + ", ".join(f"_u{k}" if k in uniform else f"_w{k}[{lane}]" for k in range(K))
+                 + ", ".join(f"_uniform{k}" if k in uniform else f"_w{k}[{lane}]" for k in range(K))
                  + f", _b + {lane})")
             names.append(f"_f{lane}")
         tl, te = tree(names)
