@@ -1,12 +1,15 @@
 """``python -m forge_array``: versions, devices, kernel status and a smoke test.
 
-Checks sum, cumulative_sum and matmul on every device against NumPy; exits with
-status 1 when one of them fails. ``python -m forge_array warmup`` compiles the standard
-operations' kernels into the disk cache (:mod:`forge_array._warmup`).
+``python -m forge_array`` (or ``python -m forge_array check``) checks sum, cumulative_sum
+and matmul on every device against NumPy; exits with status 1 when one of them fails.
+``python -m forge_array warmup`` compiles the standard operations' kernels into the disk
+cache (:mod:`forge_array._warmup`). ``--help`` shows the usage; unknown arguments exit with
+status 2.
 """
 
 from __future__ import annotations
 
+import argparse
 import sys
 
 
@@ -73,12 +76,52 @@ def _checks(xp, np, device):
     return failures
 
 
-def main(argv=None) -> int:
-    argv = sys.argv[1:] if argv is None else list(argv)
-    if argv and argv[0] == "warmup":
-        from forge_array._warmup import main as warmup_main  # noqa: PLC0415
+def parser() -> argparse.ArgumentParser:
+    """The command line's parser: ``check`` (the default) and ``warmup``.
 
-        return warmup_main(argv[1:])
+    ```python
+    from forge_array.__main__ import parser
+
+    parser().parse_args(["warmup", "--ops", "sum"]).command     # 'warmup'
+    ```
+    """
+    from forge_array import _warmup  # noqa: PLC0415
+
+    p = argparse.ArgumentParser(
+        prog="python -m forge_array",
+        description="forge_array: versions, devices and a check of our kernels against NumPy "
+                    "(the default command), or kernels built ahead into the disk cache.")
+    sub = p.add_subparsers(dest="command", metavar="{check,warmup}")
+    sub.add_parser("check", help="versions, devices, kernel status and a check of sum, "
+                                 "cumulative_sum and matmul on every device (the default)",
+                   description="Print versions, devices and the kernels' status, and check "
+                               "sum, cumulative_sum and matmul on every device against NumPy "
+                               "(exit status 1 when one differs).")
+    w = sub.add_parser("warmup", help="compile the standard operations' kernels into the "
+                                      "disk cache", description=_warmup.DESCRIPTION)
+    _warmup.add_arguments(w)
+    return p
+
+
+def main(argv=None) -> int:
+    args = parser().parse_args(sys.argv[1:] if argv is None else list(argv))
+    if args.command == "warmup":
+        from forge_array._warmup import run  # noqa: PLC0415
+
+        return run(args)
+    return check()
+
+
+def check() -> int:
+    """Print versions, devices and the kernels' status; check sum, cumulative_sum and matmul
+    on every device against NumPy. Returns the exit status (1 when a check fails).
+
+    ```python
+    from forge_array.__main__ import check
+
+    status = check()     # prints the report; 0 when every check passed
+    ```
+    """
     import numpy as np  # noqa: PLC0415
 
     import forge_array as xp  # noqa: PLC0415

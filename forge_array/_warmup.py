@@ -1,7 +1,10 @@
 """Kernels built ahead: ``python -m forge_array warmup`` runs the standard reductions, scans and
 matrix-vector products once per dtype and layout class on a device, so that their kernels are
 compiled into the disk cache (``FORGE_ARRAY_CACHE_DIR``) and a later process's first calls load
-them instead of compiling.
+them instead of compiling. It reports the kernels it compiled and where they are stored. The
+CPU device runs the standard operations on NumPy: there is nothing to build for it, and on a
+machine without a GPU the command says so and builds nothing (in numba's CUDA simulator it runs
+the simulated kernels, which are not stored).
 
 Layout classes: 1-D arrays of each of ``sizes`` (full reductions and 1-D scans), a matrix of
 ``shape`` reduced and scanned along axis 0 and axis 1, and ``A @ v`` / ``v @ A`` with it.
@@ -28,6 +31,11 @@ SIZES = (10**3, 10**6)
 SHAPE = (1000, 1000)
 
 _SCANS = ("cumulative_sum", "cumulative_prod")
+
+DESCRIPTION = ("Compile the standard operations' kernels (reductions, scans, matrix-vector "
+               "products) into the disk cache, so that later processes load them instead of "
+               "compiling. The CPU device runs these operations on NumPy: nothing is built "
+               "for it.")
 
 
 def _calls(xp, op, dtype, device, sizes, shape):
@@ -66,18 +74,54 @@ def warmup(dtypes=DTYPES, ops=OPS, device=None, sizes=SIZES, shape=SHAPE, out=No
     bad = [d for d in dtypes if not hasattr(xp, d)]
     if bad:
         raise ValueError(f"warmup: unknown dtypes {bad}")
+    nothing = nothing_to_build(device)
+    if nothing is not None:
+        return {"calls": 0, "skipped": 0, "seconds": 0.0, "compiled": 0, "disk_hits": 0,
+                "kernels": {}, "note": nothing}
     todo = [(op, d) for d in dtypes for op in ops]
     if jobs > 1 and len(todo) > 1:
         return _in_processes(todo, device, sizes, shape, out, jobs)
     return _pairs(xp, todo, device, sizes, shape, out)
 
 
+def nothing_to_build(device=None):
+    """Why a warmup on ``device`` (default: the default device) builds nothing, or None when
+    it builds kernels there: the CPU device runs the standard operations on NumPy (unless
+    numba's CUDA simulator runs our kernels on it).
+
+    ```python
+    from forge_array._warmup import nothing_to_build
+
+    print(nothing_to_build("cpu"))    # on a machine without a GPU: "no GPU here ..."
+    ```
+    """
+    import forge_array as xp
+    from forge_array import _devices
+    from forge_array.runtime import config
+
+    dev = _devices.as_device(device)
+    if dev.is_cuda or (config.SIMULATE and config.KERNELS_ENABLED):
+        return None
+    if not config.KERNELS_ENABLED:
+        return ("our kernels are turned off (FORGE_ARRAY_KERNELS=0): every operation runs on "
+                "CuPy or NumPy, nothing to build")
+    gpus = [d for d in xp.__array_namespace_info__().devices() if d.is_cuda]
+    if not gpus:
+        return ("no GPU here (CuPy is not installed or sees none): nothing to build for the "
+                "GPU. The CPU device runs the standard operations on NumPy, so nothing was "
+                "compiled or stored for it either")
+    return (f"the CPU device runs the standard operations on NumPy: nothing to build for it "
+            f"(the GPUs here: {', '.join(map(str, gpus))}; pass --device cuda:N, or no "
+            "--device for the default one)")
+
+
 def _pairs(xp, todo, device, sizes, shape, out) -> dict:
-    from forge_array.runtime import STATS, background
+    from forge_array.runtime import STATS, background, compiler
 
     device = xp.__array_namespace_info__().default_device() if device is None else device
     old = background.set_mode("sync")
     before = dict(STATS)
+    built = len(compiler.COMPILES)
     t0 = time.perf_counter()
     calls = skipped = 0
     try:
@@ -96,9 +140,13 @@ def _pairs(xp, todo, device, sizes, shape, out) -> dict:
                 print(f"[{k}/{len(todo)}] {op} {d} {label}: {status}", file=out, flush=True)
     finally:
         background.set_mode(old)
+    kernels: dict = {}
+    for name, _ops, _seconds in compiler.COMPILES[built:] if len(compiler.COMPILES) >= built else ():
+        kernels[name] = kernels.get(name, 0) + 1
     return {"calls": calls, "skipped": skipped, "seconds": time.perf_counter() - t0,
             "compiled": STATS["compiled"] - before["compiled"],
-            "disk_hits": STATS["disk_hits"] - before["disk_hits"]}
+            "disk_hits": STATS["disk_hits"] - before["disk_hits"], "kernels": kernels,
+            "device": str(device)}
 
 
 def _in_processes(todo, device, sizes, shape, out, jobs) -> dict:
@@ -112,7 +160,7 @@ def _in_processes(todo, device, sizes, shape, out, jobs) -> dict:
         if device is not None:
             cmd += ["--device", str(device)]
         procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
-    total = {"calls": 0, "skipped": 0, "compiled": 0, "disk_hits": 0}
+    total = {"calls": 0, "skipped": 0, "compiled": 0, "disk_hits": 0, "kernels": {}}
     failed = []
     for p in procs:
         stdout, stderr = p.communicate()
@@ -122,20 +170,31 @@ def _in_processes(todo, device, sizes, shape, out, jobs) -> dict:
             failed.append(stderr.strip().splitlines()[-1] if stderr.strip() else f"exit {p.returncode}")
             continue
         r = json.loads(stdout.strip().splitlines()[-1])
-        for k in total:
+        for k in ("calls", "skipped", "compiled", "disk_hits"):
             total[k] += r[k]
+        for name, n in r.get("kernels", {}).items():
+            total["kernels"][name] = total["kernels"].get(name, 0) + n
+        total["device"] = r.get("device")
     if failed:
         raise RuntimeError("warmup: a worker process failed: " + "; ".join(failed))
     total["seconds"] = time.perf_counter() - t0
     return total
 
 
-def main(argv) -> int:
-    """``python -m forge_array warmup [--dtypes ...] [--ops ...] [--device ...] [--jobs N]``."""
+def add_arguments(ap) -> None:
+    """The ``warmup`` command's options on the ``argparse`` parser ``ap``.
+
+    ```python
+    import argparse
+    from forge_array._warmup import add_arguments
+
+    ap = argparse.ArgumentParser()
+    add_arguments(ap)
+    ap.parse_args(["--ops", "sum,max", "--jobs", "2"]).ops     # 'sum,max'
+    ```
+    """
     import argparse
 
-    ap = argparse.ArgumentParser(prog="python -m forge_array warmup",
-                                 description="Compile the standard operations' kernels into the disk cache.")
     ap.add_argument("--dtypes", default=",".join(DTYPES), help=f"comma-separated (default {','.join(DTYPES)})")
     ap.add_argument("--ops", default=",".join(OPS), help="comma-separated (default: all of them)")
     ap.add_argument("--device", default=None, help="e.g. cuda:0 (default: the default device)")
@@ -145,20 +204,81 @@ def main(argv) -> int:
                     help="processes compiling side by side (default: the cores, at most 8)")
     ap.add_argument("--pairs", default=None, help=argparse.SUPPRESS)          # op:dtype,... (a worker)
     ap.add_argument("--summary-json", action="store_true", help=argparse.SUPPRESS)
-    args = ap.parse_args(argv)
-    sizes = tuple(int(s) for s in args.sizes.split(","))
-    shape = tuple(int(s) for s in args.shape.split(","))
-    if args.pairs:
-        import forge_array as xp
 
-        todo = [tuple(p.split(":")) for p in args.pairs.split(",")]
-        r = _pairs(xp, todo, args.device, sizes, shape, sys.stderr)
-    else:
-        r = warmup(dtypes=tuple(args.dtypes.split(",")), ops=tuple(args.ops.split(",")), device=args.device,
-                   sizes=sizes, shape=shape, jobs=args.jobs)
+
+def run(args, out=None) -> int:
+    """Run the ``warmup`` command with parsed arguments (see :func:`add_arguments`); print
+    what it did and where to ``out`` (default stdout), the progress to stderr. Returns the
+    exit status.
+
+    ```python
+    from forge_array.__main__ import parser
+    from forge_array._warmup import run
+
+    run(parser().parse_args(["warmup", "--ops", "sum", "--dtypes", "float32"]))
+    ```
+    """
+    out = sys.stdout if out is None else out
+    try:
+        sizes = tuple(int(s) for s in args.sizes.split(","))
+        shape = tuple(int(s) for s in args.shape.split(","))
+    except ValueError:
+        print("warmup: --sizes and --shape take comma-separated integers", file=sys.stderr)
+        return 2
+    try:
+        if args.pairs:
+            import forge_array as xp
+
+            todo = [tuple(p.split(":")) for p in args.pairs.split(",")]
+            r = _pairs(xp, todo, args.device, sizes, shape, sys.stderr)
+        else:
+            r = warmup(dtypes=tuple(args.dtypes.split(",")), ops=tuple(args.ops.split(",")),
+                       device=args.device, sizes=sizes, shape=shape, jobs=args.jobs)
+    except ValueError as e:       # unknown operations, dtypes or devices
+        msg = str(e)
+        print(msg if msg.startswith("warmup:") else f"warmup: {msg}", file=sys.stderr)
+        return 2
     if args.summary_json:
-        print(json.dumps(r))
-    else:
-        print(f"warmup: {r['calls']} calls ({r['skipped']} skipped) in {r['seconds']:.1f} s; "
-              f"{r['compiled']} kernels compiled, {r['disk_hits']} loaded from the cache")
+        print(json.dumps(r), file=out)
+        return 0
+    print(report(r), file=out)
     return 0
+
+
+def report(r) -> str:
+    """What a :func:`warmup` result says: the calls, the kernels compiled (by kind), those
+    loaded from the cache and the cache's directory; or why nothing was built.
+
+    ```python
+    from forge_array._warmup import report
+
+    print(report({"calls": 0, "skipped": 0, "seconds": 0.0, "compiled": 0, "disk_hits": 0,
+                  "kernels": {}, "note": "nothing to build"}))
+    ```
+    """
+    from forge_array.runtime import config
+
+    if r.get("note"):
+        return f"warmup: {r['note']}."
+    where = f" on {r['device']}" if r.get("device") else ""
+    lines = [f"warmup: {r['calls']} calls ({r['skipped']} skipped){where} in {r['seconds']:.1f} s; "
+             f"{r['compiled']} kernels compiled, {r['disk_hits']} loaded from the cache"]
+    kinds = r.get("kernels") or {}
+    if kinds:
+        lines.append("  compiled: " + ", ".join(f"{name} x{n}" for name, n in sorted(kinds.items())))
+    if config.SIMULATE:
+        lines.append("  the kernels ran in numba's CUDA simulator, whose kernels are not stored "
+                     "on disk: nothing was written to the cache")
+    else:
+        lines.append(f"  cache: {config.CACHE_DIR} (one file per kernel; FORGE_ARRAY_CACHE_DIR "
+                     "moves it)")
+    return "\n".join(lines)
+
+
+def main(argv) -> int:
+    """``python -m forge_array warmup [--dtypes ...] [--ops ...] [--device ...] [--jobs N]``."""
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m forge_array warmup", description=DESCRIPTION)
+    add_arguments(ap)
+    return run(ap.parse_args(argv))

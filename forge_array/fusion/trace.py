@@ -17,7 +17,7 @@ from .. import _ownership
 from .._array import Array
 from .._routing import _LAYER
 from .._routing import layer_ready as _layer_ready
-from ..runtime import STATS, kernels_available
+from ..runtime import STATS, config, kernels_available
 from ..runtime.lazy import module as _lazy
 from . import auto as _auto
 from . import build as _build
@@ -180,7 +180,14 @@ class Fused:
         1 launch
           1. reduce sum over all axes of (8,); reads float64[8], float64[8]
         """
-        key, _ = signature(args, kwargs)
+        key, arrays = signature(args, kwargs)
+        if arrays and not any(map(kernels_available, arrays)):
+            why = ("the array arguments are CPU (NumPy) arrays, on which the function runs "
+                   "eagerly, step by step (fusion runs on GPU arrays)"
+                   if config.KERNELS_ENABLED else
+                   "our kernels are turned off (FORGE_ARRAY_KERNELS=0): the function runs "
+                   "eagerly, step by step")
+            return f"0 launches\n  not fused: {why}"
         plan = self._plans.get(key) if key is not None else None
         out, trace = self._trace(args, kwargs)
         launches = []
