@@ -397,12 +397,16 @@ class Array:
         return _export(arr, max_version)
 
     def to_device(self, device, /, *, stream=None):
-        """Copy the array to ``device`` (returns ``self`` when already there).
+        """Copy the array to ``device`` (returns ``self`` when already there); a
+        ``Sharding`` splits it over several devices.
 
         >>> import forge_array as xp
         >>> xp.asarray([1, 2], device="cpu").to_device("cpu").device
         cpu
         """
+        place = getattr(device, "_place_array", None)  # a Sharding splits the array itself
+        if place is not None:
+            return place(self)
         target = _dev.as_device(device)
         if target == self._device:
             return self
