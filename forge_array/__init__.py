@@ -159,3 +159,15 @@ from ._statistical import (
 )
 from ._utility import all, any, diff
 from .fusion import fuse
+
+
+def __getattr__(name):
+    # ``Sharding`` loads forge_array.sharding at first use, which routes sharded arguments
+    # of the namespace's functions (a process that never shards keeps them unwrapped)
+    if name in ("Sharding", "sharding"):
+        import importlib
+
+        mod = importlib.import_module(".sharding", __name__)
+        globals()["Sharding"] = mod.Sharding
+        return mod if name == "sharding" else mod.Sharding
+    raise AttributeError(f"module 'forge_array' has no attribute {name!r}")

@@ -1,0 +1,131 @@
+"""One dispatch for every namespace function: sharded arguments go to the registry.
+
+:func:`install` replaces each public function of ``forge_array`` (and of
+``forge_array.linalg`` / ``forge_array.fft``) with a thin wrapper that looks at its
+arguments: with no :class:`ShardedArray` among them (nor a :class:`Sharding` as a value)
+it calls the function as before; otherwise it calls the function's sharded implementation
+from :data:`REGISTRY`, or raises ``NotImplementedError`` naming the function and the
+gather to use when there is none. Sharded implementations call the original (unwrapped)
+functions on each block: :func:`original`.
+
+The wrappers are installed when ``forge_array.sharding`` is first imported (the first use
+of ``forge_array.Sharding``), so a process that never shards keeps the functions as they
+are. A function reached another way (a reference taken before that, or an internal path)
+meets the sharded array's own refusal (see :mod:`._core`): the same error.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from ._core import ShardedArray, Sharding, refusal
+
+__all__ = ["REGISTRY", "register", "original", "implementation", "install"]
+
+#: public name (``"sum"``, ``"linalg.matmul"``) -> sharded implementation
+REGISTRY: dict = {}
+#: public name -> the namespace's own function
+_ORIGINALS: dict = {}
+_INSTALLED = [False]
+#: namespace names that are not functions over arrays: never wrapped
+_SKIP = {"Array", "Device", "fuse", "Sharding", "ShardedArray"}
+
+
+def register(*names):
+    """Decorator: the sharded implementation of the namespace functions ``names``."""
+    def deco(fn):
+        for n in names:
+            REGISTRY[n] = fn
+        return fn
+    return deco
+
+
+def original(name: str):
+    """The namespace's own (unwrapped) function ``name``."""
+    fn = _ORIGINALS.get(name)
+    if fn is None:
+        fn = _lookup(name)
+    return fn
+
+
+def _lookup(name):
+    import forge_array  # noqa: PLC0415
+
+    mod = forge_array
+    parts = name.split(".")
+    for p in parts[:-1]:
+        mod = getattr(mod, p)
+    fn = getattr(mod, parts[-1])
+    return getattr(fn, "__sharding_original__", fn)
+
+
+def implementation(name: str, x=None):
+    """The sharded implementation of ``name`` (NotImplementedError when there is none)."""
+    impl = REGISTRY.get(name)
+    if impl is None:
+        raise refusal(name, x)
+    return impl
+
+
+def _first_sharded(args, kwargs):
+    for a in args:
+        t = type(a)
+        if t is ShardedArray:
+            return a
+        if t is tuple or t is list:
+            for b in a:
+                if type(b) is ShardedArray:
+                    return b
+    for v in kwargs.values():
+        t = type(v)
+        if t is ShardedArray or t is Sharding:
+            return v
+    return None
+
+
+def _wrap(name, fn):
+    @functools.wraps(fn)
+    def dispatch(*args, **kwargs):
+        for a in args:
+            t = type(a)
+            if t is ShardedArray or t is tuple or t is list:
+                break
+        else:
+            if not kwargs:
+                return fn(*args)
+        hit = _first_sharded(args, kwargs)
+        if hit is None:
+            return fn(*args, **kwargs)
+        impl = REGISTRY.get(name)
+        if impl is None:
+            raise refusal(name, hit if type(hit) is ShardedArray else None)
+        return impl(*args, **kwargs)
+
+    dispatch.__sharding_original__ = fn
+    return dispatch
+
+
+def _wrap_module(mod, prefix):
+    for name, fn in list(vars(mod).items()):
+        if name.startswith("_") or name in _SKIP or isinstance(fn, type):
+            continue
+        if not callable(fn) or not getattr(fn, "__module__", "").startswith("forge_array"):
+            continue
+        if hasattr(fn, "__sharding_original__"):
+            continue
+        public = prefix + name
+        _ORIGINALS[public] = fn
+        setattr(mod, name, _wrap(public, fn))
+
+
+def install():
+    """Wrap the public functions of the namespace (once)."""
+    if _INSTALLED[0]:
+        return
+    import forge_array  # noqa: PLC0415
+    from forge_array import fft, linalg  # noqa: PLC0415
+
+    _wrap_module(forge_array, "")
+    _wrap_module(linalg, "linalg.")
+    _wrap_module(fft, "fft.")
+    _INSTALLED[0] = True

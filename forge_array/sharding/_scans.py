@@ -1,0 +1,236 @@
+"""Scans of sharded arrays: ``cumulative_sum``, ``cumulative_prod``, ``accumulate``.
+
+Along an axis other than the split one, every block scans on its own device. Along the
+split axis the scan takes two phases:
+
+1. every block scans on its own device (the first block with ``init`` / ``include_initial``
+   as asked); the last element along the axis of each block's scan is its total;
+2. the totals are copied to the first device and scanned there (one small scan along a new
+   leading axis); the carry of block ``j`` is the combined total of the blocks before it;
+   each carry is copied to its block's device and combined on the left of every element of
+   the block's scan: ``op(carry, y)``.
+
+The second step is ``add`` / ``multiply`` for the cumulative functions and for operators
+with a namespace function of their name (``ops.add``, ``ops.maximum``...); for any other
+operator, including tuple operators such as the affine map, it is our map kernel over the
+block (``forge_array.kernels.elementwise.map_arrays``) with the operator applied to the
+broadcast carry and the block's scan, or, where our kernels do not run (the CPU without the
+simulator), the operator applied to the arrays themselves, element by element when that
+fails. ``exclusive`` and ``reverse`` scans along the split axis have no sharded path.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import _devices as _dev
+from .._array import Array
+from .._helpers import normalize_axis
+from ..runtime import kernels_available
+from ._core import ShardedArray, refusal
+from ._dispatch import original, register
+from ._elementwise import Blocks, wrap
+from ._reductions import stacked
+from ._transfer import move
+
+__all__ = ["apply_carry"]
+
+_NAMED = {"add", "multiply", "maximum", "minimum", "logaddexp", "bitwise_and", "bitwise_or",
+          "bitwise_xor"}
+
+
+def _last(y, axis):
+    """The last element along ``axis`` (as a view without that axis)."""
+    key = [slice(None)] * y.ndim
+    key[axis] = -1
+    return y[tuple(key)]
+
+
+def _components(v):
+    return v if isinstance(v, tuple) else (v,)
+
+
+_MAPS: dict = {}
+
+
+def _carry_map(op, k):
+    """``f(c_0.., y_0..) = op((c..), (y..))`` as a tuple, for ``map_arrays``."""
+    fn = getattr(op, "fn", op)
+    key = (fn, k)
+    f = _MAPS.get(key)
+    if f is None:
+        from numba import cuda  # noqa: PLC0415
+
+        dop = cuda.jit(device=True)(fn)
+        cs = ", ".join(f"c{q}" for q in range(k))
+        ys = ", ".join(f"y{q}" for q in range(k))
+        if k == 1:
+            src = "def carry_map(c0, y0):\n    return (dop(c0, y0),)\n"
+        else:
+            src = f"def carry_map({cs}, {ys}):\n    return dop(({cs},), ({ys},))\n"
+        g = {"dop": dop}
+        exec(compile(src, "<forge_array sharded carry>", "exec"), g)
+        f = _MAPS[key] = g["carry_map"]
+    return f
+
+
+def apply_carry(op, carry, y, axis):
+    """``op(carry, y)`` for every element of the block scan ``y`` (arrays, or tuples of
+    arrays), ``carry`` broadcast along ``axis``; on ``y``'s device."""
+    cs = _components(carry)
+    ys = _components(y)
+    dev = ys[0].device
+    expand = original("expand_dims")
+    cs = tuple(expand(c, axis) for c in cs)
+    name = op if isinstance(op, str) else getattr(op, "name", None)
+    if name in _NAMED and len(ys) == 1 and getattr(op, "ufunc", True) is not None:
+        return original(name)(cs[0], ys[0])
+    tuple_op = isinstance(y, tuple)
+    if kernels_available(ys[0]._array):
+        from ..kernels.elementwise import map_arrays  # noqa: PLC0415
+
+        m = _dev.backend(dev)
+        shape = ys[0].shape
+        ins = [m.broadcast_to(c._array, shape) for c in cs] + [v._array for v in ys]
+        outs = map_arrays(_carry_map(op, len(ys)), ins, tuple(v.dtype for v in ys))
+        res = tuple(Array._new(o, dev) for o in outs)
+        return res if tuple_op else res[0]
+    fn = getattr(op, "fn", op)
+    try:
+        r = fn(cs if tuple_op else cs[0], y)
+        rs = _components(r)
+        astype = original("astype")
+        rs = tuple(astype(a, v.dtype, copy=False) for a, v in zip(rs, ys))
+        return rs if tuple_op else rs[0]
+    except Exception:  # an operator that branches on values: element by element
+        shape = ys[0].shape
+        c_h = [np.broadcast_to(c._array, shape) for c in cs]
+        y_h = [v._array for v in ys]
+        outs = [np.empty(shape, v.dtype) for v in ys]
+        for ix in np.ndindex(*shape):
+            c = tuple(a[ix] for a in c_h)
+            v = tuple(a[ix] for a in y_h)
+            r = fn(c, v) if tuple_op else (fn(c[0], v[0]),)
+            for o, val in zip(outs, r):
+                o[ix] = val
+        res = tuple(Array._new(o, dev) for o in outs)
+        return res if tuple_op else res[0]
+
+
+def _split_scan(x, axis, scan_block, scan_totals, op, first_kwargs):
+    """The two-phase scan along the split axis (see the module docstring).
+    ``scan_block(block, **kw)`` scans a block; ``scan_totals(stacked)`` scans stacked totals
+    along axis 0; ``op`` combines a carry with a block's scan."""
+    k = len(x._shards)
+    off = x._offsets
+    devices = x._sharding.devices
+    nonempty = [i for i in range(k) if off[i + 1] > off[i]]
+    lead = 0 if first_kwargs.get("include_initial") else (nonempty[0] if nonempty else 0)
+    ys = []
+    for i, s in enumerate(x._shards):
+        with _dev.on(devices[i]):
+            ys.append(scan_block(s, **(first_kwargs if i == lead else {})))
+    y0 = _components(ys[0])[0]
+    if y0.ndim != x.ndim:
+        raise AssertionError("a block scan changed the number of dimensions")
+    contrib = [i for i in range(k) if i >= lead and _components(ys[i])[0].shape[axis] > 0]
+    if len(contrib) > 1:
+        dev0 = devices[0]
+        totals = [tuple(_last(c, axis) for c in _components(ys[i])) for i in contrib[:-1]]
+        if not isinstance(ys[0], tuple):
+            totals = [t[0] for t in totals]
+        st = stacked(totals, [devices[i] for i in contrib[:-1]], dev0)
+        with _dev.on(dev0):
+            pref = scan_totals(st)
+        for t, i in enumerate(contrib[1:]):
+            d = devices[i]
+            carry = tuple(Array._new(move(c[t]._array, dev0, d), d) for c in _components(pref))
+            with _dev.on(d):
+                ys[i] = apply_carry(op, carry if isinstance(ys[i], tuple) else carry[0], ys[i],
+                                    axis)
+    return wrap(ys, x, axis)
+
+
+def _cumulative(name, opname):
+    fn = original(name)
+
+    def impl(x, /, *, axis=None, dtype=None, include_initial=False):
+        if axis is None:
+            if x.ndim > 1:
+                raise ValueError(f"{name}(): axis must be given for a {x.ndim}-D array")
+            ax = 0
+        else:
+            ax = normalize_axis(axis, x.ndim, name)
+        if ax != x._axis:
+            res = []
+            for s in x._shards:
+                with _dev.on(s.device):
+                    res.append(fn(s, axis=ax, dtype=dtype, include_initial=include_initial))
+            return wrap(res, x, x._axis)
+        return _split_scan(
+            x, ax, lambda s, **kw: fn(s, axis=ax, dtype=dtype, **kw),
+            lambda st: fn(st, axis=0, dtype=st.dtype), opname,
+            {"include_initial": include_initial} if include_initial else {})
+
+    impl.__name__ = name
+    return impl
+
+
+register("cumulative_sum")(_cumulative("cumulative_sum", "add"))
+register("cumulative_prod")(_cumulative("cumulative_prod", "multiply"))
+
+
+@register("accumulate")
+def accumulate(op, x, /, *, axis=None, init=None, include_initial=False, exclusive=False,
+               reverse=False, out=None, deterministic=False):
+    fn = original("accumulate")
+    comps = x if isinstance(x, (tuple, list)) else (x,)
+    ref = next(c for c in comps if isinstance(c, ShardedArray))
+    plan = Blocks.of((x,), {}, ref.ndim)
+    if out is not None:
+        raise refusal("accumulate with out=", ref)
+    flat = axis is None and ref.ndim > 1
+    if flat:
+        if ref._axis != 0 and any(s > 1 for s in ref.shape[:ref._axis]):
+            raise refusal("accumulate over the flattening of an array split along an inner axis",
+                          ref)
+        reshape = original("reshape")
+        x = type(x)(_flatten(c, reshape) for c in comps) if isinstance(x, (tuple, list)) \
+            else _flatten(x, reshape)
+        return accumulate(op, x, init=init, include_initial=include_initial, exclusive=exclusive,
+                          reverse=reverse, deterministic=deterministic)
+    ax = 0 if axis is None else normalize_axis(axis, ref.ndim, "accumulate")
+    kw = {"include_initial": include_initial, "exclusive": exclusive, "reverse": reverse,
+          "deterministic": deterministic}
+    if ax != ref._axis:
+        res = plan.run(lambda v: fn(op, v, axis=ax, init=init, **kw), (x,), {})
+        return wrap(res, ref, ref._axis)
+    if exclusive or reverse:
+        raise refusal("an exclusive or reverse accumulate along the split axis", ref)
+    xt = tuple(x) if isinstance(x, (tuple, list)) else x
+
+    class _View:  # the blocks of x (a tuple of sharded arrays) as one sharded object
+        _shards = [plan.operand(xt, i) for i in range(len(plan.devices))]
+        _offsets = ref._offsets
+        _sharding = ref._sharding
+        _axis = ref._axis
+        ndim = ref.ndim
+
+    first = {}
+    if init is not None:
+        first["init"] = init
+    if include_initial:
+        first["include_initial"] = True
+    view = _View()
+    res = _split_scan(view, ax, lambda s, **k: fn(op, s, axis=ax, deterministic=deterministic, **k),
+                      lambda st: fn(op, st, axis=0), op, first)
+    return res
+
+
+def _flatten(c, reshape):
+    """A sharded array split along axis 0 as a 1-D sharded array (blocks flattened)."""
+    shards = []
+    for s in c._shards:
+        with _dev.on(s.device):
+            shards.append(reshape(s, (-1,)))
+    return ShardedArray._from_shards(shards, c._sharding, 0)

@@ -1,0 +1,188 @@
+"""Copies between the devices of a sharding: blocks out (scatter), blocks in (gather),
+small partial results to one device, operands to every device.
+
+GPU to GPU copies are peer copies (``cudaMemcpyPeerAsync``) on the destination's current
+stream, ordered after the source's pending work by an event, and the source's stream waits
+for the copy before it reuses the memory; nothing here waits on the host.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import _devices as _dev
+from .._array import Array, transfer
+from ._core import ShardedArray, Sharding, block_sizes
+
+__all__ = ["move", "stack_on", "scatter", "gather", "reshard", "replicate", "block_slice"]
+
+
+def _cupy():
+    return _dev.cupy_module()
+
+
+def _peer_copy(dst_ptr, dst, src_arr, src, nbytes):
+    """Copy ``nbytes`` from the C-contiguous CuPy array ``src_arr`` on GPU ``src`` to address
+    ``dst_ptr`` on GPU ``dst``, stream-ordered on both sides."""
+    cp = _cupy()
+    with cp.cuda.Device(src.index):
+        s_stream = cp.cuda.get_current_stream()
+        ready = cp.cuda.Event(disable_timing=True)
+        ready.record(s_stream)
+    with cp.cuda.Device(dst.index):
+        d_stream = cp.cuda.get_current_stream()
+        d_stream.wait_event(ready)
+        cp.cuda.runtime.memcpyPeerAsync(dst_ptr, dst.index, src_arr.data.ptr, src.index,
+                                        nbytes, d_stream.ptr)
+        done = cp.cuda.Event(disable_timing=True)
+        done.record(d_stream)
+    with cp.cuda.Device(src.index):
+        s_stream.wait_event(done)
+
+
+def _contiguous(arr, dev):
+    if arr.flags.c_contiguous:
+        return arr
+    with _dev.on(dev):
+        if dev.is_cuda:
+            return _cupy().ascontiguousarray(arr)
+        return np.ascontiguousarray(arr)
+
+
+def move(arr, src, dst):
+    """Backend array ``arr`` (on device ``src``) on device ``dst``: itself when ``src ==
+    dst``, else a C-contiguous copy."""
+    if src == dst:
+        return arr
+    if src.is_cuda and dst.is_cuda:
+        arr = _contiguous(arr, src)
+        cp = _cupy()
+        with cp.cuda.Device(dst.index):
+            out = cp.empty(arr.shape, arr.dtype)
+        if arr.nbytes:
+            _peer_copy(out.data.ptr, dst, arr, src, arr.nbytes)
+        return out
+    return transfer(arr, src, dst)
+
+
+def _copy_into(out, dst, arr, src):
+    """``out[...] = arr`` where ``out`` is on ``dst`` and ``arr`` on ``src``."""
+    if arr.size == 0:
+        return
+    if src.is_cuda and dst.is_cuda and src != dst and out.flags.c_contiguous:
+        _peer_copy(out.data.ptr, dst, _contiguous(arr, src), src, arr.nbytes)
+        return
+    a = move(arr, src, dst)
+    with _dev.on(dst):
+        out[...] = a
+
+
+def stack_on(parts, devices, dst):
+    """Backend arrays ``parts`` (one shape and dtype, ``parts[i]`` on ``devices[i]``)
+    stacked along a new leading axis on ``dst``."""
+    p0 = parts[0]
+    shape = (len(parts),) + tuple(p0.shape)
+    m = _dev.backend(dst)
+    with _dev.on(dst):
+        out = m.empty(shape, dtype=p0.dtype)
+    for i, (p, d) in enumerate(zip(parts, devices)):
+        _copy_into(out[i, ...], dst, p, d)
+    return out
+
+
+def block_slice(ndim, axis, start, stop):
+    key = [slice(None)] * ndim
+    key[axis] = slice(start, stop)
+    return tuple(key)
+
+
+def _split(x: Array, sharding: Sharding, axis: int, sizes=None):
+    """Blocks of the unsharded array ``x`` on the sharding's devices (copies)."""
+    if sizes is None:
+        sizes = block_sizes(x.shape[axis], sharding.num_shards)
+    src = x.device
+    arr = x._array
+    shards = []
+    start = 0
+    for d, b in zip(sharding.devices, sizes):
+        part = arr[block_slice(arr.ndim, axis, start, start + b)]
+        start += b
+        if d == src:
+            with _dev.on(d):
+                part = part.copy()
+        else:
+            part = move(part, src, d)
+        shards.append(Array._new(part, d))
+    return shards
+
+
+def scatter(x, sharding: Sharding):
+    """``x`` (an unsharded array) split over ``sharding``: a copy."""
+    if isinstance(x, ShardedArray):
+        return reshard(x, sharding)
+    axis = sharding.resolve_axis(x.ndim)
+    return ShardedArray._from_shards(_split(x, sharding, axis), sharding, axis, x.shape)
+
+
+def gather(x: ShardedArray, dst) -> Array:
+    """The sharded array ``x`` as one array on device ``dst``."""
+    m = _dev.backend(dst)
+    with _dev.on(dst):
+        out = m.empty(x.shape, dtype=x.dtype)
+    off = x._offsets
+    for i, s in enumerate(x._shards):
+        if off[i + 1] > off[i]:
+            _copy_into(out[block_slice(x.ndim, x._axis, off[i], off[i + 1])], dst,
+                       s._array, s.device)
+    return Array._new(out, dst)
+
+
+def reshard(x: ShardedArray, sharding: Sharding) -> ShardedArray:
+    """``x`` split over ``sharding`` (itself when it is split that way already)."""
+    axis = sharding.resolve_axis(x.ndim)
+    sizes = sharding.blocks(x.shape[axis])
+    if (axis == x._axis and sharding.devices == x._sharding.devices
+            and tuple(x._offsets[i + 1] - x._offsets[i] for i in range(len(sizes))) == sizes):
+        if sharding == x._sharding:
+            return x
+        return ShardedArray._from_shards(x._shards, sharding, axis, x.shape)
+    if axis != x._axis:
+        raise NotImplementedError(
+            f"re-splitting along another axis (from {x._axis} to {axis}) has no sharded "
+            f"implementation; gather first with x.to_device({str(x._sharding.devices[0])!r})")
+    # same axis, other devices or blocks: each new block assembled from the old ones
+    shards = []
+    start = 0
+    off = x._offsets
+    for d, b in zip(sharding.devices, sizes):
+        stop = start + b
+        m = _dev.backend(d)
+        shape = list(x.shape)
+        shape[axis] = b
+        with _dev.on(d):
+            out = m.empty(tuple(shape), dtype=x.dtype)
+        for i, s in enumerate(x._shards):
+            lo, hi = max(start, off[i]), min(stop, off[i + 1])
+            if lo < hi:
+                src = s._array[block_slice(x.ndim, axis, lo - off[i], hi - off[i])]
+                _copy_into(out[block_slice(x.ndim, axis, lo - start, hi - start)], d, src,
+                           s.device)
+        shards.append(Array._new(out, d))
+        start = stop
+    return ShardedArray._from_shards(shards, sharding, axis, x.shape)
+
+
+class replicate:
+    """Copies of one unsharded array on the devices that ask for it (each made once)."""
+
+    __slots__ = ("x", "_copies")
+
+    def __init__(self, x: Array):
+        self.x = x
+        self._copies = {x.device: x}
+
+    def on(self, dev) -> Array:
+        c = self._copies.get(dev)
+        if c is None:
+            c = self._copies[dev] = Array._new(move(self.x._array, self.x.device, dev), dev)
+        return c
