@@ -51,6 +51,7 @@ def _load_layer() -> None:
     for m in (_red, _scan, _mv, _copy):
         if isinstance(m, _lazy):
             m.load()
+    importlib.import_module("forge_array.primitives").load_kernels()
     if background.mode() == "background":
         # off the calling thread: the fusion layer's execution modules too (kernel modules
         # among them), which a fused function's first call would otherwise import

@@ -14,9 +14,11 @@ from __future__ import annotations
 import numpy as np
 
 from .. import runtime
-from ..kernels import copy as kcopy
-from ..runtime import tuning
+from ..runtime import lazy, tuning
 from ._layout import collapse
+
+# the kernel module (numba.cuda) loads at first use: CPU arrays never need it
+kcopy = lazy.module("forge_array.kernels.copy", __name__, "kcopy")
 
 _RAW = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64, 16: np.complex128}
 

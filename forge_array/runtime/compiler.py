@@ -31,12 +31,15 @@ import time
 
 import numba
 import numpy as np
-from numba import cuda
 from numba import types as nt
 
-from . import backend, background, config, cpu_cache, kernel_files, temp
+from . import backend, background, config, cpu_cache, kernel_files, lazy, temp
 from .counters import STATS
 from .fingerprint import Unfingerprintable, digest
+
+#: numba's CUDA target, imported at its first use: the CPU device types operators and runs
+#: its loops with numba's CPU target alone
+cuda = lazy.module("numba.cuda", __name__, "cuda")
 
 try:
     from importlib.metadata import version as _pkg_version
@@ -237,7 +240,7 @@ def _restore_cuda_globals() -> None:
             continue
         for k, v in list(d.items()):
             if type(v).__name__ == "FakeCUDAModule":
-                d[k] = cuda
+                d[k] = sys.modules["numba.cuda"]
 
 
 def launch(kernel: Kernel, grid: int, block: int, args: tuple, shared: int = 0, on=None) -> None:

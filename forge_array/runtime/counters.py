@@ -3,6 +3,8 @@
 ``STATS["launches"]`` counts every launch of ours, ``STATS["fused"]`` the element-wise
 expressions fused into the kernel that consumes them (see :mod:`forge_array.fusion`),
 ``compiled`` / ``disk_hits`` the kernels compiled here or found in the disk cache,
+``cpu_compiled`` / ``cpu_disk_hits`` / ``cpu_uncached`` the same for numba's CPU compilations
+(operators' types, the CPU device's loops; see :mod:`forge_array.runtime.cpu_cache`),
 ``compile_seconds`` / ``load_seconds`` the time spent on them, ``deferred`` the calls that
 ran on their CuPy / NumPy fallback while a kernel was built in the background (see
 :mod:`forge_array.runtime.background`), ``stored_launches`` the launches run from the disk's
@@ -10,11 +12,12 @@ stored launches before numba loaded (see :mod:`forge_array.runtime.stored`).
 
 >>> from forge_array.runtime import STATS
 >>> sorted(STATS)[:3]
-['compile_seconds', 'compiled', 'deferred']
+['compile_seconds', 'compiled', 'cpu_compiled']
 """
 
 from __future__ import annotations
 
 #: Counters of this process (see the module's docstring).
 STATS = {"compiled": 0, "disk_hits": 0, "compile_seconds": 0.0, "load_seconds": 0.0,
-         "launches": 0, "fused": 0, "deferred": 0, "stored_launches": 0}
+         "launches": 0, "fused": 0, "deferred": 0, "stored_launches": 0,
+         "cpu_compiled": 0, "cpu_disk_hits": 0, "cpu_uncached": 0}

@@ -64,22 +64,32 @@ def write_atomic(path: str, text: str) -> None:
     then a rename): readers never see half a file, and processes filling the same file at
     once both succeed. A read-only or unusable cache directory only costs rebuilds, with one
     warning per process."""
+    write_atomic_bytes(path, text.encode("utf-8"))
+
+
+def write_atomic_bytes(path: str, data: bytes) -> None:
+    """:func:`write_atomic` of bytes."""
     tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(text)
+        with open(tmp, "wb") as f:
+            f.write(data)
         os.replace(tmp, path)
     except OSError as exc:
         try:
             os.unlink(tmp)
         except OSError:
             pass
-        if not _WARNED:
-            _WARNED.append(True)
-            warnings.warn(f"forge_array: the kernel cache {config.CACHE_DIR} is not writable ({exc}); "
-                          "kernels are compiled again in every process (set FORGE_ARRAY_CACHE_DIR)",
-                          RuntimeWarning, stacklevel=3)
+        warn_unwritable(exc)
+
+
+def warn_unwritable(exc) -> None:
+    """Warn, once per process, that the cache directory cannot be written."""
+    if not _WARNED:
+        _WARNED.append(True)
+        warnings.warn(f"forge_array: the kernel cache {config.CACHE_DIR} is not writable ({exc}); "
+                      "kernels are compiled again in every process (set FORGE_ARRAY_CACHE_DIR)",
+                      RuntimeWarning, stacklevel=4)
 
 
 def write_cached(path: str, entry: str, ptx: str) -> None:

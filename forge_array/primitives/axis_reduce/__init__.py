@@ -46,7 +46,7 @@ import numpy as np
 
 from ... import ops as _ops
 from ... import runtime
-from ...kernels import rowcol as _k
+from ...runtime import lazy
 from ...runtime.functions import compilable
 from .arguments import (
     _DEFAULT_F,
@@ -66,6 +66,11 @@ from .layout import (
     _run_kernels,
 )
 from .plan import _buf_t, _compile, _execute, _plan_scratch  # noqa: F401 - kernel argument types
+
+# the kernel modules (numba.cuda) load at first use: CPU arrays never need them
+_k = lazy.module("forge_array.kernels.rowcol", __name__, "_k")
+#: the row and column kernels' ``MAX_INPUTS`` (checked against it where they are built)
+_MAX_INPUTS = 3
 
 __all__ = ["axis_mapreduce", "argmax", "argmin", "normalize_axes"]
 
@@ -238,8 +243,8 @@ def axis_mapreduce(f, op, arrays, axis, init, keepdims, out_dtype, *, index=Fals
         raise TypeError("arrays must be a non-empty tuple of arrays")
     arrays = tuple(arrays)
     K = len(arrays)
-    if K > _k.MAX_INPUTS:
-        raise ValueError(f"at most {_k.MAX_INPUTS} arrays, got {K}")
+    if K > _MAX_INPUTS:
+        raise ValueError(f"at most {_MAX_INPUTS} arrays, got {K}")
     if f is None:
         if index:
             raise TypeError("index=True needs a map function f(element, index)")

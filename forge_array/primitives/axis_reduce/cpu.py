@@ -9,6 +9,7 @@ import numpy as np
 from numba import types as nt
 
 from ... import runtime
+from ...runtime import cpu_cache
 from .arguments import _first, _hashable, _zero_of
 from .plan import _entry_dtype
 
@@ -101,7 +102,9 @@ def _cpu_kernel(f, op, K, index, id_key, ID, flag, init_key, INIT, dkey):
                 acc = cast(opj(INITV, acc))
             _st(out, r, acc)
 
-    _CPU[key] = run
+    # on disk for later processes, keyed by this module's source, the operators and constants
+    _CPU[key] = cpu_cache.attach(run, "axis_reduce", cpu_cache.file_hash(__file__), f, op.fn, K, index,
+                                 ID, flag, INIT, dkey)
     return run
 
 

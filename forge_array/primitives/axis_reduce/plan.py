@@ -9,9 +9,11 @@ import numpy as np
 from numba import types as nt
 
 from ... import runtime
-from ...kernels import rowcol as _k
-from ...runtime import temp, tuning
+from ...runtime import lazy, temp, tuning
 from .arguments import _first, _hashable, _zero_of
+
+# the kernel modules (numba.cuda) load at first use: CPU arrays never need them
+_k = lazy.module("forge_array.kernels.rowcol", __name__, "_k")
 
 # --------------------------------------------------------------------------- launch
 

@@ -31,9 +31,7 @@ import math
 import numpy as np
 
 from ... import ops as _ops
-from ...kernels import reduce as _k
-from ...kernels import reduce_launch as _kl
-from ...runtime import SIMULATE, data_address, kernels_available, stored, stream_key
+from ...runtime import SIMULATE, data_address, kernels_available, lazy, stored, stream_key
 from ...runtime.functions import compilable
 from .. import axis_reduce as _axis
 from .arguments import (
@@ -48,6 +46,10 @@ from .arguments import (
     normalize_axis,
 )
 from .cpu import _cpu_mapreduce
+
+# the kernel modules (numba.cuda) load at first use: CPU arrays never need them
+_k = lazy.module("forge_array.kernels.reduce", __name__, "_k")
+_kl = lazy.module("forge_array.kernels.reduce_launch", __name__, "_kl")
 
 #: most arrays the axis kernels take in one mapreduce
 _AXIS_MAX_INPUTS = 3

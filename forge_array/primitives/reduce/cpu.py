@@ -5,6 +5,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from ...runtime import cpu_cache
 from ...runtime.compiler import compile_error
 from .arguments import _identity_of, _reshape_out
 
@@ -58,14 +59,16 @@ def _cpu_loop(f, opfn, struct, acc, is_tuple, K, flags):
         src += [f"        o{k}[m] = acc[{k}]" for k in range(A)]
     else:
         src += ["        o0[m] = acc"]
-    g = {"_op": numba.njit(getattr(opfn, "py_func", opfn))}
+    g = {"_op": numba.njit(getattr(opfn, "py_func", opfn)), "__name__": __name__}
     if f is not None:
         g["_f"] = numba.njit(getattr(f, "py_func", f))
     for k, d in enumerate(acc):
         g[f"_A{k}"] = np.dtype(d).type
     loc: dict = {}
-    exec(compile("\n".join(src) + "\n", "<forge_array cpu reduce>", "exec"), g, loc)
-    fn = _CPU[key] = numba.njit(loc["_loop"])
+    text = "\n".join(src) + "\n"
+    exec(compile(text, "<forge_array cpu reduce>", "exec"), g, loc)
+    # on disk for later processes, keyed by the loop's source, the operators and dtypes
+    fn = _CPU[key] = cpu_cache.cached_njit(loc["_loop"], ("reduce", text, f, opfn, acc))
     return fn
 
 

@@ -8,6 +8,7 @@ import numba
 import numpy as np
 
 from ... import runtime
+from ...runtime import cpu_cache
 
 # --------------------------------------------------------------------------- CPU path
 
@@ -24,7 +25,7 @@ def _cpu_scanner(fn, tuple_op, dtypes):
     if f is not None:
         return f
     K = len(dtypes)
-    g = {"njit": numba.njit, "f": numba.njit(getattr(fn, "py_func", fn))}
+    g = {"njit": numba.njit, "f": numba.njit(getattr(fn, "py_func", fn)), "__name__": __name__}
     for k, d in enumerate(dtypes):
         g[f"T{k}"] = d.type
     ld = ", ".join(f"xs[{k}][b, i]" for k in range(K))
@@ -63,7 +64,8 @@ def scan(xs, outs, init, has_init, shift):
                 st(outs, b, i + shift, acc)
 """
     exec(compile(src, "<forge_array.primitives.scan cpu>", "exec"), g)
-    f = g["scan"]
+    # on disk for later processes, keyed by the loop's source, the operator and dtypes
+    f = cpu_cache.attach(g["scan"], "scan", src, fn, tuple(d.str for d in dtypes))
     if key is not None:
         _CPU_FNS[key] = f
     return f

@@ -6,10 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ... import runtime
-from ...kernels import narrow_scan as knarrow
-from ...kernels import scan as kscan
-from ...kernels import scan_pipeline as kpipe
-from ...runtime import tuning
+from ...runtime import lazy, tuning
 from .._layout import collapse
 from .arguments import _xp
 from .state import (
@@ -23,6 +20,11 @@ from .state import (
     _state,
     _state_key,
 )
+
+# the kernel modules (numba.cuda) load at first use: CPU arrays never need them
+knarrow = lazy.module("forge_array.kernels.narrow_scan", __name__, "knarrow")
+kscan = lazy.module("forge_array.kernels.scan", __name__, "kscan")
+kpipe = lazy.module("forge_array.kernels.scan_pipeline", __name__, "kpipe")
 
 # ---- launch plans: everything but the operands' addresses, replayed by a dict lookup
 

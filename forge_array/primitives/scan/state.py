@@ -8,9 +8,12 @@ import threading
 import numpy as np
 
 from ... import runtime
-from ...kernels import scan as kscan
+from ...runtime import lazy
 from ...runtime.scan_state import TileState, zeros16
 from .arguments import _xp
+
+# the kernel modules (numba.cuda) load at first use: CPU arrays never need them
+kscan = lazy.module("forge_array.kernels.scan", __name__, "kscan")
 
 # --------------------------------------------------------------------------- kernel path
 
