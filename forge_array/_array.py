@@ -147,6 +147,19 @@ BEFORE_WRITE = [None]
 #: function's plan can take the same view of the next call's arguments.
 VIEW_TAKEN = [None]
 
+#: Called when the values of an array reach Python or decide a shape (``bool(x)``,
+#: ``float(x)``, an index taken from an array, a printout, an export, a boolean mask,
+#: ``nonzero``): :mod:`forge_array.fusion` notes that a fused function's trace depended
+#: on values, so that its plan is not replayed for other values.
+VALUE_READ = [None]
+
+
+def values_read():
+    """Tell :data:`VALUE_READ` that array values reach Python (see there)."""
+    f = VALUE_READ[0]
+    if f is not None:
+        f()
+
 
 def _basic_key(k):
     if isinstance(k, tuple):
@@ -322,11 +335,13 @@ class Array:
     __str__ = __repr__
 
     def _host(self):
+        values_read()
         if self._device.is_cuda:
             return self._array.get()
         return self._array
 
     def __array__(self, dtype=None, copy=None):
+        values_read()
         if self._device.is_cuda:
             raise TypeError(
                 "implicit conversion of a GPU array to NumPy is not allowed; use "
@@ -349,6 +364,7 @@ class Array:
             raise AttributeError("__cuda_array_interface__ is only defined for GPU arrays")
         arr = self._array
         share(arr)
+        values_read()
         return arr.__cuda_array_interface__
 
     def __dlpack_device__(self):
@@ -373,6 +389,7 @@ class Array:
         >>> np.from_dlpack(xp.asarray([1, 2], device="cpu")).tolist()
         [1, 2]
         """
+        values_read()
         arr = self._array
         if dl_device is not None:
             dl_device = (int(dl_device[0]), int(dl_device[1]))
@@ -410,6 +427,7 @@ class Array:
         target = _dev.as_device(device)
         if target == self._device:
             return self
+        values_read()
         return Array._new(transfer(self._array, self._device, target, stream), target)
 
     # ------------------------------------------------------------------ conversions
@@ -417,6 +435,7 @@ class Array:
         if self.ndim != 0:
             raise TypeError(f"{what}() only works on 0-dimensional arrays, got shape "
                             f"{self.shape}")
+        values_read()
         return self._array.item()
 
     def __bool__(self):
@@ -490,11 +509,13 @@ class Array:
                     k = k._array
                 else:  # a NumPy (CPU) or CuPy (GPU) index array of the array's device
                     _check_index_device(k, self._device)
-                if k.dtype == _dt.bool:
+                if k.dtype == _dt.bool:  # the mask's values decide the result's shape
+                    values_read()
                     consumed += k.ndim
                 elif k.dtype in _dt.integer_dtypes:
                     if k.ndim == 0:
                         # a 0-d integer array behaves like a Python int
+                        values_read()
                         idx = int(k.item())
                         out.append(idx)
                         consumed += 1

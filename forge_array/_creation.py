@@ -14,7 +14,7 @@ import numpy as np
 from . import _devices as _dev
 from . import _dtypes as _dt
 from . import _routing
-from ._array import Array, _is_scalar, py_scalar, transfer
+from ._array import Array, _is_scalar, py_scalar, transfer, values_read
 from ._helpers import as_int, check_array, normalize_shape
 from ._ownership import share
 
@@ -227,6 +227,7 @@ def _fill_dtype(fill_value, name):
 def _check_fill(fill_value, dtype, name):
     v = py_scalar(fill_value)
     if isinstance(v, Array):
+        values_read()
         v = v._array.item()
     if not isinstance(v, (builtins.bool, int, float, complex)):
         raise TypeError(f"{name}(): fill_value must be a Python scalar, got {type(v).__name__}")
@@ -249,6 +250,7 @@ def full(shape, fill_value, *, dtype=None, device=None):
     Array([7, 7], dtype=int64, device=cpu)
     """
     if isinstance(fill_value, Array):
+        values_read()
         fill_value = fill_value._array.item()
     dtype = _fill_dtype(fill_value, "full") if dtype is None else _dt.to_dtype(dtype)
     v = _check_fill(fill_value, dtype, "full")
@@ -304,6 +306,7 @@ def full_like(x, /, fill_value, *, dtype=None, device=None):
     """
     shape, dtype, dev = _like(x, "full_like", dtype, device)
     if isinstance(fill_value, Array):
+        values_read()
         fill_value = fill_value._array.item()
     v = _check_fill(fill_value, dtype, "full_like")
     return _filled("full_like", shape, v, dtype, dev)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from . import _devices as _dev
 from . import _dtypes as _dt
 from . import _routing
-from ._array import Array, _is_scalar
+from ._array import Array, _is_scalar, values_read
 from ._elementwise import _MIN, _PY, _binary_operands, _binary_types
 from ._helpers import check_array, normalize_axes, normalize_axis
 from ._statistical import checked, full_fast
@@ -93,6 +93,7 @@ def nonzero(x, /):
     check_array(x, "nonzero")
     if x.ndim == 0:
         raise ValueError("nonzero() is not defined for 0-d arrays")
+    values_read()  # the values decide the result's shape
     with _dev.on(x.device):
         res = _dev.backend(x.device).nonzero(x._array)
         return tuple(Array._new(r.astype(_dt.default_index, copy=False), x.device)

@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 from . import _devices as _dev
 from . import _dtypes as _dt
-from ._array import Array, _is_scalar, py_scalar
+from ._array import Array, _is_scalar, py_scalar, values_read
 from ._helpers import check_array
 
 __all__ = ["isin", "unique_all", "unique_counts", "unique_inverse", "unique_values"]
@@ -38,6 +38,7 @@ class UniqueInverseResult(NamedTuple):
 
 def _call(name, x):
     check_array(x, name)
+    values_read()  # the values decide the result's shape
     ns = _dev.compat(x.device)
     with _dev.on(x.device):
         return getattr(ns, name)(x._array)

@@ -31,7 +31,7 @@ _fr = _lazy("forge_array.primitives.fused_reduce", __name__, "_fr")  # loads num
 
 __all__ = ["ACTIVE", "ON", "PY_SCALARS", "tracing", "wanted", "binary", "unary", "where",
            "astype", "clip", "wanted_mode", "reduction", "scan", "Trace", "current", "begin_trace",
-           "end_trace", "sync_switch", "untraced"]
+           "end_trace", "sync_switch", "untraced", "cut", "TRACE_MAX_OPS", "TRACE_MAX_READS"]
 
 #: number of threads tracing a fused call now
 ACTIVE = [0]
@@ -215,6 +215,8 @@ def _deferred(node, mode, pk=None, known=False):
     one-step structure in :data:`_PRE` (noted here); ``known``: its builder asked
     :func:`.auto.alone_eager` already."""
     if mode == _TRACE:
+        if node.ops > TRACE_MAX_OPS or node.reads > TRACE_MAX_READS:
+            node = cut(node)
         d = Deferred._of(node, node.device)
         _TLS.trace.arrays.append(weakref.ref(d))
         return d
@@ -229,6 +231,29 @@ def _deferred(node, mode, pk=None, known=False):
     d = Deferred._of(node, node.device, True)
     _auto.register(d)
     return d
+
+
+#: most steps and array reads of one expression built while a fused call is traced: a step
+#: that would make more computes its pending operands first (launches of the call's plan),
+#: so that no launch reads more than a kernel's parameters hold and no walk of an
+#: expression goes deeper than this
+TRACE_MAX_OPS = 64
+TRACE_MAX_READS = 24
+
+
+def cut(node):
+    """``node`` rebuilt on the values of its pending operands, computed now as launches of
+    the traced call (its plan records them; its values were not read by Python)."""
+    from .evaluate import settle  # noqa: PLC0415 - evaluate imports this module
+
+    t = _TLS.trace
+    for a in node.args:
+        if type(a) is Node and a.value is None:
+            settle([a], t.rec, forced=False)
+    t.log.append(f"an expression of {node.ops} steps and {node.reads} array reads computed "
+                 "before its next step")
+    return Node(node.op, node.args, node.dtype, node.shape, node.ctype, node.extra,
+                device=node.device)
 
 
 def _first_device(xs):

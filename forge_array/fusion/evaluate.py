@@ -38,7 +38,8 @@ from .codegen import ConstantsVary, function_of, linearize
 from .expr import EPOCH, Const, Leaf, Node
 from .rowplan import describe, row_program
 
-__all__ = ["settle", "replayed_settlement", "scan_of", "plan_of", "AXIS_MAX_LEAVES"]
+__all__ = ["settle", "replayed_settlement", "scan_of", "plan_of", "AXIS_MAX_LEAVES",
+           "MAX_LAUNCH_OPERANDS"]
 
 #: most leaves a fused reduction along some axes reads (the axis kernels' operand limit)
 AXIS_MAX_LEAVES = 3
@@ -90,15 +91,17 @@ def _done(node, value):
     EPOCH[0] += 1
 
 
-def settle(nodes, rec=None):
+def settle(nodes, rec=None, forced=True):
     """Compute the values of ``nodes`` (pending :class:`~.expr.Node` objects of one device)
     and of every pending reduction they use; see the module docstring.  ``rec``: a
-    :class:`~.replay.Recorder` that is told each launch (what it reads, what it returns)."""
+    :class:`~.replay.Recorder` that is told each launch (what it reads, what it returns).
+    ``forced``: whether a running fused call needs the values now (its plan then depends
+    on them); False for a settlement its trace decided itself (:func:`.build.cut`)."""
     nodes = [n for n in nodes if n.value is None]
     if not nodes:
         return
     t = _build.current()
-    if t is not None:  # values read while the function runs: its plan depends on them
+    if t is not None and forced:  # values read while the function runs: its plan depends on them
         t.forced = True
     if not _outermost_background_call():
         _compute(nodes, rec)
@@ -207,14 +210,38 @@ def _settle_nodes(nodes, rec):
             term, axes, keepdims = r.extra
             groups.setdefault((r.args[0].shape, axes, keepdims), []).append(r)
         for (shape, axes, keepdims), group in groups.items():
-            _reduce_group(group, shape, axes, keepdims, device, rec)
+            for part in _launchable(group, _reduced):
+                _reduce_group(part, shape, axes, keepdims, device, rec)
         reds = [r for r in reds if r.value is None]
     maps: dict = {}
     for n in nodes:
         if n.value is None:
             maps.setdefault(n.shape, []).append(n)
     for shape, group in maps.items():
-        _map_group(group, shape, device, rec)
+        for part in _launchable(group, lambda g: g):
+            _map_group(part, shape, device, rec)
+
+
+#: most operands (leaves read and outputs written) of one launch: a settlement of more is
+#: split into several launches (a kernel's parameter space holds a few kilobytes)
+MAX_LAUNCH_OPERANDS = 32
+
+
+def _launchable(group, roots_of):
+    """``group`` (nodes computed by one launch) split into parts whose launches read and
+    write at most :data:`MAX_LAUNCH_OPERANDS` arrays; ``roots_of(part)``: the expressions a
+    part's launch computes."""
+    if len(group) == 1:
+        return [group]
+    _, leaves = linearize(roots_of(group))
+    if len(leaves) + len(group) <= MAX_LAUNCH_OPERANDS:
+        return [group]
+    half = len(group) // 2
+    return _launchable(group[:half], roots_of) + _launchable(group[half:], roots_of)
+
+
+def _reduced(group):
+    return [r.args[0] for r in group]
 
 
 #: launches of settlements outside a fused call, by program and the leaves' layouts: a

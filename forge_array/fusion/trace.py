@@ -89,6 +89,15 @@ def _view_taken(source, view_of, view):
             t.views.append((source, view_of, view))
 
 
+def _values_read():
+    """Note that array values reached Python while this thread traces (see
+    ``Array.VALUE_READ``): the trace depends on them, so its plan is not replayed."""
+    if _build.ACTIVE[0]:
+        t = _build.current()
+        if t is not None:
+            t.forced = True
+
+
 def _before_share():
     """Settle what is pending before memory becomes shared (see ``_ownership.BEFORE_SHARE``):
     another library may write it from then on."""
@@ -97,7 +106,50 @@ def _before_share():
 
 _array_module.BEFORE_WRITE[0] = _before_write
 _array_module.VIEW_TAKEN[0] = _view_taken
+_array_module.VALUE_READ[0] = _values_read
 _ownership.BEFORE_SHARE[0] = _before_share
+
+
+def _settle_left(trace):
+    """Compute what a fused call that raised left pending, while its operands still hold
+    the values they had (eager code computed each step where it stood)."""
+    nodes = [d._node for d in (ref() for ref in trace.arrays)
+             if d is not None and pending(d) is not None]
+    for group in _by_device(nodes):
+        try:
+            _evaluate.settle(group)
+        except Exception:  # the function's own exception is the one to see
+            for n in group:
+                if n.value is None:
+                    _auto.compute_eagerly(n)
+
+
+def _own_arrays(args, kwargs):
+    """``(args, kwargs, backend)``: the arguments with each array replaced by an array over
+    a new backend view of the same memory (one per distinct backend array, so arguments
+    that are the same array stay the same), and those views in the order
+    :func:`~.replay.signature` lists the arrays."""
+    views: dict = {}
+
+    def own(v):
+        if isinstance(v, Array):
+            a = v._array
+            w = views.get(id(a))
+            if w is None:
+                w = views[id(a)] = (Array._new(a.view(), v._device), a)
+            return w[0]
+        t = type(v)
+        if t is tuple or t is list:
+            return t(map(own, v))
+        if t is dict:
+            return {k: own(x) for k, x in v.items()}
+        if isinstance(v, tuple) and hasattr(v, "_fields"):
+            return t(*map(own, v))
+        return v
+
+    args = tuple(map(own, args))
+    kwargs = {k: own(v) for k, v in kwargs.items()}
+    return args, kwargs, [w[0]._array for w in views.values()]
 
 
 class Fused:
@@ -113,8 +165,11 @@ class Fused:
         _build.begin_trace(trace)
         try:
             out = self.fn(*args, **kwargs)
-        finally:
+        except BaseException:
             _build.end_trace()
+            _settle_left(trace)
+            raise
+        _build.end_trace()
         return out, trace
 
     def __call__(self, *args, **kwargs):
@@ -132,7 +187,11 @@ class Fused:
             if type(plan) is Plan:
                 return plan.run(arrays)
             return self._run(args, kwargs, None)  # a plan that cannot be replayed
-        rec = Recorder(arrays)
+        # the function sees its arrays through backend objects of their own, so that the
+        # recorder tells an argument from the same array reached another way (a global, a
+        # closure value), which a replay must not replace with the next call's argument
+        args, kwargs, own = _own_arrays(args, kwargs)
+        rec = Recorder(own)
         building = STATS["deferred"]
         out = self._run(args, kwargs, rec)
         if STATS["deferred"] != building:  # a kernel is being built: a later call records
