@@ -1,13 +1,16 @@
 """Run the official array-api-tests suite against forge_array.
 
     python conformance/run.py --suite /path/to/array-api-tests --device cpu \
-        [--max-examples 100] [-n 2] [--json out.json] [-- extra pytest args]
+        [--strict] [--max-examples 100] [-n 2] [--json out.json] [-- extra pytest args]
 
 The suite is a git checkout of data-apis/array-api-tests with its array-api
 submodule (it is not on PyPI). This script sets ARRAY_API_TESTS_MODULE=forge_array,
 FORGE_ARRAY_DEVICE and ARRAY_API_TESTS_VERSION=2025.12, passes
 conformance/xfails-<cpu|cuda>.txt, disables hypothesis' per-example deadline
-(--keep-deadline keeps it) and prints pass/fail/xfail/skip counts.
+(--keep-deadline keeps it) and prints pass/fail/xfail/skip counts. The suite runs with
+forge_array's default promotion (FORGE_ARRAY_STRICT=0: mixed kinds promote as in NumPy 2,
+which the suite's tests never draw) or, with --strict, with the standard's table alone
+(FORGE_ARRAY_STRICT=1); both must pass.
 Exit status: 0 when nothing failed (xfails excepted), 1 otherwise.
 """
 
@@ -38,6 +41,10 @@ def main(argv=None) -> int:
                    help="keep hypothesis' 800 ms per-example deadline (off by default: it "
                         "times the suite's own element-by-element Python checks and CuPy's "
                         "first-use kernel compilation, and fails on a loaded machine)")
+    p.add_argument("--strict", action="store_true",
+                   help="strict type promotion (FORGE_ARRAY_STRICT=1): mixed kinds raise and "
+                        "integer division needs floating-point operands, as the standard's "
+                        "table alone gives")
     p.add_argument("pytest_args", nargs="*", help="extra arguments for pytest (after --)")
     args = p.parse_args(argv)
 
@@ -51,6 +58,7 @@ def main(argv=None) -> int:
     env["ARRAY_API_TESTS_MODULE"] = "forge_array"
     env["ARRAY_API_TESTS_VERSION"] = "2025.12"
     env["FORGE_ARRAY_DEVICE"] = args.device if args.device != "cuda" else "cuda:0"
+    env["FORGE_ARRAY_STRICT"] = "1" if args.strict else "0"
     # our kernels on every call, not their CuPy fallback while they build in the background
     env.setdefault("FORGE_ARRAY_COMPILE", "sync")
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
@@ -75,7 +83,7 @@ def main(argv=None) -> int:
     print()
     for nodeid in failed:
         print("FAILED", nodeid)
-    print(f"device={args.device} passed={counts['passed']} failed={counts['failed']} "
+    print(f"device={args.device} strict={int(args.strict)} passed={counts['passed']} failed={counts['failed']} "
           f"xfailed={counts['xfailed']} xpassed={counts['xpassed']} "
           f"skipped={counts['skipped']} errors={counts['error']}")
     return 1 if counts["failed"] or counts["error"] else 0
