@@ -33,8 +33,8 @@ import warnings
 from . import config
 from .counters import STATS
 
-__all__ = ["PENDING", "Pending", "attempt", "deferring", "failures", "mode", "ready", "set_mode",
-           "state", "submit", "usable", "wait"]
+__all__ = ["PENDING", "Pending", "attempt", "deferring", "failures", "mode", "on_worker_thread", "ready",
+           "set_mode", "state", "submit", "usable", "wait"]
 
 _MODES = ("background", "sync")
 
@@ -200,7 +200,14 @@ SWITCH_INTERVAL = 1e-4
 _SAVED_INTERVAL: list = []
 
 
+def on_worker_thread() -> bool:
+    """Whether this thread is the background builds' thread (its kernel builds go to the
+    build process, see :mod:`.build_process`)."""
+    return getattr(_LOCAL, "worker", False)
+
+
 def _work() -> None:
+    _LOCAL.worker = True
     while True:
         with _COND:
             _COND.wait_for(lambda: _QUEUE or _STOP[0])

@@ -22,6 +22,7 @@ Example
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import hashlib
 import os
@@ -460,6 +461,10 @@ def compile_kernel(factory, factory_args: tuple, argtypes: tuple, *, launch_boun
             raise background.Pending(getattr(factory, "__name__", "kernel"))
         _MEMORY[mkey] = k
         return k
+    if mkey is not None and background.on_worker_thread():
+        # the background builds' thread: the build process compiles, this thread waits for it
+        # without holding the interpreter (see build_process)
+        _build_elsewhere(factory, factory_args, tuple(argtypes), launch_bounds)
     with _LOCK:
         k = _MEMORY.get(mkey) if mkey is not None else None  # built by another thread meanwhile
         if k is None:
@@ -548,6 +553,53 @@ def _compile(factory, factory_args, argtypes, launch_bounds) -> Kernel:
     return k
 
 
+def _build_elsewhere(factory, factory_args, argtypes, launch_bounds) -> None:
+    """Have the build process compile this specialisation into the disk cache (where its
+    constants can be sent there); :func:`_compile` then finds the file.  Does nothing where
+    the file is there already or the build process is not available (then :func:`_compile`
+    builds in this thread)."""
+    from . import build_process  # noqa: PLC0415
+
+    if config.SIMULATE:
+        build_process.build(factory, factory_args, argtypes, launch_bounds, None, None)
+        return
+    cc = backend.device_info()["cc"]
+    key = _key(factory, factory_args, argtypes, launch_bounds, cc)
+    if key is None or key in _BY_KEY or os.path.exists(kernel_files.cache_path(key)):
+        return
+    build_process.build(factory, factory_args, argtypes, launch_bounds, cc, key)
+
+
+def build_to_disk(factory, factory_args: tuple, argtypes: tuple, launch_bounds, cc):
+    """Compile a specialisation for compute capability ``cc`` into the disk cache without a
+    GPU (the build process's work) and return its key; in the simulator, build the simulated
+    kernel and return None."""
+    name = getattr(factory, "__name__", "kernel")
+    if config.SIMULATE:
+        with _SIM_LOCK:
+            cuda.jit(factory(*factory_args))
+        return None
+    key = _key(factory, factory_args, argtypes, launch_bounds, cc)
+    if key is None:
+        raise ValueError(f"{name}: its constants cannot be fingerprinted")
+    path = kernel_files.cache_path(key)
+    if kernel_files.read_cached(path) is not None:
+        return key
+    t0 = time.perf_counter()
+    try:
+        with _pretend_device(cc):
+            ptx, _ = cuda.compile_ptx(factory(*factory_args), argtypes, cc=cc, opt=True,
+                                      launch_bounds=launch_bounds)
+    except (numba.core.errors.NumbaError, TypeError, ValueError, NotImplementedError) as exc:
+        what = _describe_callables(factory_args) or name
+        raise compile_error(exc, f"{name} for {what}") from exc
+    ptx = align_shared(ptx)
+    STATS["compiled"] += 1
+    STATS["compile_seconds"] += time.perf_counter() - t0
+    kernel_files.write_cached(path, _entry_name(ptx), ptx)
+    return key
+
+
 _SHARED_ALIGN = re.compile(r"^((?:\.visible\s+|\.extern\s+)?\.shared\s+)\.align\s+(?:1|2|4|8)(\s)", re.M)
 
 
@@ -622,18 +674,31 @@ def compile_ptx_offline(factory, factory_args: tuple, argtypes: tuple, cc=(9, 0)
     """
     if config.SIMULATE:
         raise RuntimeError("compile_ptx_offline needs a process without FORGE_ARRAY_SIMULATE=1")
-    import numba.cuda.compiler as ccomp
-    import numba.cuda.dispatcher as cdisp
-
-    saved = (cdisp.get_current_device, ccomp.get_current_device)
-    fake = _FakeDevice(cc)
-    cdisp.get_current_device = ccomp.get_current_device = lambda: fake
-    try:
+    with _pretend_device(cc):
         ptx, _ = cuda.compile_ptx(factory(*factory_args), tuple(argtypes), cc=cc, opt=True,
                                   launch_bounds=launch_bounds)
-    finally:
-        cdisp.get_current_device, ccomp.get_current_device = saved
     return align_shared(ptx)
+
+
+@contextlib.contextmanager
+def _pretend_device(cc):
+    """numba asks the driver for the current device's compute capability when it types a
+    call to a device function; within this, it sees a device of capability ``cc`` instead
+    (no driver, no context: compiling needs libNVVM only)."""
+    import numba.cuda.compiler as ccomp  # noqa: PLC0415
+    import numba.cuda.dispatcher as cdisp  # noqa: PLC0415
+
+    with _PRETEND_LOCK:
+        saved = (cdisp.get_current_device, ccomp.get_current_device)
+        fake = _FakeDevice(tuple(cc))
+        cdisp.get_current_device = ccomp.get_current_device = lambda: fake
+        try:
+            yield
+        finally:
+            cdisp.get_current_device, ccomp.get_current_device = saved
+
+
+_PRETEND_LOCK = threading.Lock()
 
 
 # --------------------------------------------------------------------------- typing

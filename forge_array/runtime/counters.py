@@ -3,9 +3,11 @@
 ``STATS["launches"]`` counts every launch of ours, ``STATS["fused"]`` the element-wise
 expressions fused into the kernel that consumes them (see :mod:`forge_array.fusion`),
 ``compiled`` / ``disk_hits`` the kernels compiled here or found in the disk cache,
-``cpu_compiled`` / ``cpu_disk_hits`` / ``cpu_uncached`` the same for numba's CPU compilations
-(operators' types, the CPU device's loops; see :mod:`forge_array.runtime.cpu_cache`),
-``compile_seconds`` / ``load_seconds`` the time spent on them, ``deferred`` the calls that
+``compile_seconds`` / ``load_seconds`` the time spent on them, ``process_builds`` the kernels
+the build process compiled for this process (see :mod:`forge_array.runtime.build_process`),
+``cpu_compiled`` / ``cpu_disk_hits`` / ``cpu_uncached`` numba's CPU compilations made here,
+loaded from the disk or not storable (operators' types, the CPU device's loops; see
+:mod:`forge_array.runtime.cpu_cache`), ``deferred`` the calls that
 ran on their CuPy / NumPy fallback while a kernel was built in the background (see
 :mod:`forge_array.runtime.background`), ``stored_launches`` the launches run from the disk's
 stored launches before numba loaded (see :mod:`forge_array.runtime.stored`).
@@ -20,4 +22,4 @@ from __future__ import annotations
 #: Counters of this process (see the module's docstring).
 STATS = {"compiled": 0, "disk_hits": 0, "compile_seconds": 0.0, "load_seconds": 0.0,
          "launches": 0, "fused": 0, "deferred": 0, "stored_launches": 0,
-         "cpu_compiled": 0, "cpu_disk_hits": 0, "cpu_uncached": 0}
+         "cpu_compiled": 0, "cpu_disk_hits": 0, "cpu_uncached": 0, "process_builds": 0}

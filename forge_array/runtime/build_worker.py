@@ -1,0 +1,61 @@
+"""The build process of :mod:`.build_process`: ``python -m forge_array.runtime.build_worker
+JOB_FD RESULT_FD``.
+
+Reads pickled builds from the job pipe, compiles each into the disk cache with
+:func:`.compiler.build_to_disk` and answers ``("done", key)``, ``("mismatch", key)`` (its
+own key of the build differs from the sender's: another source tree or settings) or
+``("error", message)`` on the result pipe.  Exits when the job pipe closes or the process
+that started it is gone; ignores the terminal's interrupt (its parent decides when it ends).
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import signal
+import sys
+import threading
+import time
+
+
+def _watch_parent(parent: int) -> None:
+    def watch():
+        while True:
+            time.sleep(0.5)
+            if os.getppid() != parent:
+                os._exit(0)
+
+    threading.Thread(target=watch, name="forge_array-build-parent", daemon=True).start()
+
+
+def main(argv) -> int:
+    from multiprocessing.connection import Connection
+
+    jobs = Connection(int(argv[1]), writable=False)
+    results = Connection(int(argv[2]), readable=False)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _watch_parent(os.getppid())
+    results.send_bytes(pickle.dumps(("ready", os.getpid())))
+    from forge_array.runtime import compiler, config
+
+    compiler.cuda.load()   # numba's CUDA target while the first build is on its way
+    while True:
+        try:
+            data = jobs.recv_bytes()
+        except (EOFError, OSError):
+            return 0
+        try:
+            _, factory, factory_args, argtypes, launch_bounds, cc, key, cache_dir = pickle.loads(data)
+            config.CACHE_DIR = cache_dir
+            got = compiler.build_to_disk(factory, factory_args, argtypes, launch_bounds, cc)
+            reply = ("done", got) if got == key else ("mismatch", got)
+        except BaseException as exc:  # noqa: BLE001  (reported; the sender builds it itself)
+            reply = ("error", f"{type(exc).__name__}: {exc}")
+        try:
+            results.send_bytes(pickle.dumps(reply))
+        except OSError:
+            return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,183 @@
+"""The build process: background builds go to one process, started at the first build and
+reused; a process that dies mid-build costs only that build's place (the call still gets its
+kernel); no process falls back to the thread with one warning; sync mode and user operators
+stay in the calling process; the interpreter's exit (or its death) leaves no process.  In
+the simulator the build process makes the simulated kernel, so this runs in CI."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import warnings
+
+import numpy as np
+import pytest
+
+from forge_array import runtime
+from forge_array.runtime import STATS, background, build_process, compiler
+
+_ITEMS = iter(range(3, 10_000))
+
+
+def _spec():
+    """A copy kernel specialisation no other test has built (a fresh ``items`` constant)."""
+    from forge_array.kernels import copy as kcopy
+
+    pt = runtime.ptr_t("float32")
+    return kcopy.make_copy_scalar, (np.float32, next(_ITEMS)), (pt, pt, runtime.i64)
+
+
+def _check(kernel):
+    x = np.arange(40, dtype=np.float32)
+    y = np.zeros_like(x)
+    runtime.launch(kernel, 2, 32, (runtime.buffer_of(x), runtime.buffer_of(y), x.size))
+    assert (y == x).all()
+
+
+def _background_build(spec):
+    factory, args, argtypes = spec
+    first = background.attempt(lambda: runtime.compile_kernel(factory, args, argtypes))
+    assert first is background.PENDING
+    assert background.wait(300)
+    assert background.failures() == {} or all(k[0] != "kernel" for k in background.failures())
+    k = background.attempt(lambda: runtime.compile_kernel(factory, args, argtypes))
+    assert isinstance(k, compiler.Kernel)
+    return k
+
+
+def _gone(pid, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{pid}/status") as f:
+                if "\nState:\tZ" in f.read():
+                    return True
+        except FileNotFoundError:
+            return True
+        time.sleep(0.1)
+    return False
+
+
+@pytest.fixture
+def fresh(monkeypatch):
+    """Background mode with no build process yet and fresh counters; ends the process."""
+    build_process.shutdown()
+    monkeypatch.setattr(build_process, "_DISABLED", [])
+    monkeypatch.setattr(build_process, "_COUNTS", {"starts": 0, "deaths": 0, "jobs": 0})
+    old = background.set_mode("background")
+    yield
+    background.set_mode(old)
+    build_process.shutdown()
+
+
+def test_builds_go_to_one_process_that_is_reused(fresh):
+    before = STATS["process_builds"]
+    _check(_background_build(_spec()))
+    pid = build_process.stats()["pid"]
+    assert pid is not None and pid != os.getpid()
+    _check(_background_build(_spec()))
+    s = build_process.stats()
+    assert (s["pid"], s["starts"], s["jobs"], s["deaths"]) == (pid, 1, 2, 0)
+    assert STATS["process_builds"] == before + 2
+
+
+def test_a_process_that_dies_mid_build_still_gives_the_kernel(fresh, monkeypatch):
+    _background_build(_spec())             # a process is running
+    first = build_process.stats()["pid"]
+    original = build_process._Worker.request
+
+    def crash_then_request(self, payload):
+        os.kill(self.pid, signal.SIGKILL)
+        self.proc.wait(10)
+        return original(self, payload)
+
+    monkeypatch.setattr(build_process._Worker, "request", crash_then_request)
+    _check(_background_build(_spec()))     # built on the thread instead
+    assert build_process.stats()["deaths"] == 1
+    assert _gone(first)
+    monkeypatch.setattr(build_process._Worker, "request", original)
+    _check(_background_build(_spec()))     # the next build starts a new process
+    s = build_process.stats()
+    assert s["starts"] == 2 and s["pid"] not in (None, first) and s["disabled"] is None
+
+
+def test_no_process_falls_back_to_the_thread_with_one_warning(fresh, monkeypatch):
+    monkeypatch.setattr(build_process, "_command", lambda r, w: ["/nonexistent/python-for-builds"])
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        _check(_background_build(_spec()))
+        _check(_background_build(_spec()))
+    assert len([x for x in w if "built on a thread" in str(x.message)]) == 1
+    s = build_process.stats()
+    assert s["pid"] is None and s["jobs"] == 0 and "could not start" in s["disabled"]
+
+
+def test_sync_mode_and_user_operators_stay_in_this_process(fresh):
+    background.set_mode("sync")
+    factory, args, argtypes = _spec()
+    _check(runtime.compile_kernel(factory, args, argtypes))
+    assert build_process.stats()["starts"] == 0
+    pt = runtime.ptr_t("float32")
+    assert not build_process.build(lambda a, b: a + b, (np.float32,), (pt,), None, None, None)
+    assert build_process.stats()["starts"] == 0
+
+
+_CHILD = textwrap.dedent("""
+    import sys, time
+    import numpy as np
+    from forge_array import runtime
+    from forge_array.runtime import build_process
+    from forge_array.kernels import copy as kcopy
+    pt = runtime.ptr_t("float32")
+    assert build_process.build(kcopy.make_copy_scalar, (np.float32, 2), (pt, pt, runtime.i64), None, None, None)
+    print(build_process.stats()["pid"], flush=True)
+    if sys.argv[1] == "hang":
+        time.sleep(600)
+""")
+
+
+def _child_env():
+    return dict(os.environ, FORGE_ARRAY_SIMULATE="1")
+
+
+def test_interpreter_exit_leaves_no_process():
+    r = subprocess.run([sys.executable, "-c", _CHILD, "exit"], capture_output=True, text=True, env=_child_env(),
+                       timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert _gone(int(r.stdout.split()[0]))
+
+
+def test_a_killed_interpreter_leaves_no_process():
+    p = subprocess.Popen([sys.executable, "-c", _CHILD, "hang"], stdout=subprocess.PIPE, text=True,
+                         env=_child_env())
+    try:
+        pid = int(p.stdout.readline())
+        assert not _gone(pid, 0.5)
+        p.kill()
+        p.wait(30)
+        assert _gone(pid)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
+def test_the_build_process_writes_ptx_the_caller_finds(offline_ptx, tmp_path):
+    out = offline_ptx(f"""
+        import numpy as np
+        from forge_array import runtime
+        from forge_array.runtime import build_process, compiler, config, kernel_files
+        from forge_array.kernels import copy as kcopy
+        config.CACHE_DIR = {str(tmp_path)!r}
+        pt = runtime.ptr_t("float32")
+        spec = (kcopy.make_copy_scalar, (np.float32, 4), (pt, pt, runtime.i64), None)
+        key = compiler._key(*spec, (9, 0))
+        print(build_process.build(*spec, (9, 0), key))
+        entry, ptx = kernel_files.read_cached(kernel_files.cache_path(key))
+        print(entry in ptx, ".target sm_90" in ptx)
+    """)
+    assert out.split() == ["True", "True", "True"]
