@@ -171,12 +171,12 @@ def astype(x, dtype, /, *, copy=True, device=None):
 # ---- views
 
 
-def _per_block(x, fn, *args, axis, **kwargs):
+def _per_block(x, fn, *args, out_axis, **kwargs):
     shards = []
     for s in x._shards:
         with _dev.on(s.device):
             shards.append(fn(s, *args, **kwargs))
-    return ShardedArray._from_shards(shards, x._sharding, axis)
+    return ShardedArray._from_shards(shards, x._sharding, out_axis)
 
 
 @register("permute_dims")
@@ -185,7 +185,7 @@ def permute_dims(x, /, axes):
     if sorted(ax) != list(range(x.ndim)):
         raise ValueError(f"permute_dims(): {tuple(axes)} is not a permutation of the "
                          f"{x.ndim} axes")
-    return _per_block(x, original("permute_dims"), tuple(ax), axis=ax.index(x._axis))
+    return _per_block(x, original("permute_dims"), tuple(ax), out_axis=ax.index(x._axis))
 
 
 @register("matrix_transpose", "linalg.matrix_transpose")
@@ -194,7 +194,7 @@ def matrix_transpose(x, /):
         raise ValueError("matrix_transpose() requires at least 2 dimensions")
     n = x.ndim
     axis = {n - 1: n - 2, n - 2: n - 1}.get(x._axis, x._axis)
-    return _per_block(x, original("matrix_transpose"), axis=axis)
+    return _per_block(x, original("matrix_transpose"), out_axis=axis)
 
 
 @register("expand_dims")
@@ -202,7 +202,7 @@ def expand_dims(x, /, axis):
     axes = axis if isinstance(axis, tuple) else (axis,)
     norm = normalize_axes(axes, x.ndim + len(axes), "expand_dims")
     pos = [i for i in range(x.ndim + len(norm)) if i not in norm]
-    return _per_block(x, original("expand_dims"), axis, axis=pos[x._axis])
+    return _per_block(x, original("expand_dims"), axis, out_axis=pos[x._axis])
 
 
 @register("squeeze")
@@ -211,7 +211,7 @@ def squeeze(x, /, axis):
     if x._axis in norm:
         raise refusal("squeeze of the split axis", x)
     new = x._axis - builtins.sum(1 for a in norm if a < x._axis)
-    return _per_block(x, original("squeeze"), axis, axis=new)
+    return _per_block(x, original("squeeze"), axis, out_axis=new)
 
 
 def _along(name, default_axis, none_refused=True):
@@ -227,7 +227,7 @@ def _along(name, default_axis, none_refused=True):
         axes = normalize_axes(axis, x.ndim, name)
         if x._axis in axes:
             raise refusal(f"{name} along the split axis", x)
-        return _per_block(x, fn, *args, axis=x._axis, **kwargs)
+        return _per_block(x, fn, *args, out_axis=x._axis, **kwargs)
 
     return impl
 

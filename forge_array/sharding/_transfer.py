@@ -146,14 +146,11 @@ def reshard(x: ShardedArray, sharding: Sharding) -> ShardedArray:
         if sharding == x._sharding:
             return x
         return ShardedArray._from_shards(x._shards, sharding, axis, x.shape)
-    if axis != x._axis:
-        raise NotImplementedError(
-            f"re-splitting along another axis (from {x._axis} to {axis}) has no sharded "
-            f"implementation; gather first with x.to_device({str(x._sharding.devices[0])!r})")
-    # same axis, other devices or blocks: each new block assembled from the old ones
+    # each new block assembled from the parts of the old ones it overlaps
     shards = []
     start = 0
     off = x._offsets
+    nd = x.ndim
     for d, b in zip(sharding.devices, sizes):
         stop = start + b
         m = _dev.backend(d)
@@ -162,11 +159,19 @@ def reshard(x: ShardedArray, sharding: Sharding) -> ShardedArray:
         with _dev.on(d):
             out = m.empty(tuple(shape), dtype=x.dtype)
         for i, s in enumerate(x._shards):
-            lo, hi = max(start, off[i]), min(stop, off[i + 1])
-            if lo < hi:
-                src = s._array[block_slice(x.ndim, axis, lo - off[i], hi - off[i])]
-                _copy_into(out[block_slice(x.ndim, axis, lo - start, hi - start)], d, src,
-                           s.device)
+            if axis == x._axis:
+                lo, hi = max(start, off[i]), min(stop, off[i + 1])
+                if lo >= hi:
+                    continue
+                src = block_slice(nd, axis, lo - off[i], hi - off[i])
+                dst = block_slice(nd, axis, lo - start, hi - start)
+            else:
+                src = block_slice(nd, axis, start, stop)
+                dst = list(block_slice(nd, x._axis, off[i], off[i + 1]))
+                if off[i] == off[i + 1] or b == 0:
+                    continue
+                dst = tuple(dst)
+            _copy_into(out[dst], d, s._array[src], s.device)
         shards.append(Array._new(out, d))
         start = stop
     return ShardedArray._from_shards(shards, sharding, axis, x.shape)

@@ -1,0 +1,406 @@
+"""Sharded arrays (``forge_array.Sharding``): every sharded operation against the unsharded
+result (NumPy as the reference), with the CPU listed 1-4 times (uneven and empty blocks), and
+the errors of what does not shard. Kernels run as everywhere in CI (the simulator)."""
+
+import numpy as np
+import pytest
+
+import forge_array as xp
+from forge_array import ops
+from forge_array.sharding import ShardedArray, block_sizes
+
+K = [1, 2, 3, 4]
+
+
+def sh(k, axis=0):
+    return xp.Sharding(["cpu"] * k, axis=axis)
+
+
+def host(a):
+    if isinstance(a, tuple):
+        return tuple(host(c) for c in a)
+    if isinstance(a, ShardedArray):
+        a = a.to_device("cpu")
+    return np.asarray(a)
+
+
+def close(a, b, exact=False):
+    a = host(a)
+    b = np.asarray(b)
+    assert a.shape == b.shape, (a.shape, b.shape)
+    if exact:
+        np.testing.assert_array_equal(a, b)
+    else:
+        np.testing.assert_allclose(a, b, rtol=2e-5, atol=1e-6)
+
+
+def data(shape, dtype=np.float64, seed=0):
+    rng = np.random.default_rng(seed)
+    if np.dtype(dtype).kind == "f":
+        return rng.standard_normal(shape).astype(dtype)
+    if np.dtype(dtype).kind == "b":
+        return rng.random(shape) > 0.5
+    return rng.integers(-5, 6, shape).astype(dtype)
+
+
+# ---- placement
+
+
+@pytest.mark.parametrize("k", K)
+def test_blocks_scatter_gather(k):
+    a = data((7, 3))
+    x = xp.asarray(a, device=sh(k))
+    assert isinstance(x, ShardedArray) and x.device == sh(k)
+    assert [s.shape[0] for s in x.shards] == list(block_sizes(7, k))
+    assert x.shape == (7, 3) and x.dtype == xp.float64 and x.ndim == 2 and x.size == 21
+    close(x, a, exact=True)
+    y = xp.asarray(a, device="cpu").to_device(sh(k, axis=1))
+    assert [s.shape for s in y.shards] == [(7, b) for b in block_sizes(3, k)]
+    close(y.to_device("cpu"), a, exact=True)
+    close(y.to_device(sh(k)), a, exact=True)       # re-split along the same axis
+    assert x.to_device(sh(k)) is x
+
+
+def test_empty_blocks_and_repr():
+    x = xp.asarray([1.0, 2.0], device=sh(4))
+    assert [s.shape[0] for s in x.shards] == [1, 1, 0, 0]
+    assert "blocks=[1, 1, 0, 0]" in repr(x)
+    assert float(xp.sum(x)) == 3.0 and float(xp.max(x)) == 2.0 and int(xp.argmin(x)) == 0
+    close(xp.cumulative_sum(x), [1.0, 3.0], exact=True)
+    z = xp.zeros((0, 2), device=sh(3))
+    assert z.shape == (0, 2) and float(xp.sum(z)) == 0.0
+    with pytest.raises(ValueError):
+        xp.max(z)
+
+
+@pytest.mark.parametrize("k", K)
+def test_creation(k):
+    s = sh(k)
+    close(xp.zeros((5, 2), dtype=xp.int32, device=s), np.zeros((5, 2), np.int32), exact=True)
+    close(xp.ones(5, device=s), np.ones(5), exact=True)
+    close(xp.full((5,), 7, device=s), np.full(5, 7), exact=True)
+    assert xp.empty((5, 3), device=s).shape == (5, 3)
+    close(xp.arange(3, 20, 2, device=s), np.arange(3, 20, 2), exact=True)
+    close(xp.arange(0.5, 3.0, 0.25, device=s), np.arange(0.5, 3.0, 0.25))
+    close(xp.linspace(0, 1, 9, device=s), np.linspace(0, 1, 9))
+    close(xp.linspace(0, 1, 9, endpoint=False, device=s), np.linspace(0, 1, 9, endpoint=False))
+    close(xp.eye(5, 4, k=1, device=s), np.eye(5, 4, k=1), exact=True)
+    close(xp.eye(4, 6, k=-1, device=sh(k, axis=1)), np.eye(4, 6, k=-1), exact=True)
+    x = xp.asarray(data((6, 2)), device=s)
+    for like, ref in ((xp.zeros_like(x), np.zeros((6, 2))), (xp.ones_like(x), np.ones((6, 2))),
+                      (xp.full_like(x, 2.5), np.full((6, 2), 2.5))):
+        assert like.device == s
+        close(like, ref, exact=True)
+    assert xp.empty_like(x).shape == (6, 2)
+    assert xp.zeros_like(x, device="cpu").device == xp.cpu
+    close(xp.zeros_like(xp.ones(3, device="cpu"), device=s), np.zeros(3), exact=True)
+    close(xp.asarray(x, dtype=xp.float32), data((6, 2)).astype(np.float32))
+
+
+def test_bad_sharding_axis_and_devices():
+    with pytest.raises(ValueError, match="out of bounds"):
+        xp.zeros(3, device=xp.Sharding(["cpu"], axis=1))
+    with pytest.raises(ValueError, match="0-d"):
+        xp.asarray(1.0, device=sh(2))
+    with pytest.raises(ValueError):
+        xp.Sharding([])
+    with pytest.raises(TypeError):
+        xp.Sharding(["cpu"], axis=1.5)
+    with pytest.raises(ValueError, match="tpu"):
+        xp.Sharding(["cpu", "tpu:0"])
+    with pytest.raises(ValueError, match="copy"):
+        xp.asarray([1, 2], device=sh(2), copy=False)
+
+
+# ---- element-wise
+
+
+@pytest.mark.parametrize("k", K)
+def test_elementwise_and_operators(k):
+    a, b = data((9, 3)), data((9, 3), seed=1)
+    x, y = xp.asarray(a, device=sh(k)), xp.asarray(b, device=sh(k))
+    close(x * y + 1, a * b + 1)
+    close(2.0 - x, 2.0 - a)
+    close(xp.exp(x) / (1 + y * y), np.exp(a) / (1 + b * b))
+    close(x > y, a > b, exact=True)
+    close(xp.where(x > 0, x, y), np.where(a > 0, a, b), exact=True)
+    close(xp.maximum(x, 0.5), np.maximum(a, 0.5), exact=True)
+    close(-abs(x), -np.abs(a), exact=True)
+    v = xp.asarray(b[0], device="cpu")                 # replicated (3,) operand
+    close(x + v, a + b[0], exact=True)
+    close(v * x, b[0] * a, exact=True)
+    col = xp.asarray(b[:, :1], device="cpu")           # (9, 1): cut into the blocks
+    close(x - col, a - b[:, :1], exact=True)
+    close(x * xp.asarray(3.0, device="cpu"), a * 3.0, exact=True)
+    i = xp.asarray(np.arange(9, dtype=np.int32), device=sh(k))
+    close(i % 4 == 1, np.arange(9) % 4 == 1, exact=True)
+    close(~(i > 3), ~(np.arange(9) > 3), exact=True)
+
+
+@pytest.mark.parametrize("k", [2, 3])
+def test_in_place_astype_and_views(k):
+    a = data((8, 3))
+    x = xp.asarray(a, device=sh(k))
+    x += 1.0
+    x *= xp.asarray(a, device=sh(k))
+    close(x, (a + 1.0) * a)
+    with pytest.raises(TypeError):
+        x += xp.asarray(np.ones((8, 3), np.complex128), device=sh(k))
+    xi = xp.astype(x, xp.int32)
+    assert xi.dtype == xp.int32 and xi.device == sh(k)
+    close(xi, ((a + 1.0) * a).astype(np.int32), exact=True)
+    t = x.T
+    assert t.shape == (3, 8) and t.device == sh(k, axis=1)
+    close(t, ((a + 1.0) * a).T)
+    close(xp.permute_dims(x, (1, 0)) * 2, 2 * ((a + 1.0) * a).T)
+    e = xp.expand_dims(x, axis=0)
+    assert e.shape == (1, 8, 3) and e.device.axis == 1
+    close(xp.squeeze(e, axis=0), (a + 1.0) * a)
+    close(xp.sort(x, axis=1), np.sort((a + 1.0) * a, axis=1), exact=True)
+
+
+@pytest.mark.parametrize("k", [1, 3, 4])
+def test_indexing(k):
+    a = data((10, 4))
+    x = xp.asarray(a, device=sh(k))
+    close(x[2:9:3], a[2:9:3], exact=True)
+    close(x[:, 1], a[:, 1], exact=True)
+    close(x[1::2, None, ::-1], a[1::2, None, ::-1], exact=True)
+    close(x[..., 2:], a[..., 2:], exact=True)
+    r = x[7]
+    assert not isinstance(r, ShardedArray)
+    close(r, a[7], exact=True)
+    assert float(x[-1, 0]) == a[-1, 0]
+    with pytest.raises(IndexError):
+        x[10]
+    with pytest.raises(NotImplementedError, match="negative step"):
+        x[::-1]
+    x[2:5] = 0.0
+    b = a.copy()
+    b[2:5] = 0.0
+    close(x, b, exact=True)
+    x[6, 1] = 5.0
+    b[6, 1] = 5.0
+    close(x, b, exact=True)
+
+
+# ---- reductions
+
+
+@pytest.mark.parametrize("k,axis", [(1, 0), (3, 0), (2, 1), (4, 1)])
+def test_reductions(k, axis):
+    a = data((9, 4))
+    x = xp.asarray(a, device=sh(k, axis=axis))
+    for name in ("sum", "prod", "max", "min", "mean"):
+        f, g = getattr(xp, name), getattr(np, name)
+        close(f(x), g(a))
+        close(f(x, axis=0), g(a, axis=0))
+        close(f(x, axis=1, keepdims=True), g(a, axis=1, keepdims=True))
+    for corr in (0, 1):
+        close(xp.var(x, axis=0, correction=corr), np.var(a, axis=0, ddof=corr))
+        close(xp.std(x, correction=corr), np.std(a, ddof=corr))
+        close(xp.std(x, axis=(0, 1), keepdims=True, correction=corr),
+              np.std(a, ddof=corr, keepdims=True))
+    close(xp.argmax(x), np.argmax(a), exact=True)
+    close(xp.argmin(x, axis=0), np.argmin(a, axis=0), exact=True)
+    close(xp.argmax(x, axis=1, keepdims=True), np.argmax(a, axis=1)[:, None], exact=True)
+    b = a > 0.3
+    y = xp.asarray(b, device=sh(k, axis=axis))
+    close(xp.any(y, axis=0), np.any(b, axis=0), exact=True)
+    close(xp.all(y), np.all(b), exact=True)
+    close(xp.count_nonzero(y, axis=1), np.count_nonzero(b, axis=1), exact=True)
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.int32, np.uint16, np.float32])
+def test_reduction_dtypes(dtype):
+    a = data((11, 2), dtype)
+    x = xp.asarray(a, device=sh(3))
+    s = xp.sum(x)
+    ref = xp.sum(xp.asarray(a, device="cpu"))
+    assert s.dtype == ref.dtype
+    close(s, np.asarray(ref), exact=dtype != np.float32)
+    close(xp.max(x, axis=0), a.max(axis=0), exact=True)
+    close(xp.argmax(x), np.argmax(a), exact=True)
+
+
+def test_argmax_ties_and_nan_across_blocks():
+    a = np.array([[1.0, 5.0], [5.0, 0.0], [5.0, 5.0], [0.0, 1.0]])
+    for axis in (0, 1):
+        x = xp.asarray(a, device=sh(3, axis=axis))
+        assert int(xp.argmax(x)) == 1
+        close(xp.argmax(x, axis=0), np.argmax(a, axis=0), exact=True)
+    n = a.copy()
+    n[2, 0] = np.nan
+    n[3, 1] = np.nan
+    x = xp.asarray(n, device=sh(2, axis=1))
+    assert int(xp.argmax(x)) == 4 and int(xp.argmin(x)) == 4
+    assert np.isnan(float(xp.max(x)))
+
+
+def test_var_degenerate_counts():
+    x = xp.asarray([1.0, 2.0], device=sh(3))
+    assert np.isnan(float(xp.var(x, correction=2)))
+    assert float(xp.var(x, correction=1)) == 0.5
+    with pytest.raises(TypeError):
+        xp.var(xp.asarray([1, 2], device=sh(2)))
+
+
+@pytest.mark.parametrize("k", [1, 2, 4])
+def test_generic_reduce_and_mapreduce(k):
+    a = data((9, 3))
+    x = xp.asarray(a, device=sh(k))
+    close(xp.reduce(lambda p, q: p + q, x), a.sum())
+    close(xp.reduce(ops.maximum, x, axis=0), a.max(axis=0))
+    close(xp.reduce(ops.add, x, axis=0, init=10.0), a.sum(axis=0) + 10.0)
+    close(xp.reduce(lambda p, q: p * q, x, axis=1), a.prod(axis=1))
+    close(xp.mapreduce(lambda v: v * v, ops.add, x, axis=0, keepdims=True),
+          (a * a).sum(axis=0, keepdims=True))
+    lo, hi = xp.mapreduce(lambda v: (v, v), ops.minmax, x)
+    assert float(lo) == a.min() and float(hi) == a.max()
+    i = xp.asarray(np.arange(27).reshape(9, 3), device=sh(k))
+    v, j = xp.reduce(ops.argmin, (x, i), axis=0)
+    close(j, np.argmin(a, axis=0) * 3 + np.arange(3), exact=True)
+
+
+def test_non_commutative_reduce_order():
+    a = data((4, 6))
+    x = xp.asarray(a, device=sh(3, axis=1))
+
+    def first(p, q):
+        return p
+
+    close(xp.reduce(first, x, axis=1), a[:, 0], exact=True)   # along the split axis: in order
+    with pytest.raises(NotImplementedError, match="commutative"):
+        xp.reduce(first, x)
+
+
+# ---- scans
+
+
+@pytest.mark.parametrize("k", K)
+def test_cumulative(k):
+    a = data((9, 3))
+    x = xp.asarray(a, device=sh(k))
+    close(xp.cumulative_sum(x, axis=0), np.cumsum(a, axis=0))
+    close(xp.cumulative_sum(x, axis=1), np.cumsum(a, axis=1))
+    close(xp.cumulative_prod(x, axis=0), np.cumprod(a, axis=0))
+    i = np.arange(1, 12, dtype=np.int32)
+    y = xp.asarray(i, device=sh(k))
+    r = xp.cumulative_sum(y, include_initial=True)
+    close(r, np.concatenate([[0], np.cumsum(i)]), exact=True)
+    assert r.device == sh(k)
+    close(xp.cumulative_sum(y, dtype=xp.int8), np.cumsum(i).astype(np.int8), exact=True)
+
+
+@pytest.mark.parametrize("k", [1, 2, 3, 4])
+def test_generic_scans(k):
+    rng = np.random.default_rng(3)
+    n = 10
+    A, B = rng.uniform(0.5, 1.0, n), rng.standard_normal(n)
+    ref_a, ref_b = np.cumprod(A), np.zeros(n)
+    h = 0.0
+    for t in range(n):
+        h = A[t] * h + B[t]
+        ref_b[t] = h
+    s = sh(k)
+    pa, pb = xp.asarray(A, device=s), xp.asarray(B, device=s)
+    ra, rb = xp.accumulate(lambda p, q: (p[0] * q[0], q[0] * p[1] + q[1]), (pa, pb))
+    close(ra, ref_a)
+    close(rb, ref_b)
+    _, rb = xp.accumulate(ops.affine, (pa, pb), init=(1.0, 2.0))
+    close(rb, ref_b + 2.0 * ref_a)
+    r = data((6, 2), seed=4)
+    m = xp.asarray(r, device=s)
+    close(xp.accumulate(lambda p, q: p if p > q else q, m, axis=0),     # branches on values
+          np.maximum.accumulate(r, axis=0), exact=True)
+    m = xp.asarray(np.arange(12.0).reshape(6, 2), device=s)
+    close(xp.accumulate(ops.add, m, include_initial=True, init=1.0),
+          np.concatenate([[1.0], 1.0 + np.cumsum(np.arange(12.0))]))
+    with pytest.raises(NotImplementedError, match="exclusive"):
+        xp.accumulate(ops.add, m, axis=0, exclusive=True)
+
+
+# ---- products
+
+
+@pytest.mark.parametrize("k", [1, 2, 3])
+def test_products(k):
+    A, v, w = data((7, 5)), data(5, seed=1), data(7, seed=2)
+    rows, cols = xp.asarray(A, device=sh(k)), xp.asarray(A, device=sh(k, axis=1))
+    xv, xw = xp.asarray(v, device="cpu"), xp.asarray(w, device="cpu")
+    r = rows @ xv
+    assert r.device == sh(k)
+    close(r, A @ v)
+    close(cols @ xv, A @ v)
+    close(xw @ rows, w @ A)
+    c = xw @ cols
+    assert c.device == sh(k)
+    close(c, w @ A)
+    close(xp.asarray(w, device=sh(k)) @ rows, w @ A)
+    close(rows @ xp.asarray(A.T, device="cpu"), A @ A.T)
+    close(xp.vecdot(rows, rows), np.sum(A * A, axis=1))
+    close(xp.vecdot(rows, rows, axis=0), np.sum(A * A, axis=0))
+    close(xp.linalg.vecdot(xp.asarray(w, device=sh(k)), xp.asarray(w, device=sh(k))), w @ w)
+    close(xp.matvec(rows, xv, f=lambda a, b: a + b, op=ops.minimum),
+          np.min(A + v, axis=1))
+    close(xp.matvec(cols, xv, f=lambda a, b: a + b, op=ops.minimum, init=-1.0),
+          np.minimum(np.min(A + v, axis=1), -1.0))
+    close(xp.vecmat(xw, rows), w @ A)
+    close(xp.vecmat(xw, cols, f=lambda a, b: a * b, op=ops.maximum), np.max(w[:, None] * A, axis=0))
+    close(xp.matvec(rows, None, op=ops.add), A.sum(axis=1))
+
+
+# ---- errors and dispatch
+
+
+def test_no_sharded_path_says_so():
+    x = xp.asarray(data((6, 2)), device=sh(2))
+    for call in (lambda: xp.reshape(x, (12,)), lambda: xp.unique_values(x),
+                 lambda: xp.linalg.svd(x), lambda: xp.concat([x, x]),
+                 lambda: xp.fft.fft(x, axis=1), lambda: np.asarray(x)):
+        with pytest.raises(NotImplementedError, match=r"x\.to_device\('cpu'\)"):
+            call()
+    with pytest.raises(NotImplementedError, match=r"reshape\(\) has no sharded"):
+        xp.reshape(x, (12,))
+    with pytest.raises(NotImplementedError, match="split axis"):
+        xp.sort(x, axis=0)
+    from forge_array import _manipulation  # a path around the namespace: the same error
+    with pytest.raises(NotImplementedError, match=r"flip\(\)"):
+        _manipulation.flip(x)
+
+
+def test_mismatched_shardings():
+    a = data((6, 2))
+    x = xp.asarray(a, device=sh(2))
+    with pytest.raises(ValueError, match="mismatched shardings"):
+        x + xp.asarray(a, device=sh(3))
+    with pytest.raises(ValueError, match="mismatched shardings"):
+        x + xp.asarray(a, device=sh(2, axis=1))
+    with pytest.raises(ValueError, match="mismatched shardings"):
+        x + x[1:]
+    close(x + xp.asarray(a, device=sh(3)).to_device(x.device), 2 * a)
+
+
+def test_metadata_functions_and_unsharded_calls():
+    x = xp.asarray(data((4, 2), np.float32), device=sh(2))
+    assert xp.result_type(x, xp.float64) == xp.float64
+    assert xp.isdtype(x.dtype, "real floating") and xp.can_cast(x, xp.float64)
+    assert "sum" in xp.sharding.sharded_functions()
+    y = xp.asarray([1.0, 2.0], device="cpu")        # unsharded calls are untouched
+    assert type(xp.sum(y)) is xp.Array and float(xp.sum(y)) == 3.0
+
+
+def test_hypothesis_blocks_match_numpy():
+    hyp = pytest.importorskip("hypothesis")
+    st = hyp.strategies
+
+    @hyp.given(n=st.integers(0, 9), k=st.integers(1, 4), m=st.integers(1, 3))
+    @hyp.settings(max_examples=8, deadline=None)
+    def check(n, k, m):
+        a = np.arange(n * m, dtype=np.float64).reshape(n, m) - 3.0
+        x = xp.asarray(a, device=sh(k))
+        close(x * 2.0 - 1.0, a * 2.0 - 1.0, exact=True)
+        close(xp.sum(x, axis=0), a.sum(axis=0))
+        close(xp.cumulative_sum(x, axis=0), np.cumsum(a, axis=0))
+
+    check()
