@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import forge_array as xp
 from forge_array.runtime import SIMULATE
@@ -216,3 +218,40 @@ def test_dozens_of_zero_d_operands():
             mask = mask | (xp.abs(v - xp.mean(v)) > 0.5 * xp.std(v))
         return mask
     _calls(f, tuple(xs))
+
+
+# ---------------------------------------------------------------- random calls of one function
+
+_GLOBAL = {}
+
+
+def _adversarial(a, b, s, read):
+    """Reads its arguments, a global that may be one of them, and (when ``read``) a value
+    of ``s`` that decides a branch."""
+    g = _GLOBAL["g"]
+    y = a * 2 + b - g[: a.shape[0]]
+    if read and float(xp.max(s)) > 0.5:
+        y = y * 3
+    return xp.sum(y * y), y + 1
+
+
+@settings(max_examples=25 if SIMULATE else 100, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["float32", "float64", "int32"]),
+                          st.sampled_from(["same", "other", "global", "view"]),
+                          st.integers(1, 2), st.floats(0, 1), st.booleans()),
+                min_size=2, max_size=6))
+def test_random_calls_equal_eager(calls):
+    rng = np.random.default_rng(0)
+    base = _a(rng.integers(-3, 4, 64).astype(np.float64))
+    f = xp.fuse(_adversarial)
+    for dtype, alias, step, sv, read in calls:
+        x = xp.astype(base, getattr(xp, dtype))[::step]
+        n = x.shape[0]
+        _GLOBAL["g"] = g = xp.astype(_a(rng.integers(-3, 4, 64).astype(np.float64)), x.dtype)
+        b = {"same": x, "other": xp.flip(x), "global": g[:n], "view": x[::-1]}[alias]
+        if alias == "global":
+            x = g[:n]
+        s = _a([sv])
+        got, want = f(x, b, s, read), _adversarial(x, b, s, read)
+        np.testing.assert_allclose(_np(got[0]), _np(want[0]), rtol=1e-5)
+        np.testing.assert_array_equal(_np(got[1]), _np(want[1]))
