@@ -15,7 +15,8 @@ A build is sent as its kernel factory, constants and argument types, pickled by 
 only specialisations whose functions are module-level functions of forge_array, NumPy, numba
 or the standard library go there (the standard operations); a user's operator is built in
 the user's process as before.  Where the build process cannot start (no ``fork``/``exec``,
-a sandbox), builds run on the background thread as before, after one warning; where it dies
+a sandbox), builds run on the background thread as before, after one warning
+(``FORGE_ARRAY_BUILD_PROCESS=0`` asks for that without the warning); where it dies
 during a build, that build runs on the thread and the next one starts a new process (at most
 :data:`MAX_RESTARTS` times).  In the simulator the build process "builds" by making the
 simulated kernel (the same factory call), so that CI runs its whole life cycle.
@@ -55,7 +56,10 @@ _STDLIB = getattr(sys, "stdlib_module_names", ("math", "cmath", "operator", "bui
 
 _LOCK = threading.Lock()
 _WORKER: list = []       # the running _Worker, at most one
-_DISABLED: list = []     # why builds stay in this process
+#: why builds stay in this process (``FORGE_ARRAY_BUILD_PROCESS=0`` keeps them there)
+_DISABLED: list = (["FORGE_ARRAY_BUILD_PROCESS=0"]
+                   if os.environ.get("FORGE_ARRAY_BUILD_PROCESS", "1").strip().lower() in ("0", "false", "no")
+                   else [])
 _COUNTS = {"starts": 0, "deaths": 0, "jobs": 0}
 _CLOSING = [False]
 
