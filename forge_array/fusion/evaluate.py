@@ -233,7 +233,11 @@ def _launchable(group, roots_of):
     part's launch computes."""
     if len(group) == 1:
         return [group]
-    _, leaves = linearize(roots_of(group))
+    roots = roots_of(group)
+    # a bound first (each root's array reads as built): most settlements stop here
+    if sum(getattr(e, "reads", 1) for e in roots) + len(group) <= MAX_LAUNCH_OPERANDS:
+        return [group]
+    _, leaves = linearize(roots)
     if len(leaves) + len(group) <= MAX_LAUNCH_OPERANDS:
         return [group]
     half = len(group) // 2
