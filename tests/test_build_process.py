@@ -181,3 +181,40 @@ def test_the_build_process_writes_ptx_the_caller_finds(offline_ptx, tmp_path):
         print(entry in ptx, ".target sm_90" in ptx)
     """)
     assert out.split() == ["True", "True", "True"]
+
+
+def test_a_fresh_process_finds_the_same_keys(monkeypatch, tmp_path):
+    """The build process keys what it compiles itself: the specialisations the standard
+    operations send must fingerprint alike in a fresh process (no state of this one in them)."""
+    import forge_array as xp
+
+    specs = []
+    original = compiler.compile_kernel
+
+    def record(factory, factory_args, argtypes, *, launch_bounds=None):
+        specs.append((factory, factory_args, tuple(argtypes), launch_bounds))
+        return original(factory, factory_args, argtypes, launch_bounds=launch_bounds)
+
+    monkeypatch.setattr(compiler, "compile_kernel", record)
+    monkeypatch.setattr(runtime, "compile_kernel", record)
+    rng = np.random.default_rng(1)
+    x = xp.asarray(rng.random(1237, dtype=np.float32))       # sizes no other test's plans hold
+    A = xp.asarray(rng.random((23, 19), dtype=np.float32))
+    v = xp.asarray(rng.random(19, dtype=np.float32))
+    for call in (lambda: xp.sum(x), lambda: xp.cumulative_sum(x), lambda: xp.argmax(x),
+                 lambda: xp.sum(A, axis=0), lambda: A @ v):
+        call()
+    payloads = [build_process._dumps(s) for s in specs]
+    keys = [compiler._key(*s, (9, 0)) for s in specs]
+    assert payloads and None not in keys
+    path = tmp_path / "specs.pkl"
+    path.write_bytes(__import__("pickle").dumps((payloads, keys)))
+    code = textwrap.dedent(f"""
+        import pickle
+        from forge_array.runtime import compiler
+        payloads, keys = pickle.loads(open({str(path)!r}, "rb").read())
+        print(sum(compiler._key(*pickle.loads(p), (9, 0)) != k for p, k in zip(payloads, keys)))
+    """)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_child_env(), timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.split() == ["0"]
