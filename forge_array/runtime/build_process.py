@@ -125,10 +125,10 @@ class _Worker:
         try:
             reply = self._receive(START_TIMEOUT)
         except BaseException:
-            self.close(kill=True)
+            self.close()
             raise
         if reply[0] != "ready":
-            self.close(kill=True)
+            self.close()
             raise OSError(f"the build process answered {reply[0]!r}")
 
     @property
@@ -150,19 +150,13 @@ class _Worker:
         self.served += 1
         return reply
 
-    def close(self, kill=False) -> None:
-        """End the process: an idle one exits when its job pipe closes; a busy one (or with
-        ``kill``) is killed (kernel files are written atomically: nothing is left half)."""
+    def close(self) -> None:
+        """End the process at once (an idle one holds nothing; a busy one leaves nothing
+        half-written: kernel files are written atomically)."""
         for c in (self.jobs, self.results):
             try:
                 c.close()
             except OSError:
-                pass
-        if not kill:
-            try:
-                self.proc.wait(0.5)
-                return
-            except subprocess.TimeoutExpired:
                 pass
         try:
             self.proc.kill()
@@ -199,7 +193,7 @@ def _worker():
 def _lost(w, exc) -> None:
     if _WORKER and _WORKER[0] is w:
         _WORKER.clear()
-    w.close(kill=True)
+    w.close()
     _COUNTS["deaths"] += 1
     if _COUNTS["deaths"] >= MAX_RESTARTS:
         _disable(f"the build process died {_COUNTS['deaths']} times, last: {exc}")
@@ -248,13 +242,12 @@ def stats() -> dict:
 
 @atexit.register
 def shutdown() -> None:
-    """End the build process: an idle one when its job pipe closes, a busy one is killed.
-    At the interpreter's exit (this runs then) a build still waiting is abandoned; called
-    before, the next build starts a new process."""
+    """End the build process.  At the interpreter's exit (this runs then) a build still
+    waiting for it is abandoned; called before, the next build starts a new process."""
     _CLOSING[0] = True
     try:
         for w in list(_WORKER):
-            w.close(kill=_LOCK.locked())
+            w.close()
         _WORKER.clear()
     finally:
         # atexit runs after the main thread has stopped; a call from the program keeps going
