@@ -404,3 +404,19 @@ def test_hypothesis_blocks_match_numpy():
         close(xp.cumulative_sum(x, axis=0), np.cumsum(a, axis=0))
 
     check()
+
+
+def test_more_block_functions():
+    a = np.arange(20.0).reshape(5, 4)
+    x = xp.asarray(a, device=sh(3))
+    c = xp.asarray(a, device=sh(3, axis=1))
+    close(xp.clip(x, min=2.0, max=7.0), np.clip(a, 2.0, 7.0), exact=True)
+    close(xp.tril(x, k=1), np.tril(a, 1), exact=True)
+    close(xp.triu(c, k=-1), np.triu(a, -1), exact=True)
+    close(xp.flip(x, axis=1), a[:, ::-1], exact=True)
+    close(xp.diff(x, axis=1), np.diff(a, axis=1), exact=True)
+    close(xp.from_dlpack(a, device=sh(2)), a, exact=True)
+    v = np.arange(4.0)
+    close(xp.matvec(c, xp.asarray(v, device=sh(3)), f=lambda p, q: p * q, op=ops.add), a @ v)
+    with pytest.raises(NotImplementedError, match=r"Fused.__call__\(\)"):
+        xp.fuse(lambda u: xp.sum(u * 2))(x)

@@ -161,7 +161,10 @@ def _caller_name() -> str:
     while f is not None:
         mod = f.f_globals.get("__name__", "")
         if mod.startswith("forge_array") and not mod.startswith("forge_array.sharding"):
-            name = f.f_code.co_name
+            code = f.f_code
+            name = code.co_name
+            if name.startswith("__"):  # a method: Class.__call__ ...
+                name = getattr(code, "co_qualname", name)
         elif name is not None and not mod.startswith("forge_array"):
             break
         f = f.f_back
