@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import logging
 
-import distributed
+try:
+    from distributed import WorkerPlugin as _WorkerPlugin
+except ImportError:  # dask alone: the threaded scheduler's helpers need no plugin base
+    _WorkerPlugin = object
 
 _LOGGER = "forge_array.dask"
 
@@ -105,7 +108,7 @@ def _worker_reset_stats():
         fcp.reset_stats()
 
 
-class ForgeArrayPlugin(distributed.WorkerPlugin):
+class ForgeArrayPlugin(_WorkerPlugin):
     """A worker plugin: ``setup`` patches CuPy with forge_array's kernels in the worker
     process (see [`worker_patch`][forge_array.dask.worker_patch]), ``teardown`` restores CuPy.
 

@@ -21,8 +21,8 @@ and logs why; results are the same either way. A chunk our kernels do not cover 
 an ``out=`` of another shape...) runs CuPy's own function, exactly. See
 [Scale-out with Dask](scale-out.md).
 
-Needs ``dask[array]`` and ``distributed`` (``pip install "forge-array[dask]"``);
-dask-cuda for one worker per GPU (``"forge-array[dask-cuda]"``).
+Needs ``dask[array]``; the worker plugin needs ``distributed`` too (``pip install
+"forge-array[dask]"``), dask-cuda for one worker per GPU (``"forge-array[dask-cuda]"``).
 
 Examples:
     On a GPU host:
@@ -44,20 +44,23 @@ from __future__ import annotations
 
 import contextlib
 
+_INSTALL = ("pip install \"forge-array[dask]\" (and \"forge-array[dask-cuda]\" for dask-cuda's "
+            "LocalCUDACluster, one worker per GPU)")
+
 try:
     import dask  # noqa: F401
-    import distributed
 except ImportError as _exc:
-    raise ImportError(
-        "forge_array.dask needs dask and distributed: pip install \"forge-array[dask]\" (and "
-        "\"forge-array[dask-cuda]\" for dask-cuda's LocalCUDACluster, one worker per GPU); "
-        f"missing: {_exc.name or _exc}"
-    ) from _exc
+    raise ImportError(f"forge_array.dask needs dask: {_INSTALL}; missing: {_exc.name or _exc}"
+                      ) from _exc
+try:
+    import distributed
+except ImportError:  # the threaded scheduler (patched()) needs dask alone
+    distributed = None
 
 __all__ = ["ForgeArrayPlugin", "register", "unregister", "stats", "status", "patched",
            "worker_patch"]
 
-import cloudpickle as _cloudpickle  # noqa: E402  (a dependency of distributed)
+import cloudpickle as _cloudpickle  # noqa: E402  (a dependency of dask)
 
 from . import _worker_plugin  # noqa: E402
 from ._worker_plugin import ForgeArrayPlugin, worker_patch, worker_unpatch  # noqa: E402
@@ -65,6 +68,15 @@ from ._worker_plugin import ForgeArrayPlugin, worker_patch, worker_unpatch  # no
 # the plugin travels by value: a worker that cannot import forge_array still unpickles it,
 # keeps plain CuPy and logs why
 _cloudpickle.register_pickle_by_value(_worker_plugin)
+
+
+def _client(client, name):
+    """``client`` checked: a ``distributed.Client`` (ImportError without distributed)."""
+    if distributed is None:
+        raise ImportError(f"forge_array.dask.{name} needs distributed: {_INSTALL}")
+    if not isinstance(client, distributed.Client):
+        raise TypeError(f"{name}: expected a distributed.Client, got {type(client).__name__}")
+    return client
 
 
 def register(client, methods=True):
@@ -76,8 +88,7 @@ def register(client, methods=True):
         >>> register(Client(LocalCluster(n_workers=1)))               # doctest: +SKIP
         {'tcp://127.0.0.1:40001': {'patched': False, 'reason': 'plain CuPy: ...'}}
     """
-    if not isinstance(client, distributed.Client):
-        raise TypeError(f"register: expected a distributed.Client, got {type(client).__name__}")
+    _client(client, "register")
     client.register_plugin(ForgeArrayPlugin(methods=methods), name=ForgeArrayPlugin.name)
     return status(client)
 
@@ -91,8 +102,7 @@ def unregister(client):
         >>> fdask.unregister(client)         # doctest: +SKIP
         {'tcp://127.0.0.1:40001': {'patched': False, 'reason': 'not patched'}}
     """
-    if not isinstance(client, distributed.Client):
-        raise TypeError(f"unregister: expected a distributed.Client, got {type(client).__name__}")
+    _client(client, "unregister")
     try:
         client.unregister_worker_plugin(ForgeArrayPlugin.name)
     except ValueError:   # not registered: restore the workers all the same

@@ -11,14 +11,29 @@ import sys
 import pytest
 
 
-def test_import_error_names_what_to_install():
-    code = ("import sys; sys.modules['distributed'] = None\n"
-            "try:\n    import forge_array.dask\n"
-            "except ImportError as e:\n    print('MSG', e)\n")
+def _hidden(module, body):
+    code = (f"import sys; sys.modules[{module!r}] = None\n" + body)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=120, env={**os.environ, "FORGE_ARRAY_SIMULATE": "1"})
-    assert "MSG forge_array.dask needs dask and distributed" in out.stdout, out.stdout + out.stderr
-    assert 'pip install "forge-array[dask]"' in out.stdout
+    return out.stdout + out.stderr
+
+
+def test_import_error_names_what_to_install():
+    out = _hidden("dask", "try:\n    import forge_array.dask\n"
+                          "except ImportError as e:\n    print('MSG', e)\n")
+    assert "MSG forge_array.dask needs dask" in out, out
+    assert 'pip install "forge-array[dask]"' in out
+
+
+def test_threaded_helper_needs_dask_alone():
+    pytest.importorskip("dask")
+    out = _hidden("distributed", (
+        "import forge_array.dask as fdask\n"
+        "with fdask.patched() as st:\n    print('STATE', sorted(st))\n"
+        "try:\n    fdask.register(object())\n"
+        "except ImportError as e:\n    print('MSG', e)\n"))
+    assert "STATE" in out and "'patched'" in out, out
+    assert "MSG forge_array.dask.register needs distributed" in out, out
 
 
 distributed = pytest.importorskip("distributed")
