@@ -346,7 +346,8 @@ def run_dask(g, rows, ops, reps):
         fdask.register(client)
         rs = da.random.RandomState(seed=0, RandomState=cupy.random.RandomState)
         chunk = -(-rows // g)
-        x = client.persist(rs.random_sample((rows, COLS), chunks=(chunk, COLS)).astype("float32"))
+        x = fdask.one_chunk_per_worker(
+            rs.random_sample((rows, COLS), chunks=(chunk, COLS)).astype("float32"), client)
         v = client.persist(rs.random_sample((COLS,), chunks=(COLS,)).astype("float32"))
         wait([x, v])
         table = {"sum": lambda: x.sum(), "mean0": lambda: x.mean(axis=0),

@@ -58,7 +58,7 @@ except ImportError:  # the threaded scheduler (patched()) needs dask alone
     distributed = None
 
 __all__ = ["ForgeArrayPlugin", "register", "unregister", "stats", "status", "patched",
-           "worker_patch"]
+           "worker_patch", "one_chunk_per_worker"]
 
 import cloudpickle as _cloudpickle  # noqa: E402  (a dependency of dask)
 
@@ -164,3 +164,38 @@ def patched(methods=True):
     finally:
         if state["patched"] and not was:
             worker_unpatch()
+
+
+def one_chunk_per_worker(x, client, axis=0):
+    """``x`` (a ``dask.array``) in one chunk per worker along ``axis``, chunk ``i`` computed
+    and kept on worker ``i`` (the workers in the order of their names: with dask-cuda's
+    ``LocalCUDACluster``, worker ``i`` holds GPU ``i``). Chunk sizes differ by at most one;
+    the other axes stay whole. The result is persisted.
+
+    Examples:
+        >>> client = Client(LocalCUDACluster())                       # doctest: +SKIP
+        >>> x = one_chunk_per_worker(x, client)                       # doctest: +SKIP
+        >>> x.chunks[0]                                               # doctest: +SKIP
+        (250000000, 250000000, 250000000, 250000000)
+    """
+    import dask.array as da  # noqa: PLC0415
+
+    _client(client, "one_chunk_per_worker")
+    info = client.scheduler_info()["workers"]
+    workers = sorted(info, key=lambda w: str(info[w].get("name", w)))
+    if not workers:
+        raise ValueError("one_chunk_per_worker: the client has no workers")
+    ax = axis % x.ndim
+    n = x.shape[ax]
+    q, r = divmod(n, len(workers))
+    sizes = tuple(q + 1 if i < r else q for i in range(len(workers)))
+    chunks = tuple(sizes if d == ax else (x.shape[d],) for d in range(x.ndim))
+    y = x.rechunk(chunks)
+    parts = []
+    start = 0
+    for w, b in zip(workers, sizes):
+        key = tuple(slice(start, start + b) if d == ax else slice(None) for d in range(x.ndim))
+        parts.append(client.persist(y[key], workers=[w], allow_other_workers=False))
+        start += b
+    out = da.concatenate(parts, axis=ax)
+    return client.persist(out)

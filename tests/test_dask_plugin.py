@@ -121,3 +121,20 @@ def test_threaded_helper_without_gpu(sim):
     with fdask.patched() as state:
         assert state["patched"] is False and "plain CuPy" in state["reason"]
     assert fdask.stats()["patched"] is False
+
+
+def test_one_chunk_per_worker():
+    import dask.array as da
+
+    fdask = importlib.import_module("forge_array.dask")
+    with distributed.LocalCluster(n_workers=3, threads_per_worker=1, processes=False,
+                                  dashboard_address=None) as cluster, \
+            distributed.Client(cluster) as client:
+        x = fdask.one_chunk_per_worker(da.arange(10, chunks=4), client)
+        assert x.chunks == ((4, 3, 3),) and int(x.sum().compute()) == 45
+        info = client.scheduler_info()["workers"]
+        order = sorted(info, key=lambda w: str(info[w].get("name", w)))
+        held = client.who_has(x)
+        assert [held[k] for k in sorted(held, key=lambda k: k[1])] == [[w] for w in order]
+        with pytest.raises(TypeError, match="distributed.Client"):
+            fdask.one_chunk_per_worker(x, object())
