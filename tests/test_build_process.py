@@ -67,7 +67,7 @@ def fresh(monkeypatch):
     """Background mode with no build process yet and fresh counters; ends the process."""
     build_process.shutdown()
     monkeypatch.setattr(build_process, "_DISABLED", [])
-    monkeypatch.setattr(build_process, "_COUNTS", {"starts": 0, "deaths": 0, "jobs": 0})
+    monkeypatch.setattr(build_process, "_COUNTS", {"starts": 0, "deaths": 0, "errors": 0, "jobs": 0})
     old = background.set_mode("background")
     yield
     background.set_mode(old)
@@ -103,6 +103,18 @@ def test_a_process_that_dies_mid_build_still_gives_the_kernel(fresh, monkeypatch
     _check(_background_build(_spec()))     # the next build starts a new process
     s = build_process.stats()
     assert s["starts"] == 2 and s["pid"] not in (None, first) and s["disabled"] is None
+
+
+def test_a_process_that_cannot_build_is_given_up(fresh, monkeypatch):
+    monkeypatch.setattr(build_process._Worker, "request", lambda self, p: ("error", "OSError: no libNVVM", False))
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        for _ in range(build_process.MAX_RESTARTS + 1):
+            _check(_background_build(_spec()))     # each built on the thread
+    assert len([x for x in w if "built on a thread" in str(x.message)]) == 1
+    s = build_process.stats()
+    assert s["errors"] == build_process.MAX_RESTARTS and "no libNVVM" in s["disabled"]
+    assert s["jobs"] == build_process.MAX_RESTARTS      # not asked again once given up
 
 
 def test_no_process_falls_back_to_the_thread_with_one_warning(fresh, monkeypatch):

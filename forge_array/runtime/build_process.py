@@ -18,12 +18,13 @@ the user's process as before.  Where the build process cannot start (no ``fork``
 a sandbox), builds run on the background thread as before, after one warning
 (``FORGE_ARRAY_BUILD_PROCESS=0`` asks for that without the warning); where it dies
 during a build, that build runs on the thread and the next one starts a new process (at most
-:data:`MAX_RESTARTS` times).  In the simulator the build process "builds" by making the
-simulated kernel (the same factory call), so that CI runs its whole life cycle.
+:data:`MAX_RESTARTS` times; as many builds it fails other than with the operator's compile
+error also keep builds on the thread).  In the simulator the build process "builds" by
+making the simulated kernel (the same factory call), so that CI runs its whole life cycle.
 
 >>> from forge_array.runtime import build_process
 >>> sorted(build_process.stats())
-['deaths', 'disabled', 'jobs', 'pid', 'starts']
+['deaths', 'disabled', 'errors', 'jobs', 'pid', 'starts']
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ _WORKER: list = []       # the running _Worker, at most one
 _DISABLED: list = (["FORGE_ARRAY_BUILD_PROCESS=0"]
                    if os.environ.get("FORGE_ARRAY_BUILD_PROCESS", "1").strip().lower() in ("0", "false", "no")
                    else [])
-_COUNTS = {"starts": 0, "deaths": 0, "jobs": 0}
+_COUNTS = {"starts": 0, "deaths": 0, "errors": 0, "jobs": 0}
 _CLOSING = [False]
 
 
@@ -108,6 +109,9 @@ class _Worker:
                    FORGE_ARRAY_SIMULATE="1" if config.SIMULATE else "0")
         if not config.SIMULATE:
             env.pop("NUMBA_ENABLE_CUDASIM", None)
+        # the same forge_array as this process's, wherever that one came from
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        env["PYTHONPATH"] = os.pathsep.join([root] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
         try:
             self.proc = subprocess.Popen(_command(job_r, res_w), pass_fds=(job_r, res_w), env=env,
                                          stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
@@ -229,15 +233,21 @@ def build(factory, factory_args: tuple, argtypes: tuple, launch_bounds, cc, key)
     if reply[0] == "done":
         STATS["process_builds"] += 1
         return True
+    if reply[0] == "error" and not reply[2]:
+        # not the operator's fault: the build process lacks something this one has
+        _COUNTS["errors"] += 1
+        if _COUNTS["errors"] >= MAX_RESTARTS:
+            _disable(f"the build process failed {_COUNTS['errors']} builds, last: {reply[1][:300]}")
     return False
 
 
 def stats() -> dict:
     """The build process's pid (None when none runs), the builds it answered, how many times
-    one was started and died, and why builds run in this process (None while they do not)."""
+    one was started and died, the builds it failed for want of something (not a compile
+    error of the operator), and why builds run in this process (None while they do not)."""
     w = _WORKER[0] if _WORKER else None
     return {"pid": w.pid if w is not None else None, "jobs": _COUNTS["jobs"], "starts": _COUNTS["starts"],
-            "deaths": _COUNTS["deaths"], "disabled": _DISABLED[0] if _DISABLED else None}
+            "deaths": _COUNTS["deaths"], "errors": _COUNTS["errors"], "disabled": _DISABLED[0] if _DISABLED else None}
 
 
 @atexit.register

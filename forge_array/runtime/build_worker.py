@@ -4,8 +4,9 @@ JOB_FD RESULT_FD``.
 Reads pickled builds from the job pipe, compiles each into the disk cache with
 :func:`.compiler.build_to_disk` and answers ``("done", key)``, ``("mismatch", key)`` (its
 own key of the build differs from the sender's: another source tree or settings) or
-``("error", message)`` on the result pipe.  Exits when the job pipe closes or the process
-that started it is gone; ignores the terminal's interrupt (its parent decides when it ends).
+``("error", message, whether it is the operator's compile error)`` on the result pipe.
+Exits when the job pipe closes or the process that started it is gone; ignores the
+terminal's interrupt (its parent decides when it ends).
 """
 
 from __future__ import annotations
@@ -50,7 +51,8 @@ def main(argv) -> int:
             got = compiler.build_to_disk(factory, factory_args, argtypes, launch_bounds, cc)
             reply = ("done", got) if got == key else ("mismatch", got)
         except BaseException as exc:  # noqa: BLE001  (reported; the sender builds it itself)
-            reply = ("error", f"{type(exc).__name__}: {exc}")
+            compile_error = isinstance(exc, TypeError) and str(exc).startswith("cannot compile")
+            reply = ("error", f"{type(exc).__name__}: {exc}", compile_error)
         try:
             results.send_bytes(pickle.dumps(reply))
         except OSError:

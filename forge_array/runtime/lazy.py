@@ -45,5 +45,14 @@ class module:  # noqa: N801  (used like the ``module`` it stands for)
     def __getattr__(self, attr):
         return getattr(self.load(), attr)
 
+    def __setattr__(self, attr, value):
+        if attr in module.__slots__:
+            object.__setattr__(self, attr, value)
+        else:   # the module's attribute (a test's monkeypatch through the stand-in)
+            setattr(self.load(), attr, value)
+
+    def __delattr__(self, attr):
+        delattr(self.load(), attr)
+
     def __repr__(self):
         return f"<module {self._name!r} (imported on first use)>"
