@@ -93,6 +93,12 @@ def _wrap(name, fn):
         else:
             if not kwargs:
                 return fn(*args)
+            for v in kwargs.values():
+                t = type(v)
+                if t is ShardedArray or t is Sharding:
+                    break
+            else:
+                return fn(*args, **kwargs)
         hit = _first_sharded(args, kwargs)
         if hit is None:
             return fn(*args, **kwargs)
