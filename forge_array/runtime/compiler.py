@@ -709,8 +709,8 @@ _RESULT_TYPES: dict = {}
 
 def result_type(fn, argtypes: tuple):
     """The numba type that ``fn`` returns for arguments of numba types ``argtypes``, found by
-    compiling it for the CPU (same typing rules as on the GPU; stored on disk for later
-    processes, see :mod:`.cpu_cache`). Raises TypeError with numba's
+    numba's type inference for the CPU (same typing rules as on the GPU; stored on disk for
+    later processes, see :mod:`.cpu_cache`). Raises TypeError with numba's
     message when ``fn`` cannot be compiled, or is not callable.
 
     >>> from numba import types
@@ -724,13 +724,9 @@ def result_type(fn, argtypes: tuple):
         return _RESULT_TYPES[key]
     except (KeyError, TypeError):
         pass
-    def compute():
-        disp = numba.njit(getattr(fn, "py_func", fn))
-        cres = disp.compile(tuple(argtypes))
-        return cres.signature.return_type if hasattr(cres, "signature") else disp.nopython_signatures[-1].return_type
-
+    py_func = getattr(fn, "py_func", fn)
     try:
-        ret = cpu_cache.result_type_cached(getattr(fn, "py_func", fn), argtypes, compute)
+        ret = cpu_cache.result_type_cached(py_func, argtypes, lambda: cpu_cache.infer_return_type(py_func, argtypes))
     except Exception as exc:  # numba raises many kinds
         what = getattr(fn, "__qualname__", repr(fn))
         raise compile_error(exc, f"operator {what} for arguments {tuple(str(t) for t in argtypes)}") from exc

@@ -201,6 +201,60 @@ def _warn_once(msg):
 # ----------------------------------------------------------------------------- result types
 
 
+_TYPE_ONLY: list = []
+
+
+def _type_only_pipeline():
+    """numba's nopython pipeline up to its type inference: what a type costs without
+    lowering and LLVM (about half an operator's CPU compilation)."""
+    if _TYPE_ONLY:
+        return _TYPE_ONLY[0]
+    from numba.core import compiler  # noqa: PLC0415
+    from numba.core.compiler_machinery import FunctionPass, register_pass  # noqa: PLC0415
+    from numba.core.typed_passes import NopythonTypeInference  # noqa: PLC0415
+
+    @register_pass(mutates_CFG=False, analysis_only=True)
+    class ForgeArrayStopAfterTyping(FunctionPass):
+        _name = "forge_array_stop_after_typing"
+
+        def __init__(self):
+            FunctionPass.__init__(self)
+
+        def run_pass(self, state):
+            state.cr = state.return_type
+            return False
+
+    class TypeOnly(compiler.CompilerBase):
+        def define_pipelines(self):
+            pm = compiler.DefaultPassBuilder.define_nopython_pipeline(self.state)
+            last = [cls for cls, _ in pm.passes].index(NopythonTypeInference)
+            pm.passes = pm.passes[: last + 1]
+            pm.add_pass(ForgeArrayStopAfterTyping, "stop after type inference")
+            pm.finalize()
+            return [pm]
+
+    _TYPE_ONLY.append(TypeOnly)
+    return TypeOnly
+
+
+def infer_return_type(py_func, argtypes):
+    """The numba type plain function ``py_func`` returns for numba argument types
+    ``argtypes`` on the CPU target (numba's errors propagate).
+
+    >>> from numba import types
+    >>> str(infer_return_type(lambda a, b: (a + b, a * 2), (types.int32, types.float32)))
+    'Tuple(float64, int64)'
+    """
+    from numba.core import compiler  # noqa: PLC0415
+    from numba.core.compiler_lock import global_compiler_lock  # noqa: PLC0415
+    from numba.core.registry import cpu_target  # noqa: PLC0415
+
+    with global_compiler_lock:
+        return compiler.compile_extra(cpu_target.typing_context, cpu_target.target_context, py_func,
+                                      tuple(argtypes), None, compiler.Flags(), {},
+                                      pipeline_class=_type_only_pipeline())
+
+
 def _type_path(key):
     return os.path.join(cache_dir(), key[:2], key + ".type")
 
