@@ -227,9 +227,9 @@ class Array:
         if foreign:
             raise foreign_operand_error(foreign[0], f"numpy.{ufunc.__name__}")
         raise TypeError(
-            f"numpy.{ufunc.__name__} does not take forge_array arrays; use the namespace's "
-            f"functions (xp.{_ew_name(ufunc.__name__)}(...)) on arrays made with "
-            "xp.asarray(...), or convert explicitly to NumPy (np.asarray(x.to_device('cpu')))"
+            f"numpy.{ufunc.__name__} does not take forge_array arrays; use "
+            f"{_namespace_hint(ufunc.__name__)} on arrays made with xp.asarray(...), or "
+            "convert explicitly to NumPy (np.asarray(x.to_device('cpu')))"
         )
 
     def __array_function__(self, func, types, args, kwargs):
@@ -247,9 +247,9 @@ class Array:
         """
         fname = getattr(func, "__name__", str(func))
         raise TypeError(
-            f"numpy.{fname}() does not take forge_array arrays; use the namespace's "
-            f"functions (xp.{_ew_name(fname)}(...)), converting NumPy inputs with "
-            "xp.asarray(...), or convert explicitly to NumPy (np.asarray(x.to_device('cpu')))"
+            f"numpy.{fname}() does not take forge_array arrays; use "
+            f"{_namespace_hint(fname)}, converting NumPy inputs with xp.asarray(...), or "
+            "convert explicitly to NumPy (np.asarray(x.to_device('cpu')))"
         )
 
     def __new__(cls, *args, **kwargs):
@@ -893,6 +893,17 @@ def _ew_name(numpy_name: str) -> str:
                                             "arctan": "atan", "arctan2": "atan2",
                                             "invert": "bitwise_invert"}.get(numpy_name,
                                                                             numpy_name)
+
+
+def _namespace_hint(numpy_name: str) -> str:
+    """``xp.sum(...)`` for NumPy's ``sum``: the namespace's function of that name, or the
+    namespace's functions in general where it has none."""
+    import forge_array  # noqa: PLC0415
+
+    name = _ew_name(numpy_name)
+    if callable(getattr(forge_array, name, None)):
+        return f"xp.{name}(...)"
+    return "the namespace's functions (xp = forge_array)"
 
 
 from . import _elementwise as _ew  # noqa: E402

@@ -124,8 +124,11 @@ def test_numpy_functions_raise_on_forge_arrays(fn):
             fn(x > 1, x, x)
         else:
             fn(x)
+    if fn is np.allclose:      # no function of that name in the namespace
+        assert "the namespace's functions" in str(info.value)
+        return
     name = {"concatenate": "concat", "max": "max", "amax": "max"}.get(fn.__name__, fn.__name__)
-    assert f"xp.{name}(" in str(info.value)
+    assert f"xp.{name}(...)" in str(info.value)
 
 
 def test_explicit_conversion_to_numpy_still_works():
