@@ -2,9 +2,11 @@
 JOB_FD RESULT_FD``.
 
 Reads pickled builds from the job pipe, compiles each into the disk cache with
-:func:`.compiler.build_to_disk` and answers ``("done", key)``, ``("mismatch", key)`` (its
-own key of the build differs from the sender's: another source tree or settings) or
-``("error", message, whether it is the operator's compile error)`` on the result pipe.
+:func:`.compiler.build_to_disk` (numba shown a device of the build's compute capability;
+where that is not enough for numba, from then on the GPU itself, through the driver) and
+answers ``("done", key)``, ``("mismatch", key)`` (its own key of the build differs from the
+sender's: another source tree or settings) or ``("error", message, whether it is the
+operator's compile error)`` on the result pipe.
 Exits when the job pipe closes or the process that started it is gone; ignores the
 terminal's interrupt (its parent decides when it ends).
 """
@@ -29,6 +31,11 @@ def _watch_parent(parent: int) -> None:
     threading.Thread(target=watch, name="forge_array-build-parent", daemon=True).start()
 
 
+def _compile_error(exc) -> bool:
+    """Whether ``exc`` is numba's refusal of the kernel's code (the caller raises it too)."""
+    return isinstance(exc, TypeError) and str(exc).startswith("cannot compile")
+
+
 def main(argv) -> int:
     from multiprocessing.connection import Connection
 
@@ -40,6 +47,18 @@ def main(argv) -> int:
     from forge_array.runtime import compiler, config
 
     compiler.cuda.load()   # numba's CUDA target while the first build is on its way
+    pretend = [True]
+
+    def build(factory, factory_args, argtypes, launch_bounds, cc):
+        try:
+            return compiler.build_to_disk(factory, factory_args, argtypes, launch_bounds, cc, pretend[0])
+        except Exception as exc:
+            if not pretend[0] or config.SIMULATE or _compile_error(exc):
+                raise
+            # numba wanted more of the device than its compute capability: ask the driver
+            pretend[0] = False
+            return compiler.build_to_disk(factory, factory_args, argtypes, launch_bounds, cc, False)
+
     while True:
         try:
             data = jobs.recv_bytes()
@@ -48,11 +67,10 @@ def main(argv) -> int:
         try:
             _, factory, factory_args, argtypes, launch_bounds, cc, key, cache_dir = pickle.loads(data)
             config.CACHE_DIR = cache_dir
-            got = compiler.build_to_disk(factory, factory_args, argtypes, launch_bounds, cc)
+            got = build(factory, factory_args, argtypes, launch_bounds, cc)
             reply = ("done", got) if got == key else ("mismatch", got)
         except BaseException as exc:  # noqa: BLE001  (reported; the sender builds it itself)
-            compile_error = isinstance(exc, TypeError) and str(exc).startswith("cannot compile")
-            reply = ("error", f"{type(exc).__name__}: {exc}", compile_error)
+            reply = ("error", f"{type(exc).__name__}: {exc}", _compile_error(exc))
         try:
             results.send_bytes(pickle.dumps(reply))
         except OSError:

@@ -570,10 +570,11 @@ def _build_elsewhere(factory, factory_args, argtypes, launch_bounds) -> None:
     build_process.build(factory, factory_args, argtypes, launch_bounds, cc, key)
 
 
-def build_to_disk(factory, factory_args: tuple, argtypes: tuple, launch_bounds, cc):
-    """Compile a specialisation for compute capability ``cc`` into the disk cache without a
-    GPU (the build process's work) and return its key; in the simulator, build the simulated
-    kernel and return None."""
+def build_to_disk(factory, factory_args: tuple, argtypes: tuple, launch_bounds, cc, pretend=True):
+    """Compile a specialisation for compute capability ``cc`` into the disk cache (the build
+    process's work) and return its key; in the simulator, build the simulated kernel and
+    return None.  With ``pretend`` numba is shown a device of capability ``cc`` (no GPU, no
+    CUDA context); without, numba asks the driver."""
     name = getattr(factory, "__name__", "kernel")
     if config.SIMULATE:
         with _SIM_LOCK:
@@ -587,7 +588,7 @@ def build_to_disk(factory, factory_args: tuple, argtypes: tuple, launch_bounds, 
         return key
     t0 = time.perf_counter()
     try:
-        with _pretend_device(cc):
+        with _pretend_device(cc) if pretend else contextlib.nullcontext():
             ptx, _ = cuda.compile_ptx(factory(*factory_args), argtypes, cc=cc, opt=True,
                                       launch_bounds=launch_bounds)
     except (numba.core.errors.NumbaError, TypeError, ValueError, NotImplementedError) as exc:
