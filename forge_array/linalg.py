@@ -351,18 +351,23 @@ def solve(x1, x2, /):
 def svd(x, /, *, full_matrices=True):
     """Singular value decomposition ``x = U @ diag(S) @ Vh``.
 
+    On a GPU, tall and wide matrices (one side at least twice the other) and stacks of
+    small ones (both sides at most 32) go through cuSOLVER's Jacobi SVD (``gesvdj``,
+    ``gesvdjBatched``), any matrix it does not converge on through CuPy's ``gesvd``; other
+    matrices, and the CPU, use CuPy's and NumPy's ``svd``.
+
     >>> import forge_array as xp
     >>> xp.linalg.svd(xp.eye(2, device="cpu")).S
     Array([1., 1.], dtype=float64, device=cpu)
     """
     _check("svd", x)
     with _dev.on(x.device):
-        u, s, vh = _la(x).svd(x._array, full_matrices=full_matrices)
+        u, s, vh = _svd(x, full_matrices, True)
     return SVDResult(_w(u, x, x.dtype), _w(s, x, _dt.real_of(x.dtype)), _w(vh, x, x.dtype))
 
 
 def svdvals(x, /):
-    """Singular values, descending.
+    """Singular values, descending (on a GPU computed as :func:`svd` computes them).
 
     >>> import forge_array as xp
     >>> xp.linalg.svdvals(xp.eye(2, device="cpu"))
@@ -370,7 +375,208 @@ def svdvals(x, /):
     """
     _check("svdvals", x)
     with _dev.on(x.device):
-        return _w(_la(x).svdvals(x._array), x, _dt.real_of(x.dtype))
+        return _w(_svd(x, False, False), x, _dt.real_of(x.dtype))
+
+
+def _svd_driver(shape, cuda):
+    """Which SVD computes matrices of ``shape``: ``"backend"`` (NumPy's or CuPy's svd),
+    ``"empty"`` (no element: nothing to compute), ``"gesvdj"`` (cuSOLVER's Jacobi SVD,
+    matrix by matrix: tall or wide matrices) or ``"gesvdj_batched"`` (its batched form:
+    a stack of matrices of at most 32 rows and columns).
+
+    >>> _svd_driver((200000, 128), cuda=True), _svd_driver((200000, 128), cuda=False)
+    ('gesvdj', 'backend')
+    >>> _svd_driver((2048, 2048), cuda=True), _svd_driver((100, 8, 8), cuda=True)
+    ('backend', 'gesvdj_batched')
+    """
+    if not cuda:
+        return "backend"
+    if math.prod(shape) == 0:
+        return "empty"
+    m, n = shape[-2:]
+    batch = math.prod(shape[:-2])
+    if batch > 1 and max(m, n) <= 32:
+        return "gesvdj_batched"
+    if max(m, n) >= 2 * min(m, n):
+        return "gesvdj"
+    return "backend"
+
+
+def _svd(x, full_matrices, compute_uv):
+    """(U, S, Vh) of ``x`` as backend arrays (S alone when not ``compute_uv``)."""
+    a = x._array
+    driver = _svd_driver(tuple(a.shape), x.device.is_cuda)
+    m = _dev.backend(x.device)
+    if driver == "gesvdj" or driver == "gesvdj_batched":
+        solve = _gesvdj_solver()
+        if solve is not None:
+            return _jacobi_svd(m, a, full_matrices, compute_uv, solve,
+                               batched=driver == "gesvdj_batched")
+        driver = "backend"
+    if driver == "empty":
+        return _svd_empty(m, a, full_matrices, compute_uv)
+    if compute_uv:
+        return _la(x).svd(a, full_matrices=full_matrices)
+    return _la(x).svdvals(a)
+
+
+def _svd_empty(m, a, full_matrices, compute_uv):
+    """The SVD of matrices with no element (NumPy's shapes: identity factors when full).
+
+    >>> import numpy as np
+    >>> u, s, vh = _svd_empty(np, np.zeros((3, 0)), True, True)
+    >>> u.shape, s.shape, vh.shape
+    ((3, 3), (0,), (0, 0))
+    """
+    *batch, rows, cols = a.shape
+    batch = tuple(batch)
+    k = min(rows, cols)
+    real = m.empty(0, dtype=a.dtype).real.dtype
+    s = m.zeros(batch + (k,), dtype=real)
+    if not compute_uv:
+        return s
+    ku, kv = (rows, cols) if full_matrices else (k, k)
+    u = m.zeros(batch + (rows, ku), dtype=a.dtype)
+    vh = m.zeros(batch + (kv, cols), dtype=a.dtype)
+    if full_matrices:
+        u[...] = m.eye(rows, dtype=a.dtype)
+        vh[...] = m.eye(cols, dtype=a.dtype)
+    return u, s, vh
+
+
+def _ct(m, a):
+    """Conjugate transpose of the last two axes (a view for real arrays)."""
+    t = a.swapaxes(-1, -2)
+    return m.conj(t) if a.dtype.kind == "c" else t
+
+
+def _jacobi_svd(m, a, full_matrices, compute_uv, solve, batched=False):
+    """SVD of ``a`` (..., rows, cols), no element missing, by a Jacobi solver.
+
+    The solver works on tall matrices: a wide ``a`` is replaced by its conjugate transpose
+    (``A^H = U' S V'^H`` gives ``A = V' S U'^H``). Each matrix is copied, column-major, into
+    a buffer the solver overwrites; ``solve(xs, rows, cols, full, compute_uv, batched)``
+    (``xs``: (B, cols, rows) C-ordered, so that ``xs[i]`` is matrix ``i`` column-major)
+    returns ``(u, s, v, info)`` with ``u`` (B, rows, ku), ``v`` (B, cols, cols), ``s``
+    (B, cols) and ``info`` the solver's status per matrix on the host: 0 when it
+    converged. Matrices it did not converge on are computed again by ``m.linalg.svd``
+    (CuPy's gesvd). ``m`` is the array module (CuPy; NumPy in tests, with an emulated
+    solver).
+    """
+    *batch, rows, cols = a.shape
+    batch = tuple(batch)
+    nb = math.prod(batch)
+    a3 = a.reshape((nb, rows, cols))
+    wide = rows < cols
+    if wide:
+        rows, cols = cols, rows
+    xs = m.empty((nb, cols, rows), dtype=a.dtype)   # xs[i] = matrix i column-major
+    if wide:
+        xs[...] = m.conj(a3) if a.dtype.kind == "c" else a3
+    else:
+        xs[...] = a3.swapaxes(-1, -2)
+    full = full_matrices and compute_uv
+    u, s, v, info = solve(xs, rows, cols, full, compute_uv, batched)
+    if compute_uv:
+        u = u[..., : rows if full else cols]
+    bad = [i for i in range(nb) if info[i] != 0]
+    for i in bad:
+        ai = _ct(m, a3[i]) if wide else a3[i]
+        if compute_uv:
+            ui, si, vhi = m.linalg.svd(ai, full_matrices=full)
+            u[i] = ui
+            v[i] = _ct(m, vhi)
+            s[i] = si
+        else:
+            s[i] = m.linalg.svd(ai, compute_uv=False)
+    s = s.reshape(batch + (cols,))
+    if not compute_uv:
+        return s
+    if wide:      # A = V' S U'^H
+        uu, vh = v, _ct(m, u)
+    else:
+        uu, vh = u, _ct(m, v)
+    return (uu.reshape(batch + uu.shape[-2:]), s, vh.reshape(batch + vh.shape[-2:]))
+
+
+_GESVDJ: list = []
+
+
+def _gesvdj_solver():
+    """The cuSOLVER Jacobi solver for :func:`_jacobi_svd`, or None where CuPy lacks it
+    (ROCm, or bindings without gesvdj)."""
+    if not _GESVDJ:
+        fn = None
+        try:
+            import cupy  # noqa: PLC0415
+            from cupy_backends.cuda.libs import cusolver  # noqa: PLC0415
+
+            if not cupy.cuda.runtime.is_hip and all(
+                    hasattr(cusolver, f"{c}gesvdj{b}")
+                    for c in "sdcz" for b in ("", "_bufferSize", "Batched",
+                                              "Batched_bufferSize")):
+                fn = _gesvdj_cusolver
+        except Exception:  # noqa: BLE001  (no CuPy, or no usable cuSOLVER)
+            fn = None
+        _GESVDJ.append(fn)
+    return _GESVDJ[0]
+
+
+def _gesvdj_cusolver(xs, rows, cols, full, compute_uv, batched):
+    """cuSOLVER ``<t>gesvdj`` on each matrix of ``xs`` (``gesvdjBatched`` on all at once
+    when ``batched``: both sides at most 32), on the current stream; see
+    :func:`_jacobi_svd`. One device-to-host copy (the status of each matrix)."""
+    import cupy as cp  # noqa: PLC0415
+    from cupy.cuda import device as cdev  # noqa: PLC0415
+    from cupy_backends.cuda.libs import cusolver as cs  # noqa: PLC0415
+
+    nb = xs.shape[0]
+    t = {"f": "s", "d": "d", "F": "c", "D": "z"}[xs.dtype.char]
+    real = cp.dtype(xs.dtype.char.lower())
+    size = xs.dtype.itemsize
+    handle = cdev.get_cusolver_handle()
+    jobz = cs.CUSOLVER_EIG_MODE_VECTOR if compute_uv else cs.CUSOLVER_EIG_MODE_NOVECTOR
+    s = cp.empty((nb, cols), dtype=real)
+    info = cp.zeros(nb, dtype=cp.int32)
+    params = cs.createGesvdjInfo()
+    try:
+        if batched:
+            # gesvdjBatched gives the full U and V of every matrix, sorted descending
+            cs.xgesvdjSetSortEig(params, 1)
+            us = cp.empty((nb, rows, rows), dtype=xs.dtype)
+            vs = cp.empty((nb, cols, cols), dtype=xs.dtype)
+            args = (handle, jobz, rows, cols, xs.data.ptr, rows, s.data.ptr, us.data.ptr,
+                    rows, vs.data.ptr, cols)
+            lwork = getattr(cs, f"{t}gesvdjBatched_bufferSize")(*args, params, nb)
+            work = cp.empty(max(lwork, 1), dtype=xs.dtype)
+            getattr(cs, f"{t}gesvdjBatched")(*args, work.data.ptr, lwork, info.data.ptr,
+                                             params, nb)
+        else:
+            econ = 0 if full else 1
+            ku = rows if full else cols
+            # without vectors the solver still takes U and V buffers: one, shared
+            nu = nb if compute_uv else 1
+            us = cp.empty((nu, ku, rows), dtype=xs.dtype)
+            vs = cp.empty((nu, cols, cols), dtype=xs.dtype)
+            lwork = getattr(cs, f"{t}gesvdj_bufferSize")(
+                handle, jobz, econ, rows, cols, xs.data.ptr, rows, s.data.ptr, us.data.ptr,
+                rows, vs.data.ptr, cols, params)
+            work = cp.empty(max(lwork, 1), dtype=xs.dtype)
+            solver = getattr(cs, f"{t}gesvdj")
+            step_u = ku * rows * size if compute_uv else 0
+            step_v = cols * cols * size if compute_uv else 0
+            for i in range(nb):
+                solver(handle, jobz, econ, rows, cols, xs.data.ptr + i * rows * cols * size,
+                       rows, s.data.ptr + i * cols * real.itemsize, us.data.ptr + i * step_u,
+                       rows, vs.data.ptr + i * step_v, cols, work.data.ptr, lwork,
+                       info.data.ptr + i * 4, params)
+    finally:
+        cs.destroyGesvdjInfo(params)
+    status = info.get()
+    if (status < 0).any():
+        raise RuntimeError(f"cuSOLVER gesvdj rejected argument {-int(status.min())}")
+    # u[i] = U of matrix i column-major: the (ku, rows) C-ordered buffer, transposed
+    return us.swapaxes(-1, -2), s, vs.swapaxes(-1, -2), status
 
 
 def trace(x, /, *, offset=0, dtype=None):
