@@ -64,8 +64,10 @@ class Devices:
         self.dry = dry_run
         self.cp = None
         if not dry_run:
-            import cupy
-
+            try:
+                import cupy
+            except ImportError as e:
+                sys.exit(f"suite_shard: needs CuPy and GPUs ({e}); --dry-run runs on the CPU")
             self.cp = cupy
 
     def count(self):

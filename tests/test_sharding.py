@@ -24,14 +24,14 @@ def host(a):
     return np.asarray(a)
 
 
-def close(a, b, exact=False):
+def close(a, b, exact=False, rtol=2e-5, atol=1e-6):
     a = host(a)
     b = np.asarray(b)
     assert a.shape == b.shape, (a.shape, b.shape)
     if exact:
         np.testing.assert_array_equal(a, b)
     else:
-        np.testing.assert_allclose(a, b, rtol=2e-5, atol=1e-6)
+        np.testing.assert_allclose(a, b, rtol=rtol, atol=atol)
 
 
 def data(shape, dtype=np.float64, seed=0):
@@ -420,3 +420,27 @@ def test_more_block_functions():
     close(xp.matvec(c, xp.asarray(v, device=sh(3)), f=lambda p, q: p * q, op=ops.add), a @ v)
     with pytest.raises(NotImplementedError, match=r"Fused.__call__\(\)"):
         xp.fuse(lambda u: xp.sum(u * 2))(x)
+
+
+def test_gpu_blocks():
+    """On a GPU host: the CUDA paths (peer copies, per-device launches) with cuda:0 listed
+    twice and with every GPU."""
+    gpus = [d for d in xp.__array_namespace_info__().devices() if str(d).startswith("cuda")]
+    if not gpus:
+        pytest.skip("no GPU")
+    a = data((1001, 7), np.float32)
+    for devs in (["cuda:0", "cuda:0"], [str(d) for d in gpus] + ["cuda:0"]):
+        s = xp.Sharding(devs)
+        x = xp.asarray(a, device=s)
+        assert [str(b.device) for b in x.shards] == devs
+        close(xp.sum(x * 2.0 + 1.0), np.sum(a * 2.0 + 1.0, dtype=np.float64), rtol=1e-4)
+        close(xp.std(x, axis=0), a.std(axis=0), rtol=1e-4)
+        close(xp.argmax(x), np.argmax(a), exact=True)
+        close(xp.cumulative_sum(x, axis=0), np.cumsum(a, axis=0, dtype=np.float64), atol=1e-3)
+        close(x @ xp.asarray(a[0], device="cuda:0"), a @ a[0], rtol=1e-4, atol=1e-4)
+        _, h = xp.accumulate(ops.affine, (x[:, 0] * 0.5, x[:, 1]))
+        ref = np.zeros(1001)
+        for t in range(1001):
+            ref[t] = a[t, 0] * 0.5 * (ref[t - 1] if t else 0.0) + a[t, 1]
+        close(h, ref, rtol=1e-4, atol=1e-4)
+        close(x.to_device("cuda:0"), a, exact=True)
