@@ -412,7 +412,7 @@ def _markdown(meta, recs):
         chk = "" if "ok" not in r else ("ok" if r["ok"] else f"DIFFERS ({r['err']:.1e})")
         frac = f"{r['of_copy']:.2f}" if "of_copy" in r else ""
         lines.append(f"| {r['scaling']} | {LABELS[r['op']]} | {r['gpus']} | {r['impl']} | "
-                     f"{r['wall_ms']:.2f} | {r['gbps_per_gpu']:.0f} | {frac} | {chk} |")
+                     f"{r['wall_ms']:.2f} | {r['gbps_per_gpu']:.4g} | {frac} | {chk} |")
     return "\n".join(lines) + "\n"
 
 
