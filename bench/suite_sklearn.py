@@ -1,17 +1,24 @@
 """sklearn: scikit-learn estimators on GPU arrays through ``array_api_dispatch``, forge_array
-with automatic fusion on and off, PyTorch beside them (GPU machine only).
+with automatic fusion on and off, CuPy and PyTorch beside them (GPU machine only).
 
     python -m bench.suite_sklearn                         # (200000, 128) float32
     python -m bench.suite_sklearn --rows 100000 --reps 5 --out "$OUT"
+    python -m bench.suite_sklearn --only "PCA full,Ridge svd"
 
-Per estimator (PCA ``svd_solver="full"`` and ``"covariance_eigh"``, StandardScaler, Ridge
-``solver="svd"``): ``fit`` on the same data, wall time from the call to its results being
-in GPU memory (the device synchronised), median of ``--reps`` runs after two warm-up fits.
-``fusion on`` is forge_array as a user gets it (automatic fusion of steps on arrays of at
-least ``MIN_SIZE`` elements), ``fusion off`` the same with ``FORGE_ARRAY_FUSION=0``'s
-behaviour (:func:`forge_array.fusion.auto.enable`), alternated run by run; the fitted
-attributes of both are compared with PyTorch's (allclose).  Writes ``sklearn.json`` and
-``sklearn.md`` under ``<out>/<device-slug>/``.
+Per estimator (PCA ``svd_solver="full"``, ``"covariance_eigh"`` and ``"randomized"``,
+StandardScaler, MinMaxScaler, Ridge ``solver="svd"`` and ``"cholesky"``,
+LinearDiscriminantAnalysis on four classes made from the data): ``fit`` on the same data,
+wall time from the call to its results being in GPU memory (the device synchronised),
+median of ``--reps`` runs after two warm-up fits. ``fusion on`` is forge_array as a user
+gets it (automatic fusion of steps on arrays of at least ``MIN_SIZE`` elements),
+``fusion off`` the same with ``FORGE_ARRAY_FUSION=0``'s behaviour
+(:func:`forge_array.fusion.auto.enable`), ``cupy`` scikit-learn on CuPy arrays (through
+array-api-compat), ``torch`` on PyTorch tensors, alternated run by run; the fitted
+attribute of each is compared with PyTorch's (allclose; CuPy's where torch failed). A fit
+that raises records its error in its cell and the run goes on (scikit-learn 1.9 takes only
+``solver="svd"`` for Ridge under array API dispatch: ``Ridge cholesky`` records that error
+for every library but NumPy, until a later release adds it). Writes ``sklearn.json``
+and ``sklearn.md`` under ``<out>/<device-slug>/``.
 """
 
 from __future__ import annotations
@@ -29,37 +36,57 @@ from .backends import slug
 # scikit-learn's array API support needs SciPy's, which is read when SciPy is imported
 os.environ.setdefault("SCIPY_ARRAY_API", "1")
 
-ESTIMATORS = ("PCA full", "PCA covariance_eigh", "StandardScaler", "Ridge svd")
+ESTIMATORS = ("PCA full", "PCA covariance_eigh", "PCA randomized", "StandardScaler",
+              "MinMaxScaler", "Ridge svd", "Ridge cholesky", "LinearDiscriminantAnalysis")
+MODES = ("fusion on", "fusion off", "cupy", "torch")
+#: the fitted attribute compared across libraries
+_ATTRS = {"PCA full": "explained_variance_", "PCA covariance_eigh": "explained_variance_",
+          "PCA randomized": "explained_variance_", "StandardScaler": "scale_",
+          "MinMaxScaler": "scale_", "Ridge svd": "coef_", "Ridge cholesky": "coef_",
+          "LinearDiscriminantAnalysis": "coef_"}
+#: what ``fit`` takes besides X: nothing, the real target or the class labels
+_TARGET = {"Ridge svd": "y", "Ridge cholesky": "y", "LinearDiscriminantAnalysis": "classes"}
 
 
 def _estimator(name):
     from sklearn.decomposition import PCA
+    from sklearn.discriminant_analysis import LinearDiscriminantAnalysis
     from sklearn.linear_model import Ridge
-    from sklearn.preprocessing import StandardScaler
+    from sklearn.preprocessing import MinMaxScaler, StandardScaler
 
-    if name == "PCA full":
-        return PCA(n_components=16, svd_solver="full")
-    if name == "PCA covariance_eigh":
-        return PCA(n_components=16, svd_solver="covariance_eigh")
+    if name.startswith("PCA"):
+        solver = name.split()[1]
+        return PCA(n_components=16, svd_solver=solver,
+                   **({"random_state": 0, "power_iteration_normalizer": "QR"}
+                      if solver == "randomized" else {}))
     if name == "StandardScaler":
         return StandardScaler()
-    return Ridge(alpha=1.0, solver="svd")
-
-
-_ATTRS = {"PCA full": "explained_variance_", "PCA covariance_eigh": "explained_variance_",
-          "StandardScaler": "scale_", "Ridge svd": "coef_"}
+    if name == "MinMaxScaler":
+        return MinMaxScaler()
+    if name.startswith("Ridge"):
+        return Ridge(alpha=1.0, solver=name.split()[1])
+    return LinearDiscriminantAnalysis()
 
 
 def _host(a):
-    if hasattr(a, "cpu"):  # torch
-        return a.cpu().numpy()
+    if hasattr(a, "detach"):  # torch
+        return a.detach().cpu().numpy()
+    if hasattr(a, "get"):     # cupy
+        return a.get()
     import forge_array as xp
 
-    return np.asarray(xp.asarray(a, device="cpu"))
+    if isinstance(a, xp.Array):
+        return np.asarray(xp.asarray(a, device="cpu"))
+    return np.asarray(a)
 
 
-def measure(rows=200_000, cols=128, reps=7):
-    """{estimator: {"fusion on": ms, "fusion off": ms, "torch": ms, "match": bool}}."""
+def _short(e):
+    return f"{type(e).__name__}: {(str(e).splitlines() or [''])[0][:200]}"
+
+
+def measure(rows=200_000, cols=128, reps=7, only=None):
+    """{estimator: {mode: ms or {"error": msg}, "match": {mode: bool}}} for the modes
+    ``fusion on``, ``fusion off``, ``cupy``, ``torch``."""
     import cupy as cp
     import sklearn
     import torch
@@ -71,16 +98,25 @@ def measure(rows=200_000, cols=128, reps=7):
     rng = cp.random.default_rng(0)
     cX = rng.standard_normal((rows, cols), dtype=cp.float32)
     cy = rng.standard_normal(rows, dtype=cp.float32)
-    X, y = xp.asarray(cX, copy=True), xp.asarray(cy, copy=True)   # private: may be deferred
-    tX, ty = torch.as_tensor(cX, device="cuda").clone(), torch.as_tensor(cy, device="cuda").clone()
+    # four classes, told apart by the first two features
+    cc = ((cX[:, 0] > 0).astype(cp.int64) + 2 * (cX[:, 1] > 0).astype(cp.int64))
+    data = {
+        "fusion on": (xp.asarray(cX, copy=True), xp.asarray(cy, copy=True),
+                      xp.asarray(cc, copy=True)),   # private: may be deferred
+        "cupy": (cX.copy(), cy.copy(), cc.copy()),
+        "torch": tuple(torch.as_tensor(a, device="cuda").clone() for a in (cX, cy, cc)),
+    }
+    data["fusion off"] = data["fusion on"]
 
-    def fit(name, data, target):
+    def fit(name, mode):
+        X, y, c = data[mode]
         est = _estimator(name)
+        target = _TARGET.get(name)
         t = time.perf_counter()
-        if name == "Ridge svd":
-            est.fit(data, target)
+        if target is None:
+            est.fit(X)
         else:
-            est.fit(data)
+            est.fit(X, y if target == "y" else c)
         val = getattr(est, _ATTRS[name])
         if isinstance(val, xp.Array):
             val = val._array   # computed
@@ -92,39 +128,76 @@ def measure(rows=200_000, cols=128, reps=7):
     old = auto.enable(True)
     try:
         for name in ESTIMATORS:
-            runs: dict = {"fusion on": [], "fusion off": [], "torch": []}
+            if only and name not in only:
+                continue
+            runs: dict = {m: [] for m in MODES}
+            errors: dict = {}
             vals = {}
-            for _ in range(2):  # warm-up: kernels, plans, cuSOLVER handles
-                for mode in runs:
+            for rep in range(reps + 2):   # two warm-up fits: kernels, plans, cuSOLVER handles
+                for mode in MODES:
+                    if mode in errors:
+                        continue
                     auto.enable(mode == "fusion on")
-                    fit(name, tX if mode == "torch" else X, ty if mode == "torch" else y)
-            for _ in range(reps):
-                for mode in runs:
-                    auto.enable(mode == "fusion on")
-                    ms, vals[mode] = fit(name, tX if mode == "torch" else X,
-                                         ty if mode == "torch" else y)
-                    runs[mode].append(ms)
-            ref = _host(vals["torch"])
-            match = all(np.allclose(_host(vals[m]), ref, rtol=1e-3, atol=1e-4)
-                        for m in ("fusion on", "fusion off"))
-            out[name] = {m: round(statistics.median(v), 2) for m, v in runs.items()}
-            out[name]["match"] = bool(match)
+                    try:
+                        ms, vals[mode] = fit(name, mode)
+                    except Exception as e:  # noqa: BLE001  (recorded; the run goes on)
+                        errors[mode] = _short(e)
+                        continue
+                    if rep >= 2:
+                        runs[mode].append(ms)
+            row: dict = {m: ({"error": errors[m]} if m in errors else
+                             round(statistics.median(runs[m]), 2)) for m in MODES}
+            ref_mode = "torch" if "torch" in vals else ("cupy" if "cupy" in vals else None)
+            match = {}
+            if ref_mode is not None:
+                ref = _host(vals[ref_mode])
+                for m, v in vals.items():
+                    if m == ref_mode:
+                        continue
+                    try:
+                        h = _host(v)
+                        match[m] = bool(h.shape == ref.shape and
+                                        np.allclose(h, ref, rtol=1e-3, atol=1e-4))
+                    except Exception as e:  # noqa: BLE001
+                        match[m] = _short(e)
+            row["match"] = match
+            row["reference"] = ref_mode
+            out[name] = row
+            print(name, json.dumps(row), flush=True)
     finally:
         auto.enable(*old)
     return out
+
+
+def _ms(v):
+    return f"{v:.2f}" if isinstance(v, (int, float)) else "error"
 
 
 def report(res, rows, cols, device, commit):
     lines = [f"# scikit-learn on {device}", "",
              f"`fit` of ({rows}, {cols}) float32 with `array_api_dispatch=True`, wall ms, median "
              f"(commit {commit}). `on/off` = fusion off ÷ fusion on (> 1: automatic fusion "
-             "is faster).", "",
-             "| estimator | forge_array, fusion on | fusion off | torch | on/off | matches torch |",
-             "|---|---|---|---|---|---|"]
+             "is faster); `best/on` = the fastest of CuPy and torch ÷ fusion on (< 1: another "
+             "library is faster). `matches` lists what differs from the reference (torch's "
+             "fitted attribute, or CuPy's where torch failed).", "",
+             "| estimator | forge_array, fusion on | fusion off | cupy | torch | on/off | "
+             "best/on | matches |",
+             "|---|---|---|---|---|---|---|---|"]
+    notes = []
     for name, r in res.items():
-        lines.append(f"| {name} | {r['fusion on']:.2f} | {r['fusion off']:.2f} | "
-                     f"{r['torch']:.2f} | {r['fusion off'] / r['fusion on']:.2f} | "
-                     f"{'yes' if r['match'] else 'NO'} |")
+        on, off = r["fusion on"], r["fusion off"]
+        num = lambda v: isinstance(v, (int, float))  # noqa: E731
+        onoff = f"{off / on:.2f}" if num(on) and num(off) else ""
+        peers = [r[m] for m in ("cupy", "torch") if num(r[m])]
+        best = f"{min(peers) / on:.2f}" if num(on) and peers else ""
+        bad = [m for m, ok in r["match"].items() if ok is not True]
+        matches = ("no reference" if r["reference"] is None else
+                   "yes" if not bad else "NO: " + ", ".join(bad))
+        lines.append(f"| {name} | {_ms(on)} | {_ms(off)} | {_ms(r['cupy'])} | "
+                     f"{_ms(r['torch'])} | {onoff} | {best} | {matches} |")
+        notes += [f"- {name}, {m}: {r[m]['error']}" for m in MODES if not num(r[m])]
+    if notes:
+        lines += ["", "Errors:", ""] + notes
     return "\n".join(lines) + "\n"
 
 
@@ -133,12 +206,14 @@ def main(argv=None):
     ap.add_argument("--rows", type=int, default=200_000)
     ap.add_argument("--cols", type=int, default=128)
     ap.add_argument("--reps", type=int, default=7)
+    ap.add_argument("--only", help="comma-separated estimator names (see ESTIMATORS)")
     ap.add_argument("--out", default="bench/results")
     a = ap.parse_args(argv)
+    only = set(a.only.split(",")) if a.only else None
     import cupy as cp
 
     device = cp.cuda.runtime.getDeviceProperties(0)["name"].decode()
-    res = measure(a.rows, a.cols, a.reps)
+    res = measure(a.rows, a.cols, a.reps, only)
     commit = os.environ.get("FORGE_ARRAY_GIT", "unknown")
     md = report(res, a.rows, a.cols, device, commit)
     print(md)
