@@ -71,6 +71,11 @@ def _structure(program):
 #: result as one); the simulator's eager path is NumPy's, which keeps subnormals
 _FLUSH_F32 = not SIMULATE
 _F32 = np.dtype(np.float32)
+_F64 = np.dtype(np.float64)
+#: float64 steps whose eager GPU kernels read a subnormal operand as zero too: CuPy's
+#: -ftz=true selects libdevice's flushing path of the log family (``log(-5e-324)`` is
+#: -inf eagerly, where an unflushed log gives NaN)
+_FLUSH_F64_OPERANDS = frozenset(["log", "log2", "log10"])
 #: steps that move or test bits without arithmetic: they keep subnormals on the GPU too
 _MOVES = frozenset(["positive", "copysign", "signbit", "isnan", "isinf", "isfinite", "where"])
 
@@ -179,6 +184,8 @@ def source_of(program):
             raw = ops_
             if flush and ct == _F32:
                 ops_ = [f"_flush32({o})" for o in ops_]
+            elif flush and ct == _F64 and op in _FLUSH_F64_OPERANDS:
+                ops_ = [f"_flush64({o})" for o in ops_]
             if op == "where":
                 c = ops_[0] if dts[args[0]].kind == "b" else f"({ops_[0]} != 0)"
                 b1 = _conv(f"v{args[1]}", dts[args[1]], dt)
@@ -272,13 +279,22 @@ def _min_negative_zero(a, b):
 
 
 _F32_TINY = float(np.finfo(np.float32).tiny)
+_F32_ZERO = np.float32(0.0)
+_F64_TINY = float(np.finfo(np.float64).tiny)
 
 
 def _flush32(v):
     # a float32 subnormal becomes a zero of its sign, as the GPU's -ftz=true arithmetic does
+    # (a float32 zero keeps the step in float32)
     if v != v or v == 0 or abs(v) >= _F32_TINY:
         return v
-    return v * 0
+    return v * _F32_ZERO
+
+
+def _flush64(v):
+    if v != v or v == 0 or abs(v) >= _F64_TINY:
+        return v
+    return v * 0.0
 
 
 class _QuietMath:
@@ -307,7 +323,7 @@ else:  # the eager path is CuPy's
 _GLOBALS = {"_m": _MATH, "_one": 1.0, "_sign": _DEVICE(_sign),
             "_maximum": _DEVICE(_ops._maximum), "_minimum": _DEVICE(_ops._minimum),
             "_fmaximum": _DEVICE(_FLOAT_MAX), "_fminimum": _DEVICE(_FLOAT_MIN),
-            "_flush32": _DEVICE(_flush32)}
+            "_flush32": _DEVICE(_flush32), "_flush64": _DEVICE(_flush64)}
 _FUNCTIONS: dict = {}
 
 

@@ -39,7 +39,7 @@ from .expr import EPOCH, Const, Leaf, Node
 from .rowplan import describe, row_program
 
 __all__ = ["settle", "replayed_settlement", "scan_of", "plan_of", "AXIS_MAX_LEAVES",
-           "MAX_LAUNCH_OPERANDS"]
+           "MAX_LAUNCH_OPERANDS", "MAX_LAUNCH_TERMS"]
 
 #: most leaves a fused reduction along some axes reads (the axis kernels' operand limit)
 AXIS_MAX_LEAVES = 3
@@ -210,7 +210,7 @@ def _settle_nodes(nodes, rec):
             term, axes, keepdims = r.extra
             groups.setdefault((r.args[0].shape, axes, keepdims), []).append(r)
         for (shape, axes, keepdims), group in groups.items():
-            for part in _launchable(group, _reduced):
+            for part in _launchable(group, _reduced, MAX_LAUNCH_TERMS):
                 _reduce_group(part, shape, axes, keepdims, device, rec)
         reds = [r for r in reds if r.value is None]
     maps: dict = {}
@@ -223,16 +223,23 @@ def _settle_nodes(nodes, rec):
 
 
 #: most operands (leaves read and outputs written) of one launch: a settlement of more is
-#: split into several launches (a kernel's parameter space holds a few kilobytes)
-MAX_LAUNCH_OPERANDS = 32
+#: split into several launches (a kernel's parameter space holds a few kilobytes, and the
+#: generated kernel passes its operands and results as tuples, which numba compiles only up
+#: to 30 items: CPython builds longer ones through a list)
+MAX_LAUNCH_OPERANDS = 24
+#: most reductions of one launch (their states are one flat tuple of up to 3 values each)
+MAX_LAUNCH_TERMS = 4
 
 
-def _launchable(group, roots_of):
+def _launchable(group, roots_of, most=None):
     """``group`` (nodes computed by one launch) split into parts whose launches read and
-    write at most :data:`MAX_LAUNCH_OPERANDS` arrays; ``roots_of(part)``: the expressions a
-    part's launch computes."""
+    write at most :data:`MAX_LAUNCH_OPERANDS` arrays and compute at most ``most`` nodes;
+    ``roots_of(part)``: the expressions a part's launch computes."""
     if len(group) == 1:
         return [group]
+    if most is not None and len(group) > most:
+        return [p for k in range(0, len(group), most)
+                for p in _launchable(group[k:k + most], roots_of)]
     roots = roots_of(group)
     # a bound first (each root's array reads as built): most settlements stop here
     if sum(getattr(e, "reads", 1) for e in roots) + len(group) <= MAX_LAUNCH_OPERANDS:
