@@ -18,8 +18,10 @@ runs are compared with the same operation on one unsharded array on ``cuda:0`` (
 scaling; argmax exactly, the rest to 1e-3 relative). JAX: ``NamedSharding`` over a ``Mesh``
 of the same GPUs, jitted ``jnp`` functions and ``jax.lax.associative_scan``. Dask: dask-cuda's
 ``LocalCUDACluster`` with one worker and one chunk per GPU and ``forge_array.dask`` patching
-CuPy in the workers. Writes ``shard.json``, ``shard.md`` and ``shard.png`` under
-``<out>/<device-slug>/``.
+CuPy in the workers. Writes ``shard.json``, ``shard.md`` and ``shard-<scaling>.png`` (with
+``--tag T``: ``shard-T.json`` ...) under ``<out>/<device-slug>/``; exits 1 when a sharded
+result differs from the unsharded one, and at once when fewer GPUs than ``--gpus`` asks for
+are visible.
 """
 
 from __future__ import annotations
@@ -468,6 +470,7 @@ def main(argv=None):
     p.add_argument("--reps", type=int, default=9)
     p.add_argument("--no-check", action="store_true", help="skip the unsharded reference runs")
     p.add_argument("--dry-run", action="store_true", help="the CPU listed several times, tiny sizes")
+    p.add_argument("--tag", default="", help="appended to the file names (shard-TAG.json ...)")
     a = p.parse_args(argv)
     os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # JAX beside CuPy's pool
     gpus = [int(s) for s in a.gpus.split(",")]
@@ -522,13 +525,14 @@ def main(argv=None):
                 recs += _records(scaling, g, impl, res, (per_gpu // COLS) * COLS, copy)
     folder = os.path.join(a.out, slug(meta["device"]))
     os.makedirs(folder, exist_ok=True)
-    with open(os.path.join(folder, "shard.json"), "w") as f:
+    stem = "shard" + (f"-{a.tag}" if a.tag else "")
+    with open(os.path.join(folder, f"{stem}.json"), "w") as f:
         json.dump({"meta": meta, "results": recs}, f, indent=1)
     md = _markdown(meta, recs)
-    with open(os.path.join(folder, "shard.md"), "w") as f:
+    with open(os.path.join(folder, f"{stem}.md"), "w") as f:
         f.write(md)
     for scaling in a.scaling.split(","):
-        _plot(os.path.join(folder, f"shard-{scaling}.png"), meta, recs, scaling)
+        _plot(os.path.join(folder, f"{stem}-{scaling}.png"), meta, recs, scaling)
     print(md)
     bad = [r for r in recs if r.get("ok") is False]
     return 1 if bad else 0
