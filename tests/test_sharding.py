@@ -379,6 +379,8 @@ def test_mismatched_shardings():
     with pytest.raises(ValueError, match="mismatched shardings"):
         x + x[1:]
     close(x + xp.asarray(a, device=sh(3)).to_device(x.device), 2 * a)
+    y = x[1:]
+    close(y.to_device(y.device) + xp.asarray(a[1:], device=sh(2)), 2 * a[1:])
 
 
 def test_metadata_functions_and_unsharded_calls():
@@ -444,3 +446,24 @@ def test_gpu_blocks():
             ref[t] = a[t, 0] * 0.5 * (ref[t - 1] if t else 0.0) + a[t, 1]
         close(h, ref, rtol=1e-4, atol=1e-4)
         close(x.to_device("cuda:0"), a, exact=True)
+
+
+@pytest.mark.parametrize("k", [2, 3])
+def test_operations_on_views(k):
+    a = data((12, 5))
+    x = xp.asarray(a, device=sh(k))
+    v, av = x[1::3, ::-2], a[1::3, ::-2]          # uneven blocks of strided views
+    close(xp.sum(v, axis=0), av.sum(axis=0))
+    close(xp.std(v), av.std())
+    close(xp.argmax(v), np.argmax(av), exact=True)
+    close(xp.cumulative_sum(v, axis=0), np.cumsum(av, axis=0))
+    t, at = x.T[::2], a.T[::2]                     # split along axis 1 after the transpose
+    close(xp.mean(t, axis=1), at.mean(axis=1))
+    close(xp.argmin(t, axis=1), np.argmin(at, axis=1), exact=True)
+    close(xp.cumulative_prod(t, axis=1), np.cumprod(at, axis=1))
+    close(t @ xp.asarray(a[:, 0], device="cpu"), at @ a[:, 0])
+    w = xp.asarray(av, device=sh(k))
+    if k == 3:
+        with pytest.raises(ValueError, match="mismatched"):
+            v - w
+    close(v.to_device(v.device) * 2 - w, av)              # v's blocks made even, as w's

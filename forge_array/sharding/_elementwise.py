@@ -37,7 +37,8 @@ def mismatch(a: ShardedArray, b: ShardedArray) -> ValueError:
     return ValueError(
         f"mismatched shardings: an array split along axis {a._axis} over {a.device} in "
         f"blocks at {a._offsets} and one split along axis {b._axis} over {b.device} in blocks "
-        f"at {b._offsets}; re-split one with y.to_device(x.device)")
+        f"at {b._offsets}; bring both to the same blocks with a.to_device(sharding) on each "
+        "(a Sharding splits into blocks that differ by at most one)")
 
 
 class Blocks:
