@@ -8,7 +8,9 @@ ship with it; nothing is copied here) with ``SCIPY_ARRAY_API=1`` and the plugin
 ``conformance/sklearn_plugin.py``, which makes every namespace-parametrized test use
 ``forge_array`` on ``--device`` (``cpu`` or ``cuda:N``) in float64 and float32. ``--strict``
 sets ``FORGE_ARRAY_STRICT=1`` (the standard's promotion table alone). Prints the pass,
-fail, error and skip counts and writes them, with every failure as its test id and a
+fail, error and skip counts (all selected tests, and those whose id names forge_array:
+the others are scikit-learn's NumPy-only or library-specific array API tests) and writes
+them, with every failure as its test id and a
 one-line error, to ``--out`` (default ``conformance/sklearn-<device>.txt``); ``--json``
 also writes the per-test outcomes.
 
@@ -138,6 +140,10 @@ def main(argv=None) -> int:
             + f", FORGE_ARRAY_STRICT={env['FORGE_ARRAY_STRICT']}, -k {args.kexpr!r}")
     summary = ", ".join(f"{k} {counts.get(k, 0)}" for k in ("passed", "failed", "error",
                                                               "skipped"))
+    fa = Counter(o for t, o, _ in cases if "forge_array" in t)
+    summary += ("; tests whose id names forge_array: "
+                + ", ".join(f"{k} {fa.get(k, 0)}" for k in ("passed", "failed", "error",
+                                                           "skipped")))
     lines = [head, summary, ""]
     bad = [(t, o, m) for t, o, m in cases if o in ("failed", "error")]
     lines += [f"{o.upper()} {t}: {m}" for t, o, m in sorted(bad)]
