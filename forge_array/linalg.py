@@ -11,6 +11,8 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
+import numpy as np
+
 from . import _devices as _dev
 from . import _dtypes as _dt
 from ._array import Array
@@ -479,8 +481,7 @@ def _jacobi_svd(m, a, full_matrices, compute_uv, solve, batched=False):
     u, s, v, info = solve(xs, rows, cols, full, compute_uv, batched)
     if compute_uv:
         u = u[..., : rows if full else cols]
-    bad = [i for i in range(nb) if info[i] != 0]
-    for i in bad:
+    for i in np.flatnonzero(np.asarray(info)).tolist():
         ai = _ct(m, a3[i]) if wide else a3[i]
         if compute_uv:
             ui, si, vhi = m.linalg.svd(ai, full_matrices=full)
