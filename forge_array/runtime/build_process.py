@@ -4,7 +4,7 @@ A kernel build is CPU-bound Python (numba's typing and lowering) followed by LLV
 on a thread of the user's process it holds the GIL for most of a second, and every other
 thread of the user (PyTorch and CuPy calls included) waits for it.  The background builds'
 thread (:mod:`.background`) therefore hands each build to a build process, started at the
-first build with ``python -m forge_array.runtime.build_worker``, reused for every later one
+first queued build with ``python -m forge_array.runtime.build_worker``, reused for every later one
 and ended with the interpreter, and waits for it on a pipe without holding the GIL.  The
 build process compiles the specialisation to PTX for the GPU's compute capability into the
 disk cache (:func:`.compiler.build_to_disk`), where the user's process then finds it and
@@ -43,7 +43,7 @@ import warnings
 from . import config
 from .counters import STATS
 
-__all__ = ["MAX_RESTARTS", "build", "shutdown", "stats"]
+__all__ = ["MAX_RESTARTS", "build", "prestart", "shutdown", "stats"]
 
 #: deaths of the build process after which builds stay on the background thread
 MAX_RESTARTS = 3
@@ -126,6 +126,12 @@ class _Worker:
         self.jobs = Connection(job_w, readable=False)
         self.results = Connection(res_r, writable=False)
         self.served = 0
+        self.ready = False
+
+    def wait_ready(self) -> None:
+        """Wait for the process's first answer (it has started Python and forge_array)."""
+        if self.ready:
+            return
         try:
             reply = self._receive(START_TIMEOUT)
         except BaseException:
@@ -134,6 +140,7 @@ class _Worker:
         if reply[0] != "ready":
             self.close()
             raise OSError(f"the build process answered {reply[0]!r}")
+        self.ready = True
 
     @property
     def pid(self) -> int:
@@ -180,7 +187,7 @@ def _worker():
     if _WORKER:
         w = _WORKER[0]
         if w.proc.poll() is None:
-            return w
+            return _ready(w)
         _lost(w, EOFError(f"the build process exited ({w.proc.returncode})"))
         if _DISABLED:
             return None
@@ -191,7 +198,32 @@ def _worker():
         return None
     _COUNTS["starts"] += 1
     _WORKER.append(w)
+    return _ready(w)
+
+
+def _ready(w):
+    try:
+        w.wait_ready()
+    except Exception as exc:  # noqa: BLE001
+        _WORKER.clear()
+        _disable(f"the build process could not start: {exc}")
+        return None
     return w
+
+
+def prestart() -> None:
+    """Start the build process now, without waiting for it (a build was just queued: the
+    process loads numba while the jobs ahead of that build run)."""
+    if _DISABLED or _CLOSING[0] or _WORKER or not _LOCK.acquire(blocking=False):
+        return
+    try:
+        if not _WORKER:
+            _WORKER.append(_Worker())
+            _COUNTS["starts"] += 1
+    except Exception:  # noqa: BLE001  (the build itself tries again, and warns)
+        pass
+    finally:
+        _LOCK.release()
 
 
 def _lost(w, exc) -> None:

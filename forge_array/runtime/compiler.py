@@ -458,6 +458,7 @@ def compile_kernel(factory, factory_args: tuple, argtypes: tuple, *, launch_boun
         if k is None:
             background.submit(job, lambda: compile_kernel(
                 factory, factory_args, argtypes, launch_bounds=launch_bounds))
+            _prestart_build_process()
             raise background.Pending(getattr(factory, "__name__", "kernel"))
         _MEMORY[mkey] = k
         return k
@@ -551,6 +552,12 @@ def _compile(factory, factory_args, argtypes, launch_bounds) -> Kernel:
         kernel_files.write_cached(kernel_files.cache_path(key), entry, ptx)
         _BY_KEY[key] = k
     return k
+
+
+def _prestart_build_process() -> None:
+    from . import build_process  # noqa: PLC0415
+
+    build_process.prestart()
 
 
 def _build_elsewhere(factory, factory_args, argtypes, launch_bounds) -> None:
