@@ -137,9 +137,6 @@ class _StrictSetting:
         _set(self.previous)
         return False
 
-    def __bool__(self):
-        return self.previous
-
     def __repr__(self):
         return f"set_strict(previous={self.previous})"
 
