@@ -74,3 +74,39 @@ def test_fused_special_values_equal_eager(case, dtype):
     shown = [(x1[i % x1.size], x2[i % x2.size], np.atleast_1d(e)[i], np.atleast_1d(f)[i])
              for i in bad[:5]]
     assert not len(bad), f"{case} {dtype}: (a, b, eager, fused) {shown}"
+
+
+_SUB = float(np.finfo(np.float32).smallest_subnormal)
+
+#: CuPy's eager results on float32 subnormals, measured on an H100 (its kernels are compiled
+#: with -ftz=true): what the fused kernels compute on the GPU
+_GPU_EAGER = {
+    "a / a": (lambda a: a / a, _SUB, np.nan),
+    "astype bool": (lambda a: xp.astype(a, xp.bool), _SUB, False),
+    "astype float64": (lambda a: xp.astype(a, xp.float64), _SUB, 0.0),
+    "where(a > 0, a, -0.0)": (lambda a: xp.where(a > 0, a, -0.0), _SUB, -0.0),
+    "clip(a, 0, 1)": (lambda a: xp.clip(a, 0.0, 1.0), -_SUB, -_SUB),
+    "log": (lambda a: xp.log(a), _SUB, -np.inf),
+    "abs": (lambda a: xp.abs(a), _SUB, 0.0),
+    "negative": (lambda a: -a, _SUB, -0.0),
+    "a * 1 + 0": (lambda a: a * 1.0 + 0.0, _SUB, 0.0),
+    "copysign": (lambda a: xp.copysign(a, -1.0), _SUB, -_SUB),
+    "exp(where)": (lambda a: xp.exp(xp.where(a > 1, a, a)) - 1, _SUB, 0.0),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_GPU_EAGER))
+def test_gpu_flush_rule_of_float32_subnormals(case, monkeypatch):
+    """The code generator's GPU rule, run in the simulator: float32 arithmetic flushes
+    subnormal operands and results, moves and selections keep them."""
+    from forge_array.fusion import codegen
+
+    if not SIMULATE:
+        pytest.skip("the GPU run checks the rule against CuPy itself")
+    monkeypatch.setattr(codegen, "_FLUSH_F32", True)
+    monkeypatch.setattr(codegen, "_FUNCTIONS", {})
+    fn, x, want = _GPU_EAGER[case]
+    a = xp.asarray(np.array([x], dtype=np.float32), device=DEVICE)
+    with np.errstate(all="ignore"):
+        got = np.asarray(xp.fuse(fn)(a).to_device("cpu"))[0]
+    assert _bits(got) == _bits(np.asarray(want, dtype=got.dtype)), (case, got, want)

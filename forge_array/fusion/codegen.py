@@ -72,9 +72,8 @@ def _structure(program):
 _FLUSH_F32 = not SIMULATE
 _F32 = np.dtype(np.float32)
 _F64 = np.dtype(np.float64)
-#: float64 steps whose eager GPU kernels read a subnormal operand as zero too: CuPy's
-#: -ftz=true selects libdevice's flushing path of the log family (``log(-5e-324)`` is
-#: -inf eagerly, where an unflushed log gives NaN)
+#: float64 steps whose eager GPU kernels read a negative subnormal operand as -0.0 (CuPy's
+#: ``log(-5e-324)`` is -inf, where IEEE gives NaN; positive subnormals are kept)
 _FLUSH_F64_OPERANDS = frozenset(["log", "log2", "log10"])
 #: steps that move or test bits without arithmetic: they keep subnormals on the GPU too
 _MOVES = frozenset(["positive", "copysign", "signbit", "isnan", "isinf", "isfinite", "where"])
@@ -148,12 +147,28 @@ def _literal(v, dt):
     return f"float('{lit}')" if lit in ("inf", "-inf", "nan") else lit
 
 
+def _flushed(a, src, dt, lines, flushed):
+    """The flushed operand ``src`` (value ``a`` of dtype ``dt`` converted to float32): a
+    float32 value is flushed once, into a name of its own."""
+    if dt != _F32:
+        return f"_flush32({src})"
+    name = flushed.get(a)
+    if name is None:
+        name = flushed[a] = f"f{a}"
+        lines.append(f"    {name} = _flush32(v{a})")
+    return name
+
+
 def source_of(program):
     """The Python source of the function of ``program`` (see :func:`linearize`), and the
     dtypes it names."""
     nleaves = 1 + max((i[1] for i in program if i[0] == "in"), default=-1)
     lines = [f"def fused({', '.join(f'l{k}' for k in range(nleaves))}):"]
     dts = []
+    # per value: whether it cannot be a float32 subnormal (a flushed step's result, a value
+    # of another dtype, a normal constant), so that a flushing step needs no flush of it
+    clean = []
+    flushed: dict = {}  # float32 values flushed once for all their flushing uses
     names = set()
     for pos, ins in enumerate(program):
         kind = ins[0]
@@ -165,9 +180,11 @@ def source_of(program):
             dt = np.dtype(ins[2])
             src = f"l{ins[1]}"
             lines.append(f"    v{pos} = {'(' + src + ' != 0)' if dt.kind == 'b' else src}")
+            clean.append(dt != _F32)
         elif kind == "c":
             dt = np.dtype(ins[2])
             v = _value(ins[1])
+            clean.append(dt != _F32 or not 0 < abs(float(v)) < _F32_TINY)
             if dt.kind == "b":
                 lines.append(f"    v{pos} = {bool(v)!r}")
             else:
@@ -183,9 +200,11 @@ def source_of(program):
             flush = _FLUSH_F32 and op not in _MOVES
             raw = ops_
             if flush and ct == _F32:
-                ops_ = [f"_flush32({o})" for o in ops_]
+                ops_ = [o if clean[a] and dts[a] == _F32 or dts[a].kind in "biu"
+                        else _flushed(a, o, dts[a], lines, flushed)
+                        for o, a in zip(ops_, args)]
             elif flush and ct == _F64 and op in _FLUSH_F64_OPERANDS:
-                ops_ = [f"_flush64({o})" for o in ops_]
+                ops_ = [f"_negative_subnormal_to_zero64({o})" for o in ops_]
             if op == "where":
                 c = ops_[0] if dts[args[0]].kind == "b" else f"({ops_[0]} != 0)"
                 b1 = _conv(f"v{args[1]}", dts[args[1]], dt)
@@ -201,10 +220,14 @@ def source_of(program):
                         lines.append(f"    _b = _t_{dt.name}({_literal(_value(bound), dt)})")
                         left, right = f"v{pos}", "_b"
                         if flush and ct == _F32:
-                            left, right = f"_flush32({left})", f"_flush32({right})"
+                            if not (clean[args[0]] and dts[args[0]] == _F32):
+                                left = f"_flush32({left})"
+                            if 0 < abs(_value(bound)) < _F32_TINY:
+                                right = f"_flush32({right})"
                         lines.append(f"    v{pos} = _b if {left} {cmp} {right} else v{pos}")
                 lines.append(f"    v{pos} = _t_{dt.name}(v{pos})")
                 dts.append(dt)
+                clean.append(dt != _F32 or clean[args[0]] and dts[args[0]] == _F32)
                 continue
             elif op == "pow" and SIMULATE and program[args[1]][0] == "c" \
                     and _value(program[args[1]][1]) == 0.5:
@@ -235,6 +258,12 @@ def source_of(program):
                 lines.append(f"    v{pos} = _flush32(_t_{dt.name}({expr}))")
             else:
                 lines.append(f"    v{pos} = _t_{dt.name}({expr})")
+            if dt != _F32 or flush:
+                clean.append(True)
+            elif op == "where":
+                clean.append(all(clean[a] and dts[a] == _F32 for a in args[1:]))
+            else:  # a move of its operand's bits
+                clean.append(all(clean[a] and dts[a] == _F32 for a in args))
         dts.append(dt)
     return "\n".join(lines) + "\n", names
 
@@ -280,21 +309,20 @@ def _min_negative_zero(a, b):
 
 _F32_TINY = float(np.finfo(np.float32).tiny)
 _F32_ZERO = np.float32(0.0)
+_F32_TINY32 = np.float32(_F32_TINY)
 _F64_TINY = float(np.finfo(np.float64).tiny)
 
 
 def _flush32(v):
     # a float32 subnormal becomes a zero of its sign, as the GPU's -ftz=true arithmetic does
-    # (a float32 zero keeps the step in float32)
-    if v != v or v == 0 or abs(v) >= _F32_TINY:
-        return v
-    return v * _F32_ZERO
+    # (one float32 comparison; NaN compares false and is kept)
+    return v * _F32_ZERO if abs(v) < _F32_TINY32 else v
 
 
-def _flush64(v):
-    if v != v or v == 0 or abs(v) >= _F64_TINY:
-        return v
-    return v * 0.0
+def _negative_subnormal_to_zero64(v):
+    if v < 0 and v > -_F64_TINY:
+        return v * 0.0
+    return v
 
 
 class _QuietMath:
@@ -323,7 +351,7 @@ else:  # the eager path is CuPy's
 _GLOBALS = {"_m": _MATH, "_one": 1.0, "_sign": _DEVICE(_sign),
             "_maximum": _DEVICE(_ops._maximum), "_minimum": _DEVICE(_ops._minimum),
             "_fmaximum": _DEVICE(_FLOAT_MAX), "_fminimum": _DEVICE(_FLOAT_MIN),
-            "_flush32": _DEVICE(_flush32), "_flush64": _DEVICE(_flush64)}
+            "_flush32": _DEVICE(_flush32), "_negative_subnormal_to_zero64": _DEVICE(_negative_subnormal_to_zero64)}
 _FUNCTIONS: dict = {}
 
 
