@@ -422,6 +422,8 @@ def welford_map(dtype):
             return (T(1), x, d * d)
 
         f = _WELFORD_MAPS[dt] = welford_map
+        # how another process makes the same function (runtime.build_process sends it so)
+        f.__forge_rebuild__ = (globals()["welford_map"], (dt,))
     return f
 
 

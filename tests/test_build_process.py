@@ -213,7 +213,7 @@ def test_a_fresh_process_finds_the_same_keys(monkeypatch, tmp_path):
     x = xp.asarray(rng.random(1237, dtype=np.float32))       # sizes no other test's plans hold
     A = xp.asarray(rng.random((23, 19), dtype=np.float32))
     v = xp.asarray(rng.random(19, dtype=np.float32))
-    for call in (lambda: xp.sum(x), lambda: xp.cumulative_sum(x), lambda: xp.argmax(x),
+    for call in (lambda: xp.sum(x), lambda: xp.cumulative_sum(x), lambda: xp.argmax(x), lambda: xp.std(x),
                  lambda: xp.sum(A, axis=0), lambda: A @ v):
         call()
     payloads = [build_process._dumps(s) for s in specs]

@@ -13,8 +13,9 @@ device of that compute capability), so it costs no GPU memory.
 
 A build is sent as its kernel factory, constants and argument types, pickled by reference:
 only specialisations whose functions are module-level functions of forge_array, NumPy, numba
-or the standard library go there (the standard operations); a user's operator is built in
-the user's process as before.  Where the build process cannot start (no ``fork``/``exec``,
+or the standard library (or made by such a function, which then names itself and its
+arguments in ``__forge_rebuild__``) go there: the standard operations; a user's operator is
+built in the user's process as before.  Where the build process cannot start (no ``fork``/``exec``,
 a sandbox), builds run on the background thread as before, after one warning
 (``FORGE_ARRAY_BUILD_PROCESS=0`` asks for that without the warning); where it dies
 during a build, that build runs on the thread and the next one starts a new process (at most
@@ -76,8 +77,12 @@ class _NotPortable(pickle.PicklingError):
 class _Pickler(pickle.Pickler):
     def reducer_override(self, obj):
         # Python functions (pickled by name) only from modules the build process imports
-        # as they are here; no class of the user's script
+        # as they are here; no class of the user's script.  A function made by a factory of
+        # such a module says how to make it again: ``__forge_rebuild__ = (factory, args)``
         if isinstance(obj, (types.FunctionType, types.MethodType)):
+            recipe = getattr(obj, "__forge_rebuild__", None)
+            if recipe is not None:
+                return recipe
             mod = getattr(obj, "__module__", None) or ""
             top = mod.split(".")[0]
             if top not in _MODULES and top not in _STDLIB:
