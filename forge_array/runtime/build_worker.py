@@ -44,9 +44,10 @@ def main(argv) -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _watch_parent(os.getppid())
     results.send_bytes(pickle.dumps(("ready", os.getpid())))
+    import numba.cuda  # noqa: F401  (numba's CUDA target while the first build is on its way)
+
     from forge_array.runtime import compiler, config
 
-    compiler.cuda.load()   # numba's CUDA target while the first build is on its way
     pretend = [True]
 
     def build(factory, factory_args, argtypes, launch_bounds, cc):
