@@ -3,20 +3,21 @@
 A kernel build is CPU-bound Python (numba's typing and lowering) followed by LLVM and NVVM:
 on a thread of the user's process it holds the GIL for most of a second, and every other
 thread of the user (PyTorch and CuPy calls included) waits for it.  The background builds'
-thread (:mod:`.background`) therefore hands each build to a build process, started at the
-first queued build with ``python -m forge_array.runtime.build_worker``, reused for every later one
-and ended with the interpreter, and waits for it on a pipe without holding the GIL.  The
-build process compiles the specialisation to PTX for the GPU's compute capability into the
-disk cache (:func:`.compiler.build_to_disk`), where the user's process then finds it and
-loads it through CuPy as any cached kernel.  It never touches the GPU (numba is shown a
-device of that compute capability), so it costs no GPU memory.
+thread (:mod:`.background`) therefore hands each build to a build process, started when the
+first build is queued (:func:`prestart`) with ``python -m forge_array.runtime.build_worker``,
+reused for every later one and ended with the interpreter, and waits for it on a pipe without
+holding the GIL.  The build process compiles the specialisation to PTX for the GPU's compute
+capability into the disk cache (:func:`.compiler.build_to_disk`), where the user's process
+then finds it and loads it through CuPy as any cached kernel.  numba is shown a device of
+that compute capability, so the build process creates no CUDA context and takes no GPU
+memory (where numba needs more of the device, it asks the driver from then on).
 
 A build is sent as its kernel factory, constants and argument types, pickled by reference:
 only specialisations whose functions are module-level functions of forge_array, NumPy, numba
 or the standard library (or made by such a function, which then names itself and its
 arguments in ``__forge_rebuild__``) go there: the standard operations; a user's operator is
-built in the user's process as before.  Where the build process cannot start (no ``fork``/``exec``,
-a sandbox), builds run on the background thread as before, after one warning
+built in the user's process as before.  Where the build process cannot start (no
+``fork``/``exec``, a sandbox), builds run on the background thread as before, after one warning
 (``FORGE_ARRAY_BUILD_PROCESS=0`` asks for that without the warning); where it dies
 during a build, that build runs on the thread and the next one starts a new process (at most
 :data:`MAX_RESTARTS` times; as many builds it fails other than with the operator's compile
