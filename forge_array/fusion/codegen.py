@@ -147,16 +147,33 @@ def _literal(v, dt):
     return f"float('{lit}')" if lit in ("inf", "-inf", "nan") else lit
 
 
+def _flush(name):
+    """Source flushing the float32 value ``name`` (a subnormal becomes a zero of its sign;
+    one comparison, inline, as the GPU's -ftz=true arithmetic does in hardware)."""
+    return f"({name} * _F32_ZERO if abs({name}) < _F32_TINY32 else {name})"
+
+
 def _flushed(a, src, dt, lines, flushed):
-    """The flushed operand ``src`` (value ``a`` of dtype ``dt`` converted to float32): a
-    float32 value is flushed once, into a name of its own."""
-    if dt != _F32:
-        return f"_flush32({src})"
-    name = flushed.get(a)
+    """The flushed operand ``src`` (value ``a`` of dtype ``dt`` converted to float32), in a
+    name of its own: a float32 value is flushed once for all its uses."""
+    key = a if dt == _F32 else (a, "f32")
+    name = flushed.get(key)
     if name is None:
-        name = flushed[a] = f"f{a}"
-        lines.append(f"    {name} = _flush32(v{a})")
+        name = flushed[key] = f"f{a}" if dt == _F32 else f"g{a}"
+        if dt != _F32:
+            lines.append(f"    {name} = {src}")
+            src = name
+        lines.append(f"    {name} = {_flush(src)}")
     return name
+
+
+def _flushed_operand(a, src, dt, ct, clean, lines, flushed):
+    """Operand ``src`` (value ``a`` of dtype ``dt`` converted to ``ct``) of a flushing step."""
+    if dt == _F32 and not clean[a]:  # flushed before any widening, as the GPU's cvt.ftz
+        return _conv(_flushed(a, f"v{a}", dt, lines, flushed), dt, ct)
+    if ct == _F32 and dt.kind == "f" and dt != _F32:  # narrowed to float32: may be subnormal
+        return _flushed(a, src, dt, lines, flushed)
+    return src
 
 
 def source_of(program):
@@ -199,11 +216,10 @@ def source_of(program):
             ops_ = [_conv(f"v{a}", dts[a], ct) for a in args]
             flush = _FLUSH_F32 and op not in _MOVES
             raw = ops_
-            if flush and ct == _F32:
-                ops_ = [o if clean[a] and dts[a] == _F32 or dts[a].kind in "biu"
-                        else _flushed(a, o, dts[a], lines, flushed)
+            if flush and ct.kind == "f":  # float32 operands flushed, also where widened
+                ops_ = [_flushed_operand(a, o, dts[a], ct, clean, lines, flushed)
                         for o, a in zip(ops_, args)]
-            elif flush and ct == _F64 and op in _FLUSH_F64_OPERANDS:
+            if flush and ct == _F64 and op in _FLUSH_F64_OPERANDS:
                 ops_ = [f"_negative_subnormal_to_zero64({o})" for o in ops_]
             if op == "where":
                 c = ops_[0] if dts[args[0]].kind == "b" else f"({ops_[0]} != 0)"
@@ -221,9 +237,9 @@ def source_of(program):
                         left, right = f"v{pos}", "_b"
                         if flush and ct == _F32:
                             if not (clean[args[0]] and dts[args[0]] == _F32):
-                                left = f"_flush32({left})"
+                                left = _flush(left)
                             if 0 < abs(_value(bound)) < _F32_TINY:
-                                right = f"_flush32({right})"
+                                right = _flush(right)
                         lines.append(f"    v{pos} = _b if {left} {cmp} {right} else v{pos}")
                 lines.append(f"    v{pos} = _t_{dt.name}(v{pos})")
                 dts.append(dt)
@@ -255,7 +271,8 @@ def source_of(program):
             if dt.kind == "b":
                 lines.append(f"    v{pos} = {expr}")
             elif flush and dt == _F32:
-                lines.append(f"    v{pos} = _flush32(_t_{dt.name}({expr}))")
+                lines.append(f"    v{pos} = _t_{dt.name}({expr})")
+                lines.append(f"    v{pos} = {_flush(f'v{pos}')}")
             else:
                 lines.append(f"    v{pos} = _t_{dt.name}({expr})")
             if dt != _F32 or flush:
@@ -313,12 +330,6 @@ _F32_TINY32 = np.float32(_F32_TINY)
 _F64_TINY = float(np.finfo(np.float64).tiny)
 
 
-def _flush32(v):
-    # a float32 subnormal becomes a zero of its sign, as the GPU's -ftz=true arithmetic does
-    # (one float32 comparison; NaN compares false and is kept)
-    return v * _F32_ZERO if abs(v) < _F32_TINY32 else v
-
-
 def _negative_subnormal_to_zero64(v):
     if v < 0 and v > -_F64_TINY:
         return v * 0.0
@@ -351,7 +362,8 @@ else:  # the eager path is CuPy's
 _GLOBALS = {"_m": _MATH, "_one": 1.0, "_sign": _DEVICE(_sign),
             "_maximum": _DEVICE(_ops._maximum), "_minimum": _DEVICE(_ops._minimum),
             "_fmaximum": _DEVICE(_FLOAT_MAX), "_fminimum": _DEVICE(_FLOAT_MIN),
-            "_flush32": _DEVICE(_flush32), "_negative_subnormal_to_zero64": _DEVICE(_negative_subnormal_to_zero64)}
+            "_F32_ZERO": _F32_ZERO, "_F32_TINY32": _F32_TINY32,
+            "_negative_subnormal_to_zero64": _DEVICE(_negative_subnormal_to_zero64)}
 _FUNCTIONS: dict = {}
 
 

@@ -39,7 +39,7 @@ from .expr import EPOCH, Const, Leaf, Node
 from .rowplan import describe, row_program
 
 __all__ = ["settle", "replayed_settlement", "scan_of", "plan_of", "AXIS_MAX_LEAVES",
-           "MAX_LAUNCH_OPERANDS", "MAX_LAUNCH_TERMS"]
+           "MAX_LAUNCH_OPERANDS", "MAX_LAUNCH_STATE"]
 
 #: most leaves a fused reduction along some axes reads (the axis kernels' operand limit)
 AXIS_MAX_LEAVES = 3
@@ -210,7 +210,7 @@ def _settle_nodes(nodes, rec):
             term, axes, keepdims = r.extra
             groups.setdefault((r.args[0].shape, axes, keepdims), []).append(r)
         for (shape, axes, keepdims), group in groups.items():
-            for part in _launchable(group, _reduced, MAX_LAUNCH_TERMS):
+            for part in _launchable(group, _reduced, _state_size):
                 _reduce_group(part, shape, axes, keepdims, device, rec)
         reds = [r for r in reds if r.value is None]
     maps: dict = {}
@@ -227,19 +227,27 @@ def _settle_nodes(nodes, rec):
 #: generated kernel passes its operands and results as tuples, which numba compiles only up
 #: to 30 items: CPython builds longer ones through a list)
 MAX_LAUNCH_OPERANDS = 24
-#: most reductions of one launch (their states are one flat tuple of up to 3 values each)
-MAX_LAUNCH_TERMS = 4
+#: most values in the state of one launch's reductions (one flat tuple: 3 values for var
+#: and std, 2 for argmax and argmin, 1 for the others)
+MAX_LAUNCH_STATE = 24
+_STATE_SIZE = {"var": 3, "std": 3, "argmax": 2, "argmin": 2}
 
 
-def _launchable(group, roots_of, most=None):
+def _state_size(group):
+    return sum(_STATE_SIZE.get(r.extra[0].name, 1) for r in group)
+
+
+def _launchable(group, roots_of, state=None):
     """``group`` (nodes computed by one launch) split into parts whose launches read and
-    write at most :data:`MAX_LAUNCH_OPERANDS` arrays and compute at most ``most`` nodes;
-    ``roots_of(part)``: the expressions a part's launch computes."""
+    write at most :data:`MAX_LAUNCH_OPERANDS` arrays and, with ``state`` (the state size of
+    a part's reductions), hold at most :data:`MAX_LAUNCH_STATE` values; ``roots_of(part)``:
+    the expressions a part's launch computes."""
     if len(group) == 1:
         return [group]
-    if most is not None and len(group) > most:
-        return [p for k in range(0, len(group), most)
-                for p in _launchable(group[k:k + most], roots_of)]
+    half = len(group) // 2
+    if state is not None and state(group) > MAX_LAUNCH_STATE:
+        return (_launchable(group[:half], roots_of, state)
+                + _launchable(group[half:], roots_of, state))
     roots = roots_of(group)
     # a bound first (each root's array reads as built): most settlements stop here
     if sum(getattr(e, "reads", 1) for e in roots) + len(group) <= MAX_LAUNCH_OPERANDS:
@@ -247,8 +255,7 @@ def _launchable(group, roots_of, most=None):
     _, leaves = linearize(roots)
     if len(leaves) + len(group) <= MAX_LAUNCH_OPERANDS:
         return [group]
-    half = len(group) // 2
-    return _launchable(group[:half], roots_of) + _launchable(group[half:], roots_of)
+    return _launchable(group[:half], roots_of, state) + _launchable(group[half:], roots_of, state)
 
 
 def _reduced(group):
