@@ -148,9 +148,11 @@ def _literal(v, dt):
 
 
 def _flush(name):
-    """Source flushing the float32 value ``name`` (a subnormal becomes a zero of its sign;
-    one comparison, inline, as the GPU's -ftz=true arithmetic does in hardware)."""
-    return f"({name} * _F32_ZERO if abs({name}) < _F32_TINY32 else {name})"
+    """Source flushing the float32 value ``name``, as the GPU's -ftz=true arithmetic does in
+    hardware: a subnormal times 0 is a zero of its sign, anything else times 1 is itself (a
+    NaN compares false and stays NaN); inline and without a branch, so that the kernels'
+    loops keep their loads in flight."""
+    return f"({name} * _t_float32(abs({name}) >= _F32_TINY32))"
 
 
 def _flushed(a, src, dt, lines, flushed):
@@ -282,6 +284,8 @@ def source_of(program):
             else:  # a move of its operand's bits
                 clean.append(all(clean[a] and dts[a] == _F32 for a in args))
         dts.append(dt)
+    if flushed or any("_F32_TINY32" in line for line in lines):
+        names.add("float32")
     return "\n".join(lines) + "\n", names
 
 
