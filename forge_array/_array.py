@@ -233,24 +233,30 @@ class Array:
         )
 
     def __array_function__(self, func, types, args, kwargs):
-        """NumPy's functions (``np.sum(x)``, ``np.mean(x)``, ...) do not take forge_array
-        arrays: TypeError naming the namespace's function.
+        """NumPy's functions (``np.mean(x)``, ``np.unique(x)``, ...) take CPU arrays as
+        NumPy arrays of the same memory, as they take anything NumPy can view, and return
+        NumPy results; a GPU array is never converted implicitly (TypeError naming the
+        namespace's function).  NumPy's ufuncs and operators between NumPy and forge_array
+        arrays raise instead (see ``__array_ufunc__``).
 
         ```python
         import numpy as np
         import forge_array as xp
 
         x = xp.asarray([1.0, 2.0], device="cpu")
-        np.sum(x)                     # TypeError: use xp.sum(x)
-        float(xp.sum(x))              # 3.0
+        np.mean(x)                    # np.float64(1.5): a NumPy result
+        float(xp.mean(x))             # 1.5, with the namespace
         ```
         """
         fname = getattr(func, "__name__", str(func))
-        raise TypeError(
-            f"numpy.{fname}() does not take forge_array arrays; use "
-            f"{_namespace_hint(fname)}, converting NumPy inputs with xp.asarray(...), or "
-            "convert explicitly to NumPy (np.asarray(x.to_device('cpu')))"
-        )
+        if _holds_gpu_array((args, kwargs)):
+            raise TypeError(
+                f"numpy.{fname}() does not take forge_array GPU arrays; use "
+                f"{_namespace_hint(fname)}, converting NumPy inputs with xp.asarray(...), "
+                "or copy to NumPy explicitly (np.asarray(x.to_device('cpu')))")
+        values_read()
+        args, kwargs = _as_numpy((args, kwargs))
+        return func(*args, **kwargs)
 
     def __new__(cls, *args, **kwargs):
         raise TypeError(
@@ -893,6 +899,30 @@ def _ew_name(numpy_name: str) -> str:
                                             "arctan": "atan", "arctan2": "atan2",
                                             "invert": "bitwise_invert"}.get(numpy_name,
                                                                             numpy_name)
+
+
+def _holds_gpu_array(v) -> builtins.bool:
+    """Whether ``v`` (arguments, through tuples, lists and dicts) holds a GPU Array."""
+    if isinstance(v, Array):
+        return v._device.is_cuda
+    if isinstance(v, (tuple, list)):
+        return builtins.any(map(_holds_gpu_array, v))
+    if isinstance(v, dict):
+        return builtins.any(map(_holds_gpu_array, v.values()))
+    return False
+
+
+def _as_numpy(v):
+    """``v`` with every (CPU) Array replaced by the NumPy array of its memory."""
+    if isinstance(v, Array):
+        arr = v._array
+        share(arr)  # NumPy code may write it from now on
+        return arr
+    if type(v) is tuple or type(v) is list:
+        return type(v)(map(_as_numpy, v))
+    if type(v) is dict:
+        return {k: _as_numpy(x) for k, x in v.items()}
+    return v
 
 
 def _namespace_hint(numpy_name: str) -> str:
