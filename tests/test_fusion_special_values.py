@@ -110,3 +110,32 @@ def test_gpu_flush_rule_of_float32_subnormals(case, monkeypatch):
     with np.errstate(all="ignore"):
         got = np.asarray(xp.fuse(fn)(a).to_device("cpu"))[0]
     assert _bits(got) == _bits(np.asarray(want, dtype=got.dtype)), (case, got, want)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("case", sorted(_CASES))
+def test_plain_code_special_values_equal_eager(case, dtype, monkeypatch):
+    """The same cases in plain code under automatic fusion (every size deferred)."""
+    from forge_array.fusion import auto, codegen
+
+    monkeypatch.setattr(codegen, "MAX_CONSTANT_SETS", 1 << 30)
+    fn = _CASES[case]
+    a, b = _pairs(np.dtype(dtype), DEVICE)
+    a, b = xp.asarray(a, copy=True), xp.asarray(b, copy=True)  # only forge_array writes them
+    size = auto.MIN_SIZE[0]
+    with np.errstate(all="ignore"):
+        old = auto.enable(False)
+        try:
+            e = np.asarray(fn(a, b).to_device("cpu"))
+        finally:
+            auto.enable(*old)
+        old = auto.enable(True, simulated_cpu=True)
+        auto.MIN_SIZE[0] = 0
+        try:
+            f = np.asarray(fn(a, b).to_device("cpu"))
+        finally:
+            auto.MIN_SIZE[0] = size
+            auto.enable(*old)
+    assert e.dtype == f.dtype
+    bad = np.nonzero(_bits(e) != _bits(f))[0]
+    assert not len(bad), f"{case} {dtype}: {len(bad)} values differ"
