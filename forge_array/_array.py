@@ -136,6 +136,14 @@ def scalar_to_backend(value, dtype, device):
     return host
 
 
+#: The namespace's functions behind the operators (``add``, ``abs``, ``matmul``, ...), by
+#: name: the namespace's modules register them as they load (they sit above this module).
+OPERATORS: dict = {}
+
+#: The namespace module (``forge_array``), registered by the package as it loads: what
+#: ``__array_namespace__`` returns and where error messages look up function names.
+NAMESPACE = [None]
+
 #: Called before a write into an array's memory through the namespace (``x[k] = v``,
 #: in-place operators): :mod:`forge_array.fusion` computes what is pending first, so that
 #: no deferred step reads values written after it.
@@ -222,7 +230,7 @@ class Array:
             p, q = inputs
             if ((isinstance(p, np.generic) and isinstance(q, Array))
                     or (isinstance(q, np.generic) and isinstance(p, Array))):
-                return getattr(_ew, name)(p, q)
+                return OPERATORS[name](p, q)
         foreign = [v for v in inputs if is_foreign_array(v)]
         if foreign:
             raise foreign_operand_error(foreign[0], f"numpy.{ufunc.__name__}")
@@ -329,9 +337,7 @@ class Array:
         if api_version is not None and api_version not in _SUPPORTED_API_VERSIONS:
             raise ValueError(f"unsupported api_version {api_version!r}; supported: "
                              f"{_SUPPORTED_API_VERSIONS}")
-        import forge_array  # noqa: PLC0415
-
-        return forge_array
+        return NAMESPACE[0]
 
     def __repr__(self) -> str:
         host = self._host()
@@ -621,7 +627,7 @@ class Array:
             if is_foreign_array(other):
                 raise foreign_operand_error(other, f"operator {_SYMBOLS[name]}")
             return NotImplemented
-        fn = getattr(_ew, name)
+        fn = OPERATORS[name]
         return fn(other, self) if reflected else fn(self, other)
 
     def _iop(self, other, name):
@@ -636,7 +642,7 @@ class Array:
             if is_foreign_array(other):
                 raise foreign_operand_error(other, f"operator {_SYMBOLS[name]}=")
             return NotImplemented
-        res = getattr(_ew, name)(self, other)
+        res = OPERATORS[name](self, other)
         if res.dtype != self.dtype:
             raise TypeError(f"in-place operation would change the dtype of the left operand "
                             f"from {self.dtype} to {res.dtype}")
@@ -653,16 +659,16 @@ class Array:
         return self
 
     def __abs__(self):
-        return _ew.abs(self)
+        return OPERATORS["abs"](self)
 
     def __neg__(self):
-        return _ew.negative(self)
+        return OPERATORS["negative"](self)
 
     def __pos__(self):
-        return _ew.positive(self)
+        return OPERATORS["positive"](self)
 
     def __invert__(self):
-        return _ew.bitwise_invert(self)
+        return OPERATORS["bitwise_invert"](self)
 
     def __add__(self, other, /):
         return self._binop(other, "add")
@@ -797,21 +803,21 @@ class Array:
             if is_foreign_array(other):
                 raise foreign_operand_error(other, "operator @")
             return NotImplemented
-        return _la.matmul(self, other)
+        return OPERATORS["matmul"](self, other)
 
     def __rmatmul__(self, other, /):
         if not isinstance(other, Array):
             if is_foreign_array(other):
                 raise foreign_operand_error(other, "operator @")
             return NotImplemented
-        return _la.matmul(other, self)
+        return OPERATORS["matmul"](other, self)
 
     def __imatmul__(self, other, /):
         if not isinstance(other, Array):
             if is_foreign_array(other):
                 raise foreign_operand_error(other, "operator @=")
             return NotImplemented
-        res = _la.matmul(self, other)
+        res = OPERATORS["matmul"](self, other)
         if res.dtype != self.dtype or res.shape != self.shape:
             raise ValueError("in-place matmul would change the shape or dtype of the left "
                              "operand")
@@ -928,13 +934,8 @@ def _as_numpy(v):
 def _namespace_hint(numpy_name: str) -> str:
     """``xp.sum(...)`` for NumPy's ``sum``: the namespace's function of that name, or the
     namespace's functions in general where it has none."""
-    import forge_array  # noqa: PLC0415
-
     name = _ew_name(numpy_name)
-    if callable(getattr(forge_array, name, None)):
+    if callable(getattr(NAMESPACE[0], name, None)):
         return f"xp.{name}(...)"
     return "the namespace's functions (xp = forge_array)"
 
-
-from . import _elementwise as _ew  # noqa: E402
-from . import _linear_algebra as _la  # noqa: E402

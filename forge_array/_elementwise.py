@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import _array as _array_module
 from . import _devices as _dev
 from . import _dtypes as _dt
 from ._array import (
@@ -648,3 +649,7 @@ def clip(x, /, min=None, max=None):  # noqa: A002
         if res is x._array:
             res = res.copy()
     return Array._new(res, dev)
+
+
+_array_module.OPERATORS.update({n: globals()[n] for n in __all__})
+_fusion.BINARY_TYPES[0] = _binary_types

@@ -10,6 +10,7 @@ tensordot, vecdot. Shapes and dtypes are checked here; products go through
 
 from __future__ import annotations
 
+from . import _array as _array_module
 from . import _devices as _dev
 from . import _dtypes as _dt
 from . import _routing
@@ -185,3 +186,6 @@ def vecdot(x1, x2, /, *, axis=-1):
                          f"{b.shape[neg]}")
     with _dev.on(dev):
         return Array._new(_routing.vecdot(a, b, neg), dev)
+
+
+_array_module.OPERATORS["matmul"] = matmul

@@ -42,6 +42,10 @@ _copy = _lazy("forge_array.primitives.copy", __name__, "_copy")
 # the stored launches: a GPU's first calls only (nothing of it on a CPU-only machine)
 _stored_mod = _lazy("forge_array.runtime.stored", __name__, "_stored_mod")
 
+#: imports the layers above this module register to run with the kernel layer's load, off
+#: the calling thread in background compile mode
+LAYER_LOADS: list = []
+
 #: whether the kernel layer has loaded (``background.state("kernel layer") == "done"``,
 #: kept as one flag for the hot paths below)
 _LAYER = [False]
@@ -53,9 +57,10 @@ def _load_layer() -> None:
             m.load()
     importlib.import_module("forge_array.primitives").load_kernels()
     if background.mode() == "background":
-        # off the calling thread: the fusion layer's execution modules too (kernel modules
-        # among them), which a fused function's first call would otherwise import
-        importlib.import_module("forge_array.fusion.evaluate")
+        # off the calling thread: what the layers above register (the fusion layer's
+        # execution modules, which a fused function's first call would otherwise import)
+        for load in LAYER_LOADS:
+            load()
 
 
 def _layer_loaded() -> None:

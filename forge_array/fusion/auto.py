@@ -240,10 +240,14 @@ def _compute(nodes):
         plain.on = False
 
 
+#: The namespace module (``forge_array``), registered by the package as it loads (it sits
+#: above this module): :func:`compute_eagerly` computes with its eager functions.
+NAMESPACE = [None]
+
+
 def compute_eagerly(node):
     """Compute ``node`` and what it uses with the namespace's eager functions."""
-    import forge_array as xp  # noqa: PLC0415 - the namespace sits above this module
-
+    xp = NAMESPACE[0]
     device = node.device
     memo: dict = {}
 

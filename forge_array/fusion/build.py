@@ -299,13 +299,14 @@ def binary(name, x1, x2, kinds):
     return _deferred(Node(name, (a, b), rdt, shape, dt, device=dev), mode, pk, known)
 
 
-def _binary_types(name, x1, x2, kinds):
-    """The namespace's validation of two operands (bound at the first call: the namespace
-    sits above this module)."""
-    from .._elementwise import _binary_types as check  # noqa: PLC0415
+#: The namespace's validation of two operands, ``(name, x1, x2, kinds) -> (dtype, device,
+#: scalar dtype of x1, scalar dtype of x2)``, registered by the namespace's element-wise
+#: module as it loads (it sits above this module): one rule for eager and deferred steps.
+BINARY_TYPES = [None]
 
-    globals()["_binary_types"] = check
-    return check(name, x1, x2, kinds)
+
+def _binary_types(name, x1, x2, kinds):
+    return BINARY_TYPES[0](name, x1, x2, kinds)
 
 
 _BOOL = np.dtype(np.bool_)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 
 from .. import _array as _array_module
-from .. import _ownership
+from .. import _ownership, _routing
 from .._array import Array
 from .._routing import _LAYER
 from .._routing import layer_ready as _layer_ready
@@ -107,6 +107,14 @@ def _before_share():
 _array_module.BEFORE_WRITE[0] = _before_write
 _array_module.VIEW_TAKEN[0] = _view_taken
 _array_module.VALUE_READ[0] = _values_read
+
+
+def _load_evaluation():
+    if isinstance(_evaluate, _lazy):  # numba and the kernel modules: with the kernel layer's
+        _evaluate.load()
+
+
+_routing.LAYER_LOADS.append(_load_evaluation)
 _ownership.BEFORE_SHARE[0] = _before_share
 
 
