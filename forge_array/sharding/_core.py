@@ -196,10 +196,11 @@ class ShardedArray(Array):
     int(xp.sum(x))      # 45
     ```
 
-    >>> import forge_array as xp
-    >>> x = xp.arange(10, device=xp.Sharding(["cpu"] * 3))
-    >>> [s.shape for s in x.shards]
-    [(4,), (3,), (3,)]
+    Examples:
+        >>> import forge_array as xp
+        >>> x = xp.arange(10, device=xp.Sharding(["cpu"] * 3))
+        >>> [s.shape for s in x.shards]
+        [(4,), (3,), (3,)]
     """
 
     __slots__ = ("_shards", "_sharding", "_axis", "_offsets", "_shape", "_dtype")
