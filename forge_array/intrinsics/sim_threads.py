@@ -84,7 +84,11 @@ class _WarpBarrier:
                 self.cond.notify_all()
                 return
             deadline = time.monotonic() + BARRIER_TIMEOUT
+            seen = self.count
             while gen == self.generation:
+                if self.count != seen:  # lanes still arriving: a slow warp, not a deadlock
+                    seen = self.count
+                    deadline = time.monotonic() + BARRIER_TIMEOUT
                 if self.broken:
                     raise RuntimeError(self.broken)
                 if getattr(t, "abort", False):
