@@ -319,17 +319,7 @@ def arange(start, /, stop=None, step=1, *, dtype=None, device=None):
     >>> xp.arange(1, 7, 2, device="cpu")
     Array([1, 3, 5], dtype=int64, device=cpu)
     """
-    args = [a for a in (start, stop, step) if a is not None]
-    for a in args:
-        if isinstance(a, builtins.bool) or not isinstance(py_scalar(a), (int, float)):
-            raise TypeError(f"arange(): start/stop/step must be ints or floats, got {a!r}")
-    if step == 0:
-        raise ValueError("arange(): step must not be zero")
-    if dtype is None:
-        dtype = (_dt.default_float if builtins.any(isinstance(py_scalar(a), float)
-                                                   for a in args) else _dt.default_int)
-    else:
-        dtype = _dt.to_dtype(dtype)
+    dtype = arange_dtype(start, stop, step, dtype)
     if stop is None:
         start, stop = 0, start
     dev = _dev.as_device(device)
@@ -340,6 +330,21 @@ def arange(start, /, stop=None, step=1, *, dtype=None, device=None):
         else:
             raise TypeError(f"arange(): dtype {dtype} is not a real numeric dtype")
     return Array._new(res, dev)
+
+
+def arange_dtype(start, stop, step, dtype):
+    """The checked arguments' result dtype of ``arange``: ``dtype``, else the default float
+    when one of them is a float, else the default integer."""
+    args = [a for a in (start, stop, step) if a is not None]
+    for a in args:
+        if isinstance(a, builtins.bool) or not isinstance(py_scalar(a), (int, float)):
+            raise TypeError(f"arange(): start/stop/step must be ints or floats, got {a!r}")
+    if step == 0:
+        raise ValueError("arange(): step must not be zero")
+    if dtype is None:
+        return (_dt.default_float if builtins.any(isinstance(py_scalar(a), float)
+                                                  for a in args) else _dt.default_int)
+    return _dt.to_dtype(dtype)
 
 
 def eye(n_rows, n_cols=None, /, *, k=0, dtype=None, device=None):

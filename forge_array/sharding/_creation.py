@@ -10,6 +10,7 @@ import math
 from .. import _devices as _dev
 from .. import _dtypes as _dt
 from .._array import Array, py_scalar
+from .._creation import arange_dtype
 from .._helpers import as_int, normalize_shape
 from ._core import ShardedArray, Sharding, refusal
 from ._dispatch import original, register
@@ -127,16 +128,7 @@ def from_dlpack(x, /, *, device=None, copy=None):
 @register("arange")
 def arange(start, /, stop=None, step=1, *, dtype=None, device=None):
     sh = device
-    args = [a for a in (start, stop, step) if a is not None]
-    for a in args:
-        if isinstance(a, builtins.bool) or not isinstance(py_scalar(a), (int, float)):
-            raise TypeError(f"arange(): start/stop/step must be ints or floats, got {a!r}")
-    if step == 0:
-        raise ValueError("arange(): step must not be zero")
-    if dtype is None:
-        dtype = (_dt.default_float if any(isinstance(py_scalar(a), float) for a in args)
-                 else _dt.default_int)
-    dtype = _dt.to_dtype(dtype)
+    dtype = arange_dtype(start, stop, step, dtype)
     if dtype not in _dt.real_numeric_dtypes:
         raise TypeError(f"arange(): dtype {dtype} is not a real numeric dtype")
     if stop is None:
