@@ -30,6 +30,7 @@ import math
 import numpy as np
 from numba import cuda
 
+from .. import intrinsics as _fi
 from .. import ops as _ops
 from ..runtime.config import SIMULATE
 from .expr import PLAIN, Const, Node, const_key
@@ -149,10 +150,16 @@ def _literal(v, dt):
 
 def _flush(name):
     """Source flushing the float32 value ``name``, as the GPU's -ftz=true arithmetic does in
-    hardware: a subnormal times 0 is a zero of its sign, anything else times 1 is itself (a
-    NaN compares false and stays NaN); inline and without a branch, so that the kernels'
-    loops keep their loads in flight."""
-    return f"({name} * _t_float32(abs({name}) >= _F32_TINY32))"
+    hardware: one ``add.ftz.f32`` (:func:`forge_array.intrinsics.ftz_f32`)."""
+    return f"_ftz_f32({name})"
+
+
+#: float32 steps written as one ``.rn.ftz.f32`` instruction each (operands and result
+#: flushed by the instruction itself, and never contracted into a fused multiply-add, as
+#: in CuPy's one-step kernels): name -> (intrinsic, source template)
+_FTZ_STEPS = {"add": "_ftz_add({0}, {1})", "subtract": "_ftz_sub({0}, {1})",
+              "multiply": "_ftz_mul({0}, {1})", "divide": "_ftz_div({0}, {1})",
+              "square": "_ftz_mul({0}, {0})", "reciprocal": "_ftz_div(_t_float32(1), {0})"}
 
 
 def _flushed(a, src, dt, lines, flushed):
@@ -188,6 +195,7 @@ def source_of(program):
     # of another dtype, a normal constant), so that a flushing step needs no flush of it
     clean = []
     flushed: dict = {}  # float32 values flushed once for all their flushing uses
+    ftz_used = False  # whether a step is one of _FTZ_STEPS (they name _t_float32)
     names = set()
     for pos, ins in enumerate(program):
         kind = ins[0]
@@ -218,6 +226,16 @@ def source_of(program):
             ops_ = [_conv(f"v{a}", dts[a], ct) for a in args]
             flush = _FLUSH_F32 and op not in _MOVES
             raw = ops_
+            ftz_step = flush and ct == _F32 and dt == _F32 and (
+                op in _FTZ_STEPS or op == "pow" and program[args[1]][0] == "c"
+                and _value(program[args[1]][1]) == 2)
+            if ftz_step:  # one instruction flushes the operands and the result
+                tpl = _FTZ_STEPS["square" if op == "pow" else op]
+                lines.append(f"    v{pos} = {tpl.format(*raw)}")
+                dts.append(dt)
+                clean.append(True)
+                ftz_used = True
+                continue
             if flush and ct.kind == "f":  # float32 operands flushed, also where widened
                 ops_ = [_flushed_operand(a, o, dts[a], ct, clean, lines, flushed)
                         for o, a in zip(ops_, args)]
@@ -284,7 +302,7 @@ def source_of(program):
             else:  # a move of its operand's bits
                 clean.append(all(clean[a] and dts[a] == _F32 for a in args))
         dts.append(dt)
-    if flushed or any("_F32_TINY32" in line for line in lines):
+    if flushed or ftz_used:
         names.add("float32")
     return "\n".join(lines) + "\n", names
 
@@ -329,8 +347,6 @@ def _min_negative_zero(a, b):
 
 
 _F32_TINY = float(np.finfo(np.float32).tiny)
-_F32_ZERO = np.float32(0.0)
-_F32_TINY32 = np.float32(_F32_TINY)
 _F64_TINY = float(np.finfo(np.float64).tiny)
 
 
@@ -366,7 +382,8 @@ else:  # the eager path is CuPy's
 _GLOBALS = {"_m": _MATH, "_one": 1.0, "_sign": _DEVICE(_sign),
             "_maximum": _DEVICE(_ops._maximum), "_minimum": _DEVICE(_ops._minimum),
             "_fmaximum": _DEVICE(_FLOAT_MAX), "_fminimum": _DEVICE(_FLOAT_MIN),
-            "_F32_ZERO": _F32_ZERO, "_F32_TINY32": _F32_TINY32,
+            "_ftz_f32": _fi.ftz_f32, "_ftz_add": _fi.ftz_add,
+            "_ftz_sub": _fi.ftz_sub, "_ftz_mul": _fi.ftz_mul, "_ftz_div": _fi.ftz_div,
             "_negative_subnormal_to_zero64": _DEVICE(_negative_subnormal_to_zero64)}
 _FUNCTIONS: dict = {}
 

@@ -1,6 +1,7 @@
 """Device functions for kernels: warp shuffles of any scalar or tuple, warp/block reduce and
 scan factories, fences, acquire/release loads and stores, atomics on pointers, 128-bit
-vector loads/stores and tuple-of-buffer element access.
+vector loads/stores, tuple-of-buffer element access and float32 arithmetic with the
+GPU's flush-to-zero rule.
 
 On the GPU they are numba ``@intrinsic`` functions emitting NVVM IR / inline PTX
 (:mod:`.cuda_impl`); under numba's CUDA simulator (``FORGE_ARRAY_SIMULATE=1``) they are
@@ -35,6 +36,11 @@ from ._impl import (  # noqa: F401
     fence_device,
     fence_proxy_async,
     fence_system,
+    ftz_add,
+    ftz_div,
+    ftz_f32,
+    ftz_mul,
+    ftz_sub,
     globaltimer,
     lane_id,
     load,

@@ -29,6 +29,7 @@ from .cuda_async import (
     mbar_try_wait,
     with_shared_scratch,
 )
+from .cuda_float import ftz_add, ftz_div, ftz_f32, ftz_mul, ftz_sub
 from .cuda_memory import (
     atomic_add,
     atomic_cas,

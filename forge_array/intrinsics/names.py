@@ -49,4 +49,9 @@ NAMES = (
     "bulk_wait_read",
     "fence_proxy_async",
     "bar_sync",
+    "ftz_f32",
+    "ftz_add",
+    "ftz_sub",
+    "ftz_mul",
+    "ftz_div",
 )

@@ -35,6 +35,7 @@ from .sim_async import (
     mbar_try_wait,
     with_shared_scratch,
 )
+from .sim_float import ftz_add, ftz_div, ftz_f32, ftz_mul, ftz_sub
 from .sim_lanes import (
     ballot,
     cast_like,
