@@ -1,6 +1,7 @@
 """Sharded arrays (``forge_array.Sharding``): every sharded operation against the unsharded
-result (NumPy as the reference), with the CPU listed 1-4 times (uneven and empty blocks), and
-the errors of what does not shard. Kernels run as everywhere in CI (the simulator)."""
+result (NumPy as the reference), with 1-4 blocks (uneven and empty blocks), and the errors of
+what does not shard. In CI the blocks live on the CPU listed several times (kernels in the
+simulator); on a GPU host on the GPUs in turn (``cuda:0`` listed k times on one GPU)."""
 
 import numpy as np
 import pytest
@@ -10,10 +11,14 @@ from forge_array import ops
 from forge_array.sharding import ShardedArray, block_sizes
 
 K = [1, 2, 3, 4]
+#: the devices blocks are placed on, in turn, and the one unsharded operands live on
+DEVICES = [str(d) for d in xp.__array_namespace_info__().devices()
+           if str(d).startswith("cuda")] or ["cpu"]
+HOME = DEVICES[0]
 
 
 def sh(k, axis=0):
-    return xp.Sharding(["cpu"] * k, axis=axis)
+    return xp.Sharding([DEVICES[i % len(DEVICES)] for i in range(k)], axis=axis)
 
 
 def host(a):
@@ -54,7 +59,7 @@ def test_blocks_scatter_gather(k):
     assert [s.shape[0] for s in x.shards] == list(block_sizes(7, k))
     assert x.shape == (7, 3) and x.dtype == xp.float64 and x.ndim == 2 and x.size == 21
     close(x, a, exact=True)
-    y = xp.asarray(a, device="cpu").to_device(sh(k, axis=1))
+    y = xp.asarray(a, device=HOME).to_device(sh(k, axis=1))
     assert [s.shape for s in y.shards] == [(7, b) for b in block_sizes(3, k)]
     close(y.to_device("cpu"), a, exact=True)
     close(y.to_device(sh(k)), a, exact=True)       # re-split along the same axis
@@ -93,7 +98,7 @@ def test_creation(k):
         close(like, ref, exact=True)
     assert xp.empty_like(x).shape == (6, 2)
     assert xp.zeros_like(x, device="cpu").device == xp.cpu
-    close(xp.zeros_like(xp.ones(3, device="cpu"), device=s), np.zeros(3), exact=True)
+    close(xp.zeros_like(xp.ones(3, device=HOME), device=s), np.zeros(3), exact=True)
     close(xp.asarray(x, dtype=xp.float32), data((6, 2)).astype(np.float32))
 
 
@@ -126,12 +131,12 @@ def test_elementwise_and_operators(k):
     close(xp.where(x > 0, x, y), np.where(a > 0, a, b), exact=True)
     close(xp.maximum(x, 0.5), np.maximum(a, 0.5), exact=True)
     close(-abs(x), -np.abs(a), exact=True)
-    v = xp.asarray(b[0], device="cpu")                 # replicated (3,) operand
+    v = xp.asarray(b[0], device=HOME)                 # replicated (3,) operand
     close(x + v, a + b[0], exact=True)
     close(v * x, b[0] * a, exact=True)
-    col = xp.asarray(b[:, :1], device="cpu")           # (9, 1): cut into the blocks
+    col = xp.asarray(b[:, :1], device=HOME)           # (9, 1): cut into the blocks
     close(x - col, a - b[:, :1], exact=True)
-    close(x * xp.asarray(3.0, device="cpu"), a * 3.0, exact=True)
+    close(x * xp.asarray(3.0, device=HOME), a * 3.0, exact=True)
     i = xp.asarray(np.arange(9, dtype=np.int32), device=sh(k))
     close(i % 4 == 1, np.arange(9) % 4 == 1, exact=True)
     close(~(i > 3), ~(np.arange(9) > 3), exact=True)
@@ -216,7 +221,7 @@ def test_reduction_dtypes(dtype):
     a = data((11, 2), dtype)
     x = xp.asarray(a, device=sh(3))
     s = xp.sum(x)
-    ref = xp.sum(xp.asarray(a, device="cpu"))
+    ref = xp.sum(xp.asarray(a, device=HOME))
     assert s.dtype == ref.dtype
     close(s, np.asarray(ref), exact=dtype != np.float32)
     close(xp.max(x, axis=0), a.max(axis=0), exact=True)
@@ -327,7 +332,7 @@ def test_generic_scans(k):
 def test_products(k):
     A, v, w = data((7, 5)), data(5, seed=1), data(7, seed=2)
     rows, cols = xp.asarray(A, device=sh(k)), xp.asarray(A, device=sh(k, axis=1))
-    xv, xw = xp.asarray(v, device="cpu"), xp.asarray(w, device="cpu")
+    xv, xw = xp.asarray(v, device=HOME), xp.asarray(w, device=HOME)
     r = rows @ xv
     assert r.device == sh(k)
     close(r, A @ v)
@@ -337,7 +342,7 @@ def test_products(k):
     assert c.device == sh(k)
     close(c, w @ A)
     close(xp.asarray(w, device=sh(k)) @ rows, w @ A)
-    close(rows @ xp.asarray(A.T, device="cpu"), A @ A.T)
+    close(rows @ xp.asarray(A.T, device=HOME), A @ A.T)
     close(xp.vecdot(rows, rows), np.sum(A * A, axis=1))
     close(xp.vecdot(rows, rows, axis=0), np.sum(A * A, axis=0))
     close(xp.linalg.vecdot(xp.asarray(w, device=sh(k)), xp.asarray(w, device=sh(k))), w @ w)
@@ -388,7 +393,7 @@ def test_metadata_functions_and_unsharded_calls():
     assert xp.result_type(x, xp.float64) == xp.float64
     assert xp.isdtype(x.dtype, "real floating") and xp.can_cast(x, xp.float64)
     assert "sum" in xp.sharding.sharded_functions()
-    y = xp.asarray([1.0, 2.0], device="cpu")        # unsharded calls are untouched
+    y = xp.asarray([1.0, 2.0], device=HOME)        # unsharded calls are untouched
     assert type(xp.sum(y)) is xp.Array and float(xp.sum(y)) == 3.0
 
 
@@ -461,7 +466,7 @@ def test_operations_on_views(k):
     close(xp.mean(t, axis=1), at.mean(axis=1))
     close(xp.argmin(t, axis=1), np.argmin(at, axis=1), exact=True)
     close(xp.cumulative_prod(t, axis=1), np.cumprod(at, axis=1))
-    close(t @ xp.asarray(a[:, 0], device="cpu"), at @ a[:, 0])
+    close(t @ xp.asarray(a[:, 0], device=HOME), at @ a[:, 0])
     w = xp.asarray(av, device=sh(k))
     if k == 3:
         with pytest.raises(ValueError, match="mismatched"):
