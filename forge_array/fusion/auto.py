@@ -114,9 +114,11 @@ def enable(on=True, simulated_cpu=False):
     return old
 
 
-def applies(device):
-    """Whether steps on ``device`` may be deferred in this thread now."""
-    if not (_STATE[0] if device._kind == "cuda" else _STATE[1]):
+def applies(device, explicit=False):
+    """Whether steps on ``device`` may be deferred in this thread now (``explicit``: asked
+    for by the code, as :func:`.build.deferring_all` does, whether automatic fusion is on
+    or not)."""
+    if not explicit and not (_STATE[0] if device._kind == "cuda" else _STATE[1]):
         return False
     # in background compile mode, not before the kernel layer has loaded off the thread (a
     # deferred step needs it, and two threads importing it at once could deadlock)

@@ -31,7 +31,8 @@ _fr = _lazy("forge_array.primitives.fused_reduce", __name__, "_fr")  # loads num
 
 __all__ = ["ACTIVE", "ON", "PY_SCALARS", "tracing", "wanted", "binary", "unary", "where",
            "astype", "clip", "wanted_mode", "reduction", "scan", "Trace", "current", "begin_trace",
-           "end_trace", "sync_switch", "untraced", "cut", "TRACE_MAX_OPS", "TRACE_MAX_READS"]
+           "end_trace", "sync_switch", "untraced", "cut", "deferring_all", "TRACE_MAX_OPS",
+           "TRACE_MAX_READS"]
 
 #: number of threads tracing a fused call now
 ACTIVE = [0]
@@ -60,6 +61,31 @@ def end_trace():
     ACTIVE[0] -= 1
     _TLS.trace = None
     sync_switch()
+
+
+@contextlib.contextmanager
+def deferring_all():
+    """Plain code in this thread defers every fusable step whatever its size (automatic
+    fusion switched off or not) until the block ends; other threads are unaffected.  How
+    :func:`forge_array.fuse` runs a function of sharded arrays: the function runs as plain
+    code, and each block's element-wise steps fuse into the reduction, scan or step that
+    consumes them (one launch per device).
+
+    >>> with deferring_all():
+    ...     pass
+    """
+    prev = getattr(_TLS, "defer_all", False)
+    _TLS.defer_all = True
+    ACTIVE[0] += 1
+    sync_switch()
+    try:
+        yield
+    finally:
+        ACTIVE[0] -= 1
+        _TLS.defer_all = prev
+        sync_switch()
+        if not prev:
+            _auto.settle_all()
 
 
 sync_switch()
@@ -119,10 +145,14 @@ def _mode(xs, device=None):
     ``device`` (default: the first array's).  In plain code a step is deferred when an
     operand is pending or an array operand holds at least :data:`.auto.MIN_SIZE` elements
     (checked first: small eager calls pay two type checks per operand)."""
-    if ACTIVE[0] and getattr(_TLS, "trace", None) is not None:
-        dev = device or _first_device(xs)
-        return _TRACE if dev is not None and _kernels_on(dev) else None
     limit = _auto.MIN_SIZE[0]
+    explicit = False
+    if ACTIVE[0]:
+        if getattr(_TLS, "trace", None) is not None:
+            dev = device or _first_device(xs)
+            return _TRACE if dev is not None and _kernels_on(dev) else None
+        if getattr(_TLS, "defer_all", False):
+            limit, explicit = 0, True
     for x in xs:
         t = type(x)
         if t is Array:
@@ -136,7 +166,7 @@ def _mode(xs, device=None):
     else:
         return None
     dev = device or _first_device(xs)
-    if dev is not None and _auto.applies(dev) and _kernels_on(dev):
+    if dev is not None and _auto.applies(dev, explicit) and _kernels_on(dev):
         return _AUTO
     return None
 

@@ -160,6 +160,12 @@ def _own_arrays(args, kwargs):
     return args, kwargs, [w[0]._array for w in views.values()]
 
 
+#: set by :mod:`forge_array.sharding` when it is first used: ``(fn, args, kwargs)`` -> the
+#: result of the fused function ``fn`` called with sharded arrays among its arguments, or
+#: ``NotImplemented`` when none is sharded (the layer above owns sharded arrays)
+SHARDED_CALL = [None]
+
+
 class Fused:
     """A function fused by :func:`fuse`; call it as the function itself."""
 
@@ -183,6 +189,11 @@ class Fused:
     def __call__(self, *args, **kwargs):
         if _build.tracing():  # called from another fused function: part of its trace
             return self.fn(*args, **kwargs)
+        sharded = SHARDED_CALL[0]
+        if sharded is not None:
+            out = sharded(self.fn, args, kwargs)
+            if out is not NotImplemented:
+                return out
         key, arrays = signature(args, kwargs)
         if arrays and not _LAYER[0] and kernels_available(arrays[0]) and not _layer_ready():
             # background compile mode: while numba and the kernels load off the thread, the

@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import functools
 
+from ..fusion import build as _build
+from ..fusion import trace as _trace
 from ._core import ShardedArray, Sharding, refusal
 
-__all__ = ["REGISTRY", "register", "original", "implementation", "install"]
+__all__ = ["REGISTRY", "register", "original", "implementation", "install", "fused_call"]
 
 #: public name (``"sum"``, ``"linalg.matmul"``) -> sharded implementation
 REGISTRY: dict = {}
@@ -134,4 +136,17 @@ def install():
     _wrap_module(forge_array, "")
     _wrap_module(linalg, "linalg.")
     _wrap_module(fft, "fft.")
+    _trace.SHARDED_CALL[0] = fused_call
     _INSTALLED[0] = True
+
+
+def fused_call(fn, args, kwargs):
+    """A function of :func:`forge_array.fuse` called with sharded arrays: it runs as plain
+    code with every fusable step deferred in this thread, so that each block's element-wise
+    steps fuse into the reduction, scan or product that consumes them (one launch per
+    device, partials combined as in plain code).  ``NotImplemented`` when no argument is
+    sharded (the fused call proceeds as usual)."""
+    if _first_sharded(args, kwargs) is None:
+        return NotImplemented
+    with _build.deferring_all():
+        return fn(*args, **kwargs)
