@@ -364,7 +364,7 @@ def test_no_sharded_path_says_so():
     for call in (lambda: xp.reshape(x, (12,)), lambda: xp.unique_values(x),
                  lambda: xp.linalg.svd(x), lambda: xp.concat([x, x]),
                  lambda: xp.fft.fft(x, axis=1), lambda: np.asarray(x)):
-        with pytest.raises(NotImplementedError, match=r"x\.to_device\('cpu'\)"):
+        with pytest.raises(NotImplementedError, match=rf"x\.to_device\('{HOME}'\)"):
             call()
     with pytest.raises(NotImplementedError, match=r"reshape\(\) has no sharded"):
         xp.reshape(x, (12,))

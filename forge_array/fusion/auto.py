@@ -50,7 +50,7 @@ from . import expr as _expr
 from .expr import Const, Leaf, pending
 
 __all__ = ["enabled", "enable", "applies", "register", "settle_device", "settle_all",
-           "compute_eagerly", "pending_count", "alone_eager", "MIN_SIZE", "MAX_OPS",
+           "compute_eagerly", "pending_count", "settle_only", "alone_eager", "MIN_SIZE", "MAX_OPS",
            "MAX_LEAVES", "MAX_PENDING", "ALONE_LIMIT", "PROBE_EVERY"]
 
 #: elements below which a step on materialised arrays runs eagerly; a step on pending
@@ -198,6 +198,29 @@ def settle_all():
     """Compute every pending expression of the process."""
     if _PENDING:
         _settle(None)
+
+
+def settle_only(arrays):
+    """Compute the pending ones among ``arrays`` (deferred arrays, or tuples of them), those
+    of one device together, and nothing else: other pending expressions stay deferred.  For
+    a layer that needs a few small results now while the expressions they consume are still
+    referenced (a sharded reduction's per-block partials, read while its caller still holds
+    the element-wise block they reduce): settling the whole device would also write that
+    element-wise block to memory."""
+    groups: dict = {}
+
+    def collect(a):
+        if type(a) is tuple or type(a) is list:
+            for b in a:
+                collect(b)
+            return
+        node = pending(a)
+        if node is not None:
+            groups.setdefault(a._device, []).append(node)
+
+    collect(arrays)
+    for nodes in groups.values():
+        _compute(nodes)
 
 
 def _settle(device):

@@ -30,6 +30,7 @@ from .. import _dtypes as _dt
 from .. import ops as _ops
 from .._array import Array
 from .._helpers import normalize_axes, normalize_axis
+from ..fusion import auto as _auto
 from ._core import ShardedArray, refusal
 from ._dispatch import original, register
 from ._elementwise import Blocks, mismatch, wrap
@@ -72,7 +73,10 @@ def stacked(parts, devices, dev0):
 
 
 def combine_partials(x, idx, parts, combine, axes, keepdims):
-    """``combine(stacked partials)`` on the first device, reshaped for ``keepdims``."""
+    """``combine(stacked partials)`` on the first device, reshaped for ``keepdims``.  Only the
+    partials are computed now: an element-wise block they reduce, still referenced by the
+    caller, stays deferred (see :func:`~forge_array.fusion.auto.settle_only`)."""
+    _auto.settle_only(parts)
     dev0 = x._sharding.devices[0]
     st = stacked(parts, [x._shards[i].device for i in idx], dev0)
     with _dev.on(dev0):
