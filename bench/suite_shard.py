@@ -237,6 +237,7 @@ def run_forge(xp, dev, g, rows, ops, reps, ref=None, same_data=False):
     x, v, y, x1, ab = _inputs(xp, dev, sh, rows, ops, same_data)
     table = _forge_ops(xp, x, v, y, x1, ab)
     for op in ops:
+        began = time.perf_counter()
         try:
             t, r = _timed(table[op], dev, g, reps)
             got = [_host(s) for s in _sample(op, r)]
@@ -249,6 +250,8 @@ def run_forge(xp, dev, g, rows, ops, reps, ref=None, same_data=False):
             out[op] = {"error": f"{type(e).__name__}: {e}"[:300]}
         r = None
         dev.free(g)
+        print(f"[shard]   forge_array {op}: {time.perf_counter() - began:.1f} s with compiles",
+              flush=True)
     del x, v, y, x1, ab, table
     dev.free(g)
     return out
@@ -306,6 +309,7 @@ def run_jax(g, rows, ops, reps):
     }
     out = {}
     for op in ops:
+        began = time.perf_counter()
         try:
             if op == "sum_fused":
                 y = make((rows, COLS), rows_s, 1)
@@ -329,6 +333,7 @@ def run_jax(g, rows, ops, reps):
         except Exception as e:
             out[op] = {"error": f"{type(e).__name__}: {e}"[:300]}
         gc.collect()
+        print(f"[shard]   jax {op}: {time.perf_counter() - began:.1f} s with compiles", flush=True)
     return out
 
 
@@ -499,18 +504,28 @@ def main(argv=None):
             "gpus_visible": have, "per_gpu": per_gpu, "copy_gbps": None if copy is None else round(copy),
             "date": time.strftime("%Y-%m-%dT%H:%M:%S"), "impls": {k: avail[k] for k in impls}}
     recs = []
+    folder = os.path.join(a.out, slug(meta["device"]))
+    os.makedirs(folder, exist_ok=True)
+    stem = "shard" + (f"-{a.tag}" if a.tag else "")
+
+    def save():  # after every run, so that a run cut short still leaves its figures
+        with open(os.path.join(folder, f"{stem}.json"), "w") as f:
+            json.dump({"meta": meta, "results": recs}, f, indent=1)
+        with open(os.path.join(folder, f"{stem}.md"), "w") as f:
+            f.write(_markdown(meta, recs))
+
     for scaling in a.scaling.split(","):
         ref = None
         if scaling == "strong" and not a.no_check:
             rows = max(1, per_gpu // COLS)
             r0 = run_forge(xp, dev, 1, rows, ops, 1, same_data=True)  # one block, one device
             ref = {op: r["_sample"] for op, r in r0.items() if "_sample" in r}
-        for g in gpus:
-            total = per_gpu * g if scaling == "weak" else per_gpu
-            rows = max(g, total // COLS)
-            for impl in impls:
-                if not avail.get(impl):
-                    continue
+        for impl in impls:  # every GPU count of one implementation, then the next
+            if not avail.get(impl):
+                continue
+            for g in gpus:
+                total = per_gpu * g if scaling == "weak" else per_gpu
+                rows = max(g, total // COLS)
                 print(f"[shard] {scaling} {impl} on {g} GPU(s), {rows} x {COLS}", flush=True)
                 try:
                     if impl == "forge_array":
@@ -522,18 +537,15 @@ def main(argv=None):
                 except Exception as e:
                     res = {op: {"error": f"{type(e).__name__}: {e}"[:300]} for op in ops}
                 dev.free(g)
-                recs += _records(scaling, g, impl, res, (per_gpu // COLS) * COLS, copy)
-    folder = os.path.join(a.out, slug(meta["device"]))
-    os.makedirs(folder, exist_ok=True)
-    stem = "shard" + (f"-{a.tag}" if a.tag else "")
-    with open(os.path.join(folder, f"{stem}.json"), "w") as f:
-        json.dump({"meta": meta, "results": recs}, f, indent=1)
-    md = _markdown(meta, recs)
-    with open(os.path.join(folder, f"{stem}.md"), "w") as f:
-        f.write(md)
+                new = _records(scaling, g, impl, res, (per_gpu // COLS) * COLS, copy)
+                for r in new:
+                    print(f"[shard]   {LABELS[r['op']]}: " + (r["error"][:100] if "error" in r else
+                          f"{r['wall_ms']:.2f} ms"), flush=True)
+                recs += new
+                save()
     for scaling in a.scaling.split(","):
         _plot(os.path.join(folder, f"{stem}-{scaling}.png"), meta, recs, scaling)
-    print(md)
+    print(_markdown(meta, recs))
     bad = [r for r in recs if r.get("ok") is False]
     return 1 if bad else 0
 

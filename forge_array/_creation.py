@@ -8,6 +8,7 @@ dtype('float64')
 from __future__ import annotations
 
 import builtins
+import functools
 
 import numpy as np
 
@@ -22,6 +23,30 @@ __all__ = [
     "arange", "asarray", "empty", "empty_like", "eye", "from_dlpack", "full", "full_like",
     "linspace", "meshgrid", "ones", "ones_like", "tril", "triu", "zeros", "zeros_like",
 ]
+
+
+#: set by :mod:`forge_array.sharding` when it is first used: ``(name, args, kwargs)`` -> the
+#: result of creation function ``name``'s sharded implementation.  A call whose function was
+#: looked up before that first use (``xp.asarray(a, device=xp.Sharding(...))`` as a
+#: program's first line) reaches the function below the sharded dispatch with a Sharding
+#: as its device: it is handed on from here.
+SHARDED_CREATE = [None]
+
+
+def _sharding_aware(fn):
+    name = fn.__name__
+
+    @functools.wraps(fn)
+    def create(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except _dev.ShardingGiven:
+            resend = SHARDED_CREATE[0]
+            if resend is None:
+                raise
+            return resend(name, args, kwargs)
+
+    return create
 
 
 def _dtype_or(dtype, default):
@@ -102,6 +127,7 @@ def _infer_python_dtype(obj):
     return (_dt.bool, _dt.default_int, _dt.default_float, _dt.default_complex)[k]
 
 
+@_sharding_aware
 def asarray(obj, /, *, dtype=None, device=None, copy=None):
     """Convert ``obj`` (array, NumPy/CuPy array, DLPack or CUDA-array-interface object,
     buffer, Python scalar or nested sequence) to an array.
@@ -180,6 +206,7 @@ def _filled(name, shape, value, dtype, device):
     return Array._new(res, dev)
 
 
+@_sharding_aware
 def empty(shape, *, dtype=None, device=None):
     """Uninitialised array of ``shape``.
 
@@ -190,6 +217,7 @@ def empty(shape, *, dtype=None, device=None):
     return _filled("empty", shape, None, _dtype_or(dtype, _dt.default_float), device)
 
 
+@_sharding_aware
 def zeros(shape, *, dtype=None, device=None):
     """Array of zeros.
 
@@ -200,6 +228,7 @@ def zeros(shape, *, dtype=None, device=None):
     return _filled("zeros", shape, 0, _dtype_or(dtype, _dt.default_float), device)
 
 
+@_sharding_aware
 def ones(shape, *, dtype=None, device=None):
     """Array of ones.
 
@@ -242,6 +271,7 @@ def _check_fill(fill_value, dtype, name):
     return v
 
 
+@_sharding_aware
 def full(shape, fill_value, *, dtype=None, device=None):
     """Array of ``shape`` filled with ``fill_value`` (dtype inferred from it by default).
 
@@ -264,6 +294,7 @@ def _like(x, name, dtype, device):
     return x.shape, dtype, dev
 
 
+@_sharding_aware
 def empty_like(x, /, *, dtype=None, device=None):
     """Uninitialised array with the shape of ``x`` (and its dtype/device by default).
 
@@ -275,6 +306,7 @@ def empty_like(x, /, *, dtype=None, device=None):
     return _filled("empty_like", shape, None, dtype, dev)
 
 
+@_sharding_aware
 def zeros_like(x, /, *, dtype=None, device=None):
     """Zeros with the shape of ``x``.
 
@@ -286,6 +318,7 @@ def zeros_like(x, /, *, dtype=None, device=None):
     return _filled("zeros_like", shape, 0, dtype, dev)
 
 
+@_sharding_aware
 def ones_like(x, /, *, dtype=None, device=None):
     """Ones with the shape of ``x``.
 
@@ -297,6 +330,7 @@ def ones_like(x, /, *, dtype=None, device=None):
     return _filled("ones_like", shape, True if dtype == _dt.bool else 1, dtype, dev)
 
 
+@_sharding_aware
 def full_like(x, /, fill_value, *, dtype=None, device=None):
     """``fill_value`` with the shape of ``x``.
 
@@ -312,6 +346,7 @@ def full_like(x, /, fill_value, *, dtype=None, device=None):
     return _filled("full_like", shape, v, dtype, dev)
 
 
+@_sharding_aware
 def arange(start, /, stop=None, step=1, *, dtype=None, device=None):
     """Evenly spaced values in ``[start, stop)``.
 
@@ -347,6 +382,7 @@ def arange_dtype(start, stop, step, dtype):
     return _dt.to_dtype(dtype)
 
 
+@_sharding_aware
 def eye(n_rows, n_cols=None, /, *, k=0, dtype=None, device=None):
     """2-D array with ones on the ``k``-th diagonal.
 
@@ -367,6 +403,7 @@ def eye(n_rows, n_cols=None, /, *, k=0, dtype=None, device=None):
     return Array._new(res, dev)
 
 
+@_sharding_aware
 def linspace(start, stop, /, num, *, dtype=None, device=None, endpoint=True):
     """``num`` evenly spaced samples from ``start`` to ``stop``.
 
@@ -455,6 +492,7 @@ def triu(x, /, *, k=0):
 _DL_CPU, _DL_CUDA, _DL_CUDA_HOST, _DL_CUDA_MANAGED = 1, 2, 3, 13
 
 
+@_sharding_aware
 def from_dlpack(x, /, *, device=None, copy=None):
     """Array from any object implementing ``__dlpack__`` (a PyTorch tensor, a NumPy
     or CuPy array, ...). Shares memory unless a copy is requested or needed.

@@ -181,8 +181,17 @@ def as_device(device) -> Device:
     cp = cupy_module()
     if cp is not None and isinstance(device, cp.cuda.Device):
         return _check_available(Device("cuda", device.id))
+    if hasattr(device, "_place_array"):  # a forge_array.Sharding: the sharded creators' call
+        raise ShardingGiven(f"{device!r} names several devices: a function that makes one "
+                            "array cannot place it there")
     raise ValueError(f"unsupported device {device!r}: expected a forge_array device, "
                      f"'cpu', 'cuda' or 'cuda:N'; the devices here are {_names_here()}")
+
+
+class ShardingGiven(ValueError):
+    """A :class:`forge_array.Sharding` given as the ``device`` of a function that makes one
+    array: the namespace's creation functions hand such a call to their sharded
+    implementation (see ``_creation.SHARDED_CREATE``)."""
 
 
 def device_of(arr) -> Device:

@@ -495,3 +495,31 @@ def test_fuse_on_sharded_arrays(k):
     r = g(x, y)
     assert isinstance(r, ShardedArray) and r.device == x.device
     close(r, a * b - 1)
+
+
+@pytest.mark.parametrize("k", [2, 4])
+def test_spread_of_data_far_from_zero(k):
+    """var/std across blocks in one pass of shifted sums stay accurate when the mean is 10^4
+    standard deviations from zero (float32 data)."""
+    a = (data((1001, 5), np.float32) + np.float32(1e4)).astype(np.float32)
+    x = xp.asarray(a, device=sh(k))
+    ref = a.astype(np.float64)
+    for axis in (0, None):
+        close(xp.std(x, axis=axis, correction=1), ref.std(axis=axis, ddof=1), rtol=1e-5)
+        close(xp.var(x, axis=axis), ref.var(axis=axis), rtol=1e-5)
+    assert host(xp.std(x, axis=0)).dtype == np.float32
+
+
+def test_first_use_inside_a_creation_call():
+    """``xp.asarray(a, device=xp.Sharding(...))`` as a program's first line: the function is
+    looked up before the sharded dispatch exists, and still makes a sharded array."""
+    import subprocess
+    import sys
+
+    code = ("import numpy as np, forge_array as xp\n"
+            "x = xp.asarray(np.arange(6.0), device=xp.Sharding(['cpu'] * 2))\n"
+            "z = xp.zeros((4, 2), device=xp.Sharding(['cpu'] * 2, axis=1))\n"
+            "print(type(x).__name__, [b.shape for b in x.shards], [b.shape for b in z.shards])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    assert out.strip() == "ShardedArray [(3,), (3,)] [(4, 1), (4, 1)]"

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 
+from .. import _creation
 from ..fusion import build as _build
 from ..fusion import trace as _trace
 from ._core import ShardedArray, Sharding, refusal
@@ -137,7 +138,13 @@ def install():
     _wrap_module(linalg, "linalg.")
     _wrap_module(fft, "fft.")
     _trace.SHARDED_CALL[0] = fused_call
+    _creation.SHARDED_CREATE[0] = _resent
     _INSTALLED[0] = True
+
+
+def _resent(name, args, kwargs):
+    """A creation function reached below the dispatch with a Sharding as its device."""
+    return implementation(name)(*args, **kwargs)
 
 
 def fused_call(fn, args, kwargs):
