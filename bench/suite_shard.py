@@ -334,7 +334,30 @@ def run_jax(g, rows, ops, reps):
             out[op] = {"error": f"{type(e).__name__}: {e}"[:300]}
         gc.collect()
         print(f"[shard]   jax {op}: {time.perf_counter() - began:.1f} s with compiles", flush=True)
+        print("JAXOP " + json.dumps({op: out[op]}), flush=True)  # read by run_jax_child
     return out
+
+
+def run_jax_child(g, rows, ops, reps, timeout):
+    """:func:`run_jax` in a child process limited to ``timeout`` seconds (XLA's compiles of
+    some sharded scans take minutes): ops it did not finish are recorded as over the limit."""
+    import subprocess
+
+    cmd = [sys.executable, "-m", "bench.suite_shard", "--out", "-",
+           "--jax-child", f"{g}:{rows}:{','.join(ops)}:{reps}"]
+    done = {}
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        text = proc.stdout
+    except subprocess.TimeoutExpired as e:
+        text = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
+    for line in text.splitlines():
+        if line.startswith("JAXOP "):
+            done.update(json.loads(line[len("JAXOP "):]))
+        elif line.startswith("[shard]"):
+            print(line, flush=True)
+    return {op: done.get(op, {"error": f"over the {timeout:.0f} s limit of the JAX run"})
+            for op in ops}
 
 
 # ---------------------------------------------------------------------------------- Dask
@@ -476,7 +499,15 @@ def main(argv=None):
     p.add_argument("--no-check", action="store_true", help="skip the unsharded reference runs")
     p.add_argument("--dry-run", action="store_true", help="the CPU listed several times, tiny sizes")
     p.add_argument("--tag", default="", help="appended to the file names (shard-TAG.json ...)")
+    p.add_argument("--jax-timeout", type=float, default=240,
+                   help="seconds for each GPU count's JAX run (a child process; ops not done "
+                        "by then are recorded as over the limit)")
+    p.add_argument("--jax-child", default=None, help=argparse.SUPPRESS)
     a = p.parse_args(argv)
+    if a.jax_child:  # g,rows,ops,reps: one JAX run, its results as the last line of output
+        g, rows, child_ops, reps = a.jax_child.split(":")
+        run_jax(int(g), int(rows), child_ops.split(","), int(reps))
+        return 0
     os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # JAX beside CuPy's pool
     gpus = [int(s) for s in a.gpus.split(",")]
     ops = [o for o in a.ops.split(",") if o]
@@ -531,7 +562,7 @@ def main(argv=None):
                     if impl == "forge_array":
                         res = run_forge(xp, dev, g, rows, ops, a.reps, ref, scaling == "strong")
                     elif impl == "jax":
-                        res = run_jax(g, rows, ops, a.reps)
+                        res = run_jax_child(g, rows, ops, a.reps, a.jax_timeout)
                     else:
                         res = run_dask(g, rows, ops, a.reps)
                 except Exception as e:
