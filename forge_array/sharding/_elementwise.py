@@ -93,11 +93,14 @@ class Blocks:
         return Array._new(move(part, v.device, dev), dev)
 
     def run(self, fn, args, kwargs):
-        """``fn`` on every block, on the block's device: the list of results."""
+        """``fn`` on every block, on the block's device: the list of results.  Every block's
+        operands are copied first (a peer copy from a device is ordered after the work
+        queued there, so copying after block 0's launch would make the others wait)."""
+        ops = [([self.operand(v, i) for v in args],
+                {key: self.operand(v, i) for key, v in kwargs.items()})
+               for i in range(len(self.devices))]
         out = []
-        for i, dev in enumerate(self.devices):
-            a = [self.operand(v, i) for v in args]
-            k = {key: self.operand(v, i) for key, v in kwargs.items()}
+        for dev, (a, k) in zip(self.devices, ops):
             with _dev.on(dev):
                 out.append(fn(*a, **k))
         return out

@@ -46,8 +46,7 @@ def _contracted(ref, fn, operands, combine):
     """Partials ``fn(*blocks)`` on every block's device, combined on the first device."""
     dev0 = ref._sharding.devices[0]
     parts = []
-    for i, d in enumerate(ref._sharding.devices):
-        blocks = [op(i) for op in operands]
+    for d, blocks in zip(ref._sharding.devices, _operands(ref, operands)):
         with _dev.on(d):
             parts.append(fn(*blocks))
     st = stacked(parts, list(ref._sharding.devices), dev0)
@@ -55,10 +54,16 @@ def _contracted(ref, fn, operands, combine):
         return combine(st)
 
 
+def _operands(ref, operands):
+    """Every block's operands, all copied before any block's product is launched: a peer copy
+    from the first device is ordered after the work queued there, so a copy made after
+    block 0's product would make every other device wait for it."""
+    return [[op(i) for op in operands] for i in range(len(ref._sharding.devices))]
+
+
 def _kept(ref, fn, operands, out_axis):
     res = []
-    for i, d in enumerate(ref._sharding.devices):
-        blocks = [op(i) for op in operands]
+    for d, blocks in zip(ref._sharding.devices, _operands(ref, operands)):
         with _dev.on(d):
             res.append(fn(*blocks))
     return wrap(res, ref, out_axis)

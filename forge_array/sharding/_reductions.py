@@ -310,10 +310,11 @@ def reduce(op, x, /, *, axis=None, init=None, keepdims=False):
         return wrap(res, ref, _out_axis(ref, axes, keepdims))
     _check_order(op, ref, axes, "reduce")
     idx = _nonempty(ref)
+    operands = [blocks.operand(x, i) for i in idx]  # copied before any launch (Blocks.run)
     parts = []
-    for i in idx:
+    for i, v in zip(idx, operands):
         with _dev.on(blocks.devices[i]):
-            parts.append(fn(op, blocks.operand(x, i), axis=axes))
+            parts.append(fn(op, v, axis=axes))
     return combine_partials(ref, idx, parts, lambda st: fn(op, st, axis=0, init=init), axes,
                             keepdims)
 
@@ -333,9 +334,9 @@ def mapreduce(f, op, *arrays, axis=None, init=None, keepdims=False):
         return wrap(res, ref, _out_axis(ref, axes, keepdims))
     _check_order(op, ref, axes, "mapreduce")
     idx = _nonempty(ref)
+    operands = [[plan.operand(v, i) for v in arrays] for i in idx]  # copied first (Blocks.run)
     parts = []
-    for i in idx:
-        a = [plan.operand(v, i) for v in arrays]
+    for i, a in zip(idx, operands):
         with _dev.on(plan.devices[i]):
             parts.append(fn(f, op, *a, axis=axes))
     red = original("reduce")

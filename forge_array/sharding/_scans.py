@@ -142,9 +142,10 @@ def _split_scan(x, axis, scan_block, scan_totals, op, first_kwargs):
         st = stacked(totals, [devices[i] for i in contrib[:-1]], dev0)
         with _dev.on(dev0):
             pref = scan_totals(st)
-        for t, i in enumerate(contrib[1:]):
+        carries = [tuple(Array._new(move(c[t]._array, dev0, devices[i]), devices[i])
+                         for c in _components(pref)) for t, i in enumerate(contrib[1:])]
+        for carry, i in zip(carries, contrib[1:]):  # every carry copied before any launch
             d = devices[i]
-            carry = tuple(Array._new(move(c[t]._array, dev0, d), d) for c in _components(pref))
             with _dev.on(d):
                 ys[i] = apply_carry(op, carry if isinstance(ys[i], tuple) else carry[0], ys[i],
                                     axis)
