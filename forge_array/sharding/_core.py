@@ -21,6 +21,12 @@ import numpy as np
 from .. import _devices as _dev
 from .._array import Array
 
+#: what the methods of :class:`Sharding` and :class:`ShardedArray` call, registered by the
+#: modules that implement it (they import this one, never the other way round):
+#: ``scatter``/``reshard``/``gather`` (:mod:`._transfer`), ``getitem``/``setitem``/
+#: ``in_place`` (:mod:`._elementwise`), ``implementation`` (:mod:`._dispatch`)
+METHODS: dict = {}
+
 __all__ = ["Sharding", "ShardedArray", "block_sizes", "refusal"]
 
 
@@ -148,9 +154,7 @@ class Sharding:
 
     def _place_array(self, x):
         """``x.to_device(self)`` of an unsharded array: its blocks copied to the devices."""
-        from ._transfer import scatter  # noqa: PLC0415
-
-        return scatter(x, self)
+        return METHODS["scatter"](x, self)
 
 
 def _caller_name() -> str:
@@ -312,11 +316,9 @@ class ShardedArray(Array):
         >>> x.to_device("cpu")
         Array([1, 2, 3], dtype=int64, device=cpu)
         """
-        from . import _transfer  # noqa: PLC0415
-
         if isinstance(device, Sharding):
-            return _transfer.reshard(self, device)
-        return _transfer.gather(self, _dev.as_device(device))
+            return METHODS["reshard"](self, device)
+        return METHODS["gather"](self, _dev.as_device(device))
 
     # ---- operators: through the sharded implementations
     def _binop(self, other, name, reflected=False):
@@ -327,9 +329,7 @@ class ShardedArray(Array):
     def _iop(self, other, name):
         if not isinstance(other, Array) and not _is_scalar(other):
             return NotImplemented
-        from ._elementwise import in_place  # noqa: PLC0415
-
-        return in_place(self, other, name)
+        return METHODS["in_place"](self, other, name)
 
     def __abs__(self):
         return _call("abs", self)
@@ -357,14 +357,10 @@ class ShardedArray(Array):
         raise refusal("__imatmul__", self)
 
     def __getitem__(self, key, /):
-        from ._elementwise import getitem  # noqa: PLC0415
-
-        return getitem(self, key)
+        return METHODS["getitem"](self, key)
 
     def __setitem__(self, key, value, /):
-        from ._elementwise import setitem  # noqa: PLC0415
-
-        setitem(self, key, value)
+        METHODS["setitem"](self, key, value)
 
 
 def _is_scalar(v):
@@ -372,9 +368,7 @@ def _is_scalar(v):
 
 
 def _call(name, *args, **kwargs):
-    from ._dispatch import implementation  # noqa: PLC0415
-
-    return implementation(name, args[0])(*args, **kwargs)
+    return METHODS["implementation"](name, args[0])(*args, **kwargs)
 
 
 # Reflected operators (and comparisons) defined on the subclass itself, so that Python

@@ -21,6 +21,7 @@ import functools
 from .. import _creation
 from ..fusion import build as _build
 from ..fusion import trace as _trace
+from . import _core
 from ._core import ShardedArray, Sharding, refusal
 
 __all__ = ["REGISTRY", "register", "original", "implementation", "install", "fused_call"]
@@ -157,3 +158,5 @@ def fused_call(fn, args, kwargs):
         return NotImplemented
     with _build.deferring_all():
         return fn(*args, **kwargs)
+
+_core.METHODS["implementation"] = implementation

@@ -16,6 +16,7 @@ from .. import _devices as _dev
 from .._array import Array
 from .._elementwise import __all__ as _ELEMENTWISE
 from .._helpers import normalize_axes, normalize_axis
+from . import _core
 from ._core import ShardedArray, refusal
 from ._dispatch import original, register
 from ._transfer import block_slice, move, replicate
@@ -361,3 +362,7 @@ def setitem(x: ShardedArray, key, value):
             v = value.to_device(s.device)
         with _dev.on(s.device):
             s[k] = v
+
+_core.METHODS["getitem"] = getitem
+_core.METHODS["setitem"] = setitem
+_core.METHODS["in_place"] = in_place

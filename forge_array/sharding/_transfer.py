@@ -12,6 +12,7 @@ import numpy as np
 
 from .. import _devices as _dev
 from .._array import Array, transfer
+from . import _core
 from ._core import ShardedArray, Sharding, block_sizes
 
 __all__ = ["move", "stack_on", "scatter", "gather", "reshard", "replicate", "block_slice"]
@@ -191,3 +192,7 @@ class replicate:
         if c is None:
             c = self._copies[dev] = Array._new(move(self.x._array, self.x.device, dev), dev)
         return c
+
+_core.METHODS["scatter"] = scatter
+_core.METHODS["reshard"] = reshard
+_core.METHODS["gather"] = gather
