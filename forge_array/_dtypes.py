@@ -206,10 +206,6 @@ def to_dtype(dtype, what: str = "dtype"):
     raise TypeError(f"{what}={dtype!r} is not a data type of the array API standard")
 
 
-def is_dtype(obj) -> builtins.bool:
-    return isinstance(obj, np.dtype) and obj in all_dtypes
-
-
 def promote(t1, t2):
     """Promote two dtypes: the standard's table, then (unless strict promotion is on, see
     :func:`set_strict`) NumPy 2's promotion of mixed kinds; TypeError otherwise."""

@@ -122,14 +122,6 @@ def _out(x, res, dtype, shape=None):
     return res
 
 
-def _keep(x, res, axis, keepdims):
-    """Reduced result with reduced axes kept as size-1 dims when keepdims."""
-    if keepdims and res.ndim != x.ndim:
-        shape = tuple(1 if i in axis else n for i, n in enumerate(x.shape))
-        res = res.reshape(shape)
-    return res
-
-
 def _cupy_inf_fix(x, res, axis, keepdims, target):
     """CuPy's CUB min/max use +-max-finite as identity: an all-(+-inf) slice
     comes back as +-max-finite (cupy/cupy#7424, #8180). Put the infinity back."""

@@ -30,8 +30,6 @@ DTYPES = ("float32", "float64", "int32", "int64")
 SIZES = (10**3, 10**6)
 SHAPE = (1000, 1000)
 
-_SCANS = ("cumulative_sum", "cumulative_prod")
-
 DESCRIPTION = ("Compile the standard operations' kernels (reductions, scans, matrix-vector "
                "products) into the disk cache, so that later processes load them instead of "
                "compiling. The CPU device runs these operations on NumPy: nothing is built "

@@ -55,7 +55,6 @@ __all__ = [
 
 #: dtype of the index component of the argmax / argmin pairs.
 INDEX_DTYPE = np.dtype("int64")
-_INDEX_MAX = np.iinfo(INDEX_DTYPE).max
 
 
 class Operator:

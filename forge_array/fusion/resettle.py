@@ -68,10 +68,6 @@ def find(roots):
     return key, leaves, _PLANS.get(key)
 
 
-class _Stale(Exception):
-    """An intermediate output's layout differs from the recorded one."""
-
-
 class Plan:
     """Recorded launches: ``steps`` of ``(replay, ins, inter, fused)`` — the callable, the
     slots it reads, the layouts of those that are earlier outputs, the expressions it

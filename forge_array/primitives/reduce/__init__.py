@@ -73,10 +73,7 @@ __all__ = [
     "axis_fast",
 ]
 
-_builtin_sum = sum
 _builtin_max = max
-_builtin_min = min
-_builtin_all = all
 _builtin_any = any
 
 
