@@ -45,8 +45,9 @@ import threading
 import weakref
 
 from .. import _routing
-from ..runtime.config import KERNELS_ENABLED, SIMULATE
+from ..runtime.config import SIMULATE
 from . import expr as _expr
+from . import state as _state
 from .expr import Const, Leaf, pending
 
 __all__ = ["enabled", "enable", "applies", "register", "settle_device", "settle_all",
@@ -87,9 +88,8 @@ _SKIPPED: dict = {}
 #: most structures remembered (both tables are cleared past it)
 _MAX_ALONE = 4096
 
-_ENV = os.environ.get("FORGE_ARRAY_FUSION", "1").strip().lower()
-# [on, also on CPU arrays when the kernels are simulated (tests)]
-_STATE = [_ENV not in ("0", "false", "no", "off") and KERNELS_ENABLED, False]
+#: [on, also on CPU arrays when the kernels are simulated (tests)] (``FORGE_ARRAY_FUSION``)
+_STATE = _state.AUTO
 _PENDING: list = []
 _LOCK = threading.RLock()
 _TLS = threading.local()
@@ -104,13 +104,11 @@ def enable(on=True, simulated_cpu=False):
     """Turn automatic fusion on or off for the process; ``simulated_cpu`` also defers steps on
     CPU arrays when the kernels run in numba's simulator (how the tests exercise it).
     Everything pending is computed first.  Returns the previous ``(on, simulated_cpu)``."""
-    from . import build  # noqa: PLC0415 - build imports this module
-
     settle_all()
     old = (_STATE[0], _STATE[1])
     _STATE[0] = bool(on)
     _STATE[1] = bool(simulated_cpu) and SIMULATE
-    build.sync_switch()
+    _state.sync_switch()
     return old
 
 

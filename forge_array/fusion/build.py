@@ -13,7 +13,6 @@ never an error.
 from __future__ import annotations
 
 import contextlib
-import threading
 import weakref
 
 import numpy as np
@@ -23,9 +22,21 @@ from .._ownership import is_private
 from ..runtime.config import SIMULATE
 from ..runtime.lazy import module as _lazy
 from . import auto as _auto
+from . import expr as _expr
+from . import state as _state
 from .expr import ALONE as _ALONE
 from .expr import Const, Deferred, Leaf, Node, broadcast_shape, const_key, operand, pending
 from .fusible import BINARY, FLOAT_ONLY, INT_EAGER, UNARY
+from .state import (  # noqa: F401 - the builders' switches, read through this module
+    ACTIVE,
+    ON,
+    begin_trace,
+    current,
+    end_trace,
+    sync_switch,
+    tracing,
+    untraced,
+)
 
 _fr = _lazy("forge_array.primitives.fused_reduce", __name__, "_fr")  # loads numba at first use
 
@@ -34,33 +45,20 @@ __all__ = ["ACTIVE", "ON", "PY_SCALARS", "tracing", "wanted", "binary", "unary",
            "end_trace", "sync_switch", "untraced", "cut", "deferring_all", "TRACE_MAX_OPS",
            "TRACE_MAX_READS"]
 
-#: number of threads tracing a fused call now
-ACTIVE = [0]
-#: nonzero when a namespace call should ask a builder: a thread traces, or automatic
-#: fusion is on (read first, so that plain code pays one global look-up when it is off)
-ON = [0]
-_TLS = threading.local()
 _TRACE = 1
 _AUTO = 2
 
 
-def sync_switch():
-    """Recompute :data:`ON` (after a trace starts or ends, or automatic fusion is switched)."""
-    ON[0] = ACTIVE[0] + (1 if _auto._STATE[0] or _auto._STATE[1] else 0)
+def _settle_loading(nodes):
+    """Load :mod:`.evaluate` (it imports numba, so not before a first settlement), which
+    replaces this entry of :data:`.expr.SETTLE` with its ``settle``, and settle ``nodes``."""
+    from . import evaluate  # noqa: PLC0415 - numba loads at the first settlement
+
+    return evaluate.settle(nodes)
 
 
-def begin_trace(trace):
-    """Make ``trace`` this thread's :class:`Trace`."""
-    _TLS.trace = trace
-    ACTIVE[0] += 1
-    sync_switch()
-
-
-def end_trace():
-    """End this thread's trace."""
-    ACTIVE[0] -= 1
-    _TLS.trace = None
-    sync_switch()
+if _expr.SETTLE[0] is None:  # deferred arrays exist only once this module has loaded
+    _expr.SETTLE[0] = _settle_loading
 
 
 @contextlib.contextmanager
@@ -74,21 +72,14 @@ def deferring_all():
     >>> with deferring_all():
     ...     pass
     """
-    prev = getattr(_TLS, "defer_all", False)
-    _TLS.defer_all = True
-    ACTIVE[0] += 1
-    sync_switch()
+    prev = _state.set_defer_all(True)
     try:
         yield
     finally:
-        ACTIVE[0] -= 1
-        _TLS.defer_all = prev
-        sync_switch()
+        _state.set_defer_all(prev)
         if not prev:
             _auto.settle_all()
 
-
-sync_switch()
 
 _PREDICATES = frozenset(["equal", "not_equal", "less", "less_equal", "greater", "greater_equal",
                          "logical_and", "logical_or", "logical_xor", "isnan", "isinf",
@@ -115,27 +106,6 @@ class Trace:
         self.rec = rec
 
 
-def current():
-    """This thread's :class:`Trace`, or None."""
-    return getattr(_TLS, "trace", None)
-
-
-def tracing():
-    """Whether this thread is tracing a fused call."""
-    return getattr(_TLS, "trace", None) is not None
-
-
-@contextlib.contextmanager
-def untraced():
-    """This thread's trace (if any) set aside: the namespace computes eagerly meanwhile."""
-    trace = getattr(_TLS, "trace", None)
-    _TLS.trace = None
-    try:
-        yield
-    finally:
-        _TLS.trace = trace
-
-
 def _kernels_on(device):
     return device.is_cuda or SIMULATE
 
@@ -148,10 +118,10 @@ def _mode(xs, device=None):
     limit = _auto.MIN_SIZE[0]
     explicit = False
     if ACTIVE[0]:
-        if getattr(_TLS, "trace", None) is not None:
+        if _state.current() is not None:
             dev = device or _first_device(xs)
             return _TRACE if dev is not None and _kernels_on(dev) else None
-        if getattr(_TLS, "defer_all", False):
+        if _state.defer_all():
             limit, explicit = 0, True
     for x in xs:
         t = type(x)
@@ -248,7 +218,7 @@ def _deferred(node, mode, pk=None, known=False):
         if node.ops > TRACE_MAX_OPS or node.reads > TRACE_MAX_READS:
             node = cut(node)
         d = Deferred._of(node, node.device)
-        _TLS.trace.arrays.append(weakref.ref(d))
+        _state.current().arrays.append(weakref.ref(d))
         return d
     if node.ops > _auto.MAX_OPS or node.reads > _auto.MAX_LEAVES:
         return None
@@ -276,7 +246,7 @@ def cut(node):
     the traced call (its plan records them; its values were not read by Python)."""
     from .evaluate import settle  # noqa: PLC0415 - evaluate imports this module
 
-    t = _TLS.trace
+    t = _state.current()
     for a in node.args:
         if type(a) is Node and a.value is None:
             settle([a], t.rec, forced=False)

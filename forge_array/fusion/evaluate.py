@@ -31,9 +31,9 @@ from ..primitives import scan as _scan
 from ..runtime import STATS, kernels_available, layout_key, stream_key
 from ..runtime import background as _background
 from . import auto as _auto
-from . import build as _build
 from . import expr as _expr
 from . import resettle as _resettle
+from . import state as _state
 from .codegen import ConstantsVary, function_of, linearize
 from .expr import EPOCH, Const, Leaf, Node
 from .rowplan import describe, row_program
@@ -100,7 +100,7 @@ def settle(nodes, rec=None, forced=True):
     nodes = [n for n in nodes if n.value is None]
     if not nodes:
         return
-    t = _build.current()
+    t = _state.current()
     if t is not None and forced:  # values read while the function runs: its plan depends on them
         t.forced = True
     if not _outermost_background_call():
@@ -122,7 +122,7 @@ def replayed_settlement(roots):
     """Whether the pending nodes ``roots`` (of one device) were computed by replaying the
     launches of an earlier settlement of the same signatures (:mod:`.resettle`): never
     inside a fused call (whose plan must know that values were read)."""
-    if _build.current() is not None:
+    if _state.current() is not None:
         return False
     with _dev.on(roots[0].device):
         found = _resettle.find(roots)
@@ -146,7 +146,7 @@ def _eagerly(nodes, rec):
     records no plan (a later call will)."""
     if rec is not None:
         rec.fail("a kernel is being built")
-    with _build.untraced():
+    with _state.untraced():
         for n in nodes:
             if n.value is None:
                 _auto.compute_eagerly(n)
@@ -476,7 +476,7 @@ def scan_of(name, node, dtype, include_initial):
         return _scan_of(name, node, dtype, include_initial)
     r = _background.attempt(_scan_of, name, node, dtype, include_initial)
     if r is _background.PENDING:
-        t = _build.current()
+        t = _state.current()
         if t is not None and t.rec is not None:
             t.rec.fail("a kernel is being built")
         return None
@@ -484,7 +484,7 @@ def scan_of(name, node, dtype, include_initial):
 
 
 def _scan_of(name, node, dtype, include_initial):
-    t = _build.current()
+    t = _state.current()
     rec = t.rec if t is not None else None  # a fused call records the scan as a launch
     device = node.device
     with _dev.on(device):

@@ -28,17 +28,9 @@ __all__ = ["Leaf", "Const", "Node", "Deferred", "operand", "broadcast_shape", "p
            "const_key", "position", "EPOCH", "PLAIN", "ALONE"]
 
 
-def _settle(nodes):
-    """Load :mod:`.evaluate` (it imports numba, so not before a first settlement), which
-    replaces this entry of :data:`SETTLE` with its ``settle``, and settle ``nodes``."""
-    from . import evaluate  # noqa: PLC0415 - evaluate imports this module
-
-    return evaluate.settle(nodes)
-
-
-#: :func:`.evaluate.settle` and :func:`.auto.settle_device`, set when those modules load
-#: (they import this one)
-SETTLE = [_settle]
+#: :func:`.evaluate.settle` (at first a loader of it that :mod:`.build` installs) and
+#: :func:`.auto.settle_device`, set when those modules load (they import this one)
+SETTLE = [None]
 SETTLE_DEVICE = [None]
 #: :func:`.evaluate.replayed_settlement` once that module has loaded: whether pending nodes
 #: were computed by replaying an earlier settlement's launches
