@@ -20,6 +20,7 @@ from ._array import Array
 from ._helpers import check_array, normalize_axes, normalize_axis
 from .fusion import build as _fusion
 from .fusion.expr import Deferred
+from .primitives.accumulation import accumulation_dtype as _accumulation_dtype
 from .runtime import current_device
 
 __all__ = ["cumulative_prod", "cumulative_sum", "max", "mean", "min", "prod", "std", "sum",
@@ -213,19 +214,10 @@ def _keepdims(keepdims, name):
 
 
 def accumulation_dtype(x_dtype, dtype, name):
-    """The result dtype of sum/prod/cumulative_*: ``dtype`` when given; otherwise the
-    default integer for bool and signed integers, uint64 for unsigned integers,
-    the input dtype for floating point."""
-    if dtype is not None:
-        dtype = _dt.to_dtype(dtype)
-        if x_dtype in _dt.complex_floating_dtypes and dtype not in _dt.complex_floating_dtypes:
-            raise TypeError(f"{name}(): dtype {dtype} would discard the imaginary part")
-        return dtype
-    if x_dtype == _dt.bool or x_dtype in _dt.signed_integer_dtypes:
-        return _dt.default_int
-    if x_dtype in _dt.unsigned_integer_dtypes:
-        return _dt.default_uint
-    return x_dtype
+    """The result dtype of sum/prod/cumulative_*: ``dtype`` when given (one of the
+    standard's dtypes); otherwise the rule of
+    :func:`forge_array.primitives.accumulation.accumulation_dtype`."""
+    return _accumulation_dtype(x_dtype, None if dtype is None else _dt.to_dtype(dtype), name)
 
 
 def _reduced_count(x, axes):

@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from forge_array import ops
+from forge_array.primitives.accumulation import accumulation_dtype
 from forge_array.runtime import kernels_available
 
 R = importlib.import_module("forge_array.primitives.reduce")
@@ -76,7 +77,7 @@ def test_sum_float32_sizes(bk, n):
 @pytest.mark.parametrize("n", [1, 33, 300])
 def test_sum_dtypes(bk, dtype, n):
     x = data(dtype, n)
-    acc = R._default_sum_dtype(np.dtype(dtype))
+    acc = accumulation_dtype(np.dtype(dtype))
     r = R.sum(to_bk(bk, x), None, acc)
     assert r.dtype == acc
     ref = x.astype(np.complex128).sum() if acc.kind == "c" else (
@@ -204,7 +205,7 @@ def test_views_sum_max_argmax(bk, data_):
     shape = data_.draw(shapes(min_dims=1, max_dims=3, min_side=1, max_side=9, max_size=300))
     x = data_.draw(views(dtype, shape, xp=bk))
     h = host(x)
-    acc = R._default_sum_dtype(np.dtype(dtype))
+    acc = accumulation_dtype(np.dtype(dtype))
     ref = h.astype(np.float64).sum() if acc.kind == "f" else h.astype(acc).sum(dtype=acc)
     close(host(R.sum(x, None, acc)), ref, acc)
     assert host(R.max(x)).tolist() == h.max().tolist()

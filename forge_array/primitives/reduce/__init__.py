@@ -34,6 +34,7 @@ from ... import ops as _ops
 from ...runtime import SIMULATE, data_address, kernels_available, lazy, stored, stream_key
 from ...runtime.functions import compilable
 from .. import axis_reduce as _axis
+from ..accumulation import accumulation_dtype
 from .arguments import (
     _flatten_operands,
     _identity_of,
@@ -372,14 +373,6 @@ def sum(x, axis=None, dtype=None, keepdims=False):
     return _sum_or_prod("sum", _ops.add, 0, x, axis, dtype, keepdims)
 
 
-def _default_sum_dtype(dt):
-    if dt.kind in "bi":
-        return np.dtype(np.int64)
-    if dt.kind == "u":
-        return np.dtype(np.uint64)
-    return dt
-
-
 def _sum_or_prod(name, op, identity, x, axis, dtype, keepdims):
     """``sum`` / ``prod``: the cached full-reduction launch, a fresh full reduction, the axis
     kernels, or the backend, accumulating in ``dtype`` (the standard's default when None)."""
@@ -388,7 +381,7 @@ def _sum_or_prod(name, op, identity, x, axis, dtype, keepdims):
         if r is not None:
             return r
     arg = dtype
-    dtype = np.dtype(dtype) if dtype is not None else _default_sum_dtype(x.dtype)
+    dtype = np.dtype(dtype) if dtype is not None else accumulation_dtype(x.dtype)
     if _use_kernel(x, axis):
         spec = _named_spec(name, op, (dtype,), (_py(dtype.type(identity)),))
         return _launch_named(spec, x, 0.0, keepdims, (name, arg, None))

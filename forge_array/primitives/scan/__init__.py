@@ -29,6 +29,7 @@ import numpy as np
 from ... import runtime
 from ...ops import Operator as _Operator
 from ...runtime import SIMULATE, stored
+from ..accumulation import accumulation_dtype
 from .arguments import AxisError, _check_op, _inputs, _normalize_axis, _resolve, _value, _xp
 from .cpu import _scan_cpu
 from .plan import (  # noqa: F401 - tests count plans
@@ -225,20 +226,6 @@ def _accumulate(fn, tuple_op, xs, in_dtypes, acc_dtypes, ident, name, *, axis, i
     return tuple(outs) if tuple_op else outs[0]
 
 
-def _sum_dtype(dt, dtype, name):
-    if dtype is not None:
-        dtype = np.dtype(dtype)
-        if np.dtype(dt).kind == "c" and dtype.kind != "c":
-            raise TypeError(f"{name}: cannot accumulate {dt} in {dtype}")
-        return dtype
-    dt = np.dtype(dt)
-    if dt.kind == "b" or (dt.kind == "i" and dt.itemsize < 8):
-        return np.dtype(np.int64)
-    if dt.kind == "u" and dt.itemsize < 8:
-        return np.dtype(np.uint64)
-    return dt
-
-
 _CUMULATIVE: dict = {}
 
 
@@ -248,7 +235,7 @@ def _op_and_acc(opname, value_dtype, dtype):
     from ... import ops
 
     op = ops.add if opname == "cumulative_sum" else ops.multiply
-    return op, (_sum_dtype(value_dtype, dtype, opname),)
+    return op, (accumulation_dtype(value_dtype, dtype, opname),)
 
 
 def _cumulative(opname, x, axis, dtype, include_initial, out):
