@@ -17,6 +17,19 @@ import numpy as np
 
 from . import _devices as _dev
 from . import _dtypes as _dt
+from ._interop import (
+    COMPARISONS,
+    SYMBOLS,
+    UFUNC_NAMES,
+    cupy_stream,
+    export_dlpack,
+    foreign_operand_error,
+    is_foreign_array,
+    namespace_hint,
+    scalar_type_name,
+    transfer,
+    type_name,
+)
 from ._ownership import share
 
 _SUPPORTED_API_VERSIONS = ("2021.12", "2022.12", "2023.12", "2024.12", "2025.12")
@@ -73,59 +86,6 @@ def scalar_dtype(value, dtype, what: str = "operand"):
         + (" (NumPy scalars count as Python scalars of their value)"
            if isinstance(original, np.generic) else "")
     )
-
-
-def scalar_type_name(v) -> str:
-    """``Python float`` for a Python scalar, ``numpy.float64`` for a NumPy one."""
-    if isinstance(v, np.generic):
-        return f"numpy.{type(v).__name__}"
-    return f"Python {type(v).__name__}"
-
-
-def type_name(v) -> str:
-    """The qualified name of ``v``'s type for messages: ``numpy.ndarray``, ``cupy.ndarray``,
-    ``list``."""
-    t = type(v)
-    top = t.__module__.split(".")[0]
-    return t.__name__ if top == "builtins" else f"{top}.{t.__name__}"
-
-
-def is_foreign_array(v) -> builtins.bool:
-    """Whether ``v`` is a NumPy or CuPy array (not a forge_array one)."""
-    return isinstance(v, np.ndarray) or _dev.is_cupy_array(v)
-
-
-def foreign_operand_error(v, where: str) -> TypeError:
-    """The TypeError for a NumPy / CuPy array met where a forge_array array or a Python
-    scalar is expected (``where``: the operator or function)."""
-    return TypeError(
-        f"{where}: a forge_array array cannot be combined with a {type_name(v)}; convert it "
-        "first with xp.asarray(...) (import forge_array as xp), on the same device"
-    )
-
-
-#: operator symbols of the element-wise functions, for messages
-_SYMBOLS = {
-    "add": "+", "subtract": "-", "multiply": "*", "divide": "/", "floor_divide": "//",
-    "remainder": "%", "pow": "**", "bitwise_and": "&", "bitwise_or": "|",
-    "bitwise_xor": "^", "bitwise_left_shift": "<<", "bitwise_right_shift": ">>",
-    "equal": "==", "not_equal": "!=", "less": "<", "less_equal": "<=", "greater": ">",
-    "greater_equal": ">=",
-}
-
-_COMPARISONS = frozenset(("equal", "not_equal", "less", "less_equal", "greater", "greater_equal"))
-
-#: NumPy ufuncs of two operands -> the namespace's function: a NumPy scalar on the left of
-#: an operator (``np.float64(2) * x``) reaches :meth:`Array.__array_ufunc__` as one of these
-_UFUNC_NAMES = {
-    "add": "add", "subtract": "subtract", "multiply": "multiply", "divide": "divide",
-    "true_divide": "divide", "floor_divide": "floor_divide", "remainder": "remainder",
-    "power": "pow", "bitwise_and": "bitwise_and", "bitwise_or": "bitwise_or",
-    "bitwise_xor": "bitwise_xor", "left_shift": "bitwise_left_shift",
-    "right_shift": "bitwise_right_shift", "equal": "equal", "not_equal": "not_equal",
-    "less": "less", "less_equal": "less_equal", "greater": "greater",
-    "greater_equal": "greater_equal",
-}
 
 
 def scalar_to_backend(value, dtype, device):
@@ -221,9 +181,9 @@ class Array:
         np.ones(2) + x                # TypeError: convert with xp.asarray(...)
         ```
         """
-        name = _UFUNC_NAMES.get(ufunc.__name__)
+        name = UFUNC_NAMES.get(ufunc.__name__)
         if name is not None and method == "__call__" and not kwargs and len(inputs) == 2:
-            if name in _COMPARISONS:
+            if name in COMPARISONS:
                 # NumPy hands a scalar on the left of a comparison over as a 0-d array
                 inputs = tuple(v[()] if type(v) is np.ndarray and v.ndim == 0 else v
                                for v in inputs)
@@ -236,7 +196,7 @@ class Array:
             raise foreign_operand_error(foreign[0], f"numpy.{ufunc.__name__}")
         raise TypeError(
             f"numpy.{ufunc.__name__} does not take forge_array arrays; use "
-            f"{_namespace_hint(ufunc.__name__)} on arrays made with xp.asarray(...), or "
+            f"{namespace_hint(ufunc.__name__, NAMESPACE[0])} on arrays made with xp.asarray(...), or "
             "convert explicitly to NumPy (np.asarray(x.to_device('cpu')))"
         )
 
@@ -260,7 +220,7 @@ class Array:
         if _holds_gpu_array((args, kwargs)):
             raise TypeError(
                 f"numpy.{fname}() does not take forge_array GPU arrays; use "
-                f"{_namespace_hint(fname)}, converting NumPy inputs with xp.asarray(...), "
+                f"{namespace_hint(fname, NAMESPACE[0])}, converting NumPy inputs with xp.asarray(...), "
                 "or copy to NumPy explicitly (np.asarray(x.to_device('cpu')))")
         values_read()
         args, kwargs = _as_numpy((args, kwargs))
@@ -413,8 +373,8 @@ class Array:
                     raise BufferError(f"copy=False, but exporting an array on {self._device} "
                                       "to the CPU needs a copy")
                 with _dev.on(self._device):
-                    host = arr.get(stream=_cupy_stream(self._device, stream))
-                return _export(host, max_version)
+                    host = arr.get(stream=cupy_stream(self._device, stream))
+                return export_dlpack(host, max_version)
         if copy is True:
             with _dev.on(self._device):
                 arr = arr.copy()
@@ -422,8 +382,8 @@ class Array:
             share(arr)
         if self._device.is_cuda:
             with _dev.on(self._device):
-                return _export(arr, max_version, stream)
-        return _export(arr, max_version)
+                return export_dlpack(arr, max_version, stream)
+        return export_dlpack(arr, max_version)
 
     def to_device(self, device, /, *, stream=None):
         """Copy the array to ``device`` (returns ``self`` when already there); a
@@ -625,7 +585,7 @@ class Array:
     def _binop(self, other, name, reflected=False):
         if not isinstance(other, Array) and not _is_scalar(other):
             if is_foreign_array(other):
-                raise foreign_operand_error(other, f"operator {_SYMBOLS[name]}")
+                raise foreign_operand_error(other, f"operator {SYMBOLS[name]}")
             return NotImplemented
         fn = OPERATORS[name]
         return fn(other, self) if reflected else fn(self, other)
@@ -640,7 +600,7 @@ class Array:
         """The value ``self <name>= other`` gives ``self`` (checked: same dtype and shape)."""
         if not isinstance(other, Array) and not _is_scalar(other):
             if is_foreign_array(other):
-                raise foreign_operand_error(other, f"operator {_SYMBOLS[name]}=")
+                raise foreign_operand_error(other, f"operator {SYMBOLS[name]}=")
             return NotImplemented
         res = OPERATORS[name](self, other)
         if res.dtype != self.dtype:
@@ -839,74 +799,6 @@ def _check_index_device(k, device):
         )
 
 
-def _cupy_stream(device, stream):
-    if stream is None:
-        return None
-    cp = _dev.backend(device)
-    if isinstance(stream, int):
-        return cp.cuda.ExternalStream(stream)
-    return stream
-
-
-def _export(arr, max_version, stream=None):
-    """``arr.__dlpack__`` passing only what the producer (NumPy/CuPy version) accepts."""
-    kwargs = {}
-    if stream is not None:
-        kwargs["stream"] = stream
-    if max_version is not None:
-        kwargs["max_version"] = tuple(max_version)
-    try:
-        return arr.__dlpack__(**kwargs)
-    except TypeError:  # an older producer without max_version
-        kwargs.pop("max_version", None)
-        return arr.__dlpack__(**kwargs)
-
-
-def transfer(arr, src, dst, stream=None):
-    """Copy a backend array from device ``src`` to device ``dst``."""
-    if src == dst:
-        return arr
-    if not src.is_cuda:  # cpu -> cuda
-        # Copy the bytes: cupy.asarray fills 0-d arrays from their value (memset for
-        # any value == 0), which turns -0.0 into +0.0.
-        cp = _dev.backend(dst)
-        host = arr if arr.flags.c_contiguous else np.array(arr, order="C")
-        raw = host.reshape(-1).view(np.uint8)  # (np.ascontiguousarray would make 0-d 1-d)
-        with _dev.on(dst):
-            s = _cupy_stream(dst, stream)
-            if s is not None:
-                with s:
-                    dev = cp.asarray(raw)
-            else:
-                dev = cp.asarray(raw)
-            return dev.view(host.dtype).reshape(arr.shape)
-    if not dst.is_cuda:  # cuda -> cpu
-        with _dev.on(src):
-            return arr.get(stream=_cupy_stream(src, stream))
-    cp = _dev.backend(dst)  # cuda:i -> cuda:j
-    with _dev.on(src):
-        srcc = arr if arr.flags.c_contiguous else arr.copy(order="C")
-    with _dev.on(dst):
-        out = cp.empty(arr.shape, srcc.dtype)
-        if srcc.nbytes:
-            out.data.copy_from_device(srcc.data, srcc.nbytes)
-    return out
-
-
-def _ew_name(numpy_name: str) -> str:
-    """The namespace's name of a NumPy function (``power`` -> ``pow``, ``average`` ->
-    ``mean``), or the name itself."""
-    return _UFUNC_NAMES.get(numpy_name) or {"average": "mean", "absolute": "abs",
-                                            "concatenate": "concat", "transpose":
-                                            "permute_dims", "amax": "max", "amin": "min",
-                                            "cumsum": "cumulative_sum",
-                                            "cumprod": "cumulative_prod",
-                                            "arccos": "acos", "arcsin": "asin",
-                                            "arctan": "atan", "arctan2": "atan2",
-                                            "invert": "bitwise_invert"}.get(numpy_name,
-                                                                            numpy_name)
-
-
 def _holds_gpu_array(v) -> builtins.bool:
     """Whether ``v`` (arguments, through tuples, lists and dicts) holds a GPU Array."""
     if isinstance(v, Array):
@@ -929,13 +821,3 @@ def _as_numpy(v):
     if type(v) is dict:
         return {k: _as_numpy(x) for k, x in v.items()}
     return v
-
-
-def _namespace_hint(numpy_name: str) -> str:
-    """``xp.sum(...)`` for NumPy's ``sum``: the namespace's function of that name, or the
-    namespace's functions in general where it has none."""
-    name = _ew_name(numpy_name)
-    if callable(getattr(NAMESPACE[0], name, None)):
-        return f"xp.{name}(...)"
-    return "the namespace's functions (xp = forge_array)"
-

@@ -15,8 +15,9 @@ import numpy as np
 from . import _devices as _dev
 from . import _dtypes as _dt
 from . import _routing
-from ._array import Array, _is_scalar, py_scalar, transfer, values_read
+from ._array import Array, _is_scalar, py_scalar, values_read
 from ._helpers import as_int, check_array, normalize_shape
+from ._interop import transfer
 from ._ownership import share
 
 __all__ = [

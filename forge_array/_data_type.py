@@ -10,9 +10,10 @@ from __future__ import annotations
 from . import _devices as _dev
 from . import _dtypes as _dt
 from . import _routing
-from ._array import Array, _is_scalar, scalar_dtype, transfer
+from ._array import Array, _is_scalar, scalar_dtype
 from ._dtypes import isdtype
 from ._helpers import check_array
+from ._interop import transfer
 from .fusion import build as _fusion
 
 __all__ = ["astype", "can_cast", "finfo", "iinfo", "isdtype", "result_type"]

@@ -21,13 +21,11 @@ from . import _dtypes as _dt
 from ._array import (
     Array,
     _is_scalar,
-    foreign_operand_error,
-    is_foreign_array,
     py_scalar,
     scalar_dtype,
     scalar_to_backend,
-    type_name,
 )
+from ._interop import foreign_operand_error, is_foreign_array, type_name
 from .fusion import auto as _fusion_auto
 from .fusion import build as _fusion
 from .fusion.expr import Deferred

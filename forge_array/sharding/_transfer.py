@@ -11,7 +11,8 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _devices as _dev
-from .._array import Array, transfer
+from .._array import Array
+from .._interop import transfer
 from . import _core
 from ._core import ShardedArray, Sharding, block_sizes
 
