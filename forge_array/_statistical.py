@@ -20,8 +20,8 @@ from ._array import Array
 from ._helpers import check_array, normalize_axes, normalize_axis
 from .fusion import build as _fusion
 from .fusion.expr import Deferred
-from .primitives.accumulation import accumulation_dtype as _accumulation_dtype
 from .runtime import current_device
+from .runtime.accumulation import accumulation_dtype as _accumulation_dtype
 
 __all__ = ["cumulative_prod", "cumulative_sum", "max", "mean", "min", "prod", "std", "sum",
            "var"]
@@ -216,7 +216,7 @@ def _keepdims(keepdims, name):
 def accumulation_dtype(x_dtype, dtype, name):
     """The result dtype of sum/prod/cumulative_*: ``dtype`` when given (one of the
     standard's dtypes); otherwise the rule of
-    :func:`forge_array.primitives.accumulation.accumulation_dtype`."""
+    :func:`forge_array.runtime.accumulation.accumulation_dtype`."""
     return _accumulation_dtype(x_dtype, None if dtype is None else _dt.to_dtype(dtype), name)
 
 

@@ -14,8 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from forge_array import ops
-from forge_array.primitives.accumulation import accumulation_dtype
 from forge_array.runtime import kernels_available
+from forge_array.runtime.accumulation import accumulation_dtype
 
 R = importlib.import_module("forge_array.primitives.reduce")
 K = importlib.import_module("forge_array.kernels.reduce")

@@ -32,9 +32,9 @@ import numpy as np
 
 from ... import ops as _ops
 from ...runtime import SIMULATE, data_address, kernels_available, lazy, stored, stream_key
+from ...runtime.accumulation import accumulation_dtype
 from ...runtime.functions import compilable
 from .. import axis_reduce as _axis
-from ..accumulation import accumulation_dtype
 from .arguments import (
     _flatten_operands,
     _identity_of,

@@ -29,7 +29,7 @@ import numpy as np
 from ... import runtime
 from ...ops import Operator as _Operator
 from ...runtime import SIMULATE, stored
-from ..accumulation import accumulation_dtype
+from ...runtime.accumulation import accumulation_dtype
 from .arguments import AxisError, _check_op, _inputs, _normalize_axis, _resolve, _value, _xp
 from .cpu import _scan_cpu
 from .plan import (  # noqa: F401 - tests count plans

@@ -1,5 +1,6 @@
 """The one rule for the dtype sums and products (and their cumulative forms) accumulate and
-return in, shared by the primitives and the namespace.
+return in, shared by the primitives and the namespace: a NumPy-only module of the lowest
+layer, which every layer may import without loading numba.
 
 >>> import numpy as np
 >>> accumulation_dtype(np.dtype("int8")), accumulation_dtype(np.dtype("uint16"))
