@@ -161,6 +161,7 @@ from ._statistical import (
 )
 from ._utility import all, any, diff
 from .fusion import fuse
+from .runtime.flags import flags, get_flags, reset_flags, set_flags
 
 # the layers below reach the namespace only through these hooks
 _array.NAMESPACE[0] = fusion.auto.NAMESPACE[0] = _sys.modules[__name__]

@@ -13,14 +13,17 @@ cuda:1
 from __future__ import annotations
 
 import contextlib
-import os
 import sys
 
 import numpy as np
 
+from .runtime.flags import FLAGS
+
 __all__ = ["Device", "cpu", "devices", "default_device", "as_device"]
 
-_ENV = "FORGE_ARRAY_DEVICE"
+#: ``[name]`` of the default device, ``""`` to choose: the ``device`` flag's cell
+#: (``FORGE_ARRAY_DEVICE``)
+_DEVICE = FLAGS["device"].cell
 
 
 class Device:
@@ -151,7 +154,7 @@ def default_device() -> Device:
     >>> default_device() in devices()
     True
     """
-    env = os.environ.get(_ENV)
+    env = _DEVICE[0]
     key = env or ""
     dev = _default_state.get(key)
     if dev is None:

@@ -19,9 +19,12 @@ dtype('float64')
 from __future__ import annotations
 
 import builtins
-import os
 
 import numpy as np
+
+from .runtime.flags import FLAGS as _FLAGS
+from .runtime.flags import on_change as _on_change
+from .runtime.flags import set_flags as _set_flags
 
 bool = np.dtype("bool")  # noqa: A001
 int8 = np.dtype("int8")
@@ -107,18 +110,20 @@ mixed_kind_table = {(a, b): np.promote_types(a, b) for a in all_dtypes for b in 
                     if (a, b) not in promotion_table}
 
 
-def _strict_from_env() -> builtins.bool:
-    return os.environ.get("FORGE_ARRAY_STRICT", "").strip().lower() not in ("", "0", "false", "no")
-
-
 #: ``[True]`` while promotion follows the standard's table alone (mixed kinds raise and
-#: integer ``/`` needs floating-point operands); read from ``FORGE_ARRAY_STRICT`` at import,
-#: changed by :func:`set_strict`
-STRICT = [_strict_from_env()]
+#: integer ``/`` needs floating-point operands): the ``strict`` flag's cell
+#: (``FORGE_ARRAY_STRICT``, :func:`set_strict`, ``set_flags(strict=...)``)
+STRICT = _FLAGS["strict"].cell
 
 #: functions called with no arguments when :data:`STRICT` changes (caches of promoted dtypes
 #: empty themselves)
 ON_SWITCH: list = []
+
+
+@_on_change("strict")
+def _switched(old, new):
+    for f in ON_SWITCH:
+        f()
 
 
 class _StrictSetting:
@@ -142,11 +147,7 @@ class _StrictSetting:
 
 
 def _set(flag):
-    flag = builtins.bool(flag)
-    if STRICT[0] != flag:
-        STRICT[0] = flag
-        for f in ON_SWITCH:
-            f()
+    _set_flags(strict=builtins.bool(flag))
 
 
 def set_strict(flag: builtins.bool = True):

@@ -97,7 +97,7 @@ def test_mode_switch_and_bad_mode():
     r = subprocess.run([sys.executable, "-c", "import forge_array.runtime.background as b; print(b.mode())"],
                        capture_output=True, text=True, env=env, timeout=120)
     assert r.stdout.strip() == "background"
-    assert "FORGE_ARRAY_COMPILE='sometimes' is neither" in r.stderr
+    assert "FORGE_ARRAY_COMPILE='sometimes' is not valid" in r.stderr
 
 
 def test_failed_background_job_leaves_the_fallback_in_place():

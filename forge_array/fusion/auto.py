@@ -40,12 +40,12 @@ True
 
 from __future__ import annotations
 
-import os
 import threading
 import weakref
 
 from .. import _routing
 from ..runtime.config import SIMULATE
+from ..runtime.flags import FLAGS, on_change, set_flags
 from . import expr as _expr
 from . import state as _state
 from .expr import Const, Leaf, pending
@@ -63,7 +63,7 @@ __all__ = ["enabled", "enable", "applies", "register", "settle_device", "settle_
 #: 60.2 / 61.2, 66.7 / 45.6; at 3e7: 105.1 / 341.9, 120.6 / 156.1, 87.6 / 110.5.
 #: ``FORGE_ARRAY_FUSION_MIN_SIZE`` sets it (0: defer every step, as the conformance run
 #: with fusion on does)
-MIN_SIZE = [int(os.environ.get("FORGE_ARRAY_FUSION_MIN_SIZE", 1 << 24))]
+MIN_SIZE = FLAGS["fusion_min_size"].cell
 #: most element-wise steps in one deferred expression
 MAX_OPS = 32
 #: most array reads in one deferred expression
@@ -80,7 +80,7 @@ MAX_PENDING = 64
 #: steps at every call (the column means of ``X``, ``X - mean`` handed to an SVD).
 #: ``FORGE_ARRAY_FUSION_ALONE`` sets it (the conformance run with fusion on sets 0, so that
 #: every step stays deferred)
-ALONE_LIMIT = [int(os.environ.get("FORGE_ARRAY_FUSION_ALONE", 2))]
+ALONE_LIMIT = FLAGS["fusion_alone"].cell
 #: of the steps of a structure that runs eagerly, every PROBE_EVERY-th is deferred again
 PROBE_EVERY = 32
 #: structure running eagerly -> its steps since the last deferred one
@@ -96,7 +96,8 @@ _TLS = threading.local()
 
 
 def enabled():
-    """Whether automatic fusion is on (``FORGE_ARRAY_FUSION``, or :func:`enable`)."""
+    """Whether automatic fusion is on (the ``fusion`` flag: ``FORGE_ARRAY_FUSION``,
+    ``set_flags(fusion=...)`` or :func:`enable`)."""
     return _STATE[0]
 
 
@@ -106,10 +107,17 @@ def enable(on=True, simulated_cpu=False):
     Everything pending is computed first.  Returns the previous ``(on, simulated_cpu)``."""
     settle_all()
     old = (_STATE[0], _STATE[1])
-    _STATE[0] = bool(on)
+    set_flags(fusion=bool(on))
     _STATE[1] = bool(simulated_cpu) and SIMULATE
     _state.sync_switch()
     return old
+
+
+@on_change("fusion")
+def _switched(old, new):
+    settle_all()
+    _STATE[0] = new
+    _state.sync_switch()
 
 
 def applies(device, explicit=False):

@@ -18,17 +18,16 @@
 from __future__ import annotations
 
 import contextlib
-import os
 import threading
 
-from ..runtime.config import KERNELS_ENABLED
+from ..runtime.flags import FLAGS
 
 __all__ = ["AUTO", "ACTIVE", "ON", "sync_switch", "current", "tracing", "begin_trace",
            "end_trace", "untraced", "defer_all", "set_defer_all"]
 
-_ENV = os.environ.get("FORGE_ARRAY_FUSION", "1").strip().lower()
-#: [automatic fusion on, also on CPU arrays when the kernels are simulated (tests)]
-AUTO = [_ENV not in ("0", "false", "no", "off") and KERNELS_ENABLED, False]
+#: [automatic fusion on (the ``fusion`` flag, kept equal to it by :mod:`.auto`), also on CPU
+#: arrays when the kernels are simulated (tests)]
+AUTO = [FLAGS["fusion"].cell[0], False]
 #: number of threads tracing a fused call, or deferring every step, now
 ACTIVE = [0]
 #: nonzero when a namespace call should ask a builder

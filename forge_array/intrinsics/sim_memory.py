@@ -4,13 +4,13 @@ values), release stores, atomics, element and 128-bit vector access.
 
 from __future__ import annotations
 
-import os
 import random
 import re
 import threading
 
 import numpy as np
 
+from ..runtime.flags import FLAGS
 from .sim_lanes import _convert
 from .sim_threads import VEC
 
@@ -39,8 +39,8 @@ class _MemoryModel:
 
     def __init__(self):
         self.lock = threading.RLock()
-        self.seed = int(os.environ.get("FORGE_ARRAY_SIM_SEED", "12345"))
-        self.stale = float(os.environ.get("FORGE_ARRAY_SIM_STALE", str(1 / 3)))
+        self.seed = FLAGS["sim_seed"].cell[0]
+        self.stale = FLAGS["sim_stale"].cell[0]
         self.max_stale_run = 16
         self.rng = random.Random(self.seed)
         self.history = {}

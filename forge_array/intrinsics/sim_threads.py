@@ -5,12 +5,13 @@ let numba's simulator wake blocked threads by event instead of by polling.
 
 from __future__ import annotations
 
-import os
 import sys
 import threading
 import time
 
 import numpy as np
+
+from ..runtime.flags import FLAGS
 
 WARP = 32
 
@@ -21,7 +22,7 @@ if sys.getswitchinterval() > 0.001:
 
 #: seconds a lane waits at a warp barrier before the run is declared deadlocked (the tests
 #: run a test that failed on such a deadlock once more: tests/conftest.py)
-BARRIER_TIMEOUT = float(os.environ.get("FORGE_ARRAY_SIM_BARRIER_TIMEOUT", "30"))
+BARRIER_TIMEOUT = FLAGS["sim_barrier_timeout"].cell[0]
 
 
 

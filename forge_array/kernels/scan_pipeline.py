@@ -47,12 +47,11 @@ when ``tuning.params("scan")["pipeline"]`` is on):
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 from numba import cuda
 
 from .. import intrinsics as fi
+from ..runtime.flags import FLAGS
 from .scan.lookback import (
     _ONE,
     _TWO,
@@ -77,7 +76,7 @@ __all__ = ["make_pipeline_scan", "pipeline_shape", "pipeline_scratch_bytes", "TR
 #: published its state, when its look-back ended and when its store had left the buffer,
 #: and the block that ran it; ``TRACE_STAMPS`` words per tile in the counter buffer after
 #: its ``STAT_WORDS`` statistics words (:func:`trace_words` of them; the host makes room).
-TRACE = os.environ.get("FORGE_ARRAY_SCAN_TRACE", "") not in ("", "0")
+TRACE = FLAGS["scan_trace"].cell[0]
 TRACE_STAMPS = 5
 
 

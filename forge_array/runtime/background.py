@@ -28,10 +28,10 @@ import collections
 import os
 import sys
 import threading
-import warnings
 
 from . import config
 from .counters import STATS
+from .flags import FLAGS, set_flags
 
 __all__ = ["PENDING", "Pending", "attempt", "deferring", "failures", "mode", "on_worker_thread", "ready",
            "set_mode", "state", "submit", "usable", "wait"]
@@ -39,18 +39,8 @@ __all__ = ["PENDING", "Pending", "attempt", "deferring", "failures", "mode", "on
 _MODES = ("background", "sync")
 
 
-def _mode_from_env() -> str:
-    raw = os.environ.get("FORGE_ARRAY_COMPILE", "").strip().lower()
-    if raw in _MODES:
-        return raw
-    default = "sync" if config.SIMULATE else "background"
-    if raw:
-        warnings.warn(f"FORGE_ARRAY_COMPILE={raw!r} is neither 'background' nor 'sync'; using "
-                      f"{default!r}", RuntimeWarning, stacklevel=2)
-    return default
-
-
-_MODE = [_mode_from_env()]
+#: ``["background" | "sync"]``: the ``compile`` flag's cell (``FORGE_ARRAY_COMPILE``)
+_MODE = FLAGS["compile"].cell
 
 
 def mode() -> str:
@@ -67,9 +57,7 @@ def set_mode(value: str) -> str:
     """
     if value not in _MODES:
         raise ValueError(f"compile mode must be 'background' or 'sync', got {value!r}")
-    old = _MODE[0]
-    _MODE[0] = value
-    return old
+    return set_flags(compile=value)["compile"]
 
 
 class Pending(Exception):  # noqa: N818  (a state, not an error of the caller)

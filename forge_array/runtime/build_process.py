@@ -44,6 +44,7 @@ import warnings
 
 from . import config
 from .counters import STATS
+from .flags import FLAGS
 
 __all__ = ["MAX_RESTARTS", "build", "prestart", "shutdown", "stats"]
 
@@ -59,10 +60,11 @@ _STDLIB = getattr(sys, "stdlib_module_names", ("math", "cmath", "operator", "bui
 
 _LOCK = threading.Lock()
 _WORKER: list = []       # the running _Worker, at most one
-#: why builds stay in this process (``FORGE_ARRAY_BUILD_PROCESS=0`` keeps them there)
-_DISABLED: list = (["FORGE_ARRAY_BUILD_PROCESS=0"]
-                   if os.environ.get("FORGE_ARRAY_BUILD_PROCESS", "1").strip().lower() in ("0", "false", "no")
-                   else [])
+#: why builds stay in this process after a failure to start the build process or its deaths
+_DISABLED: list = []
+#: ``[False]`` keeps builds in this process: the ``build_process`` flag's cell
+#: (``FORGE_ARRAY_BUILD_PROCESS=0``)
+_WANTED = FLAGS["build_process"].cell
 _COUNTS = {"starts": 0, "deaths": 0, "errors": 0, "jobs": 0}
 _CLOSING = [False]
 
@@ -220,7 +222,7 @@ def _ready(w):
 def prestart() -> None:
     """Start the build process now, without waiting for it (a build was just queued: the
     process loads numba while the jobs ahead of that build run)."""
-    if _DISABLED or _CLOSING[0] or _WORKER or not _LOCK.acquire(blocking=False):
+    if _DISABLED or not _WANTED[0] or _CLOSING[0] or _WORKER or not _LOCK.acquire(blocking=False):
         return
     try:
         if not _WORKER:
@@ -250,7 +252,7 @@ def build(factory, factory_args: tuple, argtypes: tuple, launch_bounds, cc, key)
     once the interpreter is exiting."""
     if _CLOSING[0]:
         raise Abandoned("the interpreter is exiting")
-    if _DISABLED:
+    if _DISABLED or not _WANTED[0]:
         return False
     try:
         payload = _dumps(("build", factory, factory_args, argtypes, launch_bounds, cc, key, config.CACHE_DIR))
@@ -284,8 +286,9 @@ def stats() -> dict:
     one was started and died, the builds it failed for want of something (not a compile
     error of the operator), and why builds run in this process (None while they do not)."""
     w = _WORKER[0] if _WORKER else None
+    disabled = _DISABLED[0] if _DISABLED else (None if _WANTED[0] else "FORGE_ARRAY_BUILD_PROCESS=0")
     return {"pid": w.pid if w is not None else None, "jobs": _COUNTS["jobs"], "starts": _COUNTS["starts"],
-            "deaths": _COUNTS["deaths"], "errors": _COUNTS["errors"], "disabled": _DISABLED[0] if _DISABLED else None}
+            "deaths": _COUNTS["deaths"], "errors": _COUNTS["errors"], "disabled": disabled}
 
 
 @atexit.register

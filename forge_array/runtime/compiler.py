@@ -37,6 +37,7 @@ from numba import types as nt
 from . import backend, background, config, cpu_cache, kernel_files, lazy, temp
 from .counters import STATS
 from .fingerprint import Unfingerprintable, digest
+from .flags import FLAGS
 
 #: numba's CUDA target, imported at its first use: the CPU device types operators and runs
 #: its loops with numba's CPU target alone
@@ -163,8 +164,7 @@ def source_hash() -> str:
                 with open(path, "rb") as f:
                     h.update(os.path.basename(path).encode() + b"\0" + f.read())
         # build switches read by the kernel modules at import
-        h.update(b"count=" + os.environ.get("FORGE_ARRAY_SCAN_COUNT", "").encode())
-        h.update(b"trace=" + os.environ.get("FORGE_ARRAY_SCAN_TRACE", "").encode())
+        h.update(b"count=%d trace=%d" % (FLAGS["scan_count"].cell[0], FLAGS["scan_trace"].cell[0]))
         _SOURCE_HASH = h.hexdigest()
     return _SOURCE_HASH
 
@@ -394,9 +394,9 @@ def _launch_kernel(*a):
     return _launch_kernel(*a)
 
 
-#: ``FORGE_ARRAY_LAUNCH=cupy`` launches through ``cupy.RawModule`` functions instead of
-#: ``cuLaunchKernel`` with packed parameters.
-_FAST_LAUNCH = os.environ.get("FORGE_ARRAY_LAUNCH", "driver") != "cupy"
+#: ``FORGE_ARRAY_LAUNCH=cupy`` (flag ``launch``) launches through ``cupy.RawModule`` functions
+#: instead of ``cuLaunchKernel`` with packed parameters.
+_FAST_LAUNCH = FLAGS["launch"].cell[0] != "cupy"
 
 
 def _get_device() -> int:

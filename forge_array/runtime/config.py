@@ -1,5 +1,5 @@
-"""Process-wide settings of the kernel layer, read from the environment without importing
-numba: the simulator switch, the kernel cache directory, kernels on or off.
+"""The kernel layer's fixed settings, as :mod:`.flags` read them from the environment (without
+importing numba): the simulator switch, the kernel cache directory, kernels on or off.
 
 ``FORGE_ARRAY_SIMULATE=1`` runs our kernels in numba's CUDA simulator; numba reads the
 switch (``NUMBA_ENABLE_CUDASIM``, set here) when :mod:`numba.cuda` is first imported, so
@@ -19,22 +19,15 @@ import os
 import sys
 import warnings
 
-_requested = os.environ.get("FORGE_ARRAY_SIMULATE", "").strip().lower() not in ("", "0", "false", "no")
+from .flags import FLAGS, _simulate_requested
 
-if _requested and "numba.cuda" not in sys.modules:
+if _simulate_requested and "numba.cuda" not in sys.modules:
     os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
 
+#: True when our kernels run in numba's CUDA simulator on NumPy buffers (flag ``simulate``).
+SIMULATE: bool = FLAGS["simulate"].cell[0]
 
-def _simulated() -> bool:
-    if "numba.cuda" in sys.modules:  # numba decided when it was imported
-        return bool(sys.modules["numba.cuda"].config.ENABLE_CUDASIM)
-    return _requested or os.environ.get("NUMBA_ENABLE_CUDASIM", "").strip() not in ("", "0")
-
-
-#: True when our kernels run in numba's CUDA simulator on NumPy buffers.
-SIMULATE: bool = _simulated()
-
-if _requested and not SIMULATE:
+if _simulate_requested and not SIMULATE:
     warnings.warn(
         "FORGE_ARRAY_SIMULATE=1 was set after numba.cuda had been imported without the "
         "simulator; forge_array kernels will not be simulated in this process",
@@ -42,15 +35,11 @@ if _requested and not SIMULATE:
         stacklevel=2,
     )
 
-#: Seed for the simulator's model of weak memory visibility (see intrinsics.sim_impl).
-SIM_SEED: int = int(os.environ.get("FORGE_ARRAY_SIM_SEED", "12345"))
+#: Seed for the simulator's model of weak memory visibility (flag ``sim_seed``).
+SIM_SEED: int = FLAGS["sim_seed"].cell[0]
 
-#: Directory of the on-disk kernel cache.
-CACHE_DIR: str = os.environ.get("FORGE_ARRAY_CACHE_DIR") or os.path.join(
-    os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"),
-    "forge_array",
-    "kernels",
-)
+#: Directory of the on-disk kernel cache (flag ``cache_dir``).
+CACHE_DIR: str = FLAGS["cache_dir"].cell[0]
 
-#: ``FORGE_ARRAY_KERNELS=0`` turns our kernels off (everything goes to CuPy / NumPy).
-KERNELS_ENABLED: bool = os.environ.get("FORGE_ARRAY_KERNELS", "1").strip() not in ("0", "false", "no")
+#: Our kernels on; ``FORGE_ARRAY_KERNELS=0`` sends everything to CuPy / NumPy (flag ``kernels``).
+KERNELS_ENABLED: bool = FLAGS["kernels"].cell[0]

@@ -5,8 +5,9 @@
 shapes of "simulator" so that multi-warp, multi-block and look-back paths run on small
 inputs. Kernel authors add their kinds to every family.
 
-``FORGE_ARRAY_TUNING`` (JSON, e.g. ``{"scan": {"item_bytes": 32}}``), read at import, overrides
-entries on top of all of that; ``bench/tune.py`` uses it to sweep parameters on a GPU.
+The ``tuning`` flag (``FORGE_ARRAY_TUNING``, JSON, e.g. ``{"scan": {"item_bytes": 32}}``, or
+``set_flags(tuning={...})``) overrides entries on top of all of that; ``bench/tune.py`` uses it
+to sweep parameters on a GPU.
 
 Example
 -------
@@ -17,10 +18,8 @@ Example
 
 from __future__ import annotations
 
-import json
-import os
-
 from . import backend, config
+from .flags import FLAGS, on_change
 
 #: Launch parameters. A GPU's entry is ``default`` overridden, key by key, by its
 #: architecture's entry and then by its own (see :func:`params`), so each family lists only
@@ -258,21 +257,15 @@ TABLES: dict = {
 _CACHE: dict = {}
 
 
-def _overrides() -> dict:
-    text = os.environ.get("FORGE_ARRAY_TUNING", "").strip()
-    if not text:
-        return {}
-    try:
-        data = json.loads(text)
-    except ValueError as exc:
-        raise ValueError(f"FORGE_ARRAY_TUNING is not valid JSON: {exc}") from None
-    if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):
-        raise ValueError('FORGE_ARRAY_TUNING must map kernel kinds to dicts, e.g. {"scan": {"block": 128}}')
-    return data
+#: entries of the ``tuning`` flag (``FORGE_ARRAY_TUNING``), applied after the tables
+OVERRIDES: dict = FLAGS["tuning"].cell[0]
 
 
-#: entries from ``FORGE_ARRAY_TUNING``, applied after the tables
-OVERRIDES: dict = _overrides()
+@on_change("tuning")
+def _retuned(old, new):
+    global OVERRIDES
+    OVERRIDES = new
+    _CACHE.clear()
 
 
 def family() -> tuple:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import functools
 
 from .. import _creation
+from .._array import NAMESPACE
 from ..fusion import build as _build
 from ..fusion import trace as _trace
 from . import _core
@@ -32,7 +33,8 @@ REGISTRY: dict = {}
 _ORIGINALS: dict = {}
 _INSTALLED = [False]
 #: namespace names that are not functions over arrays: never wrapped
-_SKIP = {"Array", "Device", "fuse", "Sharding", "ShardedArray"}
+_SKIP = {"Array", "Device", "fuse", "Sharding", "ShardedArray", "flags", "get_flags", "set_flags",
+         "reset_flags", "set_strict", "is_strict"}
 
 
 def register(*names):
@@ -53,9 +55,7 @@ def original(name: str):
 
 
 def _lookup(name):
-    import forge_array  # noqa: PLC0415
-
-    mod = forge_array
+    mod = NAMESPACE[0]
     parts = name.split(".")
     for p in parts[:-1]:
         mod = getattr(mod, p)
@@ -132,12 +132,10 @@ def install():
     """Wrap the public functions of the namespace (once)."""
     if _INSTALLED[0]:
         return
-    import forge_array  # noqa: PLC0415
-    from forge_array import fft, linalg  # noqa: PLC0415
-
-    _wrap_module(forge_array, "")
-    _wrap_module(linalg, "linalg.")
-    _wrap_module(fft, "fft.")
+    namespace = NAMESPACE[0]  # set by the package before any of its modules can import this one
+    _wrap_module(namespace, "")
+    _wrap_module(namespace.linalg, "linalg.")
+    _wrap_module(namespace.fft, "fft.")
     _trace.SHARDED_CALL[0] = fused_call
     _creation.SHARDED_CREATE[0] = _resent
     _INSTALLED[0] = True

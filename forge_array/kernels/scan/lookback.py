@@ -3,13 +3,12 @@ input converter, and the decoupled look-back of a warp and of a tile.
 """
 from __future__ import annotations
 
-import os
-
 import numpy as np
 from numba import cuda
 
 from ... import intrinsics as fi
 from ...intrinsics import words as fw
+from ...runtime.flags import FLAGS
 
 EMPTY, AGG, PREFIX = 0, 1, 2
 #: ``publish`` kind (and ``want`` of a read) of a group's aggregate in the deterministic
@@ -25,7 +24,7 @@ _ZERO, _ONE, _TWO = np.int32(0), np.int32(1), np.int32(2)
 #: Count look-back events in the counter buffer: in the simulator, and on the GPU only as a
 #: diagnostic (``FORGE_ARRAY_SCAN_COUNT=1``: the atomics of spinning lanes contend on one
 #: word and slow the scans down; the variable is part of the kernels' cache key).
-COUNT = bool(fi.SIMULATE) or os.environ.get("FORGE_ARRAY_SCAN_COUNT", "") not in ("", "0")
+COUNT = bool(fi.SIMULATE) or FLAGS["scan_count"].cell[0]
 _U32, _U2, _U3 = np.uint64(32), np.uint64(2), np.uint64(3)
 
 
