@@ -29,6 +29,7 @@ from ._interop import foreign_operand_error, is_foreign_array, type_name
 from .fusion import auto as _fusion_auto
 from .fusion import build as _fusion
 from .fusion.expr import Deferred
+from .runtime.caches import Cache
 
 __all__ = [
     "abs", "acos", "acosh", "add", "asin", "asinh", "atan", "atan2", "atanh",
@@ -71,7 +72,7 @@ def _scalar_operand(value, dtype, device):
 
 #: (operation, kinds, the operands' dtypes or scalar types) -> (dtype, s1, s2) of
 #: :func:`_binary_types`, for operands whose validation depends on nothing else
-_TYPES: dict = {}
+_TYPES = Cache("_elementwise.TYPES")
 
 
 def _types_key(name, kinds, x1, x2):
@@ -225,7 +226,7 @@ _ONE_STEP = frozenset(("add", "subtract", "multiply", "divide", "maximum", "mini
 #: the backends' promotion of them (NumPy's ``result_type``, by which NumPy's and CuPy's
 #: functions pick the loop they compute in) is the standard's, and the function is exact on
 #: integers or one step on real floats (:data:`_ONE_STEP`)
-_NATIVE: dict = {}
+_NATIVE = Cache("_elementwise.NATIVE")
 
 
 def _native_pair(name, d1, d2, dt):

@@ -22,6 +22,7 @@ from .fusion import build as _fusion
 from .fusion.expr import Deferred
 from .runtime import current_device
 from .runtime.accumulation import accumulation_dtype as _accumulation_dtype
+from .runtime.caches import Cache
 
 __all__ = ["cumulative_prod", "cumulative_sum", "max", "mean", "min", "prod", "std", "sum",
            "var"]
@@ -43,7 +44,7 @@ def _check(x, name, kinds):
 # checked path below and records its arguments; later ones replay the primitive's cached
 # launch (``primitives.reduce.full_fast``) after two dictionary look-ups.
 
-_VALID: dict = {}  # (name, x dtype, dtype argument, extra) -> the primitive's dtype argument
+_VALID = Cache("_statistical.VALID")  # (name, x dtype, dtype argument, extra) -> the primitive's dtype argument
 _MISSING = object()
 
 
@@ -54,8 +55,6 @@ def checked(name, x, dtype, extra, resolved):
     ``True`` never stands for ``1``."""
     if (dtype is None or isinstance(dtype, np.dtype)) and (
             extra is None or type(extra) is int or type(extra) is float):
-        if len(_VALID) >= 4096:  # many distinct corrections
-            _VALID.clear()
         _VALID[(name, x.dtype, dtype, extra)] = resolved
 
 
@@ -420,8 +419,6 @@ def _cumulative(name, x, axis, dtype, include_initial):
         raise TypeError(f"{name}(): include_initial must be a bool")
     dt = accumulation_dtype(x.dtype, dtype, name)
     if dtype is None or isinstance(dtype, np.dtype):
-        if len(_VALID) >= 4096:
-            _VALID.clear()
         _VALID[(name, x.dtype, dtype, include_initial)] = dt
     if _fusion.ON[0]:  # a pending expression: computed inside the scan
         r = _fusion.scan(name, x, dt, include_initial)

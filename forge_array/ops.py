@@ -30,6 +30,7 @@ import operator as _operator
 import numpy as np
 
 from .runtime import functions as _functions
+from .runtime.caches import Cache
 
 __all__ = [
     "Operator",
@@ -168,14 +169,12 @@ def as_operator(f):
         op = Operator(f if fn is None else fn, getattr(f, "__name__", None) or repr(f), identity=None,
                       commutative=False, arity=None)
         if fn is not None:
-            if len(_WRAPPED) >= 4096:   # new functions per call must not grow it forever
-                _WRAPPED.clear()
-            op = _WRAPPED.setdefault(fn, op)
+            op = _WRAPPED.setdefault(fn, op)   # bounded: new functions per call evict
     return op
 
 
 #: Operator objects of wrapped functions, by canonical function
-_WRAPPED: dict = {}
+_WRAPPED = Cache("ops.WRAPPED")
 
 
 # ----------------------------------------------------------------------------
@@ -396,7 +395,7 @@ argmin = Operator(_argmin, "argmin", identity=_pair_identity(_highest), commutat
 welford = Operator(_welford, "welford",
                    identity=_tuple_identity([lambda d: d.type(0)] * 3),
                    commutative=True, arity=3)
-_WELFORD_MAPS: dict = {}
+_WELFORD_MAPS = Cache("ops.WELFORD_MAPS")
 
 
 def welford_map(dtype):

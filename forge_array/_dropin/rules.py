@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import ops as _ops
+from ..runtime.caches import Cache
 
 #: returned by a core when our kernels do not cover the call: the original runs instead
 DECLINE = object()
@@ -61,8 +62,8 @@ def _reduced_shape(shape, axes, keepdims):
 # --------------------------------------------------------------------------- device functions
 # module-level (not per call) so the kernel caches, which key on the callables, hit
 
-_NAN_TO_ZERO: dict = {}
-_MUL: dict = {}
+_NAN_TO_ZERO = Cache("_dropin.rules.NAN_TO_ZERO")
+_MUL = Cache("_dropin.rules.MUL")
 
 
 def _nan_to_zero(dt):

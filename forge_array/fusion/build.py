@@ -19,6 +19,7 @@ import numpy as np
 
 from .._array import Array, py_scalar
 from .._ownership import is_private
+from ..runtime.caches import Cache
 from ..runtime.config import SIMULATE
 from ..runtime.lazy import module as _lazy
 from . import auto as _auto
@@ -187,7 +188,7 @@ def _operand(x, mode):
 #: (operation, operand kinds) of a one-step expression on materialised arrays -> its
 #: structure (:attr:`~.expr.Node.sig`), so that a builder finds a structure that runs
 #: eagerly (:func:`.auto.alone_eager`) before it builds the node
-_PRE: dict = {}
+_PRE = Cache("fusion.build.PRE")
 
 
 def _eager_kind(x):
@@ -223,8 +224,6 @@ def _deferred(node, mode, pk=None, known=False):
     if node.ops > _auto.MAX_OPS or node.reads > _auto.MAX_LEAVES:
         return None
     if pk is not None:
-        if len(_PRE) >= 4096:
-            _PRE.clear()
         _PRE[pk] = node.sig
     if node.ops == 1 and not known and _ALONE and _auto.alone_eager(node.sig):
         return None
@@ -399,8 +398,6 @@ def reduction(name, x, axes, dtype, keepdims, correction=0.0, mode=None):
     hit = _TERMS.get(tk)
     if hit is None:
         term = _fr.Term(name, np.dtype(dtype), float(correction))
-        if len(_TERMS) >= 4096:  # many distinct corrections
-            _TERMS.clear()
         _TERMS[tk] = hit = (term, _fr.term_dtype(term), term.dtype.kind in _KINDS)
     term, rdt, kind_ok = hit
     if not kind_ok or x.dtype.kind not in _KINDS:
@@ -425,7 +422,7 @@ def reduction(name, x, axes, dtype, keepdims, correction=0.0, mode=None):
 
 
 #: (name, dtype, correction) -> (Term, result dtype) of the reductions met
-_TERMS: dict = {}
+_TERMS = Cache("fusion.build.TERMS")  # many distinct corrections evict
 
 
 def scan(name, x, dtype, include_initial):

@@ -32,6 +32,7 @@ from numba import cuda
 
 from .. import intrinsics as _fi
 from .. import ops as _ops
+from ..runtime.caches import Cache
 from ..runtime.config import SIMULATE
 from .expr import PLAIN, Const, Node, const_key
 from .fusible import BINARY, UNARY
@@ -51,7 +52,7 @@ class ConstantsVary(Exception):
 
 
 #: a program with its constants left out -> how many programs of it were compiled
-_STRUCTURES: dict = {}
+_STRUCTURES = Cache("fusion.codegen.STRUCTURES")
 
 
 def _structure(program):
@@ -385,7 +386,7 @@ _GLOBALS = {"_m": _MATH, "_one": 1.0, "_sign": _DEVICE(_sign),
             "_ftz_f32": _fi.ftz_f32, "_ftz_add": _fi.ftz_add,
             "_ftz_sub": _fi.ftz_sub, "_ftz_mul": _fi.ftz_mul, "_ftz_div": _fi.ftz_div,
             "_negative_subnormal_to_zero64": _DEVICE(_negative_subnormal_to_zero64)}
-_FUNCTIONS: dict = {}
+_FUNCTIONS = Cache("fusion.codegen.FUNCTIONS")
 
 
 def function_of(program):
@@ -398,8 +399,6 @@ def function_of(program):
         n = _STRUCTURES.get(structure, 0)
         if n >= MAX_CONSTANT_SETS and getattr(PLAIN, "on", False):
             raise ConstantsVary(structure)
-        if len(_STRUCTURES) > 4096:
-            _STRUCTURES.clear()
         _STRUCTURES[structure] = n + 1
         src, names = source_of(program)
         g = dict(_GLOBALS)
@@ -410,8 +409,6 @@ def function_of(program):
         fn = loc["fused"]
         if SIMULATE:
             fn = _quiet(fn)
-        if len(_FUNCTIONS) > 4096:
-            _FUNCTIONS.clear()
         _FUNCTIONS[program] = fn
     return fn
 

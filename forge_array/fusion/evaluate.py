@@ -30,6 +30,7 @@ from ..primitives import fused_reduce as _fr
 from ..primitives import scan as _scan
 from ..runtime import STATS, kernels_available, layout_key, stream_key
 from ..runtime import background as _background
+from ..runtime.caches import Cache
 from . import auto as _auto
 from . import expr as _expr
 from . import resettle as _resettle
@@ -264,8 +265,8 @@ def _reduced(group):
 
 #: launches of settlements outside a fused call, by program and the leaves' layouts: a
 #: plain-code expression met again replays its launch on the new leaves' addresses
-_LAUNCHES: dict = {}
 _MAX_LAUNCHES = 1024
+_LAUNCHES = Cache("fusion.evaluate.LAUNCHES", _MAX_LAUNCHES, evict="oldest")
 
 
 def _launch_key(program, leaves, *rest):
@@ -300,8 +301,6 @@ def _run(step, leaves, fused, rec, direct=None, key=None):
     if key is not None and direct is not None:
         d = direct()
         if d is not None:
-            if len(_LAUNCHES) >= _MAX_LAUNCHES:
-                _LAUNCHES.pop(next(iter(_LAUNCHES)))
             _LAUNCHES[key] = d
     _resettle.note(step if d is None else d, leaves, outs, fused)
     return outs

@@ -23,6 +23,7 @@ import threading
 import numpy as np
 
 from .._array import Array
+from ..runtime.caches import Cache
 
 __all__ = ["Leaf", "Const", "Node", "Deferred", "operand", "broadcast_shape", "pending",
            "const_key", "position", "EPOCH", "PLAIN", "ALONE"]
@@ -62,8 +63,8 @@ def const_key(value):
 #: structures met so far -> their number (:attr:`Node.sig`); numbers are never reused, so
 #: that clearing the table (past :data:`_MAX_SIGS` structures) cannot alias a new structure
 #: with an old one
-_SIGS: dict = {}
 _MAX_SIGS = 1 << 16
+_SIGS = Cache("fusion.expr.SIGS", _MAX_SIGS)
 _NEXT_SIG = itertools.count()
 
 
@@ -160,8 +161,6 @@ class Node:
         key = (op, self.dtype, ctype, extra_key, tuple(sig))
         n = _SIGS.get(key)
         if n is None:
-            if len(_SIGS) >= _MAX_SIGS:
-                _SIGS.clear()
             n = _SIGS[key] = next(_NEXT_SIG)
         self.sig = n
         self.epoch = EPOCH[0]

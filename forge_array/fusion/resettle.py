@@ -22,13 +22,14 @@ from __future__ import annotations
 import threading
 
 from ..runtime import STATS, layout_key, stream_key
+from ..runtime.caches import Cache
 from .expr import EPOCH, position
 
 __all__ = ["leaves_of", "find", "Note", "Plan", "keep", "begin", "end", "note", "MAX_PLANS"]
 
 #: settlements kept (the oldest is dropped past this)
 MAX_PLANS = 1024
-_PLANS: dict = {}
+_PLANS = Cache("fusion.resettle.PLANS", MAX_PLANS, evict="oldest")
 _TLS = threading.local()
 
 
@@ -149,11 +150,6 @@ class Note:
 
 def keep(key, plan):
     """Keep ``plan`` under ``key`` (dropping the oldest past :data:`MAX_PLANS`)."""
-    if len(_PLANS) >= MAX_PLANS:
-        try:
-            _PLANS.pop(next(iter(_PLANS)), None)
-        except (RuntimeError, StopIteration):  # changed by another thread meanwhile
-            pass
     _PLANS[key] = plan
 
 

@@ -18,6 +18,7 @@ from .._array import Array
 from .._routing import _LAYER
 from .._routing import layer_ready as _layer_ready
 from ..runtime import STATS, config, kernels_available
+from ..runtime.caches import Cache
 from ..runtime.lazy import module as _lazy
 from . import auto as _auto
 from . import build as _build
@@ -171,7 +172,8 @@ class Fused:
 
     def __init__(self, fn):
         self.fn = fn
-        self._plans: dict = {}
+        self._plans = Cache(f"fusion.trace.plans of {getattr(fn, '__qualname__', fn)!r} at {id(self):#x}",
+                            MAX_PLANS, evict="oldest")
         functools.update_wrapper(self, fn)
 
     def _trace(self, args, kwargs, rec=None):
@@ -216,8 +218,6 @@ class Fused:
         if STATS["deferred"] != building:  # a kernel is being built: a later call records
             return out
         plan = rec.plan(out, len(arrays))
-        if len(self._plans) >= MAX_PLANS:
-            self._plans.pop(next(iter(self._plans)))
         self._plans[key] = plan if plan is not None else rec.reason
         return out
 

@@ -41,6 +41,7 @@ from ..runtime import (
     ptr_t,
     tuning,
 )
+from ..runtime.caches import Cache
 from ..runtime.config import SIMULATE as _SIM
 from ..runtime.memory import misalignment
 from .reduce import MAX_DIMS, MODE_FLAT, MODE_STRIDED, MODE_VEC, buffer_dtype, collapse, uniform_operands, vector_loads
@@ -182,7 +183,7 @@ def _layout(arrays, outs, uniform):
     return MODE_STRIDED, len(shape), st, shape, 0
 
 
-_PLANS: dict = {}
+_PLANS = Cache("kernels.elementwise.PLANS")
 
 
 def _kernel(f, in_dtypes, out_dtypes, mode, ndim, uniform):
@@ -202,8 +203,8 @@ def _kernel(f, in_dtypes, out_dtypes, mode, ndim, uniform):
     return kp
 
 
-_MAP_PLANS: dict = {}
 _MAX_CACHED = 4096
+_MAP_PLANS = Cache("kernels.elementwise.MAP_PLANS", _MAX_CACHED)
 
 
 def _plan(f, arrays, out_dtypes, out):
@@ -291,8 +292,6 @@ def map_arrays(f, arrays, out_dtypes, out=None):
         if p is None:
             p = _plan(f, arrays, out_dtypes, out)
             if p is not None:
-                if len(_MAP_PLANS) >= _MAX_CACHED:
-                    _MAP_PLANS.clear()
                 _MAP_PLANS[key] = p
     else:
         p = _plan(f, arrays, out_dtypes, out)

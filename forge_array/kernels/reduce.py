@@ -59,6 +59,7 @@ from ..runtime import (
     tuning,
 )
 from ..runtime import f64 as _f64
+from ..runtime.caches import Cache
 from ..runtime.memory import misalignment
 
 __all__ = ["ReduceSpec", "make_reduce_kernel", "kernel_argtypes", "collapse", "MAX_DIMS",
@@ -516,8 +517,8 @@ def _normalise_commutative(arrays):
     return [x]
 
 
-_PLANS: dict = {}
-_GRID: dict = {}
+_PLANS = Cache("kernels.reduce.PLANS")
+_GRID = Cache("kernels.reduce.GRID")
 
 
 def _grid_max(block):

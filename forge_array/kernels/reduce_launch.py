@@ -23,6 +23,7 @@ import numpy as np
 
 from ..runtime import buffer_of, data_address, device_allocator, launch, stream_key
 from ..runtime import stored_form as stored_form_of
+from ..runtime.caches import Cache
 from ..runtime.config import SIMULATE as _SIM
 from .reduce import MODE_STRIDED, buffer_dtype, kernel_plan, layout, scratch
 
@@ -49,8 +50,8 @@ class Launch(NamedTuple):
     #                       partials and flags), which the ticket (zeroed counters) follows
 
 
-_REPLAY: dict = {}
 _MAX_CACHED = 4096
+_REPLAY = Cache("kernels.reduce_launch.REPLAY", _MAX_CACHED)
 
 
 def plan(spec, x, param=0.0, out_shape=(1,)):
@@ -112,8 +113,6 @@ def plan(spec, x, param=0.0, out_shape=(1,)):
                xv.dtype if xv is not x0 else None, None if bufs == out_dtypes else bufs,
                tuple(count * d.itemsize for d in out_dtypes), None if _SIM else device_allocator(),
                tuple(int(b.nbytes) for b in partials) + (int(pf.nbytes),))
-    if len(_REPLAY) >= _MAX_CACHED:
-        _REPLAY.clear()
     _REPLAY[key] = p
     return p
 

@@ -15,6 +15,7 @@ import numpy as np
 
 from .. import runtime
 from ..runtime import lazy, tuning
+from ..runtime.caches import Cache
 from ._layout import collapse
 
 # the kernel module (numba.cuda) loads at first use: CPU arrays never need it
@@ -32,7 +33,7 @@ def _grid(work_items: int, block: int) -> int:
     return max(1, min(-(-work_items // block), cap))
 
 
-_PLANS: dict = {}
+_PLANS = Cache("primitives.copy.PLANS")
 
 
 def copy(x, out=None):
@@ -56,8 +57,6 @@ def copy(x, out=None):
     plan = _PLANS.get(key)
     if plan is None:
         plan = _plan_of(x, out)
-        if len(_PLANS) > 4096:
-            _PLANS.clear()
         _PLANS[key] = plan
     if type(plan) is tuple:
         kernel, grid, block, extra, words, raw = plan

@@ -29,6 +29,7 @@ from .. import ops as _ops
 from ..kernels import reduce as _k
 from ..kernels import reduce_launch as _kl
 from ..runtime import array_module
+from ..runtime.caches import Cache
 from . import axis_reduce as _axis
 
 __all__ = ["Term", "TERM_NAMES", "reduce_terms", "full_launch", "axis_launch", "term_dtype",
@@ -133,7 +134,7 @@ def _sources(terms, with_index, nleaves):
     return "\n".join(lines) + "\n"
 
 
-_COMBINED: dict = {}
+_COMBINED = Cache("primitives.fused_reduce.COMBINED")
 
 
 def _combined(expr, terms, with_index, nleaves):
@@ -167,7 +168,7 @@ def _quiet_sqrt(v):
         return np.sqrt(v)
 
 
-_PREPARED: dict = {}
+_PREPARED = Cache("primitives.fused_reduce.PREPARED")
 
 
 def _prepared(expr, terms, nleaves):
@@ -257,7 +258,7 @@ def full_launch(expr, leaves, terms, keepdims):
 
 #: terms whose state is one value of their own operator
 _SCALAR_TERMS = ("sum", "prod", "max", "min", "mean", "any", "all")
-_SCALAR_ELEMS: dict = {}
+_SCALAR_ELEMS = Cache("primitives.fused_reduce.SCALAR_ELEMS")
 
 
 def _scalar_elem(expr, name, nleaves):
@@ -299,7 +300,7 @@ def axis_launch(expr, leaves, terms, axes, keepdims):
     return ent if ent is not None and getattr(ent, "lean", False) else None
 
 
-_OPERATORS: dict = {}
+_OPERATORS = Cache("primitives.fused_reduce.OPERATORS")
 
 
 def _operator(fn, ident):

@@ -38,6 +38,7 @@ from numba.np import numpy_support
 from .. import ops as _ops
 from .. import runtime
 from ..runtime import stored
+from ..runtime.caches import Cache
 from ..runtime.functions import compilable
 from .axis_reduce import _FAST, _fast_key, _layout_key, _remember, axis_mapreduce
 
@@ -60,7 +61,7 @@ def _promote(a, b):
         return np.result_type(a, b)
 
 
-_SWAPPED: dict = {}
+_SWAPPED = Cache("primitives.matvec.SWAPPED")
 
 
 def _swap(f):

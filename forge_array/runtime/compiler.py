@@ -35,6 +35,7 @@ import numpy as np
 from numba import types as nt
 
 from . import backend, background, config, cpu_cache, kernel_files, lazy, temp
+from .caches import Cache
 from .counters import STATS
 from .fingerprint import Unfingerprintable, digest
 from .flags import FLAGS
@@ -53,7 +54,7 @@ except Exception:  # pragma: no cover
 # --------------------------------------------------------------------------- types
 
 
-_TYPES: dict = {}
+_TYPES = Cache("runtime.compiler.TYPES")
 
 
 def _memo(kind, key, make):
@@ -712,7 +713,7 @@ _PRETEND_LOCK = threading.Lock()
 # --------------------------------------------------------------------------- typing
 
 
-_RESULT_TYPES: dict = {}
+_RESULT_TYPES = Cache("runtime.compiler.RESULT_TYPES")
 
 
 def result_type(fn, argtypes: tuple):

@@ -25,10 +25,12 @@ from __future__ import annotations
 import threading
 import types
 
+from .caches import Cache
+
 __all__ = ["canonical", "compilable", "fingerprint"]
 
 _LIMIT = 4096                 # a loop of lambdas closing over ever new values must not grow it forever
-_FUNCTIONS: dict = {}         # fingerprint -> the first function seen with it
+_FUNCTIONS = Cache("runtime.functions.FUNCTIONS", _LIMIT + 1)  # fingerprint -> the first function seen with it
 _WRAPPERS: dict = {}          # (builtin, arity) -> generated function
 _REGISTERED: dict = {}        # function -> the fingerprint it stands for in _FUNCTIONS
 _LOCK = threading.Lock()

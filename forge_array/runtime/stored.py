@@ -33,6 +33,7 @@ import warnings
 import numpy as np
 
 from . import backend, config, kernel_files, temp
+from .caches import Cache
 from .counters import STATS
 from .memory import data_address
 from .scan_state import TileState
@@ -47,7 +48,7 @@ _LOCK = threading.Lock()
 _ENV: dict = {}      # device id -> environment digest
 _INDEX: dict = {}    # device id -> {key: description} read from disk
 _NEW: dict = {}      # device id -> {key: description} to write at exit
-_LIVE: dict = {}     # (device id, key) -> StoredLaunch, or None for a key not stored
+_LIVE = Cache("runtime.stored.LIVE", MAX_ENTRIES)  # (device id, key) -> StoredLaunch, or None: not stored
 
 
 def layout(a) -> tuple:
@@ -221,8 +222,6 @@ def lookup(key: tuple, device=None):
             ent = None if desc is None else StoredLaunch(desc)
         except (KeyError, TypeError, ValueError, struct.error):   # a description of another shape
             ent = None
-        if len(_LIVE) >= MAX_ENTRIES:
-            _LIVE.clear()
         _LIVE[(dev, key)] = ent
     return ent
 

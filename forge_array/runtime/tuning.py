@@ -19,6 +19,7 @@ Example
 from __future__ import annotations
 
 from . import backend, config
+from .caches import Cache
 from .flags import FLAGS, on_change
 
 #: Launch parameters. A GPU's entry is ``default`` overridden, key by key, by its
@@ -254,7 +255,7 @@ TABLES: dict = {
     },
 }
 
-_CACHE: dict = {}
+_CACHE = Cache("runtime.tuning.CACHE")
 
 
 #: entries of the ``tuning`` flag (``FORGE_ARRAY_TUNING``), applied after the tables

@@ -27,6 +27,7 @@ from .. import _devices as _dev
 from .._array import Array
 from .._helpers import normalize_axis
 from ..runtime import kernels_available
+from ..runtime.caches import Cache
 from ._core import ShardedArray, refusal
 from ._dispatch import original, register
 from ._elementwise import Blocks, wrap
@@ -50,7 +51,7 @@ def _components(v):
     return v if isinstance(v, tuple) else (v,)
 
 
-_MAPS: dict = {}
+_MAPS = Cache("sharding._scans.MAPS")
 
 
 def _carry_map(op, k):

@@ -47,6 +47,7 @@ import numpy as np
 from ... import ops as _ops
 from ... import runtime
 from ...runtime import lazy
+from ...runtime.caches import Cache
 from ...runtime.functions import compilable
 from .arguments import (
     _DEFAULT_F,
@@ -80,7 +81,7 @@ __all__ = ["axis_mapreduce", "argmax", "argmin", "normalize_axes"]
 #: Replayable launches (:class:`_Replay`) by call: ``_fast_key`` of axis_mapreduce, matvec
 #: and vecmat calls, and the keys of the callers' own hot paths (named reductions along an
 #: axis, ``matmul``)
-_FAST: dict = {}
+_FAST = Cache("primitives.axis_reduce.FAST")
 
 
 def _fast_key(tag, f, op, arrays, axis, keepdims, out_dtype, index):
@@ -95,8 +96,6 @@ def _fast_key(tag, f, op, arrays, axis, keepdims, out_dtype, index):
 def _remember(key, ent):
     """Cache the replay ``ent`` under ``key`` (bounded: new lambdas per call would grow the
     cache without end)."""
-    if len(_FAST) > 4096:
-        _FAST.clear()
     _FAST[key] = ent
 
 

@@ -10,6 +10,7 @@ from numba import types as nt
 
 from ... import runtime
 from ...runtime import cpu_cache
+from ...runtime.caches import Cache
 from .arguments import _first, _hashable, _zero_of
 from .plan import _entry_dtype
 
@@ -47,7 +48,7 @@ def _entry_dtype_key(ins):
     return tuple(str(_entry_dtype(e)) for e in ins)
 
 
-_CPU: dict = {}
+_CPU = Cache("primitives.axis_reduce.cpu.CPU")
 
 
 def _cpu_kernel(f, op, K, index, id_key, ID, flag, init_key, INIT, dkey):

@@ -8,6 +8,7 @@ import math
 import numpy as np
 
 from ... import runtime
+from ...runtime.caches import Cache
 from .arguments import _comps, _first, _hashable, _xp
 from .plan import _execute, _plan
 
@@ -54,7 +55,7 @@ def _collapse(dims):
     return out
 
 
-_PLANS: dict = {}
+_PLANS = Cache("primitives.axis_reduce.layout.PLANS")  # new lambdas per call evict
 
 
 def _layout_key(entry):
@@ -162,8 +163,6 @@ def _run_kernels(f, op, arrays, out, axes, acc, ident, init_v, index, cache=True
     plan["empty"] = _xp(_first(ins[0])).empty
     plan["scratch"] = {}  # stream key -> (buffers kept alive, partials, ticket) of _plan_scratch
     if key is not None:
-        if len(_PLANS) > 4096:  # new lambdas per call would grow it without bound
-            _PLANS.clear()
         _PLANS[key] = plan
     _execute(plan, ins, out)
     return plan if key is not None else None

@@ -10,6 +10,7 @@ from numba import types as nt
 
 from ... import runtime
 from ...runtime import lazy, temp, tuning
+from ...runtime.caches import Cache
 from .arguments import _first, _hashable, _zero_of
 
 # the kernel modules (numba.cuda) load at first use: CPU arrays never need them
@@ -581,7 +582,7 @@ def _unflatten(items, dt):
     return rec(dt)
 
 
-_KERNELS: dict = {}
+_KERNELS = Cache("primitives.axis_reduce.plan.KERNELS")
 
 
 def _compile(factory, fargs, fkey, argtypes, op, launch_bounds=None):

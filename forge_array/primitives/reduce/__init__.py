@@ -33,6 +33,7 @@ import numpy as np
 from ... import ops as _ops
 from ...runtime import SIMULATE, data_address, kernels_available, lazy, stored, stream_key
 from ...runtime.accumulation import accumulation_dtype
+from ...runtime.caches import Cache
 from ...runtime.functions import compilable
 from .. import axis_reduce as _axis
 from .arguments import (
@@ -154,7 +155,7 @@ def mapreduce(f, op, *arrays, axis=None, init=None, keepdims=False):
     return _cpu_mapreduce(f, op, flat, struct, axes, acc, is_tuple, init_v, keepdims)
 
 
-_SPECS: dict = {}
+_SPECS = Cache("primitives.reduce.SPECS")
 
 
 def _kernel_full(f, op, flat, struct, acc, is_tuple, init_v, keepdims, x0, hot=None):
@@ -229,7 +230,7 @@ def _launch(spec, flat, init_bufs=None, param=0.0, what="", shape=(1,)):
 
 #: Launch plans of full named reductions by call: (name, array type, dtype, shape, strides,
 #: address mod 16, dtype argument, keepdims, extra argument, stream) -> kernels.reduce_launch.Launch
-_HOT: dict = {}
+_HOT = Cache("primitives.reduce.HOT", _kl._MAX_CACHED)
 
 
 def _hot_key(name, x, dtype, keepdims, extra):
@@ -280,8 +281,6 @@ def _launch_named(spec, x, param, keepdims, hot=None):
 
 def _remember(key, p):
     """Cache launch ``p`` for the fast paths (raises TypeError for an unhashable key)."""
-    if len(_HOT) >= _kl._MAX_CACHED:
-        _HOT.clear()
     _HOT[key] = p
 
 

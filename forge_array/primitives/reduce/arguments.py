@@ -12,6 +12,7 @@ from numba import types as nt
 from ... import ops as _ops
 from ... import runtime
 from ...runtime import result_type
+from ...runtime.caches import Cache
 
 try:
     from numpy.exceptions import AxisError
@@ -119,7 +120,7 @@ def _name(fn):
     return getattr(fn, "__qualname__", None) or getattr(fn, "__name__", repr(fn))
 
 
-_TYPES: dict = {}
+_TYPES = Cache("primitives.reduce.arguments.TYPES")
 
 
 def _infer(f, op, elem_types):

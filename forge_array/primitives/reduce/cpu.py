@@ -6,12 +6,13 @@ import numba
 import numpy as np
 
 from ...runtime import cpu_cache
+from ...runtime.caches import Cache
 from ...runtime.compiler import compile_error
 from .arguments import _identity_of, _reshape_out
 
 # --------------------------------------------------------------------------- CPU (numba)
 
-_CPU: dict = {}
+_CPU = Cache("primitives.reduce.cpu.CPU")
 
 
 def _cpu_loop(f, opfn, struct, acc, is_tuple, K, flags):

@@ -30,6 +30,7 @@ from ... import runtime
 from ...ops import Operator as _Operator
 from ...runtime import SIMULATE, stored
 from ...runtime.accumulation import accumulation_dtype
+from ...runtime.caches import Cache
 from .arguments import AxisError, _check_op, _inputs, _normalize_axis, _resolve, _value, _xp
 from .cpu import _scan_cpu
 from .plan import (  # noqa: F401 - tests count plans
@@ -81,8 +82,6 @@ def accumulate(op, x, /, *, axis=None, init=None, include_initial=False, exclusi
     """
     fn, ident, name = _resolve(op)
     if _holds_nothing(op):
-        if len(_RESOLVED) >= 1024:
-            _RESOLVED.clear()
         _RESOLVED[op] = fn
     xs, is_tuple = _inputs(x)
     dtypes = tuple(np.dtype(a.dtype) for a in xs)
@@ -92,7 +91,7 @@ def accumulate(op, x, /, *, axis=None, init=None, include_initial=False, exclusi
 
 
 #: operator objects -> the function :func:`accumulate` resolved them to
-_RESOLVED: dict = {}
+_RESOLVED = Cache("primitives.scan.RESOLVED", 1024)
 
 
 def _holds_nothing(op):
@@ -226,7 +225,7 @@ def _accumulate(fn, tuple_op, xs, in_dtypes, acc_dtypes, ident, name, *, axis, i
     return tuple(outs) if tuple_op else outs[0]
 
 
-_CUMULATIVE: dict = {}
+_CUMULATIVE = Cache("primitives.scan.CUMULATIVE")
 
 
 def _op_and_acc(opname, value_dtype, dtype):

@@ -8,6 +8,7 @@ import numpy as np
 
 from ... import ops as _ops
 from ... import runtime
+from ...runtime.caches import Cache
 
 try:
     from numpy.exceptions import AxisError
@@ -31,7 +32,7 @@ def _resolve(op):
     return fn, ident, name
 
 
-_CHECKED: dict = {}
+_CHECKED = Cache("primitives.scan.arguments.CHECKED")
 #: operators known to return a number of their operands' kind: no typing pass (which compiles the
 #: operator for the CPU, ~1 s for a process's first numba compile) before a cumulative_sum
 _SAME_KIND_OPS = frozenset((_ops.add.fn, _ops.multiply.fn, _ops.maximum.fn, _ops.minimum.fn))

@@ -9,11 +9,12 @@ import numpy as np
 
 from ... import runtime
 from ...runtime import cpu_cache
+from ...runtime.caches import Cache
 
 # --------------------------------------------------------------------------- CPU path
 
 
-_CPU_FNS: dict = {}
+_CPU_FNS = Cache("primitives.scan.cpu.CPU_FNS")
 
 
 def _cpu_scanner(fn, tuple_op, dtypes):

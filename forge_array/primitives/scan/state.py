@@ -9,6 +9,7 @@ import numpy as np
 
 from ... import runtime
 from ...runtime import lazy
+from ...runtime.caches import Cache
 from ...runtime.scan_state import TileState, zeros16
 from .arguments import _xp
 
@@ -82,7 +83,7 @@ def scan_statistics():
     return {"spins": spins, "agg_steps": agg}
 
 
-_INIT_CACHE: dict = {}
+_INIT_CACHE = Cache("primitives.scan.state.INIT_CACHE", 256)
 
 
 def _init_buffers(like, acc_dtypes, init):
@@ -92,8 +93,6 @@ def _init_buffers(like, acc_dtypes, init):
         xp = _xp(like)
         vals = init if init is not None else tuple(d.type(0) for d in acc_dtypes)
         b = tuple(xp.asarray(np.array([v], dtype=d)) for v, d in zip(vals, acc_dtypes))
-        if len(_INIT_CACHE) > 256:
-            _INIT_CACHE.clear()
         _INIT_CACHE[key] = b
     return b
 
