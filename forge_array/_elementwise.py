@@ -243,10 +243,72 @@ _PY = _fusion.PY_SCALARS
 _MIN = _fusion_auto.MIN_SIZE  # automatic fusion's size threshold (a one-element list)
 
 
+#: (function, dtype, device kind) -> the backend's function, for two arrays of that one dtype
+#: that passed every check before and went to the backend unconverted with no fix-up: such
+#: a call's checks and promotion cannot come out otherwise, so :func:`_binary` calls the
+#: function at once (host time of ``x + y``); emptied when the strict switch changes
+_SAME = Cache("_elementwise.SAME")
+_dt.ON_SWITCH.append(_SAME.clear)
+#: (function, array dtype, ``float`` or ``int``, device kind) -> (the backend's function, the
+#: scalar's dtype) for an array and a Python scalar of that type whose validation depends on
+#: the types alone (:func:`_types_key`) and that went to the backend with the array
+#: unconverted: ``x > 0.5``, ``x * 2.0``
+_WITH_SCALAR = Cache("_elementwise.WITH_SCALAR")
+_dt.ON_SWITCH.append(_WITH_SCALAR.clear)
+_new_array = object.__new__
+_ndarray = np.ndarray
+
+
+def _wrap(res, dev):
+    """``Array._new(res, dev)`` for the result of a backend function called on operands that
+    passed the checks before (its dtype is one of ours): NumPy's 0-d results become arrays."""
+    if type(res) is not _ndarray and dev._kind != "cuda":
+        res = np.asarray(res)
+    out = _new_array(Array)
+    out._array = res
+    out._device = dev
+    return out
+
+
 def _binary(name, x1, x2, kinds, fix=None):
-    # asks the builder unless the step is small and eager (the rule beside
-    # fusion.build.PY_SCALARS, inlined: small eager calls pay these checks only)
-    if _fusion.ON[0] and (
+    if type(x1) is Array and type(x2) is Array:
+        a = x1._array
+        b = x2._array
+        # asks the builder unless the step is small and eager (the rule beside
+        # fusion.build.PY_SCALARS, inlined: small eager calls pay these checks only)
+        if _fusion.ON[0] and (_fusion.ACTIVE[0] or a.size >= _MIN[0] or b.size >= _MIN[0]):
+            r = _fusion.binary(name, x1, x2, kinds)
+            if r is not None:
+                return r
+        else:
+            dev = x1._device
+            if dev is x2._device:
+                fn = _SAME.get((name, a.dtype, dev._kind)) if a.dtype == b.dtype else None
+                if fn is not None:
+                    if dev._kind == "cuda" and _current_device() != dev._index:
+                        with _dev.on(dev):
+                            res = fn(a, b)
+                    else:
+                        res = fn(a, b)
+                    return _wrap(res, dev)
+    elif type(x1) is Array and (type(x2) is float or type(x2) is int) and fix is None and not (
+            _fusion.ON[0] and (_fusion.ACTIVE[0] or x1._array.size >= _MIN[0])):
+        a = x1._array
+        dev = x1._device
+        hit = _WITH_SCALAR.get((name, a.dtype, type(x2), dev._kind))
+        if hit is not None:
+            fn, sdt = hit
+            if dev._kind == "cuda":
+                b = sdt.type(x2)
+                if _current_device() != dev._index:
+                    with _dev.on(dev):
+                        res = fn(a, b)
+                else:
+                    res = fn(a, b)
+            else:
+                res = fn(a, np.asarray(x2, dtype=sdt))
+            return _wrap(res, dev)
+    elif _fusion.ON[0] and (
             _fusion.ACTIVE[0]
             or not (type(x1) is Array and x1._array.size < _MIN[0] or type(x1) in _PY)
             or not (type(x2) is Array and x2._array.size < _MIN[0] or type(x2) in _PY)):
@@ -254,14 +316,40 @@ def _binary(name, x1, x2, kinds, fix=None):
         if r is not None:
             return r
     a, b, dt, dev = _binary_operands(name, x1, x2, kinds)
+    fn = _backend_fn(dev, name)
     with _dev.on(dev):
-        res = _backend_fn(dev, name)(a, b)
+        res = fn(a, b)
         if fix is not None:
             res = fix(_dev.backend(dev), a, b, res, dt)
+    if fix is None and type(x1) is Array and a is x1._array and a.dtype == dt:
+        if type(x2) is Array:
+            if b is x2._array and b.dtype == dt:
+                _SAME[(name, dt, dev._kind)] = fn
+        elif _types_key(name, kinds, x1, x2) is not None:
+            _WITH_SCALAR[(name, dt, type(x2), dev._kind)] = (fn, b.dtype)
     return Array._new(res, dev)
 
 
+def _current_device():
+    """The CUDA device CuPy allocates on now."""
+    if not _dev._GET_DEVICE:
+        _dev._GET_DEVICE.append(_dev.cupy_module().cuda.runtime.getDevice)
+    return _dev._GET_DEVICE[0]()
+
+
 def _unary(name, x, kinds, fix=None, backend_name=None):
+    if type(x) is Array and fix is None and not (
+            _fusion.ON[0] and (_fusion.ACTIVE[0] or x._array.size >= _MIN[0])):
+        a = x._array
+        dev = x._device
+        fn = _UNARY.get((name, a.dtype, dev._kind))
+        if fn is not None:   # a dtype that passed the kind check before: no check can fail
+            if dev._kind == "cuda" and _current_device() != dev._index:
+                with _dev.on(dev):
+                    res = fn(a)
+            else:
+                res = fn(a)
+            return _wrap(res, dev)
     if not isinstance(x, Array):
         raise TypeError(f"{name}() requires an array, got {type(x).__name__}")
     _check_kind(name, x.dtype, kinds)
@@ -270,11 +358,20 @@ def _unary(name, x, kinds, fix=None, backend_name=None):
         if r is not None:
             return r
     dev = x._device
+    fn = _backend_fn(dev, backend_name or name)
     with _dev.on(dev):
-        res = _backend_fn(dev, backend_name or name)(x._array)
+        res = fn(x._array)
         if fix is not None:
             res = fix(_dev.backend(dev), x._array, res, x.dtype)
-    return Array._new(res, dev)
+    out = Array._new(res, dev)
+    if fix is None and type(x) is Array:
+        _UNARY[(name, x.dtype, dev._kind)] = fn
+    return out
+
+
+#: (function, dtype, device kind) -> the backend's function, for arrays of a dtype that passed
+#: the function's kind check before and needs no fix-up (the host time of ``exp(x)``)
+_UNARY = Cache("_elementwise.UNARY")
 
 
 # --------------------------------------------------------------------------- fixes

@@ -11,10 +11,11 @@ from . import _devices as _dev
 from . import _dtypes as _dt
 from . import _routing
 from ._array import Array, _is_scalar, values_read
-from ._elementwise import _MIN, _PY, _binary_operands, _binary_types
+from ._elementwise import _MIN, _PY, _binary_operands, _binary_types, _current_device, _types_key
 from ._helpers import check_array, normalize_axes, normalize_axis
 from ._statistical import checked, full_fast
 from .fusion import build as _fusion
+from .runtime.caches import Cache
 
 __all__ = ["argmax", "argmin", "count_nonzero", "nonzero", "searchsorted", "where"]
 
@@ -140,6 +141,22 @@ def where(condition, x1, x2, /):
     check_array(condition, "where", "condition")
     if condition.dtype != _dt.bool:
         raise TypeError(f"where(): condition must be a boolean array, got {condition.dtype}")
+    dev = condition._device
+    if (type(x1) is Array and (type(x2) is float or type(x2) is int) and x1._device is dev
+            and not (_fusion.ON[0] and (_fusion.ACTIVE[0] or condition._array.size >= _MIN[0]
+                                        or x1._array.size >= _MIN[0]))):
+        a = x1._array
+        sdt = _WHERE_SCALAR.get((a.dtype, type(x2), dev._kind))
+        if sdt is not None:   # where(c, x, 0.0): checks that depend on the types alone passed before
+            m = _dev.backend(dev)
+            if dev._kind == "cuda":
+                b = sdt.type(x2)
+                if _current_device() != dev._index:
+                    with _dev.on(dev):
+                        return Array._new(m.where(condition._array, a, b), dev)
+            else:
+                b = m.asarray(x2, dtype=sdt)
+            return Array._new(m.where(condition._array, a, b), dev)
     # asks the builder unless the step is small and eager (the rule beside
     # fusion.build.PY_SCALARS, inlined: small eager calls pay these checks only)
     if (_fusion.ON[0]
@@ -157,4 +174,14 @@ def where(condition, x1, x2, /):
     _dev.check_same_device(condition.device, dev)
     with _dev.on(dev):
         res = _dev.backend(dev).where(condition._array, a, b)
+    if (type(x1) is Array and a is x1._array and a.dtype == dt == b.dtype and type(x2) is not Array
+            and _types_key("where", "any", x1, x2) is not None):
+        _WHERE_SCALAR[(dt, type(x2), dev._kind)] = dt
     return Array._new(res, dev)
+
+
+#: (array dtype, ``float`` or ``int``, device kind) -> the scalar's dtype, for ``where(c, x, s)``
+#: calls with an array ``x`` and a Python scalar ``s`` whose checks depend on the types alone
+#: and that reached the backend with ``x`` unconverted
+_WHERE_SCALAR = Cache("_searching.WHERE_SCALAR")
+_dt.ON_SWITCH.append(_WHERE_SCALAR.clear)

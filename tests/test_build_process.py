@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from forge_array import runtime
-from forge_array.runtime import STATS, background, build_process, compiler
+from forge_array.runtime import STATS, background, build_process, compiler, config
 
 _ITEMS = iter(range(3, 10_000))
 
@@ -31,9 +31,15 @@ def _spec():
     return kcopy.make_copy_scalar, (np.float32, next(_ITEMS)), (pt, pt, runtime.i64)
 
 
+def _backend():
+    """The array module our kernels run on here: NumPy in the simulator, CuPy on a GPU."""
+    return np if runtime.SIMULATE else runtime.cupy()
+
+
 def _check(kernel):
-    x = np.arange(40, dtype=np.float32)
-    y = np.zeros_like(x)
+    m = _backend()
+    x = m.arange(40, dtype=np.float32)
+    y = m.zeros_like(x)
     runtime.launch(kernel, 2, 32, (runtime.buffer_of(x), runtime.buffer_of(y), x.size))
     assert (y == x).all()
 
@@ -63,9 +69,11 @@ def _gone(pid, timeout=10.0):
 
 
 @pytest.fixture
-def fresh(monkeypatch):
-    """Background mode with no build process yet and fresh counters; ends the process."""
+def fresh(monkeypatch, tmp_path):
+    """Background mode with no build process yet, fresh counters and an empty kernel cache
+    (on a GPU machine other test processes share the disk cache); ends the process."""
     build_process.shutdown()
+    monkeypatch.setattr(config, "CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(build_process, "_DISABLED", [])
     monkeypatch.setattr(build_process, "_COUNTS", {"starts": 0, "deaths": 0, "errors": 0, "jobs": 0})
     old = background.set_mode("background")
@@ -210,9 +218,10 @@ def test_a_fresh_process_finds_the_same_keys(monkeypatch, tmp_path):
     monkeypatch.setattr(compiler, "compile_kernel", record)
     monkeypatch.setattr(runtime, "compile_kernel", record)
     rng = np.random.default_rng(1)
-    x = xp.asarray(rng.random(1237, dtype=np.float32))       # sizes no other test's plans hold
-    A = xp.asarray(rng.random((23, 19), dtype=np.float32))
-    v = xp.asarray(rng.random(19, dtype=np.float32))
+    m = _backend()
+    x = xp.asarray(m.asarray(rng.random(1237, dtype=np.float32)))       # sizes no other test's plans hold
+    A = xp.asarray(m.asarray(rng.random((23, 19), dtype=np.float32)))
+    v = xp.asarray(m.asarray(rng.random(19, dtype=np.float32)))
     for call in (lambda: xp.sum(x), lambda: xp.cumulative_sum(x), lambda: xp.argmax(x), lambda: xp.std(x),
                  lambda: xp.sum(A, axis=0), lambda: A @ v):
         call()
