@@ -298,6 +298,27 @@ def test_cumulative(k):
     close(xp.cumulative_sum(y, dtype=xp.int8), np.cumsum(i).astype(np.int8), exact=True)
 
 
+@pytest.mark.parametrize("k", [2, 4])
+@pytest.mark.parametrize("n", [1, 3, 10])
+def test_cumulative_1d_carries(k, n):
+    """1-D scans along the split axis take totals first and scan each block with its carry
+    as init (blocks empty where n < k)."""
+    a = data(n) + 1.5
+    x = xp.asarray(a, device=sh(k))
+    close(xp.cumulative_sum(x), np.cumsum(a))
+    close(xp.cumulative_prod(x), np.cumprod(a))
+    close(xp.cumulative_sum(x, include_initial=True), np.concatenate([[0.0], np.cumsum(a)]))
+    close(xp.cumulative_sum(x, dtype=xp.float32), np.cumsum(a).astype(np.float32))
+    b = xp.asarray((np.arange(n) % 2).astype(bool), device=sh(k))
+    r = xp.cumulative_sum(b)
+    assert r.dtype == xp.int64
+    close(r, np.cumsum(np.arange(n) % 2), exact=True)
+    close(xp.accumulate(lambda p, q: p if p > q else q, x),        # branches on values
+          np.maximum.accumulate(a), exact=True)
+    close(xp.accumulate(ops.add, x, init=2.0, include_initial=True),
+          np.concatenate([[2.0], 2.0 + np.cumsum(a)]))
+
+
 @pytest.mark.parametrize("k", [1, 2, 3, 4])
 def test_generic_scans(k):
     rng = np.random.default_rng(3)

@@ -1,7 +1,17 @@
 """Scans of sharded arrays: ``cumulative_sum``, ``cumulative_prod``, ``accumulate``.
 
-Along an axis other than the split one, every block scans on its own device. Along the
-split axis the scan takes two phases:
+Along an axis other than the split one, every block scans on its own device. A 1-D scan
+(or the flattening of an array split along axis 0) reads its blocks twice and writes them
+once:
+
+1. every block but the last is reduced on its own device (``sum`` / ``prod`` in the
+   accumulation dtype, ``reduce(op, ...)`` for ``accumulate``), all launched before any
+   wait;
+2. the totals come to the host, one small copy per device, and are combined there in order:
+   the carry of block ``j`` is ``op(init, t_0, ..., t_{j-1})``;
+3. every block scans on its own device with its carry as ``init``.
+
+A scan along the split axis of an array of more dimensions takes two phases instead:
 
 1. every block scans on its own device (the first block with ``init`` / ``include_initial``
    as asked); the last element along the axis of each block's scan is its total;
@@ -118,6 +128,62 @@ def apply_carry(op, carry, y, axis):
         return res if tuple_op else res[0]
 
 
+def _host_value(t):
+    """A total (an array or a tuple of 0-d arrays) as NumPy scalars on the host."""
+    parts = tuple(np.asarray(c._array.get() if hasattr(c._array, "get") else c._array)[()]
+                  for c in _components(t))
+    return parts if isinstance(t, tuple) else parts[0]
+
+
+def _host_combine(op):
+    """``op`` on the host's NumPy scalars (wrapping as NumPy does, without warnings)."""
+    name = op if isinstance(op, str) else getattr(op, "name", None)
+    if name in ("add", "multiply"):
+        fn = np.add if name == "add" else np.multiply
+    else:
+        fn = getattr(op, "fn", op)
+
+    def combine(a, b):
+        with np.errstate(all="ignore"):
+            r = fn(a, b)
+        if isinstance(a, tuple):
+            return tuple(np.asarray(v).astype(np.asarray(w).dtype)[()] for v, w in zip(r, a))
+        return np.asarray(r).astype(np.asarray(a).dtype)[()]
+    return combine
+
+
+def _carried_scan(x, reduce_block, scan_block, op, first_kwargs, init=None):
+    """The 1-D scan along the split axis: totals first, then one scan per block with its
+    carry as ``init`` (see the module docstring).  ``reduce_block(block)`` gives a block's
+    total in the accumulator dtypes, ``scan_block(block, **kw)`` scans a block (``kw``:
+    ``init``, and ``first_kwargs`` for the first block)."""
+    k = len(x._shards)
+    off = x._offsets
+    devices = x._sharding.devices
+    nonempty = [i for i in range(k) if off[i + 1] > off[i]]
+    lead = 0 if first_kwargs.get("include_initial") else (nonempty[0] if nonempty else 0)
+    totals = {}
+    for i in nonempty[:-1]:
+        with _dev.on(devices[i]):
+            totals[i] = reduce_block(x._shards[i])
+    combine = _host_combine(op)
+    carry = init
+    carries = {}
+    for i in range(k):
+        carries[i] = carry
+        if i in totals:
+            t = _host_value(totals[i])
+            carry = t if carry is None else combine(carry, t)
+    ys = []
+    for i, s in enumerate(x._shards):
+        kw = dict(first_kwargs) if i == lead else {}
+        if carries[i] is not None:
+            kw["init"] = carries[i]
+        with _dev.on(devices[i]):
+            ys.append(scan_block(s, **kw))
+    return wrap(ys, x, 0)
+
+
 def _split_scan(x, axis, scan_block, scan_totals, op, first_kwargs):
     """The two-phase scan along the split axis (see the module docstring).
     ``scan_block(block, **kw)`` scans a block; ``scan_totals(stacked)`` scans stacked totals
@@ -155,6 +221,7 @@ def _split_scan(x, axis, scan_block, scan_totals, op, first_kwargs):
 
 def _cumulative(name, opname):
     fn = original(name)
+    total = original("sum" if opname == "add" else "prod")
 
     def impl(x, /, *, axis=None, dtype=None, include_initial=False):
         if axis is None:
@@ -169,6 +236,17 @@ def _cumulative(name, opname):
                 with _dev.on(s.device):
                     res.append(fn(s, axis=ax, dtype=dtype, include_initial=include_initial))
             return wrap(res, x, x._axis)
+        if x.ndim == 1:
+            def scan_block(s, **kw):
+                if "init" not in kw:
+                    return fn(s, axis=0, dtype=dtype, **kw)
+                from ..primitives import scan as prim_scan  # noqa: PLC0415  (loads numba)
+
+                prim = getattr(prim_scan, name)
+                return Array._new(prim(s._array, axis=0, dtype=dtype, **kw), s.device)
+
+            return _carried_scan(x, lambda s: total(s, dtype=dtype), scan_block, opname,
+                                 {"include_initial": True} if include_initial else {})
         return _split_scan(
             x, ax, lambda s, **kw: fn(s, axis=ax, dtype=dtype, **kw),
             lambda st: fn(st, axis=0, dtype=st.dtype), opname,
@@ -219,11 +297,16 @@ def accumulate(op, x, /, *, axis=None, init=None, include_initial=False, exclusi
         ndim = ref.ndim
 
     first = {}
-    if init is not None:
-        first["init"] = init
     if include_initial:
         first["include_initial"] = True
     view = _View()
+    if ref.ndim == 1:
+        red = original("reduce")
+        return _carried_scan(view, lambda s: red(op, s),
+                             lambda s, **k: fn(op, s, axis=0, deterministic=deterministic, **k),
+                             op, first, init)
+    if init is not None:
+        first["init"] = init
     res = _split_scan(view, ax, lambda s, **k: fn(op, s, axis=ax, deterministic=deterministic, **k),
                       lambda st: fn(op, st, axis=0), op, first)
     return res

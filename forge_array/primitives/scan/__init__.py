@@ -237,7 +237,7 @@ def _op_and_acc(opname, value_dtype, dtype):
     return op, (accumulation_dtype(value_dtype, dtype, opname),)
 
 
-def _cumulative(opname, x, axis, dtype, include_initial, out):
+def _cumulative(opname, x, axis, dtype, include_initial, out, init=None):
     if x.ndim == 0:
         raise ValueError(f"{opname}: x must have at least one dimension")
     if axis is None and x.ndim > 1:
@@ -253,7 +253,7 @@ def _cumulative(opname, x, axis, dtype, include_initial, out):
         except TypeError:
             pass
     return _accumulate(op.fn, False, [x], ind, acc, op.identity, opname,
-                       axis=axis, init=None, include_initial=include_initial, exclusive=False,
+                       axis=axis, init=init, include_initial=include_initial, exclusive=False,
                        reverse=False, out=out, deterministic=False, flatten=False)
 
 
@@ -339,26 +339,28 @@ def cumulative_fast(opname, x, axis, dtype, include_initial):
     return _run_fast(plan, (x,), acc, False, fkey[-1])
 
 
-def cumulative_sum(x, /, *, axis=None, dtype=None, include_initial=False, out=None):
+def cumulative_sum(x, /, *, axis=None, dtype=None, include_initial=False, out=None, init=None):
     """Cumulative sum of backend array ``x`` along ``axis`` (optional for 1-D), accumulated in
     ``dtype`` (default: the standard's rule, int64 / uint64 for smaller integers and bool),
-    without converting a copy of ``x`` first. ``include_initial`` prepends a 0.
+    without converting a copy of ``x`` first. ``include_initial`` prepends a 0 (``init`` when
+    given); ``init``, a scalar, is added on the left of every element (a carry from before).
 
     >>> import numpy as np
     >>> cumulative_sum(np.array([[1, 2], [3, 4]], dtype=np.int8), axis=0).tolist()
     [[1, 2], [4, 6]]
     """
-    return _cumulative("cumulative_sum", x, axis, dtype, include_initial, out)
+    return _cumulative("cumulative_sum", x, axis, dtype, include_initial, out, init)
 
 
-def cumulative_prod(x, /, *, axis=None, dtype=None, include_initial=False, out=None):
+def cumulative_prod(x, /, *, axis=None, dtype=None, include_initial=False, out=None, init=None):
     """Cumulative product of backend array ``x`` along ``axis`` (optional for 1-D); dtype
-    rules as :func:`cumulative_sum`; ``include_initial`` prepends a 1.
+    rules as :func:`cumulative_sum`; ``include_initial`` prepends a 1 (``init`` when given);
+    ``init`` multiplies every element on the left.
 
     >>> import numpy as np
     >>> cumulative_prod(np.array([1.0, 2.0, 3.0]), include_initial=True).tolist()
     [1.0, 1.0, 2.0, 6.0]
     """
-    return _cumulative("cumulative_prod", x, axis, dtype, include_initial, out)
+    return _cumulative("cumulative_prod", x, axis, dtype, include_initial, out, init)
 
 
