@@ -1,17 +1,19 @@
 """Scans of sharded arrays: ``cumulative_sum``, ``cumulative_prod``, ``accumulate``.
 
-Along an axis other than the split one, every block scans on its own device. A 1-D scan
-(or the flattening of an array split along axis 0) reads its blocks twice and writes them
-once:
+Along an axis other than the split one, every block scans on its own device. A 1-D
+``cumulative_sum`` / ``cumulative_prod`` reads its blocks twice and writes them once:
 
 1. every block but the last is reduced on its own device (``sum`` / ``prod`` in the
-   accumulation dtype, ``reduce(op, ...)`` for ``accumulate``), all launched before any
-   wait;
+   accumulation dtype), all launched before any wait;
 2. the totals come to the host, one small copy per device, and are combined there in order:
-   the carry of block ``j`` is ``op(init, t_0, ..., t_{j-1})``;
+   the carry of block ``j`` is the sum (product) of the totals before it;
 3. every block scans on its own device with its carry as ``init``.
 
-A scan along the split axis of an array of more dimensions takes two phases instead:
+Measured on 4× H100 (``python -m bench.suite_shard --ops cumsum1d``, 2·10^9 float32 per GPU):
+15.7 ms with the two phases below, 9.5 ms so. The same plan for ``accumulate`` with a user's
+tuple operator (a generic reduction, then the scan) measured slower than the two phases
+(15.7 against 13.4 ms for the affine recurrence), so ``accumulate`` and scans along the split
+axis of arrays of more dimensions take two phases:
 
 1. every block scans on its own device (the first block with ``init`` / ``include_initial``
    as asked); the last element along the axis of each block's scan is its total;
@@ -129,34 +131,17 @@ def apply_carry(op, carry, y, axis):
 
 
 def _host_value(t):
-    """A total (an array or a tuple of 0-d arrays) as NumPy scalars on the host."""
-    parts = tuple(np.asarray(c._array.get() if hasattr(c._array, "get") else c._array)[()]
-                  for c in _components(t))
-    return parts if isinstance(t, tuple) else parts[0]
+    """A 0-d array as a NumPy scalar on the host."""
+    return np.asarray(t._array.get() if hasattr(t._array, "get") else t._array)[()]
 
 
-def _host_combine(op):
-    """``op`` on the host's NumPy scalars (wrapping as NumPy does, without warnings)."""
-    name = op if isinstance(op, str) else getattr(op, "name", None)
-    if name in ("add", "multiply"):
-        fn = np.add if name == "add" else np.multiply
-    else:
-        fn = getattr(op, "fn", op)
-
-    def combine(a, b):
-        with np.errstate(all="ignore"):
-            r = fn(a, b)
-        if isinstance(a, tuple):
-            return tuple(np.asarray(v).astype(np.asarray(w).dtype)[()] for v, w in zip(r, a))
-        return np.asarray(r).astype(np.asarray(a).dtype)[()]
-    return combine
-
-
-def _carried_scan(x, reduce_block, scan_block, op, first_kwargs, init=None):
+def _carried_scan(x, reduce_block, scan_block, opname, first_kwargs):
     """The 1-D scan along the split axis: totals first, then one scan per block with its
     carry as ``init`` (see the module docstring).  ``reduce_block(block)`` gives a block's
-    total in the accumulator dtypes, ``scan_block(block, **kw)`` scans a block (``kw``:
-    ``init``, and ``first_kwargs`` for the first block)."""
+    total in the accumulator dtype, ``scan_block(block, **kw)`` scans a block (``kw``:
+    ``init``, and ``first_kwargs`` for the first block); ``opname``: ``"add"`` or
+    ``"multiply"``, how totals combine (in the accumulator dtype, wrapping as the scan does)."""
+    combine = np.add if opname == "add" else np.multiply
     k = len(x._shards)
     off = x._offsets
     devices = x._sharding.devices
@@ -166,14 +151,17 @@ def _carried_scan(x, reduce_block, scan_block, op, first_kwargs, init=None):
     for i in nonempty[:-1]:
         with _dev.on(devices[i]):
             totals[i] = reduce_block(x._shards[i])
-    combine = _host_combine(op)
-    carry = init
+    carry = None
     carries = {}
     for i in range(k):
         carries[i] = carry
         if i in totals:
             t = _host_value(totals[i])
-            carry = t if carry is None else combine(carry, t)
+            if carry is None:
+                carry = t
+            else:
+                with np.errstate(all="ignore"):
+                    carry = combine(carry, t)
     ys = []
     for i, s in enumerate(x._shards):
         kw = dict(first_kwargs) if i == lead else {}
@@ -300,11 +288,6 @@ def accumulate(op, x, /, *, axis=None, init=None, include_initial=False, exclusi
     if include_initial:
         first["include_initial"] = True
     view = _View()
-    if ref.ndim == 1:
-        red = original("reduce")
-        return _carried_scan(view, lambda s: red(op, s),
-                             lambda s, **k: fn(op, s, axis=0, deterministic=deterministic, **k),
-                             op, first, init)
     if init is not None:
         first["init"] = init
     res = _split_scan(view, ax, lambda s, **k: fn(op, s, axis=ax, deterministic=deterministic, **k),
