@@ -26,10 +26,19 @@ __all__ = ["Device", "cpu", "devices", "default_device", "as_device"]
 _DEVICE = FLAGS["device"].cell
 
 
+#: (kind, index) -> the one Device object of that device
+_INTERNED: dict = {}
+
+
 class Device:
     """A device: ``Device("cpu")`` or ``Device("cuda", index)``.
 
+    There is one object per device (``Device("cuda", 0) is Device("cuda", 0)``), so that the
+    namespace's host paths compare devices by identity.
+
     >>> Device("cuda", 0) == Device("cuda", 0)
+    True
+    >>> Device("cuda", 1) is Device("cuda", 1)
     True
     >>> str(Device("cpu"))
     'cpu'
@@ -37,13 +46,17 @@ class Device:
 
     __slots__ = ("_kind", "_index")
 
-    def __init__(self, kind: str, index: int = 0):
+    def __new__(cls, kind: str, index: int = 0):
         if kind not in ("cpu", "cuda"):
             raise ValueError(f"unknown device kind {kind!r}: expected 'cpu' or 'cuda'")
-        if kind == "cpu":
-            index = 0
-        self._kind = kind
-        self._index = int(index)
+        key = (kind, 0 if kind == "cpu" else int(index))
+        dev = _INTERNED.get(key)
+        if dev is None or type(dev) is not cls:
+            dev = object.__new__(cls)
+            dev._kind, dev._index = key
+            if cls is Device:
+                _INTERNED[key] = dev
+        return dev
 
     @property
     def kind(self) -> str:

@@ -160,8 +160,10 @@ _CHILD = textwrap.dedent("""
 """)
 
 
-def _child_env():
-    return dict(os.environ, FORGE_ARRAY_SIMULATE="1")
+def _child_env(same_mode=False):
+    """A simulated child process (its build needs no GPU), or with ``same_mode`` one in this
+    process's mode (simulated or on the GPU), as the build process is."""
+    return dict(os.environ, FORGE_ARRAY_SIMULATE="1" if runtime.SIMULATE or not same_mode else "0")
 
 
 def test_interpreter_exit_leaves_no_process():
@@ -236,6 +238,7 @@ def test_a_fresh_process_finds_the_same_keys(monkeypatch, tmp_path):
         payloads, keys = pickle.loads(open({str(path)!r}, "rb").read())
         print(sum(compiler._key(*pickle.loads(p), (9, 0)) != k for p, k in zip(payloads, keys)))
     """)
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_child_env(), timeout=300)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       env=_child_env(same_mode=True), timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     assert r.stdout.split() == ["0"]
