@@ -22,6 +22,12 @@ Every measurement runs in fresh Python processes with their own empty caches
   build process (the default) and with builds on the background thread
   (``FORGE_ARRAY_BUILD_PROCESS=0``); separate rows while the kernel layer (numba) loads
   and while kernels build.  The ratio to the loop alone is the cost to the user's work.
+- ``first`` (GPU): a new user's first calls of nine standard operations (``sum`` of float32
+  and float64, ``max``, ``mean`` + ``std``, ``cumulative_sum``, ``sum`` along each axis of a
+  matrix, ``A @ v``, ``argmax``; 10^5 elements) in a fresh process with empty caches, in the
+  default background mode, beside the same calls of CuPy's own functions in a fresh process
+  with an empty CuPy cache, and in a later process on the same caches: each first call's
+  wall time and their total.
 - ``cpu``: a script of user operators on CPU arrays (``reduce`` with a lambda, a tuple
   ``accumulate``, a min-plus ``matvec``, ``mapreduce`` with a closure, an axis ``reduce``)
   in a first process (empty cache) and ``--runs`` later processes: wall time, the script's
@@ -188,6 +194,45 @@ print(json.dumps({"import_s": t_import, "calls_s": times, "script_s": time.perf_
 '''
 
 
+_FIRST = r'''
+import json, sys, time
+t0 = time.perf_counter()
+import numpy as np
+import cupy as cp
+which = sys.argv[1]
+if which == "forge":
+    import forge_array as xp
+    wrap = xp.asarray
+else:
+    xp = cp
+    wrap = lambda a: a
+t_import = time.perf_counter() - t0
+rng = np.random.default_rng(0)
+x32 = wrap(cp.asarray(rng.random(100_000, dtype=np.float32)))
+x64 = wrap(cp.asarray(rng.random(100_000)))
+A = wrap(cp.asarray(rng.random((250, 400), dtype=np.float32)))
+v = wrap(cp.asarray(rng.random(400, dtype=np.float32)))
+cp.cuda.Device().synchronize()
+cumsum = xp.cumulative_sum if which == "forge" else cp.cumsum
+calls = [("sum f32", lambda: xp.sum(x32)), ("sum f64", lambda: xp.sum(x64)), ("max", lambda: xp.max(x32)),
+         ("mean+std", lambda: (xp.mean(x32), xp.std(x32))), ("cumsum", lambda: cumsum(x32)),
+         ("sum axis 0", lambda: xp.sum(A, axis=0)), ("sum axis 1", lambda: xp.sum(A, axis=1)),
+         ("A @ v", lambda: A @ v), ("argmax", lambda: xp.argmax(x32))]
+first, again = {}, {}
+for name, call in calls:
+    t = time.perf_counter(); r = call(); cp.cuda.Device().synchronize(); first[name] = time.perf_counter() - t
+for name, call in calls:
+    t = time.perf_counter(); r = call(); cp.cuda.Device().synchronize(); again[name] = time.perf_counter() - t
+out = {"import_s": t_import, "first_s": first, "again_s": again, "calls_s": sum(first.values())}
+if which == "forge":
+    from forge_array.runtime import STATS
+    out["compiled_here"] = STATS.get("compiled", 0)
+    out["process_builds"] = STATS.get("process_builds", 0)
+    out["deferred"] = STATS.get("deferred", 0)
+print(json.dumps(out))
+'''
+
+
 def _env(cache, **extra):
     env = dict(os.environ, FORGE_ARRAY_CACHE_DIR=os.path.join(cache, "forge"),
                CUPY_CACHE_DIR=os.path.join(cache, "cupy"))
@@ -250,6 +295,25 @@ def run_gil(iters):
             ratio = b.get("median_us", float("nan")) / s["median_us"]
             print(f"gil {label} {op}: alone {s['median_us']:.1f} us, during builds "
                   f"{b.get('median_us', float('nan')):.1f} us ({ratio:.2f}x, {b.get('n', 0)} samples)", flush=True)
+    return out
+
+
+def run_first(runs):
+    """The first calls of nine standard operations in fresh processes with empty caches (ours
+    in the default background mode, CuPy's own functions beside), then in later processes."""
+    out = {"forge": [], "cupy": [], "forge later": []}
+    for _ in range(runs):
+        for which in ("forge", "cupy"):
+            with tempfile.TemporaryDirectory() as root:
+                r = _run(_FIRST, [which], _env(root))
+                out[which].append(r)
+                if which == "forge":
+                    out["forge later"].append(_run(_FIRST, [which], _env(root)))
+    for which, rs in out.items():
+        med = statistics.median(r["calls_s"] for r in rs)
+        worst = max(max(r["first_s"].values()) for r in rs)
+        print(f"first {which}: nine first calls {med * 1e3:.1f} ms (median of {len(rs)}), slowest first call "
+              f"{worst * 1e3:.1f} ms, import {statistics.median(r['import_s'] for r in rs):.2f} s", flush=True)
     return out
 
 
@@ -329,6 +393,24 @@ def _report(name, args, res):
                          f"in this process {r['compiled_here']}; build process {r['build_process']}"
                          + (f"; failures {r['failures']}" if r["failures"] else ""))
         lines += [""]
+    if "first" in res:
+        f = res["first"]
+        names = list(f["cupy"][0]["first_s"])
+        lines += ["## A new user's first calls", "",
+                  "Nine standard operations on 10^5 elements (a 250×400 matrix for the axis sums and A @ v), "
+                  "each call's wall time with the GPU synchronised, in fresh processes with empty caches "
+                  "(`FORGE_ARRAY_CACHE_DIR`, `CUPY_CACHE_DIR`); forge_array in its default mode (a call "
+                  "whose kernel is not built yet runs on CuPy's function while the build process builds it). "
+                  "\"later\": a second process on the same caches. ms, median of the processes.", "",
+                  "| process | import s | all nine | slowest | " + " | ".join(names) + " |",
+                  "|---" * (4 + len(names)) + "|"]
+        for which, rs in f.items():
+            med = {n: statistics.median(r["first_s"][n] for r in rs) * 1e3 for n in names}
+            lines.append(f"| {which} | {statistics.median(r['import_s'] for r in rs):.2f} | "
+                         f"{statistics.median(r['calls_s'] for r in rs) * 1e3:.1f} | "
+                         f"{max(max(r['first_s'].values()) for r in rs) * 1e3:.1f} | "
+                         + " | ".join(f"{med[n]:.1f}" for n in names) + " |")
+        lines += [""]
     if "cpu" in res:
         c = res["cpu"]
         procs = [("first (empty cache)", c["first"])] + [(f"later {i + 1}", r) for i, r in enumerate(c["later"])]
@@ -349,8 +431,8 @@ def _report(name, args, res):
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--parts", default="phases,gil,cpu", help="phases,gil,cpu (default all; GPU parts are "
-                    "skipped without a GPU)")
+    ap.add_argument("--parts", default="phases,gil,first,cpu", help="phases,gil,first,cpu (default all; GPU "
+                    "parts are skipped without a GPU)")
     ap.add_argument("--runs", type=int, default=3, help="fresh processes per measurement (default 3)")
     ap.add_argument("--iters", type=int, default=300, help="calls of each op timed alone (default 300)")
     ap.add_argument("--out", default="bench/results", help="results folder (default bench/results)")
@@ -365,7 +447,8 @@ def main(argv=None) -> int:
         res["numba"] = numba.__version__
     except ImportError:
         pass
-    for part, fn, arg in (("phases", run_phases, args.runs), ("gil", run_gil, args.iters), ("cpu", run_cpu, args.runs)):
+    for part, fn, arg in (("phases", run_phases, args.runs), ("gil", run_gil, args.iters),
+                          ("first", run_first, args.runs), ("cpu", run_cpu, args.runs)):
         if part not in parts:
             continue
         if part != "cpu" and gpu is None:
