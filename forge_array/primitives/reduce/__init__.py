@@ -230,7 +230,7 @@ def _launch(spec, flat, init_bufs=None, param=0.0, what="", shape=(1,)):
 
 #: Launch plans of full named reductions by call: (name, array type, dtype, shape, strides,
 #: address mod 16, dtype argument, keepdims, extra argument, stream) -> kernels.reduce_launch.Launch
-_HOT = Cache("primitives.reduce.HOT", _kl._MAX_CACHED)
+_HOT = Cache("primitives.reduce.HOT", 4096)
 
 
 def _hot_key(name, x, dtype, keepdims, extra):
