@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 import forge_array as xp
 from forge_array import ops, runtime
 from forge_array.kernels import scan as kscan
-from forge_array.kernels import scan_pipeline as kpipe
+from forge_array.kernels.scan import pipeline as kpipe
 from forge_array.primitives import accumulate, cumulative_prod, cumulative_sum
 from forge_array.primitives import scan as pscan
 from forge_array.runtime import tuning
@@ -1477,7 +1477,7 @@ def test_pipelined_scan_ptx(offline_ptx, tmp_path):
     out = offline_ptx("""
         import numpy as np
         from forge_array import ops, runtime
-        from forge_array.kernels import scan_pipeline as kp
+        from forge_array.kernels.scan import pipeline as kp
         I64 = runtime.i64
         f32 = np.dtype("float32")
         args = ((runtime.tuple_ptr_t((f32,)),) * 3 + (I64,) * 11

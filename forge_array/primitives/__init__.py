@@ -13,7 +13,7 @@ from .reduce import mapreduce, reduce  # noqa: F401
 from .scan import accumulate, cumulative_prod, cumulative_sum  # noqa: F401
 
 #: the kernel modules the primitives launch from
-KERNEL_MODULES = ("copy", "reduce", "reduce_launch", "rowcol", "scan", "narrow_scan", "scan_pipeline")
+KERNEL_MODULES = ("copy", "reduce", "reduce_launch", "rowcol", "scan", "scan.narrow", "scan.pipeline")
 
 
 def load_kernels() -> None:

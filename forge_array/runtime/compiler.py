@@ -155,15 +155,16 @@ _SOURCE_HASH = None
 
 
 def source_hash() -> str:
-    """Hash of the kernel-side sources (runtime, intrinsics, kernels) of this install."""
+    """Hash of the kernel-side sources (runtime, intrinsics, kernels, their subfolders too) of
+    this install."""
     global _SOURCE_HASH
     if _SOURCE_HASH is None:
         root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         h = hashlib.sha256()
         for sub in ("runtime", "intrinsics", "kernels"):
-            for path in sorted(glob.glob(os.path.join(root, sub, "*.py"))):
+            for path in sorted(glob.glob(os.path.join(root, sub, "**", "*.py"), recursive=True)):
                 with open(path, "rb") as f:
-                    h.update(os.path.basename(path).encode() + b"\0" + f.read())
+                    h.update(os.path.relpath(path, root).encode() + b"\0" + f.read())
         # build switches read by the kernel modules at import
         h.update(b"count=%d trace=%d" % (FLAGS["scan_count"].cell[0], FLAGS["scan_trace"].cell[0]))
         _SOURCE_HASH = h.hexdigest()

@@ -102,7 +102,7 @@ TABLES: dict = {
         # 2394; x 16 66 / 65, 263 / 260, 2350 / 2227; x 32 66 / 67, 247 / 250, 2322 / 2402; x 64
         # 59 / 70, 277 / 280, 2402 / 2385; shared_vec: whole tiles through
         # shared memory as 128-bit vectors (kernels.scan.make_tile_scan); pipeline: the
-        # warp-specialised scan of kernels.scan_pipeline (pipe_warps per squad, pipe_vectors
+        # warp-specialised scan of kernels.scan.pipeline (pipe_warps per squad, pipe_vectors
         # odd, pipe_stages buffers, pipe_blocks_per_sm 0 = as shared memory allows) for scans of
         # at least pipe_min elements (all rows together; pipe_dynamic: tile buffers in dynamic
         # shared memory even when they would fit in static; pipe_lookback: the pipeline's
@@ -138,7 +138,7 @@ TABLES: dict = {
         # rows_column_max: many short rows that the staged kernel does not take go to the
         # column kernel up to this length (absent: a quarter of the tile scan's tile)
         # narrow_max: axis 0 of C-contiguous matrices of 2 .. narrow_max (<= 32) columns scanned
-        # as rows of p-vectors (kernels.narrow_scan; 0 = off), blocks of narrow_block threads,
+        # as rows of p-vectors (kernels.scan.narrow; 0 = off), blocks of narrow_block threads,
         # narrow_bytes of tile per thread, narrow_packed: packed status words per (tile, column),
         # that many tiles per round trip of a lane's look-back (0: a flag word per tile);
         # narrow_wide: 8 vector loads in flight per thread while staging (else 4).

@@ -22,9 +22,9 @@ from .state import (
 )
 
 # the kernel modules (numba.cuda) load at first use: CPU arrays never need them
-knarrow = lazy.module("forge_array.kernels.narrow_scan", __name__, "knarrow")
+knarrow = lazy.module("forge_array.kernels.scan.narrow", __name__, "knarrow")
 kscan = lazy.module("forge_array.kernels.scan", __name__, "kscan")
-kpipe = lazy.module("forge_array.kernels.scan_pipeline", __name__, "kpipe")
+kpipe = lazy.module("forge_array.kernels.scan.pipeline", __name__, "kpipe")
 
 # ---- launch plans: everything but the operands' addresses, replayed by a dict lookup
 
@@ -454,7 +454,7 @@ _STATIC_SHARED = 48 * 1024
 
 def _plan_pipeline(p, pt, fn, tuple_op, xv, ov, in_dtypes, acc_dtypes, shift, has_init, n, m,
                    nbatch, nb1, s_in, bx, s_out, bo, sync, det):
-    """Plan of :func:`..kernels.scan_pipeline.make_pipeline_scan` (``scan.pipeline``): one
+    """Plan of :func:`..kernels.scan.pipeline.make_pipeline_scan` (``scan.pipeline``): one
     scalar operand of 2, 4 or 8 bytes scanned in its own type along contiguous rows whose
     tiles can start 16-byte aligned (the same phase in every row), on sm_90 or later; a grid
     of persistent blocks. None when the scan does not qualify (the tile scan takes it)."""
@@ -593,7 +593,7 @@ def _plan_rows(p, pc, fn, acc, xv, ov, has_init, n, nbatch, ind=None, shift=0, m
 
 def _narrow_fit(pc, in_dtypes, acc_dtypes, xv, ov, shift, n, m, nbatch, nb1, s_in, bx, s_out,
                 bo):
-    """Whether :func:`..kernels.narrow_scan.make_narrow_scan` takes this batched scan: axis 0
+    """Whether :func:`..kernels.scan.narrow.make_narrow_scan` takes this batched scan: axis 0
     of a C-contiguous ``(n, p)`` block (input and output alike: row stride ``p``, unit column
     stride) of ``2 .. narrow_max`` columns, one 4- or 8-byte dtype scanned in itself, both
     naturally aligned (inclusive, exclusive or with ``include_initial``)."""
@@ -609,7 +609,7 @@ def _narrow_fit(pc, in_dtypes, acc_dtypes, xv, ov, shift, n, m, nbatch, nb1, s_i
 
 
 def _plan_narrow(p, pc, fn, acc_dtypes, xv, ov, has_init, shift, n, m, nbatch):
-    """Plan of :func:`..kernels.narrow_scan.make_narrow_scan` (see :func:`_narrow_fit`): one
+    """Plan of :func:`..kernels.scan.narrow.make_narrow_scan` (see :func:`_narrow_fit`): one
     block per tile of ``T`` whole rows, tile ids from the ticket counter, ``p`` value slots
     per tile behind one flag word."""
     acc = acc_dtypes[0]

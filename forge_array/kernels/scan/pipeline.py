@@ -40,7 +40,7 @@ aggregates, PREFIXes and group aggregates in their own status slots.
 Example (the public way in is ``forge_array.cumulative_sum``; the host picks this kernel
 when ``tuning.params("scan")["pipeline"]`` is on):
 
->>> from forge_array.kernels.scan_pipeline import pipeline_shape
+>>> from forge_array.kernels.scan.pipeline import pipeline_shape
 >>> pipeline_shape("float32", warps=4, vectors=7, stages=3)
 (320, 3584, 43008)
 """
@@ -50,9 +50,9 @@ from __future__ import annotations
 import numpy as np
 from numba import cuda
 
-from .. import intrinsics as fi
-from ..runtime.flags import FLAGS
-from .scan.lookback import (
+from ... import intrinsics as fi
+from ...runtime.flags import FLAGS
+from .lookback import (
     _ONE,
     _TWO,
     _ZERO,

@@ -50,9 +50,9 @@ from __future__ import annotations
 import numpy as np
 from numba import cuda
 
-from .. import intrinsics as fi
-from .scan import lookback as kscan
-from .staging import make_tile_loader, make_tile_storer
+from ... import intrinsics as fi
+from ..staging import make_tile_loader, make_tile_storer
+from . import lookback as kscan
 
 __all__ = ["make_narrow_scan", "MAX_COLUMNS", "tile_rows"]
 
