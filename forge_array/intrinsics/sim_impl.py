@@ -10,7 +10,7 @@ value written at the same address by ``store_release`` or an atomic (seeded by
 ``FORGE_ARRAY_SIM_SEED``; probability ``FORGE_ARRAY_SIM_STALE``, default 1/3), so look-back
 code meets predecessors that "have not published yet".
 
-By family: :mod:`.sim_threads`, :mod:`.sim_lanes`, :mod:`.sim_memory`, :mod:`.sim_async`.
+By family: :mod:`.sim_threads`, :mod:`.sim_warp`, :mod:`.sim_memory`, :mod:`.sim_async`.
 
 Example
 -------
@@ -36,21 +36,6 @@ from .sim_async import (
     with_shared_scratch,
 )
 from .sim_float import ftz_add, ftz_div, ftz_f32, ftz_mul, ftz_sub
-from .sim_lanes import (
-    ballot,
-    cast_like,
-    device_op,
-    fence_block,
-    fence_device,
-    fence_system,
-    globaltimer,
-    nanosleep,
-    shfl_down,
-    shfl_idx,
-    shfl_up,
-    shfl_xor,
-    syncwarp,
-)
 from .sim_memory import (
     atomic_add,
     atomic_cas,
@@ -69,5 +54,20 @@ from .sim_memory import (
     vstore_shared,
 )
 from .sim_threads import VEC, WARP, lane_id, warp_id
+from .sim_warp import (
+    ballot,
+    cast_like,
+    device_op,
+    fence_block,
+    fence_device,
+    fence_system,
+    globaltimer,
+    nanosleep,
+    shfl_down,
+    shfl_idx,
+    shfl_up,
+    shfl_xor,
+    syncwarp,
+)
 
 __all__ = [*NAMES, "memory_model"]

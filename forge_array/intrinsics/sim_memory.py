@@ -11,8 +11,8 @@ import threading
 import numpy as np
 
 from ..runtime.flags import FLAGS
-from .sim_lanes import _convert
 from .sim_threads import VEC
+from .sim_warp import _convert
 
 # --------------------------------------------------------------------------- memory model
 

@@ -1,5 +1,5 @@
-"""Simulated lane intrinsics: shuffles, ballot, syncwarp, casts, device functions, fences, sleep
-and the timer.
+"""Simulated warp intrinsics (the twin of :mod:`.cuda_warp`): shuffles, ballot, syncwarp, casts,
+device functions, fences, sleep and the timer.
 """
 
 from __future__ import annotations
