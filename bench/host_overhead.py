@@ -44,7 +44,7 @@ def cases(n: int):
     import forge_array as xp
     from forge_array import primitives
 
-    pr = importlib.import_module("forge_array.primitives.reduce")  # the module, not the function
+    pr = importlib.import_module("forge_array.primitives.reductions")  # the module, not the function
 
     rng = np.random.default_rng(0)
     host = rng.random(n, dtype=np.float32)
@@ -87,10 +87,10 @@ def cases(n: int):
         ("xp.mapreduce square", lambda: xp.mapreduce(_square, xp.ops.add, x)),
         ("xp.any", lambda: xp.any(b)),
         ("xp.all", lambda: xp.all(b)),
-        ("primitives.reduce.sum", lambda: pr.sum(xs, None, f32)),
-        ("primitives.reduce.max", lambda: pr.max(xs)),
-        ("primitives.reduce.var", lambda: pr.var(xs)),
-        ("primitives.reduce.argmax", lambda: pr.argmax(xs)),
+        ("primitives.reductions.sum", lambda: pr.sum(xs, None, f32)),
+        ("primitives.reductions.max", lambda: pr.max(xs)),
+        ("primitives.reductions.var", lambda: pr.var(xs)),
+        ("primitives.reductions.argmax", lambda: pr.argmax(xs)),
         ("primitives.copy", lambda: primitives.copy(xs)),
         ("xp.fuse sum(x*y+1)", lambda: fused_sum(x, y)),
         ("xp.fuse mean/std/max", lambda: fused_stats(x)),

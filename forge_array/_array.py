@@ -630,132 +630,6 @@ class Array:
     def __invert__(self):
         return OPERATORS["bitwise_invert"](self)
 
-    def __add__(self, other, /):
-        return self._binop(other, "add")
-
-    def __radd__(self, other, /):
-        return self._binop(other, "add", True)
-
-    def __iadd__(self, other, /):
-        return self._iop(other, "add")
-
-    def __sub__(self, other, /):
-        return self._binop(other, "subtract")
-
-    def __rsub__(self, other, /):
-        return self._binop(other, "subtract", True)
-
-    def __isub__(self, other, /):
-        return self._iop(other, "subtract")
-
-    def __mul__(self, other, /):
-        return self._binop(other, "multiply")
-
-    def __rmul__(self, other, /):
-        return self._binop(other, "multiply", True)
-
-    def __imul__(self, other, /):
-        return self._iop(other, "multiply")
-
-    def __truediv__(self, other, /):
-        return self._binop(other, "divide")
-
-    def __rtruediv__(self, other, /):
-        return self._binop(other, "divide", True)
-
-    def __itruediv__(self, other, /):
-        return self._iop(other, "divide")
-
-    def __floordiv__(self, other, /):
-        return self._binop(other, "floor_divide")
-
-    def __rfloordiv__(self, other, /):
-        return self._binop(other, "floor_divide", True)
-
-    def __ifloordiv__(self, other, /):
-        return self._iop(other, "floor_divide")
-
-    def __mod__(self, other, /):
-        return self._binop(other, "remainder")
-
-    def __rmod__(self, other, /):
-        return self._binop(other, "remainder", True)
-
-    def __imod__(self, other, /):
-        return self._iop(other, "remainder")
-
-    def __pow__(self, other, /):
-        return self._binop(other, "pow")
-
-    def __rpow__(self, other, /):
-        return self._binop(other, "pow", True)
-
-    def __ipow__(self, other, /):
-        return self._iop(other, "pow")
-
-    def __and__(self, other, /):
-        return self._binop(other, "bitwise_and")
-
-    def __rand__(self, other, /):
-        return self._binop(other, "bitwise_and", True)
-
-    def __iand__(self, other, /):
-        return self._iop(other, "bitwise_and")
-
-    def __or__(self, other, /):
-        return self._binop(other, "bitwise_or")
-
-    def __ror__(self, other, /):
-        return self._binop(other, "bitwise_or", True)
-
-    def __ior__(self, other, /):
-        return self._iop(other, "bitwise_or")
-
-    def __xor__(self, other, /):
-        return self._binop(other, "bitwise_xor")
-
-    def __rxor__(self, other, /):
-        return self._binop(other, "bitwise_xor", True)
-
-    def __ixor__(self, other, /):
-        return self._iop(other, "bitwise_xor")
-
-    def __lshift__(self, other, /):
-        return self._binop(other, "bitwise_left_shift")
-
-    def __rlshift__(self, other, /):
-        return self._binop(other, "bitwise_left_shift", True)
-
-    def __ilshift__(self, other, /):
-        return self._iop(other, "bitwise_left_shift")
-
-    def __rshift__(self, other, /):
-        return self._binop(other, "bitwise_right_shift")
-
-    def __rrshift__(self, other, /):
-        return self._binop(other, "bitwise_right_shift", True)
-
-    def __irshift__(self, other, /):
-        return self._iop(other, "bitwise_right_shift")
-
-    def __eq__(self, other, /):
-        return self._binop(other, "equal")
-
-    def __ne__(self, other, /):
-        return self._binop(other, "not_equal")
-
-    def __lt__(self, other, /):
-        return self._binop(other, "less")
-
-    def __le__(self, other, /):
-        return self._binop(other, "less_equal")
-
-    def __gt__(self, other, /):
-        return self._binop(other, "greater")
-
-    def __ge__(self, other, /):
-        return self._binop(other, "greater_equal")
-
     __hash__ = None
 
     def __matmul__(self, other, /):
@@ -821,3 +695,38 @@ def _as_numpy(v):
     if type(v) is dict:
         return {k: _as_numpy(x) for k, x in v.items()}
     return v
+
+
+# The operators: (dunder stem, namespace function); ``__x__`` and ``__rx__`` call the function
+# through :meth:`Array._binop`, ``__ix__`` writes in place through :meth:`Array._iop`; the
+# comparisons have no reflected or in-place form.
+_ARITHMETIC = (("add", "add"), ("sub", "subtract"), ("mul", "multiply"), ("truediv", "divide"),
+               ("floordiv", "floor_divide"), ("mod", "remainder"), ("pow", "pow"),
+               ("and", "bitwise_and"), ("or", "bitwise_or"), ("xor", "bitwise_xor"),
+               ("lshift", "bitwise_left_shift"), ("rshift", "bitwise_right_shift"))
+_COMPARISONS = (("eq", "equal"), ("ne", "not_equal"), ("lt", "less"), ("le", "less_equal"),
+                ("gt", "greater"), ("ge", "greater_equal"))
+
+
+def _operator(stem, name, kind):
+    if kind == "i":
+        def op(self, other, /):
+            return self._iop(other, name)
+    elif kind == "r":
+        def op(self, other, /):
+            return self._binop(other, name, True)
+    else:
+        def op(self, other, /):
+            return self._binop(other, name)
+    op.__name__ = f"__{kind}{stem}__"
+    op.__qualname__ = f"Array.{op.__name__}"
+    form = {"i": "in place", "r": "reflected"}.get(kind, "x OP y")
+    op.__doc__ = f"``{name}`` as an operator ({form})."
+    return op
+
+
+for _stem, _name in _ARITHMETIC:
+    for _kind in ("", "r", "i"):
+        setattr(Array, f"__{_kind}{_stem}__", _operator(_stem, _name, _kind))
+for _stem, _name in _COMPARISONS:
+    setattr(Array, f"__{_stem}__", _operator(_stem, _name, ""))

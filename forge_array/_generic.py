@@ -1,6 +1,6 @@
 """Generic reductions on forge_array arrays: ``reduce`` and ``mapreduce``.
 
-Thin wrappers over :mod:`forge_array.primitives.reduce`: unwrap the arrays (or tuples of
+Thin wrappers over :mod:`forge_array.primitives.reductions`: unwrap the arrays (or tuples of
 arrays, struct-of-arrays), check devices, call the primitive, wrap the results.
 
 >>> import forge_array as xp
@@ -21,7 +21,7 @@ from .runtime.lazy import module as _lazy
 
 __all__ = ["reduce", "mapreduce"]
 
-_prim = _lazy("forge_array.primitives.reduce", __name__, "_prim")  # loads numba at first use
+_prim = _lazy("forge_array.primitives.reductions", __name__, "_prim")  # loads numba at first use
 
 
 def _unwrap(a, devices):

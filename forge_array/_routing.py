@@ -34,12 +34,12 @@ from .runtime import background, config, kernels_available
 from .runtime.caches import Cache
 from .runtime.lazy import module as _lazy
 
-# the kernel layer, imported at first use (it loads numba); ``primitives.reduce`` is the
+# the kernel layer, imported at first use (it loads numba); ``primitives.reductions`` is the
 # module, not the generic function of the same name
-_red = _lazy("forge_array.primitives.reduce", __name__, "_red")
+_red = _lazy("forge_array.primitives.reductions", __name__, "_red")
 _scan = _lazy("forge_array.primitives.scan", __name__, "_scan")
 _mv = _lazy("forge_array.primitives.matvec", __name__, "_mv")
-_copy = _lazy("forge_array.primitives.copy", __name__, "_copy")
+_copy = _lazy("forge_array.primitives.strided_copy", __name__, "_copy")
 # the stored launches: a GPU's first calls only (nothing of it on a CPU-only machine)
 _stored_mod = _lazy("forge_array.runtime.stored", __name__, "_stored_mod")
 
@@ -139,7 +139,7 @@ def _cupy_inf_fix(x, res, axis, keepdims, target):
 
 def full_fast(name, x, dtype, keepdims, extra):
     """The replay of a full named reduction's cached launch, or None (see
-    :func:`forge_array.primitives.reduce.full_fast`); the namespace calls it only with
+    :func:`forge_array.primitives.reductions.full_fast`); the namespace calls it only with
     arguments it has checked before.  None until the kernel layer has loaded; then this
     name is bound to the primitive's function itself."""
     return None
@@ -148,7 +148,7 @@ def full_fast(name, x, dtype, keepdims, extra):
 def axis_fast(name, x, axis, dtype, keepdims):
     """The replay of a named reduction's cached launch along ``axis`` (a sorted tuple of
     non-negative ints) when our kernels are on, or None (see
-    :func:`forge_array.primitives.reduce.axis_fast`); the namespace calls it only with
+    :func:`forge_array.primitives.reductions.axis_fast`); the namespace calls it only with
     arguments it has checked before."""
     if _LAYER[0] and config.KERNELS_ENABLED:
         return _red.axis_fast(name, x, axis, dtype, keepdims)
@@ -182,7 +182,7 @@ def tensordot_fast(a, b, axes):
 
 
 def _ours(x, name, *args, moments=False):
-    """The primitive ``name`` of ``primitives.reduce`` on ``(x, *args)``, or
+    """The primitive ``name`` of ``primitives.reductions`` on ``(x, *args)``, or
     :data:`_PENDING` when our kernels do not take ``x`` now (not on its device, complex
     moments, the layer or a kernel still being built).  While the layer loads, a full
     reduction whose launch an earlier process stored (:mod:`.runtime.stored`) runs it."""

@@ -42,7 +42,7 @@ def _check(x, name, kinds):
 # A full reduction's checks depend only on (name, x.dtype, the dtype argument, correction);
 # its launch only on the layout of x.  Both are cached: the first call of a kind takes the
 # checked path below and records its arguments; later ones replay the primitive's cached
-# launch (``primitives.reduce.full_fast``) after two dictionary look-ups.
+# launch (``primitives.reductions.full_fast``) after two dictionary look-ups.
 
 _VALID = Cache("_statistical.VALID")  # (name, x dtype, dtype argument, extra) -> the primitive's dtype argument
 _MISSING = object()

@@ -11,7 +11,7 @@ from forge_array import primitives, runtime
 from forge_array.runtime import tuning
 from forge_array.testing import dtypes, shapes, views
 
-pcopy = importlib.import_module("forge_array.primitives.copy")
+pcopy = importlib.import_module("forge_array.primitives.strided_copy")
 
 DTYPES = ["bool", "int8", "uint16", "int32", "float32", "float64", "complex64", "complex128"]
 

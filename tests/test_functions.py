@@ -16,7 +16,7 @@ from forge_array.primitives import accumulate
 from forge_array.primitives.matvec import matvec, vecmat
 from forge_array.runtime import STATS, functions
 
-preduce = importlib.import_module("forge_array.primitives.reduce")
+preduce = importlib.import_module("forge_array.primitives.reductions")
 _SOURCE = "def scaled(v):\n    return v * SCALE\n"
 
 

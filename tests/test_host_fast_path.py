@@ -1,5 +1,5 @@
 """The host fast path of full reductions and copies: a repeated call replays a cached launch
-(``primitives.reduce.full_fast``, ``kernels.reduce_launch.plan``/``replay``, the namespace's record
+(``primitives.reductions.full_fast``, ``kernels.reduce_launch.plan``/``replay``, the namespace's record
 of checked arguments).  A replay must give what the first call gives, on new data, for every
 layout, and must never let through arguments the checked path rejects."""
 
@@ -76,7 +76,7 @@ def test_replayed_logical_reductions(name):
 
 
 def test_bool_argmax_replays(bk):
-    pr = importlib.import_module("forge_array.primitives.reduce")
+    pr = importlib.import_module("forge_array.primitives.reductions")
     a = bk.asarray(np.array([False, False, True, True]))
     assert [int(pr.argmax(a)) for _ in range(3)] == [2, 2, 2]
     assert [int(pr.argmin(a)) for _ in range(3)] == [0, 0, 0]
@@ -203,7 +203,7 @@ def test_replayed_generic_reductions(bk, monkeypatch):
     function, operator, keepdims, dtype or layout is planned on its own, and a replay never
     runs the checked path again."""
     from forge_array import ops
-    pr = importlib.import_module("forge_array.primitives.reduce")
+    pr = importlib.import_module("forge_array.primitives.reductions")
     rng = np.random.default_rng(5)
     host = rng.standard_normal(90).astype(np.float32)
     X = xp.asarray(bk.asarray(host.copy()))   # where our kernels run (CuPy on a GPU)

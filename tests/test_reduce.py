@@ -17,7 +17,7 @@ from forge_array import ops
 from forge_array.runtime import kernels_available
 from forge_array.runtime.accumulation import accumulation_dtype
 
-R = importlib.import_module("forge_array.primitives.reduce")
+R = importlib.import_module("forge_array.primitives.reductions")
 K = importlib.import_module("forge_array.kernels.reduce")
 
 FEW = settings(max_examples=12, deadline=None)
@@ -413,7 +413,7 @@ def test_ptx_compiles_for_specialisations(offline_ptx):
         import numpy as np
         from forge_array import ops
         from forge_array.kernels import reduce as K
-        from forge_array.primitives.reduce import _welford_map, _var_post, _pair, _index_post
+        from forge_array.primitives.reductions import _welford_map, _var_post, _pair, _index_post
         from forge_array.runtime import compile_ptx_offline
         S = K.ReduceSpec
         cases = [

@@ -47,7 +47,7 @@ def test_import_and_cpu_device_load_no_numba():
              float(xp.fuse(lambda a: xp.sum(a * a + 1))(x))]
         print(r)
         from forge_array.runtime import background
-        print("numba" in sys.modules, "forge_array.primitives.reduce" in sys.modules,
+        print("numba" in sys.modules, "forge_array.primitives.reductions" in sys.modules,
               background.state("kernel layer"))   # the layer's load was never even queued
     """))
     vals, flags = out.strip().splitlines()

@@ -16,7 +16,7 @@ from numba import types as nt
 from forge_array import _routing
 from forge_array.runtime import compiler, config, kernel_files, stored
 
-red = importlib.import_module("forge_array.primitives.reduce")   # the module, not the function
+red = importlib.import_module("forge_array.primitives.reductions")   # the module, not the function
 
 DESC = {"key": "ab" + "0" * 62, "entry": "k", "fmt": "<QQq", "grid": 2, "block": 64, "shared": 0,
         "args": [["in", 0], ["out", 0], ["v", 7]], "outs": [[[], "<f4"]], "reshape": None}

@@ -35,8 +35,8 @@ import functools
 
 from .. import ops as _ops  # noqa: F401 - the operators the drop-in maps with
 from ..primitives import scan as _scan
-from ..primitives.reduce import argmax as _p_argmax
-from ..primitives.reduce import argmin as _p_argmin
+from ..primitives.reductions import argmax as _p_argmax
+from ..primitives.reductions import argmin as _p_argmin
 from ..runtime import originals
 from ..runtime.originals import FUNCTIONS, METHODS, in_original
 from .cores import Cores, _all_prim, _any_prim, _max_prim, _min_prim, _prod_prim, _sum_prim

@@ -17,17 +17,17 @@ from ..primitives.matvec import matvec as _matvec
 from ..primitives.matvec import result_dtype as _mv_dtype
 from ..primitives.matvec import route_matmul as _route_matmul
 from ..primitives.matvec import vecmat as _vecmat
-from ..primitives.reduce import all as _p_all
-from ..primitives.reduce import any as _p_any
-from ..primitives.reduce import mapreduce as _mapreduce
-from ..primitives.reduce import max as _p_max
-from ..primitives.reduce import mean as _p_mean
-from ..primitives.reduce import min as _p_min
-from ..primitives.reduce import normalize_axis as _normalize_axis
-from ..primitives.reduce import prod as _p_prod
-from ..primitives.reduce import std as _p_std
-from ..primitives.reduce import sum as _p_sum
-from ..primitives.reduce import var as _p_var
+from ..primitives.reductions import all as _p_all
+from ..primitives.reductions import any as _p_any
+from ..primitives.reductions import mapreduce as _mapreduce
+from ..primitives.reductions import max as _p_max
+from ..primitives.reductions import mean as _p_mean
+from ..primitives.reductions import min as _p_min
+from ..primitives.reductions import normalize_axis as _normalize_axis
+from ..primitives.reductions import prod as _p_prod
+from ..primitives.reductions import std as _p_std
+from ..primitives.reductions import sum as _p_sum
+from ..primitives.reductions import var as _p_var
 from ..runtime import kernels_available
 from .rules import (
     _BOOL,

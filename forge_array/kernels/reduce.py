@@ -28,7 +28,7 @@ The kernel source is generated per specialisation (number of arrays, tuple struc
 mode, unroll) by :func:`make_reduce_kernel`, a factory compiled by
 :func:`forge_array.runtime.compile_kernel`; :mod:`.reduce_launch` launches it.
 
-Example (simulator or GPU; the primitives in :mod:`forge_array.primitives.reduce` are the
+Example (simulator or GPU; the primitives in :mod:`forge_array.primitives.reductions` are the
 public way in):
 
 >>> import numpy as np

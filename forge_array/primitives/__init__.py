@@ -8,9 +8,9 @@ imports them all at once (the routing seam's load of the kernel layer).
 
 import importlib
 
-from .copy import copy  # noqa: F401
-from .reduce import mapreduce, reduce  # noqa: F401
+from .reductions import mapreduce, reduce  # noqa: F401
 from .scan import accumulate, cumulative_prod, cumulative_sum  # noqa: F401
+from .strided_copy import copy  # noqa: F401
 
 #: the kernel modules the primitives launch from
 KERNEL_MODULES = ("copy", "reduce", "reduce_launch", "rowcol", "scan", "scan.narrow", "scan.pipeline")

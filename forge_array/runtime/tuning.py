@@ -27,7 +27,7 @@ from .flags import FLAGS, on_change
 #: what differs. The values for H100 and H200 are the ones the H200 benchmarks were run with.
 TABLES: dict = {
     "default": {
-        # copy: vecs, one_pass, load_hint, store_hint, realign: see primitives/copy.py; one pass,
+        # copy: vecs, one_pass, load_hint, store_hint, realign: see primitives/strided_copy.py; one pass,
         # 2 vectors per thread: H200 sweep tune-copy-vec (x[1:] 0.88 -> 0.97 of copy at 1e9)
         "copy": {"block": 256, "items": 4, "blocks_per_sm": 8, "vecs": 2, "one_pass": True,
                  "load_hint": "", "store_hint": "", "realign": "shfl"},

@@ -1,6 +1,6 @@
 """Reductions along any axes of any strided view, on the row / column kernels.
 
-Signature (used by :mod:`forge_array.primitives.reduce` and :mod:`.matvec`)::
+Signature (used by :mod:`forge_array.primitives.reductions` and :mod:`.matvec`)::
 
     axis_mapreduce(f, op, arrays, axis, init, keepdims, out_dtype, *, index=False)
 

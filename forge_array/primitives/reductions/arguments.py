@@ -120,7 +120,7 @@ def _name(fn):
     return getattr(fn, "__qualname__", None) or getattr(fn, "__name__", repr(fn))
 
 
-_TYPES = Cache("primitives.reduce.arguments.TYPES")
+_TYPES = Cache("primitives.reductions.arguments.TYPES")
 
 
 def _infer(f, op, elem_types):

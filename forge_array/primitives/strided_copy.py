@@ -33,7 +33,7 @@ def _grid(work_items: int, block: int) -> int:
     return max(1, min(-(-work_items // block), cap))
 
 
-_PLANS = Cache("primitives.copy.PLANS")
+_PLANS = Cache("primitives.strided_copy.PLANS")
 
 
 def copy(x, out=None):

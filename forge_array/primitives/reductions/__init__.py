@@ -13,7 +13,7 @@ numba infers it.
 
 >>> import numpy as np
 >>> from forge_array import ops
->>> from forge_array.primitives.reduce import reduce, mapreduce
+>>> from forge_array.primitives.reductions import reduce, mapreduce
 >>> x = np.arange(1.0, 5.0)
 >>> float(reduce(ops.add, x))
 10.0
@@ -155,7 +155,7 @@ def mapreduce(f, op, *arrays, axis=None, init=None, keepdims=False):
     return _cpu_mapreduce(f, op, flat, struct, axes, acc, is_tuple, init_v, keepdims)
 
 
-_SPECS = Cache("primitives.reduce.SPECS")
+_SPECS = Cache("primitives.reductions.SPECS")
 
 
 def _kernel_full(f, op, flat, struct, acc, is_tuple, init_v, keepdims, x0, hot=None):
@@ -230,7 +230,7 @@ def _launch(spec, flat, init_bufs=None, param=0.0, what="", shape=(1,)):
 
 #: Launch plans of full named reductions by call: (name, array type, dtype, shape, strides,
 #: address mod 16, dtype argument, keepdims, extra argument, stream) -> kernels.reduce_launch.Launch
-_HOT = Cache("primitives.reduce.HOT", 4096)
+_HOT = Cache("primitives.reductions.HOT", 4096)
 
 
 def _hot_key(name, x, dtype, keepdims, extra):

@@ -12,7 +12,7 @@ from .arguments import _identity_of, _reshape_out
 
 # --------------------------------------------------------------------------- CPU (numba)
 
-_CPU = Cache("primitives.reduce.cpu.CPU")
+_CPU = Cache("primitives.reductions.cpu.CPU")
 
 
 def _cpu_loop(f, opfn, struct, acc, is_tuple, K, flags):
