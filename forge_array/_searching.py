@@ -142,7 +142,8 @@ def where(condition, x1, x2, /):
     if condition.dtype != _dt.bool:
         raise TypeError(f"where(): condition must be a boolean array, got {condition.dtype}")
     dev = condition._device
-    if (type(x1) is Array and (type(x2) is float or type(x2) is int) and x1._device is dev
+    if (type(condition) is Array and type(x1) is Array and (type(x2) is float or type(x2) is int)
+            and x1._device is dev
             and not (_fusion.ON[0] and (_fusion.ACTIVE[0] or condition._array.size >= _MIN[0]
                                         or x1._array.size >= _MIN[0]))):
         a = x1._array

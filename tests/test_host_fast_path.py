@@ -1,5 +1,5 @@
 """The host fast path of full reductions and copies: a repeated call replays a cached launch
-(``primitives.reductions.full_fast``, ``kernels.reduce_launch.plan``/``replay``, the namespace's record
+(``primitives.reductions.full_fast``, ``primitives.reductions.launch.plan``/``replay``, the namespace's record
 of checked arguments).  A replay must give what the first call gives, on new data, for every
 layout, and must never let through arguments the checked path rejects."""
 

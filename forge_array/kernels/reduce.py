@@ -26,7 +26,7 @@ state: ``(valid, components...)``.
 
 The kernel source is generated per specialisation (number of arrays, tuple structure,
 mode, unroll) by :func:`make_reduce_kernel`, a factory compiled by
-:func:`forge_array.runtime.compile_kernel`; :mod:`.reduce_launch` launches it.
+:func:`forge_array.runtime.compile_kernel`; :mod:`forge_array.primitives.reductions.launch` launches it.
 
 Example (simulator or GPU; the primitives in :mod:`forge_array.primitives.reductions` are the
 public way in):
@@ -34,7 +34,7 @@ public way in):
 >>> import numpy as np
 >>> from forge_array import ops
 >>> from forge_array.kernels.reduce import ReduceSpec
->>> from forge_array.kernels.reduce_launch import full_reduce
+>>> from forge_array.primitives.reductions.launch import full_reduce
 >>> spec = ReduceSpec(op=ops.add.fn, acc_dtypes=("float64",), identity=(0.0,))
 >>> full_reduce(spec, [np.arange(10.0)])   # doctest: +SKIP
 (array([45.]),)

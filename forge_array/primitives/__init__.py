@@ -13,10 +13,15 @@ from .scan import accumulate, cumulative_prod, cumulative_sum  # noqa: F401
 from .strided_copy import copy  # noqa: F401
 
 #: the kernel modules the primitives launch from
-KERNEL_MODULES = ("copy", "reduce", "reduce_launch", "rowcol", "scan", "scan.narrow", "scan.pipeline")
+KERNEL_MODULES = ("copy", "reduce", "rowcol", "scan", "scan.narrow", "scan.pipeline")
+#: the primitives' own modules that launch them and import the kernel modules
+LAUNCH_MODULES = ("reductions.launch",)
 
 
 def load_kernels() -> None:
-    """Import the kernel modules the primitives use (numba's CUDA target with them)."""
+    """Import the kernel modules the primitives use (numba's CUDA target with them) and the
+    primitives' launch modules."""
     for name in KERNEL_MODULES:
         importlib.import_module("forge_array.kernels." + name)
+    for name in LAUNCH_MODULES:
+        importlib.import_module("forge_array.primitives." + name)

@@ -51,7 +51,7 @@ from .cpu import _cpu_mapreduce
 
 # the kernel modules (numba.cuda) load at first use: CPU arrays never need them
 _k = lazy.module("forge_array.kernels.reduce", __name__, "_k")
-_kl = lazy.module("forge_array.kernels.reduce_launch", __name__, "_kl")
+_kl = lazy.module("forge_array.primitives.reductions.launch", __name__, "_kl")
 
 #: most arrays the axis kernels take in one mapreduce
 _AXIS_MAX_INPUTS = 3
@@ -229,7 +229,7 @@ def _launch(spec, flat, init_bufs=None, param=0.0, what="", shape=(1,)):
 # --------------------------------------------------------------------------- named reductions
 
 #: Launch plans of full named reductions by call: (name, array type, dtype, shape, strides,
-#: address mod 16, dtype argument, keepdims, extra argument, stream) -> kernels.reduce_launch.Launch
+#: address mod 16, dtype argument, keepdims, extra argument, stream) -> primitives.reductions.launch.Launch
 _HOT = Cache("primitives.reductions.HOT", 4096)
 
 

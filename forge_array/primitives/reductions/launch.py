@@ -1,4 +1,5 @@
-"""Launching the full reduction kernel (:mod:`.reduce`) from the host.
+"""The full reductions' dispatch: launching the full reduction kernel
+(:mod:`forge_array.kernels.reduce`) from the host.
 
 - :func:`plan` / :func:`replay`: the launch of a full reduction of one array, or of the
   arrays of a mapreduce, is a :class:`Launch` (kernel, grid, block and every argument but
@@ -21,11 +22,11 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..runtime import buffer_of, data_address, device_allocator, launch, stream_key
-from ..runtime import stored_form as stored_form_of
-from ..runtime.caches import Cache
-from ..runtime.config import SIMULATE as _SIM
-from .reduce import MODE_STRIDED, buffer_dtype, kernel_plan, layout, scratch
+from ...kernels.reduce import MODE_STRIDED, buffer_dtype, kernel_plan, layout, scratch
+from ...runtime import buffer_of, data_address, device_allocator, launch, stream_key
+from ...runtime import stored_form as stored_form_of
+from ...runtime.caches import Cache
+from ...runtime.config import SIMULATE as _SIM
 
 __all__ = ["Launch", "plan", "replay", "stored_form", "full_reduce"]
 
@@ -51,7 +52,7 @@ class Launch(NamedTuple):
 
 
 _MAX_CACHED = 4096
-_REPLAY = Cache("kernels.reduce_launch.REPLAY", _MAX_CACHED)
+_REPLAY = Cache("primitives.reductions.launch.REPLAY", _MAX_CACHED)
 
 
 def plan(spec, x, param=0.0, out_shape=(1,)):
