@@ -262,12 +262,17 @@ def on(device: Device):
     ...     pass
     """
     if device.is_cuda:
-        if not _GET_DEVICE:
-            _GET_DEVICE.append(backend(device).cuda.runtime.getDevice)
-        if _GET_DEVICE[0]() == device.index:
+        if current_cuda_index() == device.index:
             return _STAY
         return backend(device).cuda.Device(device.index)
     return _STAY
+
+
+def current_cuda_index() -> int:
+    """The index of the GPU CuPy allocates on now (ValueError when CuPy is not available)."""
+    if not _GET_DEVICE:
+        _GET_DEVICE.append(backend(Device("cuda", 0)).cuda.runtime.getDevice)
+    return _GET_DEVICE[0]()
 
 
 def check_same_device(*devs) -> Device:

@@ -256,6 +256,7 @@ _dt.ON_SWITCH.append(_SAME.clear)
 _WITH_SCALAR = Cache("_elementwise.WITH_SCALAR")
 _dt.ON_SWITCH.append(_WITH_SCALAR.clear)
 _new_array = object.__new__
+_current_cuda_index = _dev.current_cuda_index
 _ndarray = np.ndarray
 
 
@@ -285,7 +286,7 @@ def _binary(name, x1, x2, kinds, fix=None):
             if dev is x2._device:
                 fn = _SAME.get((name, a.dtype, dev._kind)) if a.dtype == b.dtype else None
                 if fn is not None:
-                    if dev._kind == "cuda" and _current_device() != dev._index:
+                    if dev._kind == "cuda" and _current_cuda_index() != dev._index:
                         with _dev.on(dev):
                             res = fn(a, b)
                     else:
@@ -300,7 +301,7 @@ def _binary(name, x1, x2, kinds, fix=None):
             fn, sdt = hit
             if dev._kind == "cuda":
                 b = sdt.type(x2)
-                if _current_device() != dev._index:
+                if _current_cuda_index() != dev._index:
                     with _dev.on(dev):
                         res = fn(a, b)
                 else:
@@ -330,13 +331,6 @@ def _binary(name, x1, x2, kinds, fix=None):
     return Array._new(res, dev)
 
 
-def _current_device():
-    """The CUDA device CuPy allocates on now."""
-    if not _dev._GET_DEVICE:
-        _dev._GET_DEVICE.append(_dev.cupy_module().cuda.runtime.getDevice)
-    return _dev._GET_DEVICE[0]()
-
-
 def _unary(name, x, kinds, fix=None, backend_name=None):
     if type(x) is Array and fix is None and not (
             _fusion.ON[0] and (_fusion.ACTIVE[0] or x._array.size >= _MIN[0])):
@@ -344,7 +338,7 @@ def _unary(name, x, kinds, fix=None, backend_name=None):
         dev = x._device
         fn = _UNARY.get((name, a.dtype, dev._kind))
         if fn is not None:   # a dtype that passed the kind check before: no check can fail
-            if dev._kind == "cuda" and _current_device() != dev._index:
+            if dev._kind == "cuda" and _current_cuda_index() != dev._index:
                 with _dev.on(dev):
                     res = fn(a)
             else:

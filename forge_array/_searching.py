@@ -11,7 +11,7 @@ from . import _devices as _dev
 from . import _dtypes as _dt
 from . import _routing
 from ._array import Array, _is_scalar, values_read
-from ._elementwise import _MIN, _PY, _binary_operands, _binary_types, _current_device, _types_key
+from ._elementwise import _MIN, _PY, _binary_operands, _binary_types, _types_key
 from ._helpers import check_array, normalize_axes, normalize_axis
 from ._statistical import checked, full_fast
 from .fusion import build as _fusion
@@ -152,7 +152,7 @@ def where(condition, x1, x2, /):
             m = _dev.backend(dev)
             if dev._kind == "cuda":
                 b = sdt.type(x2)
-                if _current_device() != dev._index:
+                if _dev.current_cuda_index() != dev._index:
                     with _dev.on(dev):
                         return Array._new(m.where(condition._array, a, b), dev)
             else:
