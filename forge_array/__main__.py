@@ -3,13 +3,16 @@
 ``python -m forge_array`` (or ``python -m forge_array check``) checks sum, cumulative_sum
 and matmul on every device against NumPy; exits with status 1 when one of them fails.
 ``python -m forge_array warmup`` compiles the standard operations' kernels into the disk
-cache (:mod:`forge_array._warmup`). ``--help`` shows the usage; unknown arguments exit with
+cache (:mod:`forge_array._warmup`); ``python -m forge_array prebuild`` (a maintainer's command,
+on a GPU machine) builds the kernels shipped in ``forge_array/prebuilt/``
+(:mod:`forge_array.runtime.prebuilt`). ``--help`` shows the usage; unknown arguments exit with
 status 2.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 
@@ -34,6 +37,17 @@ def _kernels_status() -> str:
         return str(fn())
     except Exception as e:
         return f"kernels: status unavailable ({type(e).__name__}: {e})"
+
+
+def _prebuilt_status() -> str:
+    try:
+        import numba  # noqa: PLC0415
+
+        from forge_array.runtime import compiler, prebuilt  # noqa: PLC0415
+
+        return prebuilt.status(compiler.source_hash(), numba.__version__, compiler._NUMBA_CUDA_VERSION)
+    except Exception as e:
+        return f"prebuilt kernels: status unavailable ({type(e).__name__}: {e})"
 
 
 def _checks(xp, np, device):
@@ -91,7 +105,7 @@ def parser() -> argparse.ArgumentParser:
         prog="python -m forge_array",
         description="forge_array: versions, devices and a check of our kernels against NumPy "
                     "(the default command), or kernels built ahead into the disk cache.")
-    sub = p.add_subparsers(dest="command", metavar="{check,warmup}")
+    sub = p.add_subparsers(dest="command", metavar="{check,warmup,prebuild}")
     sub.add_parser("check", help="versions, devices, kernel status and a check of sum, "
                                  "cumulative_sum and matmul on every device (the default)",
                    description="Print versions, devices and the kernels' status, and check "
@@ -100,6 +114,19 @@ def parser() -> argparse.ArgumentParser:
     w = sub.add_parser("warmup", help="compile the standard operations' kernels into the "
                                       "disk cache", description=_warmup.DESCRIPTION)
     _warmup.add_arguments(w)
+    b = sub.add_parser("prebuild", help="build the kernels shipped with the package (a maintainer's "
+                                        "command, on a GPU machine)",
+                       description="Compile the standard operations' kernels for every standard "
+                                   "dtype and layout class as PTX for the baseline compute "
+                                   "capability, pack them into forge_array/prebuilt/ with a "
+                                   "manifest, and check the archive in a fresh process.")
+    b.add_argument("--jobs", type=int, default=min(16, os.cpu_count() or 1),
+                   help="processes compiling side by side (default: the cores, at most 16)")
+    b.add_argument("--out", default=None, help="folder of kernels.zip and manifest.json "
+                                              "(default: the package's prebuilt/ folder)")
+    b.add_argument("--device", default=None, help="e.g. cuda:0 (default: the default device)")
+    b.add_argument("--commit", default=None, help="the commit to record in the manifest (default: git "
+                                                 "rev-parse HEAD of the checkout)")
     return p
 
 
@@ -109,7 +136,32 @@ def main(argv=None) -> int:
         from forge_array._warmup import run  # noqa: PLC0415
 
         return run(args)
+    if args.command == "prebuild":
+        return prebuild(args)
     return check()
+
+
+def prebuild(args) -> int:
+    """Run the ``prebuild`` command (see :func:`forge_array._warmup.prebuild`); print the
+    manifest. Returns the exit status (2 without a GPU).
+
+    ```python
+    from forge_array.__main__ import main
+
+    main(["prebuild", "--jobs", "16"])     # on a GPU machine
+    ```
+    """
+    import json  # noqa: PLC0415
+
+    from forge_array._warmup import prebuild as build  # noqa: PLC0415
+
+    try:
+        m = build(args.jobs, args.out, args.device, commit=args.commit)
+    except ValueError as e:
+        print(str(e), file=sys.stderr)
+        return 2
+    print(json.dumps(m, indent=1, sort_keys=True))
+    return 0
 
 
 def check() -> int:
@@ -140,6 +192,7 @@ def check() -> int:
                     break
         print(f"  {name}: {v}")
     print(_kernels_status())
+    print(_prebuilt_status())
     from forge_array.runtime import background  # noqa: PLC0415
 
     background.set_mode("sync")   # check our kernels, not the CuPy fallback of a first call

@@ -7,11 +7,13 @@ machine without a GPU the command says so and builds nothing (in numba's CUDA si
 the simulated kernels, which are not stored).
 
 Layout classes: 1-D arrays of each of ``sizes`` (full reductions and 1-D scans), a matrix of
-``shape`` reduced and scanned along axis 0 and axis 1, and ``A @ v`` / ``v @ A`` with it.
+each of ``shapes`` reduced and scanned along axis 0 and axis 1, and ``A @ v`` / ``v @ A`` with
+it; with ``views`` also a misaligned, a strided and a reversed 1-D view, and transposed,
+column-offset and row-strided views of each matrix.
 
 >>> import forge_array as xp
 >>> import io
->>> r = warmup(dtypes=("float64",), ops=("sum",), device=xp.cpu, sizes=(8,), shape=(4, 6), out=io.StringIO())
+>>> r = warmup(dtypes=("float64",), ops=("sum",), device=xp.cpu, sizes=(8,), shapes=[(4, 6)], out=io.StringIO())
 >>> r["calls"], r["skipped"]
 (3, 0)
 """
@@ -27,6 +29,9 @@ import time
 OPS = ("sum", "prod", "max", "min", "mean", "var", "std", "argmax", "argmin", "any", "all",
        "cumulative_sum", "cumulative_prod", "matmul")
 DTYPES = ("float32", "float64", "int32", "int64")
+#: every dtype of the standard (``--dtypes all``)
+ALL_DTYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+              "float32", "float64", "complex64", "complex128")
 SIZES = (10**3, 10**6)
 SHAPE = (1000, 1000)
 
@@ -36,25 +41,52 @@ DESCRIPTION = ("Compile the standard operations' kernels (reductions, scans, mat
                "for it.")
 
 
-def _calls(xp, op, dtype, device, sizes, shape):
-    """``(label, call)`` of every layout class of ``op`` for ``dtype``."""
+def _views_1d(xp, dt, device, n):
+    """A misaligned, a strided and a reversed view of ``n`` elements."""
+    base = xp.ones(2 * n + 1, dtype=dt, device=device)
+    return [(f"x[1:] n={n}", base[1:n + 1]), (f"x[::2] n={n}", base[:2 * n:2]),
+            (f"x[::-1] n={n}", base[n - 1::-1] if n else base[:0])]
+
+
+def _matrices(xp, dt, device, shape, views):
+    """The matrix of ``shape`` and, with ``views``, its transposed, column-offset and
+    row-strided views of the same shape."""
+    m, k = shape
+    out = [(f"{shape}", xp.ones(shape, dtype=dt, device=device))]
+    if views:
+        out += [(f"{shape} transposed", xp.ones((k, m), dtype=dt, device=device).T),
+                (f"{shape} [:, 1:]", xp.ones((m, k + 1), dtype=dt, device=device)[:, 1:]),
+                (f"{shape} [::2]", xp.ones((2 * m, k), dtype=dt, device=device)[::2])]
+    return out
+
+
+def _calls(xp, op, dtype, device, sizes, shapes, views=True):
+    """``(label, call)`` of every layout class of ``op`` for ``dtype``: 1-D arrays of each of
+    ``sizes`` and matrices of each of ``shapes``, with ``views`` also strided, misaligned,
+    reversed and transposed views of them."""
     dt = getattr(xp, dtype)
     out = []
     if op == "matmul":
-        A = xp.ones(shape, dtype=dt, device=device)
-        v, w = xp.ones(shape[1], dtype=dt, device=device), xp.ones(shape[0], dtype=dt, device=device)
-        return [(f"A @ v {shape}", lambda: A @ v), (f"v @ A {shape}", lambda: w @ A)]
+        for shape in shapes:
+            v, w = xp.ones(shape[1], dtype=dt, device=device), xp.ones(shape[0], dtype=dt, device=device)
+            for label, A in _matrices(xp, dt, device, shape, views):
+                out += [(f"A @ v {label}", lambda A=A, v=v: A @ v), (f"v @ A {label}", lambda A=A, w=w: w @ A)]
+        return out
     fn = getattr(xp, op)
     for n in sizes:
         x = xp.ones(n, dtype=dt, device=device)
         out.append((f"n={n}", lambda x=x: fn(x)))
-    M = xp.ones(shape, dtype=dt, device=device)
-    for axis in (0, 1):
-        out.append((f"axis={axis} {shape}", lambda axis=axis: fn(M, axis=axis)))
+    if views and sizes:
+        out += [(label, lambda x=x: fn(x)) for label, x in _views_1d(xp, dt, device, max(sizes))]
+    for shape in shapes:
+        for label, M in _matrices(xp, dt, device, shape, views):
+            for axis in (0, 1):
+                out.append((f"axis={axis} {label}", lambda axis=axis, M=M: fn(M, axis=axis)))
     return out
 
 
-def warmup(dtypes=DTYPES, ops=OPS, device=None, sizes=SIZES, shape=SHAPE, out=None, jobs=1) -> dict:
+def warmup(dtypes=DTYPES, ops=OPS, device=None, sizes=SIZES, shapes=(SHAPE,), out=None, jobs=1,
+           views=False) -> dict:
     """Run every ``op`` of ``ops`` once per dtype of ``dtypes`` and layout class on ``device``
     (default: the default device), printing one progress line per call to ``out`` (default
     stderr). Combinations the standard rejects (``mean`` of integers) are skipped. With
@@ -78,8 +110,8 @@ def warmup(dtypes=DTYPES, ops=OPS, device=None, sizes=SIZES, shape=SHAPE, out=No
                 "kernels": {}, "note": nothing}
     todo = [(op, d) for d in dtypes for op in ops]
     if jobs > 1 and len(todo) > 1:
-        return _in_processes(todo, device, sizes, shape, out, jobs)
-    return _pairs(xp, todo, device, sizes, shape, out)
+        return _in_processes(todo, device, sizes, shapes, out, jobs, views)
+    return _pairs(xp, todo, device, sizes, shapes, out, views)
 
 
 def nothing_to_build(device=None):
@@ -113,7 +145,7 @@ def nothing_to_build(device=None):
             "--device for the default one)")
 
 
-def _pairs(xp, todo, device, sizes, shape, out) -> dict:
+def _pairs(xp, todo, device, sizes, shapes, out, views) -> dict:
     from forge_array.runtime import STATS, background, compiler
 
     device = xp.__array_namespace_info__().default_device() if device is None else device
@@ -124,7 +156,7 @@ def _pairs(xp, todo, device, sizes, shape, out) -> dict:
     calls = skipped = 0
     try:
         for k, (op, d) in enumerate(todo, 1):
-            for label, call in _calls(xp, op, d, device, sizes, shape):
+            for label, call in _calls(xp, op, d, device, sizes, shapes, views):
                 t = time.perf_counter()
                 try:
                     r = call()
@@ -147,14 +179,16 @@ def _pairs(xp, todo, device, sizes, shape, out) -> dict:
             "device": str(device)}
 
 
-def _in_processes(todo, device, sizes, shape, out, jobs) -> dict:
+def _in_processes(todo, device, sizes, shapes, out, jobs, views) -> dict:
     t0 = time.perf_counter()
     shares = [todo[i::jobs] for i in range(min(jobs, len(todo)))]
     procs = []
     for share in shares:
         cmd = [sys.executable, "-m", "forge_array", "warmup", "--pairs",
                ",".join(f"{op}:{d}" for op, d in share), "--sizes", ",".join(map(str, sizes)),
-               "--shape", ",".join(map(str, shape)), "--summary-json"]
+               "--shape", _shapes_text(shapes), "--summary-json"]
+        if views:
+            cmd.append("--views")
         if device is not None:
             cmd += ["--device", str(device)]
         procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
@@ -193,11 +227,15 @@ def add_arguments(ap) -> None:
     """
     import argparse
 
-    ap.add_argument("--dtypes", default=",".join(DTYPES), help=f"comma-separated (default {','.join(DTYPES)})")
+    ap.add_argument("--dtypes", default=",".join(DTYPES), help=f"comma-separated, or all (default "
+                    f"{','.join(DTYPES)})")
     ap.add_argument("--ops", default=",".join(OPS), help="comma-separated (default: all of them)")
     ap.add_argument("--device", default=None, help="e.g. cuda:0 (default: the default device)")
     ap.add_argument("--sizes", default=",".join(map(str, SIZES)), help="1-D sizes (default 1000,1000000)")
-    ap.add_argument("--shape", default="1000,1000", help="matrix shape (default 1000,1000)")
+    ap.add_argument("--shape", default="1000,1000", help="matrix shape (default 1000,1000), or several: "
+                    "1000x1000,8x300")
+    ap.add_argument("--views", action="store_true", help="also strided, misaligned, reversed and "
+                    "transposed views (every layout class the dispatch picks)")
     ap.add_argument("--jobs", type=int, default=min(8, os.cpu_count() or 1),
                     help="processes compiling side by side (default: the cores, at most 8)")
     ap.add_argument("--pairs", default=None, help=argparse.SUPPRESS)          # op:dtype,... (a worker)
@@ -219,7 +257,7 @@ def run(args, out=None) -> int:
     out = sys.stdout if out is None else out
     try:
         sizes = tuple(int(s) for s in args.sizes.split(","))
-        shape = tuple(int(s) for s in args.shape.split(","))
+        shapes = parse_shapes(args.shape)
     except ValueError:
         print("warmup: --sizes and --shape take comma-separated integers", file=sys.stderr)
         return 2
@@ -228,10 +266,11 @@ def run(args, out=None) -> int:
             import forge_array as xp
 
             todo = [tuple(p.split(":")) for p in args.pairs.split(",")]
-            r = _pairs(xp, todo, args.device, sizes, shape, sys.stderr)
+            r = _pairs(xp, todo, args.device, sizes, shapes, sys.stderr, args.views)
         else:
-            r = warmup(dtypes=tuple(args.dtypes.split(",")), ops=tuple(args.ops.split(",")),
-                       device=args.device, sizes=sizes, shape=shape, jobs=args.jobs)
+            dtypes = ALL_DTYPES if args.dtypes == "all" else tuple(args.dtypes.split(","))
+            r = warmup(dtypes=dtypes, ops=tuple(args.ops.split(",")), device=args.device, sizes=sizes,
+                       shapes=shapes, jobs=args.jobs, views=args.views)
     except ValueError as e:       # unknown operations, dtypes or devices
         msg = str(e)
         print(msg if msg.startswith("warmup:") else f"warmup: {msg}", file=sys.stderr)
@@ -241,6 +280,21 @@ def run(args, out=None) -> int:
         return 0
     print(report(r), file=out)
     return 0
+
+
+def parse_shapes(text: str) -> list:
+    """``"1000,1000"`` -> ``[(1000, 1000)]``; ``"1000x1000,8x300"`` -> two shapes.
+
+    >>> parse_shapes("1000x1000,8x300")
+    [(1000, 1000), (8, 300)]
+    """
+    if "x" in text:
+        return [tuple(int(v) for v in part.split("x")) for part in text.split(",")]
+    return [tuple(int(v) for v in text.split(","))]
+
+
+def _shapes_text(shapes) -> str:
+    return ",".join("x".join(map(str, s)) for s in shapes)
 
 
 def report(r) -> str:
@@ -280,3 +334,106 @@ def main(argv) -> int:
     ap = argparse.ArgumentParser(prog="python -m forge_array warmup", description=DESCRIPTION)
     add_arguments(ap)
     return run(ap.parse_args(argv))
+
+
+# ----------------------------------------------------------------------------- prebuild
+
+#: what ``prebuild`` runs: every standard dtype, sizes around the small/large plans, and views
+PREBUILD_WARMUP = ["--dtypes", "all", "--sizes", "1,1000,1000000", "--shape", "1000x1000,8x300,300x8", "--views"]
+
+
+def prebuild(jobs: int, out_dir: str | None = None, device: str | None = None, out=None,
+             commit: str | None = None) -> dict:
+    """Build the shipped kernels (``python -m forge_array prebuild``, on a GPU machine): run
+    :data:`PREBUILD_WARMUP` once per compile target of :data:`.runtime.prebuilt.TARGETS` into
+    an empty cache, pack its kernel files into ``out_dir`` (default: the package's
+    ``prebuilt/`` folder), then check the archive in a fresh process on an empty cache. Returns
+    the manifest (with the check's counts under ``"check"``). ``commit`` is recorded in the
+    manifest (default: the checkout's ``git rev-parse HEAD``).
+
+    ```python
+    from forge_array._warmup import prebuild
+
+    m = prebuild(jobs=16)            # on a GPU machine: a few minutes
+    print(m["kernels"], m["archive_bytes"])
+    ```
+    """
+    import platform
+    import tempfile
+
+    import numba
+
+    from forge_array.runtime import backend, compiler, config, prebuilt
+
+    out = sys.stderr if out is None else out
+    if config.SIMULATE or nothing_to_build(device) is not None or backend.device_info()["cc"] < prebuilt.BASE_CC:
+        raise ValueError("prebuild: needs a GPU of compute capability "
+                         f"{prebuilt.BASE_CC[0]}.{prebuilt.BASE_CC[1]} or later")
+    out_dir = out_dir or os.path.dirname(prebuilt.ARCHIVE)
+    with tempfile.TemporaryDirectory(prefix="forge-prebuild-") as cache:
+        t0 = time.perf_counter()
+        for target in prebuilt.TARGETS:
+            if target > backend.device_info()["cc"]:
+                raise ValueError(f"prebuild: the GPU here cannot run sm_{target[0]}{target[1]} kernels")
+            env = dict(os.environ, FORGE_ARRAY_CACHE_DIR=cache, FORGE_ARRAY_PREBUILT="0", FORGE_ARRAY_COMPILE="sync",
+                       FORGE_ARRAY_TARGET_CC="%d.%d" % target)
+            cmd = [sys.executable, "-m", "forge_array", "warmup", *PREBUILD_WARMUP, "--jobs", str(jobs)]
+            if device:
+                cmd += ["--device", device]
+            done = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=out, text=True)
+            if done.returncode != 0:
+                raise RuntimeError(f"prebuild: the warmup for sm_{target[0]}{target[1]} failed "
+                                   f"(exit {done.returncode})")
+            print(f"sm_{target[0]}{target[1]}: {done.stdout}", file=out, end="")
+        meta = {"command": "python -m forge_array prebuild", "warmup": " ".join(PREBUILD_WARMUP),
+                "commit": commit or _commit(), "date": time.strftime("%Y-%m-%d"), "gpu": backend.device_info()["name"],
+                "python": platform.python_version(), "numba": numba.__version__,
+                "numba_cuda": compiler._NUMBA_CUDA_VERSION, "source_hash": compiler.source_hash(),
+                "build_seconds": round(time.perf_counter() - t0, 1)}
+        m = prebuilt.pack(cache, out_dir, meta)
+    m["check"] = _check_archive(os.path.join(out_dir, "kernels.zip"), device)
+    return m
+
+
+_CHECK = r"""
+import json, sys
+import forge_array as xp
+from forge_array.runtime import STATS, background, prebuilt
+prebuilt.use_archive(sys.argv[1])
+background.set_mode("sync")
+dev = sys.argv[2] if len(sys.argv) > 2 else None
+x = xp.ones(100000, dtype=xp.float32, device=dev)
+A = xp.ones((250, 400), dtype=xp.float32, device=dev)
+for r in (xp.sum(x), xp.max(x), xp.std(x), xp.cumulative_sum(x), xp.sum(A, axis=0), xp.sum(A, axis=1),
+          A @ xp.ones(400, dtype=xp.float32, device=dev), xp.argmax(x)):
+    r.to_device(xp.cpu)
+print(json.dumps({k: STATS[k] for k in ("compiled", "disk_hits", "prebuilt_hits")}))
+"""
+
+
+def _check_archive(archive: str, device) -> dict:
+    """Standard calls in a fresh process on an empty cache with ``archive``: how many kernels
+    came from it and how many still compiled."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="forge-prebuild-check-") as cache:
+        env = dict(os.environ, FORGE_ARRAY_CACHE_DIR=cache)
+        cmd = [sys.executable, "-c", _CHECK, archive] + ([device] if device else [])
+        done = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if done.returncode != 0:
+        raise RuntimeError("prebuild: the check of the archive failed: " + done.stderr.strip()[-2000:])
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _commit() -> str:
+    """The git commit of the package's checkout (``+dirty`` with uncommitted changes), or
+    ``"unknown"``."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    try:
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True,
+                              check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", "forge_array"], cwd=root,
+                               capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return head + ("+dirty" if dirty else "")

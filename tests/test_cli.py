@@ -22,7 +22,8 @@ def _run(*args, env=None):
                           text=True, timeout=300, env=env or os.environ)
 
 
-@pytest.mark.parametrize("argv", [["--help"], ["-h"], ["warmup", "--help"], ["check", "--help"]])
+@pytest.mark.parametrize("argv", [["--help"], ["-h"], ["warmup", "--help"], ["check", "--help"],
+                                  ["prebuild", "--help"]])
 def test_help_prints_usage_and_exits_0(argv, capsys):
     with pytest.raises(SystemExit) as info:
         cli.main(argv)
@@ -33,6 +34,8 @@ def test_help_prints_usage_and_exits_0(argv, capsys):
         assert "--dtypes" in out and "--pairs" not in out
     elif argv[0] == "check":
         assert "NumPy" in out
+    elif argv[0] == "prebuild":
+        assert "--jobs" in out and "baseline compute capability" in out
     else:
         assert "warmup" in out and "check" in out
 
@@ -46,9 +49,14 @@ def test_unknown_arguments_exit_2(argv, capsys):
     assert "usage:" in capsys.readouterr().err
 
 
+def test_prebuild_without_a_gpu_exits_2(capsys):
+    assert cli.main(["prebuild"]) == 2
+    assert "prebuild: needs a GPU" in capsys.readouterr().err
+
+
 def test_the_command_line_in_a_process():
     r = _run("--help")
-    assert r.returncode == 0 and "{check,warmup}" in r.stdout
+    assert r.returncode == 0 and "{check,warmup,prebuild}" in r.stdout
     r = _run("--definitely-not-an-option")
     assert r.returncode == 2 and "unrecognized arguments" in r.stderr
 

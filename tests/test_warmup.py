@@ -14,7 +14,7 @@ from forge_array._warmup import OPS, warmup
 def test_warmup_runs_every_layout_class():
     out = io.StringIO()
     r = warmup(dtypes=("float32", "int32"), ops=("sum", "mean", "cumulative_sum", "matmul"), device=xp.cpu,
-               sizes=(40,), shape=(8, 12), out=out)
+               sizes=(40,), shapes=[(8, 12)], out=out)
     # sum, cumulative_sum: 1 size + 2 axes each; mean: 3 for float32, skipped for int32; matmul: 2
     assert r["calls"] == 2 * (3 + 3 + 2) + 3
     assert r["skipped"] == 3
@@ -43,8 +43,28 @@ def test_warmup_command(capsys):
 def test_warmup_shares_the_pairs_among_processes():
     out = io.StringIO()
     r = warmup(dtypes=("float64", "int64"), ops=("sum", "argmax"), device="cpu", sizes=(17,),
-               shape=(3, 5), out=out, jobs=2)
+               shapes=[(3, 5)], out=out, jobs=2)
     assert (r["calls"], r["skipped"]) == (12, 0)
     lines = out.getvalue().splitlines()
     assert sum(ln.startswith("[") for ln in lines) == 12
     assert any("argmax int64 axis=1 (3, 5)" in ln for ln in lines)
+
+
+def test_warmup_views_add_every_layout_class():
+    out = io.StringIO()
+    r = warmup(dtypes=("float32",), ops=("sum", "matmul"), device=xp.cpu, sizes=(1, 9), shapes=[(4, 6), (3, 2)],
+               out=out, views=True)
+    # sum: 2 sizes + 3 1-D views + 2 shapes x 4 matrices x 2 axes; matmul: 2 shapes x 4 matrices x 2
+    assert (r["calls"], r["skipped"]) == (2 + 3 + 16 + 16, 0)
+    text = out.getvalue()
+    for label in ("x[1:] n=9", "x[::2] n=9", "x[::-1] n=9", "axis=1 (4, 6) transposed", "(3, 2) [:, 1:]",
+                  "A @ v (4, 6) [::2]", "v @ A (3, 2) transposed"):
+        assert label in text
+
+
+def test_warmup_command_takes_several_shapes_and_all_dtypes(capsys):
+    rc = cli.main(["warmup", "--dtypes", "all", "--ops", "max", "--sizes", "5", "--shape", "2x3,3x2",
+                   "--device", "cpu", "--jobs", "1"])
+    assert rc == 0
+    captured = capsys.readouterr()
+    assert "max complex128" in captured.err and "max bool axis=0 (3, 2)" in captured.err

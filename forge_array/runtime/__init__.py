@@ -17,6 +17,7 @@ from .backend import (
     kernels_available,
     kernels_status,
     stream_key,
+    target_cc,
 )
 from .config import SIMULATE
 from .counters import STATS
@@ -56,6 +57,7 @@ __all__ = [
     "layout_key",
     "device_allocator",
     "device_info",
+    "target_cc",
     "element_strides",
     "f32",
     "f64",

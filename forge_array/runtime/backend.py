@@ -15,6 +15,7 @@ import threading
 import numpy as np
 
 from . import config, originals
+from .flags import FLAGS
 
 _CUPY = None
 _CUPY_TRIED = False
@@ -149,6 +150,23 @@ def device_info(device_id: int | None = None) -> dict:
     if device_id is None:
         device_id = cupy().cuda.runtime.getDevice()
     return _device_info(device_id)
+
+
+def target_cc() -> tuple:
+    """The compute capability kernels are compiled and planned for: the current device's, or
+    the ``target_cc`` flag's (``FORGE_ARRAY_TARGET_CC``) where it names an older one.
+
+    >>> target_cc() == tuple(device_info()["cc"])  # doctest: +SKIP
+    True
+    """
+    cc = tuple(device_info()["cc"])
+    want = FLAGS["target_cc"].cell[0]
+    if want is None or tuple(want) == cc:
+        return cc
+    if tuple(want) > cc:
+        raise ValueError(f"FORGE_ARRAY_TARGET_CC={want[0]}.{want[1]} is newer than the device's compute "
+                         f"capability {cc[0]}.{cc[1]}: its kernels could not load here")
+    return tuple(want)
 
 
 def kernels_available(x) -> bool:

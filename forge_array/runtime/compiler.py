@@ -34,7 +34,7 @@ import numba
 import numpy as np
 from numba import types as nt
 
-from . import backend, background, config, cpu_cache, kernel_files, lazy, temp
+from . import backend, background, config, cpu_cache, kernel_files, lazy, prebuilt, temp
 from .caches import Cache
 from .counters import STATS
 from .fingerprint import Unfingerprintable, digest
@@ -500,8 +500,16 @@ def _cached(factory, factory_args, argtypes, launch_bounds):
     the simulator, building is all there is)."""
     if config.SIMULATE:
         return None
-    key = _key(factory, factory_args, argtypes, launch_bounds, backend.device_info()["cc"])
-    return None if key is None else _from_caches(key, getattr(factory, "__name__", "kernel"), argtypes)
+    key = _key(factory, factory_args, argtypes, launch_bounds, backend.target_cc())
+    return None if key is None else _built(factory, factory_args, argtypes, launch_bounds, key)
+
+
+def _built(factory, factory_args, argtypes, launch_bounds, key):
+    """The kernel of cache key ``key`` from memory, the disk cache or the package's prebuilt
+    archive (:mod:`.prebuilt`), or None when it must be compiled."""
+    name = getattr(factory, "__name__", "kernel")
+    return _from_caches(key, name, argtypes) or _from_prebuilt(factory, factory_args, argtypes, launch_bounds,
+                                                               name, key)
 
 
 def _from_caches(key, name, argtypes):
@@ -517,6 +525,27 @@ def _from_caches(key, name, argtypes):
     return k
 
 
+def _from_prebuilt(factory, factory_args, argtypes, launch_bounds, name, key):
+    """The shipped kernel of this specialisation (:mod:`.prebuilt`: PTX of the newest of its
+    compute capabilities this device runs), written into the disk cache under ``key``; None
+    where there is none or the ``prebuilt`` flag is off."""
+    if not FLAGS["prebuilt"].cell[0]:
+        return None
+    cc = backend.target_cc()
+    found = None
+    for target in sorted((t for t in prebuilt.TARGETS if t <= cc), reverse=True):
+        target_key = key if target == cc else _key(factory, factory_args, argtypes, launch_bounds, target)
+        found = None if target_key is None else prebuilt.lookup(target_key)
+        if found is not None:
+            break
+    if found is None:
+        return None
+    entry, ptx = found
+    kernel_files.write_cached(kernel_files.cache_path(key), entry, ptx)
+    k = _BY_KEY[key] = Kernel(name, argtypes, key=key, entry=entry, ptx=ptx)
+    return k
+
+
 #: The kernels built in this process: (name, operators, seconds), at most the last 1000.
 COMPILES: list = []
 
@@ -527,17 +556,18 @@ def _compile(factory, factory_args, argtypes, launch_bounds) -> Kernel:
         with _SIM_LOCK:
             fn = factory(*factory_args)
             return Kernel(name, argtypes, sim=cuda.jit(fn))
-    cc = backend.device_info()["cc"]
+    cc = backend.target_cc()
     key = _key(factory, factory_args, argtypes, launch_bounds, cc)
     if key is not None:
-        k = _from_caches(key, name, argtypes)
+        k = _built(factory, factory_args, argtypes, launch_bounds, key)
         if k is not None:
             return k
     t0 = time.perf_counter()
     try:
-        ptx, _ = cuda.compile_ptx(
-            factory(*factory_args), argtypes, cc=cc, opt=True, launch_bounds=launch_bounds
-        )
+        with contextlib.nullcontext() if cc == tuple(backend.device_info()["cc"]) else _pretend_device(cc):
+            ptx, _ = cuda.compile_ptx(
+                factory(*factory_args), argtypes, cc=cc, opt=True, launch_bounds=launch_bounds
+            )
     except (numba.core.errors.NumbaError, TypeError, ValueError, NotImplementedError) as exc:
         what = _describe_callables(factory_args) or name
         raise compile_error(exc, f"{name} for {what}") from exc
@@ -572,9 +602,11 @@ def _build_elsewhere(factory, factory_args, argtypes, launch_bounds) -> None:
     if config.SIMULATE:
         build_process.build(factory, factory_args, argtypes, launch_bounds, None, None)
         return
-    cc = backend.device_info()["cc"]
+    cc = backend.target_cc()
     key = _key(factory, factory_args, argtypes, launch_bounds, cc)
     if key is None or key in _BY_KEY or os.path.exists(kernel_files.cache_path(key)):
+        return
+    if _from_prebuilt(factory, factory_args, argtypes, launch_bounds, getattr(factory, "__name__", "kernel"), key):
         return
     build_process.build(factory, factory_args, argtypes, launch_bounds, cc, key)
 

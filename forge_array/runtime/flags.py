@@ -10,12 +10,14 @@ time through :func:`set_flags` or the :func:`flags` context manager.
 | ``fusion_alone`` | ``FORGE_ARRAY_FUSION_ALONE`` | 2 | yes |
 | ``compile`` | ``FORGE_ARRAY_COMPILE`` | ``"background"`` (``"sync"`` simulated) | yes |
 | ``build_process`` | ``FORGE_ARRAY_BUILD_PROCESS`` | on | yes (the next build) |
+| ``prebuilt`` | ``FORGE_ARRAY_PREBUILT`` | on | yes |
 | ``device`` | ``FORGE_ARRAY_DEVICE`` | ``""`` (``cuda:0``, else ``cpu``) | yes |
 | ``tuning`` | ``FORGE_ARRAY_TUNING`` | ``{}`` | yes |
 | ``kernels`` | ``FORGE_ARRAY_KERNELS`` | on | fixed at start |
 | ``simulate`` | ``FORGE_ARRAY_SIMULATE`` | off | fixed at start |
 | ``cache_dir`` | ``FORGE_ARRAY_CACHE_DIR`` | ``~/.cache/forge_array/kernels`` | fixed at start |
 | ``launch`` | ``FORGE_ARRAY_LAUNCH`` | ``"driver"`` | fixed at start |
+| ``target_cc`` | ``FORGE_ARRAY_TARGET_CC`` | ``None`` (the device's) | fixed at start |
 | ``sim_seed``, ``sim_stale``, ``sim_barrier_timeout`` | ``FORGE_ARRAY_SIM_*`` | 12345, 1/3, 30 | fixed at start |
 | ``scan_count``, ``scan_trace`` | ``FORGE_ARRAY_SCAN_*`` | off | fixed at start |
 
@@ -162,6 +164,15 @@ def _simulated() -> bool:
     return _simulate_requested or os.environ.get("NUMBA_ENABLE_CUDASIM", "").strip() not in ("", "0")
 
 
+def _compute_capability(text):
+    """``"8.0"`` or ``"80"`` -> ``(8, 0)``; ``""`` -> None."""
+    text = text.strip()
+    if not text:
+        return None
+    major, _, minor = text.partition(".") if "." in text else (text[:-1], "", text[-1:])
+    return (int(major), int(minor))
+
+
 def _default_cache_dir():
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return os.path.join(base, "forge_array", "kernels")
@@ -184,6 +195,9 @@ _define("cache_dir", "FORGE_ARRAY_CACHE_DIR", lambda t: t or _default_cache_dir(
         "directory of the on-disk kernel cache", settable=False)
 _define("launch", "FORGE_ARRAY_LAUNCH", _choice("driver", "cupy"), "driver",
         "how kernels are launched: the CUDA driver directly, or through CuPy", settable=False)
+_define("target_cc", "FORGE_ARRAY_TARGET_CC", _compute_capability, None,
+        "compile kernels for this compute capability (e.g. 8.0: PTX the driver JITs for later GPUs) "
+        "instead of the device's", settable=False)
 _define("sim_seed", "FORGE_ARRAY_SIM_SEED", int, 12345,
         "seed of the simulator's model of weak memory visibility", settable=False)
 _define("sim_stale", "FORGE_ARRAY_SIM_STALE", float, 1 / 3,
@@ -213,6 +227,8 @@ _define("compile", "FORGE_ARRAY_COMPILE", _choice("background", "sync"),
         check=_as_choice("background", "sync"))
 _define("build_process", "FORGE_ARRAY_BUILD_PROCESS", _bool_true_unless_off, True,
         "background builds run in a separate process (off: on a thread of this one)", check=_as_bool)
+_define("prebuilt", "FORGE_ARRAY_PREBUILT", _bool_true_unless_off, True,
+        "kernels shipped built with the package are loaded instead of compiled", check=_as_bool)
 _define("device", "FORGE_ARRAY_DEVICE", str.strip, "",
         "the default device ('' : cuda:0 when CuPy finds a GPU, else cpu)", check=_as_str)
 _define("tuning", "FORGE_ARRAY_TUNING", _tuning, {},

@@ -270,12 +270,15 @@ def _retuned(old, new):
 
 
 def family() -> tuple:
-    """Table names to consult for the current device, most specific first."""
+    """Table names to consult for the current device, most specific first: its name's family
+    and the architecture kernels are compiled for (:func:`.backend.target_cc`: the device's,
+    or an older one that ``FORGE_ARRAY_TARGET_CC`` names, whose table then applies alone)."""
     if config.SIMULATE:
         return ("simulator", "default")
     info = backend.device_info()
-    names = [n for n in ("H200", "H100") if n in info["name"]]
-    names.append("sm%d%d" % info["cc"])
+    cc = backend.target_cc()
+    names = [n for n in ("H200", "H100") if n in info["name"]] if cc == tuple(info["cc"]) else []
+    names.append("sm%d%d" % cc)
     names.append("default")
     return tuple(names)
 

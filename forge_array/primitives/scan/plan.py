@@ -462,7 +462,7 @@ def _plan_pipeline(p, pt, fn, tuple_op, xv, ov, in_dtypes, acc_dtypes, shift, ha
         return None
     acc = acc_dtypes[0]
     isz = acc.itemsize
-    if isz not in (2, 4, 8) or s_in != 1 or runtime.device_info()["cc"] < (9, 0):
+    if isz not in (2, 4, 8) or s_in != 1 or runtime.target_cc() < (9, 0):
         return None
     lead = _row_lead(xv, isz, bx, nbatch, nb1)
     if lead is None:

@@ -1,0 +1,194 @@
+"""Kernels shipped built: the archive's packing and look-up, the rule that a kernel whose
+sources (or numba) changed is never loaded from it, and the compiler's use of it.  Runs
+without a GPU: the kernel files are made up, the compiler's look-up is called directly."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import zipfile
+
+import pytest
+
+from forge_array import runtime
+from forge_array.runtime import STATS, compiler, config, kernel_files, prebuilt
+from forge_array.runtime.flags import flags
+
+
+def _ptx(n):
+    return f"//\n// made-up kernel {n}\n.version 8.0\n.target sm_80\n.visible .entry k{n}()\n{{\n ret;\n}}\n"
+
+
+def _cache_with(tmp_path, keys):
+    cache = tmp_path / "cache"
+    for n, key in enumerate(keys):
+        kernel_files.write_cached(str(cache / key[:2] / f"{key}.ptx"), f"k{n}", _ptx(n))
+    return str(cache)
+
+
+@pytest.fixture
+def archive(tmp_path):
+    """Use an archive of ``tmp_path`` while the test runs; the shipped one again after."""
+    yield str(tmp_path / "out" / "kernels.zip")
+    prebuilt.use_archive(None)
+
+
+def test_pack_then_lookup_returns_each_kernel(tmp_path, archive):
+    keys = [hashlib.sha256(str(i).encode()).hexdigest() for i in range(5)]
+    m = prebuilt.pack(_cache_with(tmp_path, keys), str(tmp_path / "out"), {"source_hash": "s"})
+    assert m["kernels"] == 5 and m["archive_bytes"] > 0 and m["ptx_bytes"] > m["archive_bytes"] // 10
+    assert json.loads((tmp_path / "out" / "manifest.json").read_text())["kernels"] == 5
+    prebuilt.use_archive(archive)
+    hits = STATS["prebuilt_hits"]
+    for n, key in enumerate(keys):
+        assert prebuilt.lookup(key) == (f"k{n}", _ptx(n))
+    assert prebuilt.lookup("f" * 64) is None
+    assert STATS["prebuilt_hits"] == hits + 5
+
+
+def test_pack_is_reproducible(tmp_path, archive):
+    keys = [hashlib.sha256(str(i).encode()).hexdigest() for i in range(3)]
+    cache = _cache_with(tmp_path, keys)
+    prebuilt.pack(cache, str(tmp_path / "out"), {})
+    first = (tmp_path / "out" / "kernels.zip").read_bytes()
+    prebuilt.pack(cache, str(tmp_path / "out"), {})
+    assert (tmp_path / "out" / "kernels.zip").read_bytes() == first
+
+
+def test_a_damaged_member_is_never_returned(tmp_path, archive):
+    key = "ab" * 32
+    os.makedirs(os.path.dirname(archive))
+    with zipfile.ZipFile(archive, "w") as z:
+        z.writestr(f"{key}.ptx", f"k0 {'0' * 64}\n{_ptx(0)}")      # wrong checksum
+        z.writestr(f"{'cd' * 32}.ptx", "no header line")
+    prebuilt.use_archive(archive)
+    assert prebuilt.lookup(key) is None
+    assert prebuilt.lookup("cd" * 32) is None
+
+
+def test_no_archive_means_no_kernels(tmp_path, archive):
+    prebuilt.use_archive(str(tmp_path / "missing.zip"))
+    assert prebuilt.lookup("ab" * 32) is None
+
+
+def test_status_says_whether_the_archive_matches(tmp_path, archive, monkeypatch):
+    keys = ["ab" * 32]
+    out = tmp_path / "out"
+    prebuilt.pack(_cache_with(tmp_path, keys), str(out), {"source_hash": "h", "numba": "1", "numba_cuda": "2",
+                                                           "gpu": "Some GPU"})
+    prebuilt.use_archive(archive)
+    monkeypatch.setattr(prebuilt, "MANIFEST", str(out / "manifest.json"))
+    assert prebuilt.status("h", "1", "2").endswith("in use")
+    assert "Some GPU" in prebuilt.status("h", "1", "2")
+    assert "the kernel sources changed since" in prebuilt.status("other", "1", "2")
+    assert "made with numba 1 / numba-cuda 2" in prebuilt.status("h", "1", "3")
+    monkeypatch.setattr(prebuilt, "MANIFEST", str(tmp_path / "none.json"))
+    assert "none shipped" in prebuilt.status("h", "1", "2")
+
+
+# ----------------------------------------------------------------------------- the compiler
+
+
+def _spec():
+    from forge_array.kernels import copy as kcopy
+
+    pt = runtime.ptr_t("float32")
+    return kcopy.make_copy_scalar, (__import__("numpy").float32, 7), (pt, pt, runtime.i64), None
+
+
+@pytest.fixture
+def device_cc(monkeypatch, tmp_path):
+    """A device of compute capability 9.0 and an empty kernel cache under ``tmp_path``."""
+    monkeypatch.setattr(runtime.backend, "target_cc", lambda: (9, 0))
+    monkeypatch.setattr(config, "CACHE_DIR", str(tmp_path / "kcache"))
+    compiler._BY_KEY.clear()
+    yield (9, 0)
+    compiler._BY_KEY.clear()
+
+
+def _archive_of(tmp_path, spec, cc=prebuilt.BASE_CC):
+    key = compiler._key(*spec, cc)
+    prebuilt.pack(_cache_with(tmp_path, [key]), str(tmp_path / "out"), {})
+    prebuilt.use_archive(str(tmp_path / "out" / "kernels.zip"))
+    return key
+
+
+def test_the_compiler_loads_a_shipped_kernel_into_the_disk_cache(tmp_path, archive, device_cc):
+    spec = _spec()
+    _archive_of(tmp_path, spec)
+    key = compiler._key(*spec, device_cc)
+    k = compiler._from_prebuilt(*spec, "make_copy_scalar", key)
+    assert k is not None and k.entry == "k0" and k.ptx == _ptx(0) and k.key == key
+    # written under the device's own key: a later process finds it in the disk cache
+    assert kernel_files.read_cached(kernel_files.cache_path(key)) == ("k0", _ptx(0))
+
+
+def test_the_prebuilt_flag_turns_the_lookup_off(tmp_path, archive, device_cc):
+    spec = _spec()
+    _archive_of(tmp_path, spec)
+    with flags(prebuilt=False):
+        assert compiler._from_prebuilt(*spec, "make_copy_scalar", compiler._key(*spec, device_cc)) is None
+
+
+def test_a_kernel_whose_sources_changed_is_never_loaded(tmp_path, archive, device_cc, monkeypatch):
+    spec = _spec()
+    _archive_of(tmp_path, spec)
+    # the kernel sources change after the archive was made: every key changes with them
+    monkeypatch.setattr(compiler, "_SOURCE_HASH", "0" * 64)
+    key = compiler._key(*spec, device_cc)
+    assert compiler._from_prebuilt(*spec, "make_copy_scalar", key) is None
+    assert not os.path.exists(kernel_files.cache_path(key))
+
+
+def test_another_numba_never_loads_it(tmp_path, archive, device_cc, monkeypatch):
+    spec = _spec()
+    _archive_of(tmp_path, spec)
+    monkeypatch.setattr(compiler, "_NUMBA_CUDA_VERSION", "0.0.0")
+    assert compiler._from_prebuilt(*spec, "make_copy_scalar", compiler._key(*spec, device_cc)) is None
+
+
+def test_another_factory_constant_misses(tmp_path, archive, device_cc):
+    fn, args, argtypes, lb = _spec()
+    _archive_of(tmp_path, (fn, args, argtypes, lb))
+    other = (fn, (args[0], 8), argtypes, lb)
+    assert compiler._from_prebuilt(*other, "make_copy_scalar", compiler._key(*other, device_cc)) is None
+
+
+def test_the_device_own_capability_comes_first(tmp_path, archive, device_cc):
+    spec = _spec()
+    keys = [compiler._key(*spec, (8, 0)), compiler._key(*spec, (9, 0))]
+    prebuilt.pack(_cache_with(tmp_path, keys), str(tmp_path / "out"), {})
+    prebuilt.use_archive(archive)
+    k = compiler._from_prebuilt(*spec, "make_copy_scalar", keys[1])
+    assert k.entry == "k1"      # the sm_90 kernel, not the baseline's
+
+
+def test_a_newer_device_takes_the_newest_target(tmp_path, archive, device_cc, monkeypatch):
+    spec = _spec()
+    _archive_of(tmp_path, spec, cc=(9, 0))
+    monkeypatch.setattr(runtime.backend, "target_cc", lambda: (10, 0))
+    key = compiler._key(*spec, (10, 0))
+    assert compiler._from_prebuilt(*spec, "make_copy_scalar", key).entry == "k0"
+
+
+def test_a_device_older_than_the_baseline_never_loads_it(tmp_path, archive, device_cc, monkeypatch):
+    spec = _spec()
+    _archive_of(tmp_path, spec)
+    monkeypatch.setattr(runtime.backend, "target_cc", lambda: (7, 5))
+    assert compiler._from_prebuilt(*spec, "make_copy_scalar", compiler._key(*spec, (7, 5))) is None
+
+
+def test_target_cc_refuses_a_newer_capability(monkeypatch):
+    from forge_array.runtime.flags import FLAGS
+
+    cell = FLAGS["target_cc"].cell
+    old = cell[0]
+    try:
+        cell[0] = (99, 0)
+        with pytest.raises(ValueError, match="FORGE_ARRAY_TARGET_CC=99.0 is newer"):
+            runtime.backend.target_cc()
+        cell[0] = (8, 0)
+        assert runtime.backend.target_cc() == (8, 0)
+    finally:
+        cell[0] = old
