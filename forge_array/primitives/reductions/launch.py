@@ -215,6 +215,6 @@ def full_reduce(spec, arrays, init=None, param=0.0, out_shape=(1,)):
 
 
 def _cupy():
-    from ..runtime import cupy
+    from ...runtime import cupy  # noqa: PLC0415
 
     return cupy()
