@@ -1,9 +1,12 @@
 """compile: where a kernel specialisation's time goes, what background builds cost the user's
-other GPU work, and what the CPU device's operators cost in a first and a later process.
+other GPU work, what the CPU device's operators cost in a first and a later process, and what a
+property-based test suite costs on a fresh machine.
 
     python -m bench.suite_compile --out "$OUT"                 # every part (GPU machine)
     python -m bench.suite_compile --parts cpu                  # the CPU part only (any machine)
     python -m bench.suite_compile --parts phases,gil --runs 3
+    python -m bench.suite_compile --parts hypothesis --examples 1000           # GPU machine
+    python -m bench.suite_compile --parts hypothesis --device cpu --examples 30  # smoke test, any machine
 
 Every measurement runs in fresh Python processes with their own empty caches
 (``FORGE_ARRAY_CACHE_DIR``, ``CUPY_CACHE_DIR``):
@@ -32,6 +35,24 @@ Every measurement runs in fresh Python processes with their own empty caches
   ``accumulate``, a min-plus ``matvec``, ``mapreduce`` with a closure, an axis ``reduce``)
   in a first process (empty cache) and ``--runs`` later processes: wall time, the script's
   own time, per call, and numba's CPU compilations made or loaded from the disk.
+- ``hypothesis`` (GPU; ``--device cpu`` runs it anywhere): what a user meets running a
+  property-based test suite on a fresh machine. One hypothesis ``@given`` test
+  (``--examples`` examples, derandomized, no database, no deadline, every health check off)
+  draws an operation (sum, prod, max, min, mean, var, std, argmax, argmin, any, all,
+  cumulative_sum, cumulative_prod, ``A @ v``, ``v @ A``), a dtype it accepts, an array of 1 or 2
+  dimensions (0 to 2,000 elements, sizes at block and tile edges) built on the host and cut as a
+  view on the device (contiguous, offset, step 2, reversed, transposed, mixtures:
+  ``forge_array.testing.view_layouts``) and an axis, runs it and compares with NumPy (exact for
+  integers, bool and selections; a float64 reference within the worst-case rounding bound for
+  floats): a mismatch or an error fails the row (and the command's exit status). Rows
+  (``--hypothesis-rows``), each a fresh process with empty caches and the same examples:
+  ``forge`` (forge_array on ``--device``, ``FORGE_ARRAY_COMPILE=sync``), ``cupy`` (CuPy's own
+  functions, an empty ``CUPY_CACHE_DIR``; not with ``--device cpu``) and ``forge-noprebuilt``
+  (also ``FORGE_ARRAY_PREBUILT=0``: no kernel shipped prebuilt, everything compiles): process
+  and test seconds, examples, failures, ``runtime.STATS``' kernel counters and the ten slowest
+  kernel builds. A process past ``--hypothesis-timeout`` seconds is stopped and reported as
+  timed out (with its last progress). ``FORGE_ARRAY_SIMULATE=1`` in the environment reaches
+  the forge rows (with ``--device cpu``: our kernels in numba's CUDA simulator).
 
 Writes ``compile.json`` and ``compile.md`` under ``<out>/<device-slug>/`` (the GPU's name, or
 the CPU's model where there is no GPU).
@@ -241,6 +262,13 @@ t0 = time.perf_counter()
 import numpy as np
 from hypothesis import HealthCheck, given, settings, strategies as st
 from hypothesis.extra import numpy as hnp
+try:  # hypothesis mixes in literals of the local modules imported so far (forge_array's in one process and
+    # not in the other, more as kernels load): without them every process draws the same examples
+    from hypothesis.internal.conjecture import providers as _providers
+    if hasattr(_providers, "_get_local_constants"):
+        _providers._get_local_constants = lambda: _providers._local_constants
+except ImportError:
+    pass
 impl, device, N, strategies_path = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
 OPS = ("sum", "prod", "max", "min", "mean", "var", "std", "argmax", "argmin", "any", "all",
        "cumulative_sum", "cumulative_prod", "matmul")
@@ -458,7 +486,7 @@ def test_reductions_scans_matvec(case):
     if msg is not None and len(R["failures"]) < 20:
         R["failures"].append(msg)
     R["body_s"] += time.perf_counter() - tb
-    if R["examples"] % 25 == 0:
+    if R["examples"] % 10 == 0:
         progress()
 
 t_run = time.perf_counter()

@@ -339,7 +339,8 @@ def main(argv) -> int:
 # ----------------------------------------------------------------------------- prebuild
 
 #: what ``prebuild`` runs: every standard dtype, sizes around the small/large plans, and views
-PREBUILD_WARMUP = ["--dtypes", "all", "--sizes", "1,1000,1000000", "--shape", "1000x1000,8x300,300x8", "--views"]
+PREBUILD_WARMUP = ["--dtypes", "all", "--sizes", "1,1000,1000000",
+                   "--shape", "1000x1000,8x300,300x8,64x64,2x1000,1000x2", "--views"]
 
 
 def prebuild(jobs: int, out_dir: str | None = None, device: str | None = None, out=None,

@@ -76,13 +76,14 @@ def test_status_says_whether_the_archive_matches(tmp_path, archive, monkeypatch)
     keys = ["ab" * 32]
     out = tmp_path / "out"
     prebuilt.pack(_cache_with(tmp_path, keys), str(out), {"source_hash": "h", "numba": "1", "numba_cuda": "2",
-                                                           "gpu": "Some GPU"})
+                                                           "gpu": "Some GPU", "python": "3.12.3"})
     prebuilt.use_archive(archive)
     monkeypatch.setattr(prebuilt, "MANIFEST", str(out / "manifest.json"))
-    assert prebuilt.status("h", "1", "2").endswith("in use")
-    assert "Some GPU" in prebuilt.status("h", "1", "2")
-    assert "the kernel sources changed since" in prebuilt.status("other", "1", "2")
-    assert "made with numba 1 / numba-cuda 2" in prebuilt.status("h", "1", "3")
+    assert prebuilt.status("h", "1", "2", "3.12").endswith("in use")
+    assert "Some GPU" in prebuilt.status("h", "1", "2", "3.12")
+    assert "the kernel sources changed since" in prebuilt.status("other", "1", "2", "3.12")
+    assert "made with numba 1 / numba-cuda 2" in prebuilt.status("h", "1", "3", "3.12")
+    assert "made with Python 3.12, this is 3.11" in prebuilt.status("h", "1", "2", "3.11")
     monkeypatch.setattr(prebuilt, "MANIFEST", str(tmp_path / "none.json"))
     assert "none shipped" in prebuilt.status("h", "1", "2")
 
@@ -192,3 +193,8 @@ def test_target_cc_refuses_a_newer_capability(monkeypatch):
         assert runtime.backend.target_cc() == (8, 0)
     finally:
         cell[0] = old
+
+
+def test_the_source_hash_covers_the_kernel_sources_only():
+    assert {"kernels/**/*.py", "intrinsics/**/*.py", "runtime/compiler.py"} <= set(compiler.KERNEL_SOURCES)
+    assert not any(p.startswith("runtime/prebuilt") or p == "runtime/**/*.py" for p in compiler.KERNEL_SOURCES)

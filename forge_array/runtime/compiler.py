@@ -154,15 +154,23 @@ def _scalar_converter(t):
 _SOURCE_HASH = None
 
 
+#: the files whose code becomes kernel code, or shapes it: the kernel factories and the
+#: intrinsics (with their subfolders), and of the runtime the compiler (compile options, PTX
+#: post-processing) and what kernel modules read from it (types, alignment, the simulator switch)
+KERNEL_SOURCES = ("intrinsics/**/*.py", "kernels/**/*.py", "runtime/compiler.py", "runtime/memory.py",
+                  "runtime/config.py")
+
+
 def source_hash() -> str:
-    """Hash of the kernel-side sources (runtime, intrinsics, kernels, their subfolders too) of
-    this install."""
+    """Hash of :data:`KERNEL_SOURCES` of this install and the build switches the kernel modules
+    read at import: part of every kernel's cache key, so a kernel whose generating source
+    changed is compiled again, never loaded from the disk cache or the prebuilt archive."""
     global _SOURCE_HASH
     if _SOURCE_HASH is None:
         root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         h = hashlib.sha256()
-        for sub in ("runtime", "intrinsics", "kernels"):
-            for path in sorted(glob.glob(os.path.join(root, sub, "**", "*.py"), recursive=True)):
+        for pattern in KERNEL_SOURCES:
+            for path in sorted(glob.glob(os.path.join(root, pattern), recursive=True)):
                 with open(path, "rb") as f:
                     h.update(os.path.relpath(path, root).encode() + b"\0" + f.read())
         # build switches read by the kernel modules at import

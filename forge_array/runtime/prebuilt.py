@@ -31,6 +31,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import sys
 import threading
 import zipfile
 
@@ -105,9 +106,10 @@ def manifest() -> dict | None:
         return None
 
 
-def status(source_hash: str, numba_version: str, numba_cuda_version: str) -> str:
+def status(source_hash: str, numba_version: str, numba_cuda_version: str, python: str | None = None) -> str:
     """One line on the shipped kernels: how many, for which GPU and compute capability, and
-    whether they match this install (its kernel sources' hash and numba versions).
+    whether they match this install (its kernel sources' hash, numba versions and Python's
+    ``major.minor``, whose bytecode the keys digest; default: this interpreter's).
 
     >>> status("x", "0", "0").startswith("prebuilt kernels:")
     True
@@ -122,6 +124,10 @@ def status(source_hash: str, numba_version: str, numba_cuda_version: str) -> str
         stale.append("the kernel sources changed since")
     if m.get("numba") != numba_version or m.get("numba_cuda") != numba_cuda_version:
         stale.append(f"made with numba {m.get('numba')} / numba-cuda {m.get('numba_cuda')}")
+    python = python or "%d.%d" % sys.version_info[:2]
+    made = ".".join(str(m.get("python", "?")).split(".")[:2])
+    if made != python:
+        stale.append(f"made with Python {made}, this is {python}")
     if stale:
         return f"prebuilt kernels: {what}; not used here ({'; '.join(stale)}): kernels compile at first use"
     return f"prebuilt kernels: {what}; in use"
