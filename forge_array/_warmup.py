@@ -381,7 +381,9 @@ def prebuild(jobs: int, out_dir: str | None = None, device: str | None = None, o
             cmd = [sys.executable, "-m", "forge_array", "warmup", *PREBUILD_WARMUP, "--jobs", str(jobs)]
             if device:
                 cmd += ["--device", device]
-            done = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=out, text=True)
+            done = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=_stream(out), text=True)
+            if done.stderr:
+                out.write(done.stderr)
             if done.returncode != 0:
                 raise RuntimeError(f"prebuild: the warmup for sm_{target[0]}{target[1]} failed "
                                    f"(exit {done.returncode})")
@@ -424,6 +426,15 @@ def _check_archive(archive: str, device) -> dict:
     if done.returncode != 0:
         raise RuntimeError("prebuild: the check of the archive failed: " + done.stderr.strip()[-2000:])
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _stream(out):
+    """``out`` where a child process can write to it directly (live progress), else a pipe."""
+    try:
+        out.fileno()
+    except (AttributeError, OSError, ValueError):
+        return subprocess.PIPE
+    return out
 
 
 def _commit() -> str:

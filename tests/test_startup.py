@@ -119,14 +119,16 @@ def test_failed_background_job_leaves_the_fallback_in_place():
         background.set_mode(old)
 
 
-def _in_background_mode(script, where, sim, tmp_path):
+def _in_background_mode(script, where, sim, tmp_path, prebuilt=False):
     """The JSON ``script`` prints, run with FORGE_ARRAY_COMPILE=background in a fresh process
     on the simulator's CPU arrays or (``where == "gpu"``) on the GPU with an empty kernel
-    cache in ``tmp_path``."""
+    cache in ``tmp_path`` and, unless ``prebuilt``, without the kernels shipped built (so
+    that they build)."""
     if where == "gpu":
         if sim:
             pytest.skip("needs a GPU")
-        env = {"FORGE_ARRAY_SIMULATE": "0", "FORGE_ARRAY_CACHE_DIR": str(tmp_path)}
+        env = {"FORGE_ARRAY_SIMULATE": "0", "FORGE_ARRAY_CACHE_DIR": str(tmp_path),
+               "FORGE_ARRAY_PREBUILT": "1" if prebuilt else "0"}
         dev = "cuda:0"
     else:
         env = {"FORGE_ARRAY_SIMULATE": "1"}
@@ -179,6 +181,27 @@ def test_first_calls_run_on_the_fallback_while_kernels_build(where, sim, tmp_pat
         ref = np.asarray(rounds[0][1])
         for launches, r in rounds[1:]:
             np.testing.assert_allclose(np.asarray(r), ref, rtol=1e-12, err_msg=name)
+
+
+def test_shipped_kernels_run_once_the_layer_has_loaded(sim, tmp_path):
+    """With the kernels shipped built and an empty cache, no standard call waits for a build:
+    after the first (the kernel layer loading), each call launches our kernel, loaded from
+    the package's archive, with the fallback's results."""
+    if sim:
+        pytest.skip("needs a GPU")
+    import numba
+
+    from forge_array.runtime import compiler, prebuilt
+
+    if not prebuilt.status(compiler.source_hash(), numba.__version__, compiler._NUMBA_CUDA_VERSION).endswith("in use"):
+        pytest.skip("the shipped kernels do not match this install")
+    out = _in_background_mode(_BACKGROUND, "gpu", sim, tmp_path, prebuilt=True)
+    assert out["failures"] == [] and out["deferred"] == 0
+    for name in ("sum", "argmax", "cumulative_sum", "matvec", "std0"):
+        rounds = out[name]
+        assert all(launches >= 1 for launches, _ in rounds[1:]), name
+        for _, r in rounds[1:]:
+            np.testing.assert_allclose(np.asarray(r), np.asarray(rounds[0][1]), rtol=1e-12, err_msg=name)
 
 
 _FUSED_BACKGROUND = textwrap.dedent("""

@@ -9,11 +9,15 @@ import pytest
 import forge_array as xp
 from forge_array import __main__ as cli
 from forge_array._warmup import OPS, warmup
+from forge_array.runtime import config
+
+#: where our kernels run: the simulator's CPU arrays in CI, else the GPU
+DEV = "cpu" if config.SIMULATE else "cuda:0"
 
 
 def test_warmup_runs_every_layout_class():
     out = io.StringIO()
-    r = warmup(dtypes=("float32", "int32"), ops=("sum", "mean", "cumulative_sum", "matmul"), device=xp.cpu,
+    r = warmup(dtypes=("float32", "int32"), ops=("sum", "mean", "cumulative_sum", "matmul"), device=DEV,
                sizes=(40,), shapes=[(8, 12)], out=out)
     # sum, cumulative_sum: 1 size + 2 axes each; mean: 3 for float32, skipped for int32; matmul: 2
     assert r["calls"] == 2 * (3 + 3 + 2) + 3
@@ -33,7 +37,7 @@ def test_warmup_refuses_unknown_names():
 
 def test_warmup_command(capsys):
     rc = cli.main(["warmup", "--dtypes", "float64", "--ops", "max,argmax", "--sizes", "33",
-                   "--shape", "5,7", "--device", "cpu", "--jobs", "1"])
+                   "--shape", "5,7", "--device", DEV, "--jobs", "1"])
     assert rc == 0
     captured = capsys.readouterr()
     assert "warmup: 6 calls (0 skipped)" in captured.out
@@ -42,7 +46,7 @@ def test_warmup_command(capsys):
 
 def test_warmup_shares_the_pairs_among_processes():
     out = io.StringIO()
-    r = warmup(dtypes=("float64", "int64"), ops=("sum", "argmax"), device="cpu", sizes=(17,),
+    r = warmup(dtypes=("float64", "int64"), ops=("sum", "argmax"), device=DEV, sizes=(17,),
                shapes=[(3, 5)], out=out, jobs=2)
     assert (r["calls"], r["skipped"]) == (12, 0)
     lines = out.getvalue().splitlines()
@@ -52,7 +56,7 @@ def test_warmup_shares_the_pairs_among_processes():
 
 def test_warmup_views_add_every_layout_class():
     out = io.StringIO()
-    r = warmup(dtypes=("float32",), ops=("sum", "matmul"), device=xp.cpu, sizes=(1, 9), shapes=[(4, 6), (3, 2)],
+    r = warmup(dtypes=("float32",), ops=("sum", "matmul"), device=DEV, sizes=(1, 9), shapes=[(4, 6), (3, 2)],
                out=out, views=True)
     # sum: 2 sizes + 3 1-D views + 2 shapes x 4 matrices x 2 axes; matmul: 2 shapes x 4 matrices x 2
     assert (r["calls"], r["skipped"]) == (2 + 3 + 16 + 16, 0)
@@ -64,7 +68,7 @@ def test_warmup_views_add_every_layout_class():
 
 def test_warmup_command_takes_several_shapes_and_all_dtypes(capsys):
     rc = cli.main(["warmup", "--dtypes", "all", "--ops", "max", "--sizes", "5", "--shape", "2x3,3x2",
-                   "--device", "cpu", "--jobs", "1"])
+                   "--device", DEV, "--jobs", "1"])
     assert rc == 0
     captured = capsys.readouterr()
     assert "max complex128" in captured.err and "max bool axis=0 (3, 2)" in captured.err
