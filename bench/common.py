@@ -9,6 +9,7 @@ missing one becomes a skipped or failed implementation with its message.
 from __future__ import annotations
 
 import importlib
+import os
 from typing import Any, Callable
 
 import numpy as np
@@ -289,3 +290,15 @@ def nbytes(shape, dtype) -> int:
     for s in shape if isinstance(shape, tuple) else (shape,):
         n *= int(s)
     return n * np.dtype(dtype).itemsize
+
+
+def fresh_env(cache: str, **extra) -> dict:
+    """The environment of a fresh benchmark process with its own empty kernel caches under
+    ``cache`` (ours and CuPy's), the compile mode and simulator switches of the caller
+    dropped, then ``extra`` set."""
+    env = dict(os.environ, FORGE_ARRAY_CACHE_DIR=os.path.join(cache, "forge"),
+               CUPY_CACHE_DIR=os.path.join(cache, "cupy"))
+    for k in ("FORGE_ARRAY_COMPILE", "FORGE_ARRAY_SIMULATE", "NUMBA_ENABLE_CUDASIM", "FORGE_ARRAY_BUILD_PROCESS"):
+        env.pop(k, None)
+    env.update(extra)
+    return env
