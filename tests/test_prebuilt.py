@@ -9,6 +9,7 @@ import json
 import os
 import zipfile
 
+import numpy as np
 import pytest
 
 from forge_array import runtime
@@ -95,7 +96,7 @@ def _spec():
     from forge_array.kernels import copy as kcopy
 
     pt = runtime.ptr_t("float32")
-    return kcopy.make_copy_scalar, (__import__("numpy").float32, 7), (pt, pt, runtime.i64), None
+    return kcopy.make_copy_scalar, (np.float32, 7), (pt, pt, runtime.i64), None
 
 
 @pytest.fixture
