@@ -173,9 +173,11 @@ SIM_DEADLOCK_RETRIES = 2
 
 def pytest_runtest_protocol(item, nextitem):
     """In the simulator, run a test again (up to :data:`SIM_DEADLOCK_RETRIES` times) when it
-    failed on a simulated warp-barrier deadlock: numba's simulator, rarely, leaves lanes of
-    a warp unscheduled for minutes on a loaded 2-core machine (never seen on a GPU); a real
-    deadlock fails every run."""
+    failed on a simulated warp-barrier deadlock: the simulator runs a block's threads as
+    Python threads, and a fault of the simulation that depends on their timing (numba's
+    unguarded ``cuda.shared.array`` allocation was one: ``intrinsics/sim_threads.py``)
+    should not fail a run on its first occurrence; a real deadlock fails every run, with
+    the place of each lane of the warp in its message."""
     if not runtime.SIMULATE:
         return None
     from _pytest.runner import runtestprotocol

@@ -715,8 +715,52 @@ def test_divergent_shuffle_is_a_clear_error_in_simulator(bk, sim, monkeypatch):
 
     monkeypatch.setattr(sim_threads, "BARRIER_TIMEOUT", 0.3)
     k = compile_kernel(make_divergent_shuffle, (), (ptr_t("int32"),))
-    with pytest.raises(RuntimeError, match="deadlock|aborted"):
+    with pytest.raises(RuntimeError, match="deadlock|aborted") as err:
         _go(k, 1, 32, bk.zeros(32, "int32"))
+    if "deadlock" in str(err.value):  # the message says where the lanes are
+        assert "lanes 16-31: finished" in str(err.value)
+        assert "lanes 0-15: divergent" in str(err.value)
+
+
+def make_shared_flag():
+    def shared_flag(out):
+        flag = cuda.shared.array(1, np.int32)
+        if cuda.threadIdx.x == 0:
+            flag[0] = 7
+        cuda.syncthreads()
+        out[cuda.threadIdx.x] = flag[0]
+
+    return shared_flag
+
+
+def test_threads_arriving_together_share_one_shared_array(bk, sim, monkeypatch):
+    """Every thread of a block gets the same ``cuda.shared.array``, even when all of them
+    look the call site up before any has stored the allocation (a pause after each look-up
+    here; numba's own allocation gives most threads arrays of their own then): the value
+    thread 0 writes is the one every thread reads."""
+    if not sim:
+        pytest.skip("the simulator's shared memory")
+    import time
+
+    from numba.cuda.simulator import kernelapi
+
+    class SlowLookups(dict):  # a thread switch between looking the site up and storing
+        def get(self, key, default=None):
+            found = super().get(key, default)
+            time.sleep(0.01)
+            return found
+
+    init = kernelapi.FakeCUDAShared.__init__
+
+    def slow_init(self, *args):
+        init(self, *args)
+        self._allocations = SlowLookups()
+
+    monkeypatch.setattr(kernelapi.FakeCUDAShared, "__init__", slow_init)
+    k = compile_kernel(make_shared_flag, (), (ptr_t("int32"),))
+    out = bk.zeros(64, "int32")
+    _go(k, 1, 64, out)
+    np.testing.assert_array_equal(_host(out), np.full(64, 7))
 
 
 def make_early_exit_barriers():

@@ -1,6 +1,7 @@
 """Threads of the simulated kernels: lane and warp ids, the barrier of a warp's 32 lanes (with
 deadlock and abort detection), the per-warp exchange slots shuffles use, and the patches that
-let numba's simulator wake blocked threads by event instead of by polling.
+let numba's simulator wake blocked threads by event instead of by polling and give every
+thread of a block the same ``cuda.shared.array``.
 """
 
 from __future__ import annotations
@@ -106,11 +107,49 @@ class _WarpBarrier:
                         f"{what}: deadlock in warp {t.thread_id // WARP} of block "
                         f"{tuple(t.blockIdx)}: only {self.count} of {self.parties} lanes "
                         f"arrived within {BARRIER_TIMEOUT:g} s (all 32 lanes of a warp must "
-                        "call warp intrinsics, and the block size must be a multiple of 32)"
+                        "call warp intrinsics, and the block size must be a multiple of 32); "
+                        f"the warp's lanes are at: {_where_lanes_are(t)}"
                     )
                     self.cond.notify_all()
                     raise RuntimeError(self.broken)
                 self.cond.wait(0.05)
+
+
+#: files of the simulator itself (numba's, ours, Python's threads), skipped when telling where
+#: a lane is
+_MACHINERY = ("/simulator/", "/intrinsics/sim_", "/threading.py")
+
+
+def _where_lanes_are(t):
+    """Where the lanes of ``t``'s warp are now, grouped by place (``kernel line N`` of the
+    innermost simulated frame, or ``finished``): what a deadlock message needs to say."""
+    threads = getattr(t._manager, "forge_threads", ())
+    w = t.thread_id // WARP
+    frames = sys._current_frames()
+    places: dict = {}
+    for other in threads:
+        if other.thread_id // WARP != w:
+            continue
+        f = frames.get(other.ident)
+        place = "finished" if f is None else "running"
+        while f is not None:  # the innermost frame of the kernel's own code
+            name = f.f_code.co_filename.replace("\\", "/")
+            if not any(m in name for m in _MACHINERY):
+                place = f"{f.f_code.co_name} ({name.rsplit('/', 1)[-1]}) line {f.f_lineno}"
+                break
+            f = f.f_back
+        places.setdefault(place, []).append(other.thread_id % WARP)
+    return "; ".join(f"lanes {_ranges(v)}: {k}" for k, v in places.items()) or "unknown"
+
+
+def _ranges(lanes):
+    lanes = sorted(lanes)
+    out, start = [], lanes[0]
+    for a, b in zip(lanes, lanes[1:] + [None]):
+        if b != a + 1:
+            out.append(str(start) if start == a else f"{start}-{a}")
+            start = b
+    return ",".join(out)
 
 
 def _failed_sibling(t):
@@ -133,7 +172,13 @@ def _patch_simulator():
     run = simk.BlockThread.run
 
     def noting_run(self):
-        run(self)
+        try:
+            run(self)
+        except BaseException as exc:  # noqa: BLE001  (numba's run records only what it can
+            # rebuild from a message; anything else would end the lane unnoticed by its warp)
+            self.exception = (RuntimeError(f"tid={list(self.threadIdx)} "
+                                           f"ctaid={list(self.blockIdx)}: {exc!r}"),
+                              exc.__traceback__)
         if self.exception is not None:
             m = self._manager
             cv = getattr(m, "forge_cv", None)
@@ -156,6 +201,41 @@ def _patch_simulator():
         return call(self, *args)
 
     simk.FakeCUDAKernel.__call__ = direct_device_call
+    from numba.cuda.simulator import kernelapi
+
+    kernelapi.FakeCUDAShared.array = _make_shared_array(kernelapi.FakeCUDAShared.array)
+
+
+_SHARED_LOCK = threading.Lock()
+
+
+def _make_shared_array(array):
+    """numba's ``FakeCUDAShared.array`` with one allocation per call site that every thread
+    of the block gets: numba's looks the site up and stores the new array in two steps, so
+    two threads arriving together could each get an array of their own (the threads of one
+    block then disagree on what a thread wrote there: divergent lanes, a deadlocked warp).
+    The site is the caller's (file, line), as numba's, read from the caller's frame rather
+    than from a formatted stack."""
+
+    def shared_array(self, shape, dtype, alignment=None):
+        if alignment is not None or shape == 0:
+            return array(self, shape, dtype, alignment)
+        f = sys._getframe(1)
+        site = (f.f_code.co_filename, f.f_lineno)
+        res = self._allocations.get(site)
+        if res is None:
+            with _SHARED_LOCK:
+                res = self._allocations.get(site)
+                if res is None:
+                    from numba.cuda import types
+                    from numba.cuda.np import numpy_support
+
+                    if isinstance(dtype, types.Type):
+                        dtype = numpy_support.as_dtype(dtype)
+                    res = self._allocations[site] = np.empty(shape, dtype)
+        return res
+
+    return shared_array
 
 
 def _code_names(code):
@@ -223,6 +303,7 @@ def _event_driven_run(self, grid_point, *args):
 
     threads = [simk.BlockThread(target, self, grid_point, point, self._debug)
                for point in np.ndindex(*self._block_dim)]
+    self.forge_threads = threads
     for t in threads:
         t.start()
     with cv:
