@@ -199,3 +199,23 @@ def test_target_cc_refuses_a_newer_capability(monkeypatch):
 def test_the_source_hash_covers_the_kernel_sources_only():
     assert {"kernels/**/*.py", "intrinsics/**/*.py", "runtime/compiler.py"} <= set(compiler.KERNEL_SOURCES)
     assert not any(p.startswith("runtime/prebuilt") or p == "runtime/**/*.py" for p in compiler.KERNEL_SOURCES)
+
+
+def test_editing_the_simulator_leaves_the_source_hash(monkeypatch, tmp_path):
+    """The simulator's intrinsics never become GPU code: a change there keeps every shipped
+    and cached kernel; a change to a CUDA intrinsic does not."""
+    import shutil
+
+    root = tmp_path / "forge_array"
+    for part in ("intrinsics", "kernels", "runtime"):
+        shutil.copytree(os.path.join(os.path.dirname(compiler.__file__), "..", part), root / part)
+    fake = root / "runtime" / "compiler.py"
+    hashes = []
+    for edit in (None, "sim_threads.py", "cuda_warp.py"):
+        if edit is not None:
+            with open(root / "intrinsics" / edit, "a") as f:
+                f.write("\n# edited\n")
+        monkeypatch.setattr(compiler, "__file__", str(fake))
+        monkeypatch.setattr(compiler, "_SOURCE_HASH", None)
+        hashes.append(compiler.source_hash())
+    assert hashes[0] == hashes[1] != hashes[2]

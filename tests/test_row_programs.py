@@ -1,4 +1,4 @@
-"""Row programs (:mod:`forge_array.fusion.rowplan`): reductions along the last axis and the
+"""Row programs (:mod:`forge_array.fusion.row_programs`): reductions along the last axis and the
 element-wise steps that use them in one launch, against eager evaluation and NumPy."""
 
 from __future__ import annotations

@@ -37,7 +37,7 @@ from . import resettle as _resettle
 from . import state as _state
 from .codegen import ConstantsVary, function_of, linearize
 from .expr import EPOCH, Const, Leaf, Node
-from .rowplan import describe, row_program
+from .row_programs import describe, row_program
 
 __all__ = ["settle", "replayed_settlement", "scan_of", "plan_of", "AXIS_MAX_LEAVES",
            "MAX_LAUNCH_OPERANDS", "MAX_LAUNCH_STATE"]
@@ -370,7 +370,7 @@ def _fill_step(xp, shape, values, dtypes):
 
 
 def _row_program(nodes, reds, rec):
-    """Settle ``nodes`` as one row program (:mod:`.rowplan`) when it applies; whether it did."""
+    """Settle ``nodes`` as one row program (:mod:`.row_programs`) when it applies; whether it did."""
     rp = row_program(nodes, reds)
     if rp is None:
         return False
@@ -579,13 +579,13 @@ def plan_of(nodes):
     """The launches :func:`settle` would make for ``nodes``, without running them: a list of
     ``(kind, outputs, leaves)`` with ``kind`` "reduce" (the terms and axes) or "map"
     (``outputs`` the shapes and dtypes written, ``leaves`` the shapes and dtypes read), or
-    one "row program" (:mod:`.rowplan`)."""
+    one "row program" (:mod:`.row_programs`)."""
     nodes = [n for n in nodes if n.value is None]
     done = set()
     launches = []
     reds = _pending_reductions(nodes)
     rp = row_program(nodes, reds) if reds else None
-    if rp is not None:  # one launch: see :mod:`.rowplan`
+    if rp is not None:  # one launch: see :mod:`.row_programs`
         outs = [f"{t.dtype}{list(t.shape)}" for t in rp[3] if t.op != "reduce"]
         what = describe(reds) + (f", writing {', '.join(outs)}" if outs else "")
         return [("row program", what, [f"{a.dtype}{list(a.shape)}" for a in rp[2]])]

@@ -159,18 +159,23 @@ _SOURCE_HASH = None
 #: post-processing) and what kernel modules read from it (types, alignment, the simulator switch)
 KERNEL_SOURCES = ("intrinsics/**/*.py", "kernels/**/*.py", "runtime/compiler.py", "runtime/memory.py",
                   "runtime/config.py")
+#: of those, the simulator's own intrinsics: they never become GPU code (the simulator runs
+#: kernels as Python and keeps no compiled kernel)
+SIMULATOR_SOURCES = "intrinsics/sim_*.py"
 
 
 def source_hash() -> str:
-    """Hash of :data:`KERNEL_SOURCES` of this install and the build switches the kernel modules
-    read at import: part of every kernel's cache key, so a kernel whose generating source
-    changed is compiled again, never loaded from the disk cache or the prebuilt archive."""
+    """Hash of :data:`KERNEL_SOURCES` of this install (less :data:`SIMULATOR_SOURCES`) and the
+    build switches the kernel modules read at import: part of every kernel's cache key, so a
+    kernel whose generating source changed is compiled again, never loaded from the disk
+    cache or the prebuilt archive."""
     global _SOURCE_HASH
     if _SOURCE_HASH is None:
         root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         h = hashlib.sha256()
+        skip = set(glob.glob(os.path.join(root, SIMULATOR_SOURCES)))
         for pattern in KERNEL_SOURCES:
-            for path in sorted(glob.glob(os.path.join(root, pattern), recursive=True)):
+            for path in sorted(set(glob.glob(os.path.join(root, pattern), recursive=True)) - skip):
                 with open(path, "rb") as f:
                     h.update(os.path.relpath(path, root).encode() + b"\0" + f.read())
         # build switches read by the kernel modules at import

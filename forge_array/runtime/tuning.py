@@ -35,7 +35,7 @@ TABLES: dict = {
         # map: the element-wise kernel of fused expressions (kernels/elementwise.py): 128-bit
         # vectors per thread per step, a capped grid-stride grid
         "map": {"block": 256, "items": 2, "blocks_per_sm": 8},
-        # rows: row programs (kernels/rowwise.py): a block of about `target` threads per row
+        # rows: row programs (kernels/row_programs.py): a block of about `target` threads per row
         # (up to block_max), rows of min_row .. MAX_ROW elements, blocks_per_sm in the grid.
         # H200, row softmax of float32 (10^5, 10^3) under xp.fuse (python -m bench.run --suite
         # fusion --filter softmax, FORGE_ARRAY_TUNING={"rows": {...}}): target 256 / 16 blocks

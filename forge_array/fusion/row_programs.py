@@ -1,6 +1,6 @@
 """Row programs: a settlement whose reductions all run along the last axis of one shape,
 with the element-wise steps that use their results, as one launch that reads each row once
-(:mod:`forge_array.kernels.rowwise`).
+(:mod:`forge_array.kernels.row_programs`).
 
 Row softmax ``e = exp(x - max(x, axis=-1, keepdims=True)); e / sum(e, axis=-1,
 keepdims=True)`` is the model: two rounds of reductions (the maximum, then the sum of the
@@ -8,7 +8,7 @@ exponentials that use it) and one output of the input's shape.  A settlement tak
 path when
 
 - every pending reduction it needs reduces the last axis of inputs of one shape ``S``
-  (at least 2-D, rows of :data:`~forge_array.kernels.rowwise.MAX_ROW` elements at most and
+  (at least 2-D, rows of :data:`~forge_array.kernels.row_programs.MAX_ROW` elements at most and
   at least the tuning's ``min_row``);
 - every other wanted node has shape ``S`` (a *full* output), or one value per row (shape
   ``S[:-1] + (1,)``, or ``S[:-1]`` when it reads no array but the reductions' results);
@@ -25,7 +25,7 @@ import math
 
 import numpy as np
 
-from ..kernels import rowwise as _rk
+from ..kernels import row_programs as _rk
 from ..primitives import fused_reduce as _fr
 from ..runtime import (
     array_module,
