@@ -71,7 +71,7 @@ import tempfile
 import time
 
 from .backends import slug
-from .common import fresh_env
+from .common import ensure_bytecode, fresh_env
 from .compile_hypothesis import report_hypothesis, run_hypothesis
 
 # ----------------------------------------------------------------------------- phases
@@ -370,7 +370,8 @@ def _cpu_name():
 
 def _report(name, args, res):
     lines = [f"# Compiling ({name})", "", "`python -m bench.suite_compile`; every row from fresh processes with "
-             "empty caches.", ""]
+             "empty kernel caches and the packages' Python bytecode compiled, as a pip install leaves it "
+             f"(written by this run first: {res.get('bytecode_compiled', {})} files).", ""]
     if "phases" in res:
         ph = res["phases"]
         buckets = sorted({b for r in ph.values() for b in r["shares"]})
@@ -483,6 +484,7 @@ def main(argv=None) -> int:
             print(f"{part}: skipped (no GPU)", flush=True)
             continue
         res[part] = fn(arg)
+    res["bytecode_compiled"] = ensure_bytecode()  # .pyc files this run had to write first
     folder = os.path.join(args.out, slug(name))
     os.makedirs(folder, exist_ok=True)
     with open(os.path.join(folder, "compile.json"), "w") as fh:
