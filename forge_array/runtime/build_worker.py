@@ -31,6 +31,29 @@ def _watch_parent(parent: int) -> None:
     threading.Thread(target=watch, name="forge_array-build-parent", daemon=True).start()
 
 
+#: the kernel factories' modules, loaded before the heap is frozen (:func:`_settle_heap`)
+KERNEL_MODULES = ("forge_array.kernels.reduce", "forge_array.kernels.scan", "forge_array.kernels.rowcol",
+                  "forge_array.kernels.elementwise", "forge_array.kernels.copy", "forge_array.kernels.row_programs")
+
+
+def _settle_heap() -> None:
+    """Load the kernel factories, move everything loaded so far (numba, its CUDA target, the
+    kernel modules: objects that live as long as this process) out of the garbage
+    collector's sight with ``gc.freeze``, and collect the young generations less often: a
+    build allocates hundreds of thousands of short-lived objects, and the collector's passes
+    over them and over numba's tables were a tenth of a specialisation's build (compare
+    ``python -m bench.suite_compile --parts phases`` across this change).  Only this process,
+    which runs nothing but builds, changes its collector."""
+    import gc
+    import importlib
+
+    for name in KERNEL_MODULES:
+        importlib.import_module(name)
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(20000, 50, 100)
+
+
 def _compile_error(exc) -> bool:
     """Whether ``exc`` is numba's refusal of the kernel's code (the caller raises it too)."""
     return isinstance(exc, TypeError) and str(exc).startswith("cannot compile")
@@ -47,6 +70,8 @@ def main(argv) -> int:
     import numba.cuda  # noqa: F401  (numba's CUDA target while the first build is on its way)
 
     from forge_array.runtime import compiler, config
+
+    _settle_heap()
 
     pretend = [True]
 
