@@ -67,6 +67,9 @@ def main(argv) -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _watch_parent(os.getppid())
     results.send_bytes(pickle.dumps(("ready", os.getpid())))
+    # numba colours the message of every error it builds, and typing raises hundreds that
+    # it catches; read once, when numba loads
+    os.environ.setdefault("NUMBA_DISABLE_ERROR_MESSAGE_HIGHLIGHTING", "1")
     import numba.cuda  # noqa: F401  (numba's CUDA target while the first build is on its way)
 
     from forge_array.runtime import compiler, config
