@@ -15,7 +15,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from forge_array._dropin import FUNCTIONS, METHODS, DropIn, float_dtype, sum_dtype
+from forge_array._dropin import FUNCTIONS, METHODS, DropIn
+from forge_array._dropin.rules import float_dtype, sum_dtype
 from forge_array.runtime import kernels_available
 from forge_array.testing import axes, shapes, views
 
@@ -643,7 +644,8 @@ def test_device_functions_compile_to_ptx(offline_ptx):
     identity, the dot-product map, the Welford map along axes) compile on the GPU path."""
     out = offline_ptx("""
         import numpy as np
-        from forge_array import _dropin as D
+        from forge_array import ops
+        from forge_array._dropin import rules as D
         from forge_array.kernels import reduce as K
         from forge_array.kernels import rowcol as k
         from forge_array.primitives.axis_reduce import _buf_t
@@ -654,9 +656,9 @@ def test_device_functions_compile_to_ptx(offline_ptx):
         cases = [
             (S(op=D.fmax.fn, acc_dtypes=("<f4",), identity=(float("nan"),)), ("<f4",), "vec", 1, 4, 4),
             (S(op=D.fmin.fn, acc_dtypes=("<f8",), identity=(float("nan"),)), ("<f8",), "strided", 2, 4, 1),
-            (S(op=D._ops.add.fn, acc_dtypes=("<f4",), identity=(0.0,), f=D._nan_to_zero(f4)),
+            (S(op=ops.add.fn, acc_dtypes=("<f4",), identity=(0.0,), f=D._nan_to_zero(f4)),
              ("<f4",), "vec", 1, 4, 4),
-            (S(op=D._ops.add.fn, acc_dtypes=("<i4",), identity=(0,), f=D._mul_as(np.dtype("i4")),
+            (S(op=ops.add.fn, acc_dtypes=("<i4",), identity=(0,), f=D._mul_as(np.dtype("i4")),
                struct=(0, 0)), ("<i4", "<i4"), "strided", 1, 4, 1),
         ]
         for spec, ind, mode, nd, items, vec in cases:
@@ -669,7 +671,7 @@ def test_device_functions_compile_to_ptx(offline_ptx):
             return ((nt.Tuple(tuple(_buf_t(d) for d in ins)), _buf_t(acc), _buf_t(acc),
                      ptr_t(np.uint32)) + (i64,) * 4 + (nt.UniTuple(i64, n),) * 4 + (i64,) * 7)
 
-        ptx = compile_ptx_offline(k.make_col_kernel, (D._welford_map(f4), D._ops.welford.fn, 1, (f4,) * 3,
+        ptx = compile_ptx_offline(k.make_col_kernel, (D._welford_map(f4), ops.welford.fn, 1, (f4,) * 3,
                                   (np.float32(0),) * 3, False, None, 256, 2, True, False, 4),
                                   argt((f4,), (f4,) * 3, 1))
         assert ".entry" in ptx

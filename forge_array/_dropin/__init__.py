@@ -33,14 +33,13 @@ from __future__ import annotations
 
 import functools
 
-from .. import ops as _ops  # noqa: F401 - the operators the drop-in maps with
 from ..primitives import scan as _scan
 from ..primitives.reductions import argmax as _p_argmax
 from ..primitives.reductions import argmin as _p_argmin
 from ..runtime import originals
 from ..runtime.originals import FUNCTIONS, METHODS, in_original
 from .cores import Cores, _all_prim, _any_prim, _max_prim, _min_prim, _prod_prim, _sum_prim
-from .rules import DECLINE, _mul_as, _nan_to_zero, _welford_map, float_dtype, fmax, fmin, sum_dtype  # noqa: F401 - the device functions and dtype rules, used by tests
+from .rules import DECLINE
 
 __all__ = ["DropIn", "FUNCTIONS", "METHODS"]
 
