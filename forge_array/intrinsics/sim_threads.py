@@ -218,7 +218,7 @@ def _make_shared_array(array):
     than from a formatted stack."""
 
     def shared_array(self, shape, dtype, alignment=None):
-        if alignment is not None or shape == 0:
+        if alignment is not None or shape == 0 or not hasattr(self, "_allocations"):
             return array(self, shape, dtype, alignment)
         f = sys._getframe(1)
         site = (f.f_code.co_filename, f.f_lineno)
