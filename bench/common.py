@@ -298,7 +298,7 @@ def nbytes(shape, dtype) -> int:
 BYTECODE_PACKAGES = ("numpy", "llvmlite", "numba", "numba_cuda", "cupy", "cupy_backends", "fastrlock",
                      "array_api_compat", "forge_array")
 
-_BYTECODE: dict = {}
+_BYTECODE: list = []  # the one {package: files compiled} of this run, once computed
 
 
 def ensure_bytecode() -> dict:
@@ -308,6 +308,7 @@ def ensure_bytecode() -> dict:
         import compileall
         import importlib.util
 
+        done = {}
         for name in BYTECODE_PACKAGES:
             spec = importlib.util.find_spec(name)
             if spec is None or not spec.submodule_search_locations:
@@ -315,8 +316,9 @@ def ensure_bytecode() -> dict:
             before = _pyc_count(spec.submodule_search_locations)
             for d in spec.submodule_search_locations:
                 compileall.compile_dir(d, quiet=2, workers=0)
-            _BYTECODE[name] = _pyc_count(spec.submodule_search_locations) - before
-    return dict(_BYTECODE)
+            done[name] = _pyc_count(spec.submodule_search_locations) - before
+        _BYTECODE.append(done)
+    return dict(_BYTECODE[0])
 
 
 def _pyc_count(dirs) -> int:

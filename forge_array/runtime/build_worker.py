@@ -41,8 +41,8 @@ def _settle_heap() -> None:
     kernel modules: objects that live as long as this process) out of the garbage
     collector's sight with ``gc.freeze``, and collect the young generations less often: a
     build allocates hundreds of thousands of short-lived objects, and the collector's passes
-    over them and over numba's tables were a tenth of a specialisation's build (compare
-    ``python -m bench.suite_compile --parts phases`` across this change).  Only this process,
+    over them and over numba's tables cost a tenth to a fifth of a specialisation's build
+    (``python -m bench.suite_compile --parts phases`` times a build).  Only this process,
     which runs nothing but builds, changes its collector."""
     import gc
     import importlib
