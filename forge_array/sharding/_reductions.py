@@ -89,11 +89,16 @@ def combine_partials(x, idx, parts, combine, axes, keepdims):
 
 
 def _partials(fn, x, idx, *args, **kwargs):
+    """``fn`` of every block in ``idx`` on its device, each launched before the next block's
+    host work begins (a deferred partial is computed at once), so that the last device
+    starts one call's host time after the first, not all of them."""
     out = []
     for i in idx:
         s = x._shards[i]
         with _dev.on(s.device):
-            out.append(fn(s, *args, **kwargs))
+            p = fn(s, *args, **kwargs)
+        _auto.settle_only(p)
+        out.append(p)
     return out
 
 
@@ -210,23 +215,22 @@ def _arg(name):
         if x.size == 0:
             with _dev.on(x._shards[0].device):
                 return fn(x._shards[0], axis=axis, keepdims=keepdims)
+        kw = {} if axis is None else {"axis": ax, "keepdims": True}
+        found = _partials(fn, x, idx, **kw)   # every block's scan of its elements first
         parts = []
-        for i in idx:
+        for i, li in zip(idx, found):
             s = x._shards[i]
-            off = x._offsets[i]
             d = s.device
             m = _dev.backend(d)   # the indices come from argmax: no bounds check (a host sync)
             with _dev.on(d):
                 if axis is None:
-                    li = fn(s)
                     flat = original("reshape")(s, (-1,))
                     li1 = original("reshape")(li, (1,))
                     v = Array._new(m.take(flat._array, li1._array), d)
                     gi = li1 + _flat_shift(x, i, li1)
                 else:
-                    li = fn(s, axis=ax, keepdims=True)
                     v = Array._new(m.take_along_axis(s._array, li._array, axis=ax), d)
-                    gi = li + off
+                    gi = li + x._offsets[i]
             parts.append((v, gi))
         red = original("reduce")
 
@@ -297,6 +301,7 @@ def reduce(op, x, /, *, axis=None, init=None, keepdims=False):
     for i, v in zip(idx, operands):
         with _dev.on(blocks.devices[i]):
             parts.append(fn(op, v, axis=axes))
+        _auto.settle_only(parts[-1])   # launched before the next block's host work
     return combine_partials(ref, idx, parts, lambda st: fn(op, st, axis=0, init=init), axes,
                             keepdims)
 
@@ -321,6 +326,7 @@ def mapreduce(f, op, *arrays, axis=None, init=None, keepdims=False):
     for i, a in zip(idx, operands):
         with _dev.on(plan.devices[i]):
             parts.append(fn(f, op, *a, axis=axes))
+        _auto.settle_only(parts[-1])   # launched before the next block's host work
     red = original("reduce")
     return combine_partials(ref, idx, parts, lambda st: red(op, st, axis=0, init=init), axes,
                             keepdims)

@@ -7,9 +7,19 @@ for the copy before it reuses the memory; nothing here waits on the host. Peer a
 it is: enabling it for every pair (4× H100, NVLink) made the sharded reductions' combine of
 a few bytes per GPU slower, not faster (``sum`` 3.48 against 3.37 ms, ``argmax`` 4.12
 against 3.59 at 4 GPUs, ``python -m bench.suite_shard --gpus 1,2,4``).
+
+Small partial results gathered onto one device (a reduction's per-block partials, a scan's
+block totals: up to :data:`STAGED_BYTES` each) travel through pinned host memory instead:
+one copy out on each source's own stream, the destination's stream waits for those copies'
+events and copies the staged rows in with one copy. That is fewer driver calls on the host
+than a peer copy's two-sided ordering, and the source's memory is safe without its stream
+waiting for the destination (docs/scale-out.md has the measurements). The pinned buffer is
+kept until the copy into the device has finished (:data:`_IN_FLIGHT`).
 """
 
 from __future__ import annotations
+
+import collections
 
 import numpy as np
 
@@ -82,6 +92,53 @@ def _copy_into(out, dst, arr, src):
         out[...] = a
 
 
+#: partials up to this many bytes each are gathered through pinned host memory
+STAGED_BYTES = 1 << 16
+#: (event on the destination's stream, pinned buffer): kept until the event has passed
+_IN_FLIGHT: collections.deque = collections.deque()
+_D2H, _H2D, _D2D = 2, 1, 3
+
+
+def _retire():
+    while _IN_FLIGHT and _IN_FLIGHT[0][0].done:
+        _IN_FLIGHT.popleft()
+    if len(_IN_FLIGHT) > 256:  # a host that outruns its devices: wait for the oldest
+        _IN_FLIGHT.popleft()[0].synchronize()
+
+
+def _staged_into(out, dst, parts, devices):
+    """``out[i] = parts[i]`` for C-contiguous ``out`` on GPU ``dst`` and small CuPy arrays
+    ``parts[i]`` on GPUs ``devices[i]``: remote rows through one pinned host buffer, local
+    rows copied on the destination's stream after them."""
+    cp = _cupy()
+    _retire()
+    row = out.nbytes // len(parts)
+    host = cp.cuda.alloc_pinned_memory(out.nbytes)
+    ready = []
+    local = []
+    for i, (p, d) in enumerate(zip(parts, devices)):
+        p = _contiguous(p, d)
+        if d == dst:
+            local.append((i, p))
+            continue
+        with cp.cuda.Device(d.index):
+            st = cp.cuda.get_current_stream()
+            cp.cuda.runtime.memcpyAsync(host.ptr + i * row, p.data.ptr, row, _D2H, st.ptr)
+            e = cp.cuda.Event(disable_timing=True)
+            e.record(st)
+            ready.append(e)
+    with cp.cuda.Device(dst.index):
+        st = cp.cuda.get_current_stream()
+        for e in ready:
+            st.wait_event(e)
+        cp.cuda.runtime.memcpyAsync(out.data.ptr, host.ptr, out.nbytes, _H2D, st.ptr)
+        for i, p in local:
+            cp.cuda.runtime.memcpyAsync(out.data.ptr + i * row, p.data.ptr, row, _D2D, st.ptr)
+        done = cp.cuda.Event(disable_timing=True)
+        done.record(st)
+    _IN_FLIGHT.append((done, host))
+
+
 def stack_on(parts, devices, dst):
     """Backend arrays ``parts`` (one shape and dtype, ``parts[i]`` on ``devices[i]``)
     stacked along a new leading axis on ``dst``."""
@@ -90,6 +147,10 @@ def stack_on(parts, devices, dst):
     m = _dev.backend(dst)
     with _dev.on(dst):
         out = m.empty(shape, dtype=p0.dtype)
+    if (out.nbytes and p0.nbytes <= STAGED_BYTES and dst.is_cuda
+            and all(d.is_cuda for d in devices) and any(d != dst for d in devices)):
+        _staged_into(out, dst, parts, devices)
+        return out
     for i, (p, d) in enumerate(zip(parts, devices)):
         _copy_into(out[i, ...], dst, p, d)
     return out
