@@ -4,6 +4,7 @@ scaling, beside JAX's sharded arrays and Dask (one chunk per GPU) where they imp
     python -m bench.suite_shard --out "$OUT"                         # 1, 2, 4 GPUs, 2e9 float32 per GPU
     python -m bench.suite_shard --out "$OUT" --gpus 1,2 --per-gpu 2e8 --reps 5
     python -m bench.suite_shard --out /tmp/s --dry-run               # the CPU listed 1, 2, 4 times, tiny
+    python -m bench.suite_shard --out "$OUT" --combine A.json B.json --tag weak   # runs of one machine, one table
 
 Operations: ``sum``, ``mean(axis=0)``, ``std(axis=0)``, ``argmax``, ``x @ v``, ``sum(x*y+1)``,
 ``cumulative_sum`` along the split axis of the matrix and of a vector, and the affine scan
@@ -446,6 +447,54 @@ def _markdown(meta, recs):
     return "\n".join(lines) + "\n"
 
 
+def _against(recs):
+    """Markdown rows: forge_array's wall time against every other implementation's, per
+    scaling, operation and GPU count where both ran."""
+    lines = []
+    by = {(r["scaling"], r["op"], r["gpus"], r["impl"]): r for r in recs if "wall_ms" in r}
+    others = sorted({r["impl"] for r in recs} - {"forge_array"})
+    for (scaling, op, g, impl), r in sorted(by.items(), key=lambda kv: (kv[0][0], OPS.index(kv[0][1]),
+                                                                          kv[0][2])):
+        if impl != "forge_array":
+            continue
+        for o in others:
+            p = by.get((scaling, op, g, o))
+            if p:
+                lines.append(f"| {scaling} | {LABELS[op]} | {g} | {o} | {p['wall_ms'] / r['wall_ms']:.2f}x |")
+    if not lines:
+        return ""
+    return ("\nforge_array's speed against each peer's (their wall time over ours; above 1: "
+            "forge_array is faster):\n\n| scaling | op | GPUs | peer | speed |\n|---|---|---:|---|---:|\n"
+            + "\n".join(lines) + "\n")
+
+
+def combine(paths, out, tag):
+    """One table, comparison and plot from several runs' JSON files of one machine (e.g.
+    forge_array and JAX run one after the other, each with its own ``--ops``)."""
+    runs = []
+    for path in paths:
+        with open(path) as f:
+            runs.append(json.load(f))
+    devices = {r["meta"]["device"] for r in runs}
+    if len(devices) != 1:
+        sys.exit(f"suite_shard --combine: runs of different devices {sorted(devices)}")
+    meta = dict(runs[0]["meta"])
+    meta["command"] = "`; `".join(r["meta"]["command"] for r in runs)
+    recs = [rec for r in runs for rec in r["results"]]
+    folder = os.path.join(out, slug(meta["device"]))
+    os.makedirs(folder, exist_ok=True)
+    stem = "shard" + (f"-{tag}" if tag else "")
+    with open(os.path.join(folder, f"{stem}.json"), "w") as f:
+        json.dump({"meta": meta, "runs": [r["meta"] for r in runs], "results": recs}, f, indent=1)
+    text = _markdown(meta, recs) + _against(recs)
+    with open(os.path.join(folder, f"{stem}.md"), "w") as f:
+        f.write(text)
+    for scaling in sorted({r["scaling"] for r in recs}):
+        _plot(os.path.join(folder, f"{stem}-{scaling}.png"), meta, recs, scaling)
+    print(text)
+    return 0
+
+
 def _plot(path, meta, recs, scaling):
     try:
         import matplotlib
@@ -469,6 +518,7 @@ def _plot(path, meta, recs, scaling):
                 ax.plot(*zip(*pts), marker="o", label=impl)
         if meta.get("copy_gbps"):
             ax.axhline(meta["copy_gbps"], color="grey", ls="--", lw=0.8, label="copy")
+        ax.set_ylim(bottom=0)
         ax.set_title(LABELS[op])
         ax.set_xlabel("GPUs")
         ax.set_ylabel("GB/s per GPU")
@@ -489,7 +539,7 @@ def _plot(path, meta, recs, scaling):
 def main(argv=None):
     p = argparse.ArgumentParser(prog="python -m bench.suite_shard", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--out", required=True)
+    p.add_argument("--out", required=True, help="results folder (a folder per device below it)")
     p.add_argument("--gpus", default="1,2,4", help="GPU counts")
     p.add_argument("--per-gpu", default="2e9", help="float32 elements per GPU (weak) or in total (strong)")
     p.add_argument("--scaling", default="weak,strong")
@@ -502,8 +552,13 @@ def main(argv=None):
     p.add_argument("--jax-timeout", type=float, default=240,
                    help="seconds for each GPU count's JAX run (a child process; ops not done "
                         "by then are recorded as over the limit)")
+    p.add_argument("--combine", nargs="+", metavar="JSON",
+                   help="no run: combine these runs' shard*.json files (one machine) into "
+                        "shard-TAG.md/.json/-SCALING.png under --out")
     p.add_argument("--jax-child", default=None, help=argparse.SUPPRESS)
     a = p.parse_args(argv)
+    if a.combine:
+        return combine(a.combine, a.out, a.tag)
     if a.jax_child:  # g,rows,ops,reps: one JAX run, its results as the last line of output
         g, rows, child_ops, reps = a.jax_child.split(":")
         run_jax(int(g), int(rows), child_ops.split(","), int(reps))
