@@ -15,6 +15,8 @@ Dask. This module does that where the chunks run:
   many chunk calls ran on our kernels.
 - the threaded scheduler (one process): [`patched`][], or plain
   ``forge_array.cupy.patch()``.
+- several reductions of one array in one graph: [`reductions`][] (one task per chunk
+  computes them all, sibling reductions sharing a pass over the chunk on our kernels).
 
 A worker that cannot import forge_array's CuPy drop-in, or has no GPU, keeps plain CuPy
 and logs why; results are the same either way. A chunk our kernels do not cover (a dtype,
@@ -58,11 +60,12 @@ except ImportError:  # the threaded scheduler (patched()) needs dask alone
     distributed = None
 
 __all__ = ["ForgeArrayPlugin", "register", "unregister", "stats", "status", "patched",
-           "worker_patch", "one_chunk_per_worker"]
+           "worker_patch", "one_chunk_per_worker", "reductions"]
 
 import cloudpickle as _cloudpickle  # noqa: E402  (a dependency of dask)
 
 from . import _worker_plugin  # noqa: E402
+from ._dask_reductions import reductions  # noqa: E402
 from ._worker_plugin import ForgeArrayPlugin, worker_patch, worker_unpatch  # noqa: E402
 
 # the plugin travels by value: a worker that cannot import forge_array still unpickles it,

@@ -132,3 +132,18 @@ def test_kernels_from_fresh_threads(cp):
     for t in threads:
         t.join()
     assert not errors, errors[:3]
+
+
+def test_several_reductions_in_one_graph_on_cupy_chunks(cp):
+    """forge_array.dask.reductions on CuPy chunks: CuPy results (chunks' backend), equal to
+    dask's own reductions of the same chunks."""
+    import forge_array.dask as fdask
+
+    x, _ = _arrays(cp)
+    names = ["sum", "max", "min", "mean", "std", "any", "all"]
+    for axis in (None, 0, 1):
+        got = da.compute(*fdask.reductions(x, names, axis=axis), scheduler="threads")
+        for name, r in zip(names, got):
+            assert isinstance(r, cp.ndarray), name
+            ref = getattr(x, name)(axis=axis).compute(scheduler="threads")
+            np.testing.assert_allclose(cp.asnumpy(r), cp.asnumpy(ref), rtol=1e-4, err_msg=name)
