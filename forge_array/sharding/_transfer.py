@@ -22,6 +22,7 @@ buffer is kept until the copy into the device has finished (:data:`_IN_FLIGHT`).
 from __future__ import annotations
 
 import collections
+import threading
 
 import numpy as np
 
@@ -98,14 +99,17 @@ def _copy_into(out, dst, arr, src):
 STAGED_BYTES = 1 << 16
 #: (event on the destination's stream, pinned buffer): kept until the event has passed
 _IN_FLIGHT: collections.deque = collections.deque()
+_IN_FLIGHT_LOCK = threading.Lock()
 _D2H, _H2D, _D2D = 2, 1, 3
 
 
 def _retire():
-    while _IN_FLIGHT and _IN_FLIGHT[0][0].done:
-        _IN_FLIGHT.popleft()
-    if len(_IN_FLIGHT) > 256:  # a host that outruns its devices: wait for the oldest
-        _IN_FLIGHT.popleft()[0].synchronize()
+    with _IN_FLIGHT_LOCK:
+        while _IN_FLIGHT and _IN_FLIGHT[0][0].done:
+            _IN_FLIGHT.popleft()
+        oldest = _IN_FLIGHT.popleft() if len(_IN_FLIGHT) > 256 else None
+    if oldest is not None:  # a host that outruns its devices: wait for the oldest
+        oldest[0].synchronize()
 
 
 def _staged_into(out, dst, parts, devices):
@@ -138,7 +142,8 @@ def _staged_into(out, dst, parts, devices):
             cp.cuda.runtime.memcpyAsync(out.data.ptr + i * row, p.data.ptr, row, _D2D, st.ptr)
         done = cp.cuda.Event(disable_timing=True)
         done.record(st)
-    _IN_FLIGHT.append((done, host))
+    with _IN_FLIGHT_LOCK:
+        _IN_FLIGHT.append((done, host))
 
 
 def stack_on(parts, devices, dst):
