@@ -553,12 +553,13 @@ def make_publish(loader, nvals, nobs):
 def test_acquire_release_visibility(bk, sim, loader):
     """A later block reads a flag published value by value by block 0: every thread sees a
     non-decreasing sequence (coherence) and spins until the last value; in the simulator it
-    also sees older values, the initial 0 included.
+    also sees older values than the last.
 
     The simulator runs block 0 to its end before block 1, and the order in which block 1's
-    threads draw from the seeded stream varies from run to run; with stale reads at 0.9 each
-    thread's first reads pick 0 with probability 0.18 apiece, so no 0 among 32 threads' eight
-    reads has a probability far below 1e-20 (at 0.5 it was a few percent, and CI met it)."""
+    threads draw from the seeded stream varies from run to run. Reads are coherent, so only a
+    thread's first read can return the initial 0: with stale reads at 0.9 that is about 0.18
+    per thread, and no 0 among 32 threads happens in about 2 runs of 1,000 (CI met it), so
+    the test asks for stale values, not for the 0 in particular."""
     if sim:
         from forge_array.intrinsics import sim_impl
 
@@ -573,7 +574,7 @@ def test_acquire_release_visibility(bk, sim, loader):
     assert ((o >= 0) & (o <= nvals)).all()
     assert (np.diff(o, axis=1) >= 0).all()
     if sim:
-        assert (o < nvals).any() and (o == 0).any()
+        assert (o < nvals).sum() >= 32   # at 0.9, most of the 256 reads are stale
         sim_impl.memory_model.reset(seed=12345, stale=1 / 3)
 
 
