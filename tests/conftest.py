@@ -143,8 +143,8 @@ def rowcol_params(monkeypatch):
 
     def clear():
         tuning._CACHE.clear()
-        ar._PLANS.clear()
-        ar._FAST.clear()
+        ar.layout.PLANS.clear()
+        ar.FAST.clear()
 
     def set_params(**params):
         monkeypatch.setitem(tuning.OVERRIDES, "rowcol", {**tuning.OVERRIDES.get("rowcol", {}), **params})

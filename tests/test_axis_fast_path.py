@@ -45,11 +45,11 @@ def _counting(monkeypatch, owner, name):
 
 @pytest.fixture
 def fresh():
-    ar._PLANS.clear()
-    ar._FAST.clear()
+    ar.layout.PLANS.clear()
+    ar.FAST.clear()
     yield
-    ar._PLANS.clear()
-    ar._FAST.clear()
+    ar.layout.PLANS.clear()
+    ar.FAST.clear()
 
 
 def _close(r, exp, rtol=1e-4):
@@ -141,7 +141,7 @@ def test_kernels_off_after_warm_up(fresh, monkeypatch):
     X = _x(_data((8, 6), 3))
     A, v = _x(_data((5, 6), 4)), _x(_data(6, 5))
     xp.sum(X, axis=0), A @ v, A @ v
-    replays = _counting(monkeypatch, ar._Replay, "__call__")
+    replays = _counting(monkeypatch, ar.Replay, "__call__")
     monkeypatch.setattr(config, "KERNELS_ENABLED", False)
     _close(xp.sum(X, axis=0), _np(X).sum(0, dtype=np.float64))
     _close(A @ v, _np(A).astype(np.float64) @ _np(v))
@@ -260,4 +260,4 @@ def test_split_launches_share_the_stream_scratch(fresh):
         _close(V3 @ X3, v3.astype(np.float64) @ h3)
         _close(xp.max(X2, axis=0), h2.max(0))
         _close(xp.sum(X1, axis=0), h1.sum(0, dtype=np.float64))
-    assert any(p["split"] > 1 for p in ar._PLANS.values() if isinstance(p, dict))
+    assert any(p["split"] > 1 for p in ar.layout.PLANS.values() if isinstance(p, dict))

@@ -199,17 +199,17 @@ def test_hypothesis_views_argmax_max(bk, data, shape):
 
 
 def _kinds():
-    return {p["kind"] for p in ar._PLANS.values() if isinstance(p, dict)}
+    return {p["kind"] for p in ar.layout.PLANS.values() if isinstance(p, dict)}
 
 
 @pytest.fixture
 def fresh_plans():
     """Plans made from scratch, so that the test can see which kernel each call chose."""
-    ar._PLANS.clear()
-    ar._FAST.clear()
+    ar.layout.PLANS.clear()
+    ar.FAST.clear()
     yield
-    ar._PLANS.clear()
-    ar._FAST.clear()
+    ar.layout.PLANS.clear()
+    ar.FAST.clear()
 
 
 # (rows, columns, first column): odd column counts, misaligned first columns, several
@@ -325,7 +325,7 @@ def test_column_kernel_wave_filling_split(bk, fresh_plans, rowcol_params, sm_cou
     np.testing.assert_array_equal(_host(ar.argmax(x, 0)), np.argmax(h, axis=0))
     np.testing.assert_array_equal(_host(ar.axis_mapreduce(None, _noident, (x,), 0, None, False, F64)),
                                   h.astype(F64).max(axis=0))
-    plans = [p for p in ar._PLANS.values() if isinstance(p, dict)]
+    plans = [p for p in ar.layout.PLANS.values() if isinstance(p, dict)]
     assert {p["kind"] for p in plans} == {"make_colvec_kernel"}
     assert {p["split"] for p in plans} == ({2} if waves else {1})
 
@@ -347,7 +347,7 @@ def test_column_kernel_vectorised_batches_tuples_and_fallbacks(bk, fresh_plans, 
     np.testing.assert_allclose(_host(r), (y.astype(F64) * w + y[::-1]).sum(axis=0), rtol=1e-5)
     assert _kinds() == {"make_colvec_kernel"}
     # odd row stride (phase changes from row to row) and different phases: the scalar kernel
-    ar._PLANS.clear()
+    ar.layout.PLANS.clear()
     z = rng.standard_normal((30, 13)).astype(np.float32)
     np.testing.assert_allclose(_sum(bk, _dev(bk, z), 0), z.astype(F64).sum(axis=0), rtol=1e-5)
     zz = rng.standard_normal((30, 24)).astype(np.float32)
@@ -383,8 +383,8 @@ def test_column_kernel_reads_a_row_constant_operand_of_another_item_size(
     wbase = rng.standard_normal(cols + 4).astype(np.float32)
     for shift, mode in ((c0, 1), ((c0 + 1) % 4, 2)):   # w at X's 16-byte phase, or not
         seen.clear()
-        ar._PLANS.clear()
-        ar._FAST.clear()
+        ar.layout.PLANS.clear()
+        ar.FAST.clear()
         wdev = _dev(bk, np.concatenate([np.zeros(shift, np.float32), wbase]))[shift:shift + cols]
         W = bk.broadcast_to(wdev, (rows, cols))
         r = ar.axis_mapreduce(lambda a, m, w: (a - m) * w, ops.add, (X, M, W), 0, None, False, F64)
@@ -442,7 +442,7 @@ def test_column_kernel_tile_rows_and_block(bk, fresh_plans, rowcol_params, sm_co
                         col_block=128, **extra)
     rng = np.random.default_rng(31)
     for cols, rows_shared in [(512, 4 if items is None else 2), (256, 4)]:
-        ar._PLANS.clear()
+        ar.layout.PLANS.clear()
         h = (rng.standard_normal((40, cols)) * 10).astype(np.float32)
         w = rng.standard_normal(40).astype(np.float32)
         np.testing.assert_allclose(_sum(bk, _dev(bk, h), 0), h.astype(F64).sum(axis=0), rtol=1e-5, atol=1e-4)
@@ -450,7 +450,7 @@ def test_column_kernel_tile_rows_and_block(bk, fresh_plans, rowcol_params, sm_co
                               None, False, F64)
         np.testing.assert_allclose(_host(r), (h.astype(F64) * w[:, None]).sum(axis=0), rtol=1e-5, atol=1e-4)
         np.testing.assert_array_equal(_host(ar.argmax(_dev(bk, h), 0)), np.argmax(h, axis=0))
-        plans = [pl for pl in ar._PLANS.values() if isinstance(pl, dict)]
+        plans = [pl for pl in ar.layout.PLANS.values() if isinstance(pl, dict)]
         assert {pl["kind"] for pl in plans} == {"make_colvec_kernel"}
         assert {pl["block"] for pl in plans} == {128}
         # aux = CQ * 16 + phase: CQ = 128 / rows_shared threads side by side, each of 4 columns
@@ -475,7 +475,7 @@ def test_column_kernel_split_combine(bk, fresh_plans, rowcol_params, sm_count, f
     np.testing.assert_array_equal(_host(ar.argmax(_dev(bk, h), 0)), np.argmax(h, axis=0))
     np.testing.assert_array_equal(_host(ar.axis_mapreduce(None, _noident, (_dev(bk, h),), 0, None, False, F64)),
                                   h.astype(F64).max(axis=0))
-    plans = [pl for pl in ar._PLANS.values() if isinstance(pl, dict)]
+    plans = [pl for pl in ar.layout.PLANS.values() if isinstance(pl, dict)]
     assert {pl["kind"] for pl in plans} == {"make_colvec_kernel"}
     assert {(pl["split"], pl["scalars"][13]) for pl in plans if pl["acc_full"] == np.dtype("float32")
             or pl["acc_full"] == np.dtype("float64")} >= {(34, 9)}
@@ -494,12 +494,12 @@ def test_column_kernel_eight_rows_in_flight(bk, fresh_plans, rowcol_params, sm_c
     np.testing.assert_allclose(_sum(bk, _dev(bk, h), 0), h.astype(F64).sum(axis=0), rtol=1e-5, atol=1e-4)
     np.testing.assert_array_equal(_sum(bk, _dev(bk, z), 0, dtype=np.int64), z.sum(axis=0))
     np.testing.assert_array_equal(_host(ar.argmax(_dev(bk, h), 0)), np.argmax(h, axis=0))
-    plans = [pl for pl in ar._PLANS.values() if isinstance(pl, dict)]
+    plans = [pl for pl in ar.layout.PLANS.values() if isinstance(pl, dict)]
     assert {(pl["kind"], pl["split"]) for pl in plans} == {("make_colvec_kernel", 1)}
     rowcol_params(blocks_per_sm=3)   # 6 block slots: float32's 2 tiles split 3 ways (int64: 4 x 2)
     np.testing.assert_allclose(_sum(bk, _dev(bk, h), 0), h.astype(F64).sum(axis=0), rtol=1e-5, atol=1e-4)
     np.testing.assert_array_equal(_sum(bk, _dev(bk, z), 0, dtype=np.int64), z.sum(axis=0))
-    plans = [pl for pl in ar._PLANS.values() if isinstance(pl, dict)]
+    plans = [pl for pl in ar.layout.PLANS.values() if isinstance(pl, dict)]
     assert {(pl["kind"], pl["split"]) for pl in plans} == {("make_colvec_kernel", 3), ("make_colvec_kernel", 2)}
 
 
@@ -522,15 +522,15 @@ def test_column_kernel_deep_variant_per_launch(bk, fresh_plans, rowcol_params, s
     np.testing.assert_array_equal(_host(ar.argmax(_dev(bk, tall), 0)), np.argmax(tall, axis=0))
     np.testing.assert_allclose(_host(mv.vecmat(_dev(bk, v), _dev(bk, tall))),
                                v.astype(F64) @ tall.astype(F64), rtol=1e-4, atol=1e-3)
-    plans = [pl for pl in ar._PLANS.values() if isinstance(pl, dict)]
+    plans = [pl for pl in ar.layout.PLANS.values() if isinstance(pl, dict)]
     # int64: two 16 x 2 tiles split 2 ways
     assert {(pl["kind"], pl["depth"], pl["split"]) for pl in plans} == {("make_colvec_kernel", 8, 4),
                                                                         ("make_colvec_kernel", 8, 2)}
-    ar._PLANS.clear()
-    ar._FAST.clear()
+    ar.layout.PLANS.clear()
+    ar.FAST.clear()
     wide = (rng.standard_normal((20, 1300)) * 10).astype(np.float32)
     np.testing.assert_allclose(_sum(bk, _dev(bk, wide), 0), wide.astype(F64).sum(axis=0), rtol=1e-5, atol=1e-4)
-    plans = [pl for pl in ar._PLANS.values() if isinstance(pl, dict)]
+    plans = [pl for pl in ar.layout.PLANS.values() if isinstance(pl, dict)]
     assert {(pl["kind"], pl["depth"], pl["split"]) for pl in plans} == {("make_colvec_kernel", 4, 1)}
     # the row kernels under the same table (col_deep is the column kernel's alone)
     u = rng.standard_normal(1300).astype(np.float32)
@@ -559,7 +559,7 @@ def test_column_kernel_split_two_level_combine(bk, fresh_plans, rowcol_params, s
     b = rng.integers(-1000, 1000, (3, 300, 64)).astype(np.int64)
     np.testing.assert_array_equal(_host(ar.axis_mapreduce(None, ops.add, (_dev(bk, b),), 1, None, False,
                                                           np.dtype("int64"))), b.sum(axis=1))
-    plans = [pl for pl in ar._PLANS.values() if isinstance(pl, dict)]
+    plans = [pl for pl in ar.layout.PLANS.values() if isinstance(pl, dict)]
     assert {pl["kind"] for pl in plans} == {"make_colvec_kernel"}
     assert 34 in {pl["split"] for pl in plans}
     for pl in plans:   # one tile per batch; 8-byte values: 38 parts (7 groups of 6, the last 2)
@@ -583,7 +583,7 @@ def test_column_kernel_flat_many_partials(bk, fresh_plans, rowcol_params, sm_cou
     np.testing.assert_allclose(_sum(bk, _dev(bk, a), 0), a.astype(F64).sum(axis=0), rtol=1e-5, atol=1e-4)
     np.testing.assert_array_equal(_host(ar.axis_mapreduce(None, ops.add, (_dev(bk, z),), 0, None, False,
                                                           np.dtype("int64"))), z.sum(axis=0))
-    plans = [pl for pl in ar._PLANS.values() if isinstance(pl, dict)]
+    plans = [pl for pl in ar.layout.PLANS.values() if isinstance(pl, dict)]
     assert {pl["kind"] for pl in plans} == {"make_colflat_kernel"}
     # groups of (rows per position) * U blocks (U = 4 positions per column for float32, 2 for
     # int64), a group row and a ticket per group
@@ -591,13 +591,13 @@ def test_column_kernel_flat_many_partials(bk, fresh_plans, rowcol_params, sm_cou
     assert {(pl["grid"], pl["nticks"], pl["nslots"]) for pl in plans} == (
         {(40, 1, 64 * 40)} if not group else {(40, 1 + g, 64 * (40 + g)) for g in ng})
     # x @ A through the row-indexed operand, 40 columns, 25 blocks: a last group of 1 (group 1)
-    ar._PLANS.clear()
+    ar.layout.PLANS.clear()
     b = (rng.standard_normal((170, 40)) * 20).astype(np.float32)
     w = rng.standard_normal(170).astype(np.float32)
     r = ar.axis_mapreduce(lambda u, v: u * v, ops.add, (_dev(bk, b), _bcast_rows(bk, _dev(bk, w), 40)), 0,
                           None, False, F64)
     np.testing.assert_allclose(_host(r), (b.astype(F64) * w[:, None]).sum(axis=0), rtol=1e-5, atol=1e-4)
-    plans = [pl for pl in ar._PLANS.values() if isinstance(pl, dict)]
+    plans = [pl for pl in ar.layout.PLANS.values() if isinstance(pl, dict)]
     assert [(pl["kind"], pl["grid"]) for pl in plans] == [("make_colflat_kernel", 25)]
     # the tickets are left at zero: the same plan again
     r = ar.axis_mapreduce(lambda u, v: u * v, ops.add, (_dev(bk, b), _bcast_rows(bk, _dev(bk, w), 40)), 0,
@@ -749,7 +749,7 @@ def test_new_variants_rows(bk, new_variants, dtype):
                                b.astype(acc).sum(axis=2), rtol=1e-5)
     assert _kinds() == {"make_rowtile_kernel"}
     # long rows split over several blocks (grid sized by the resident blocks), 4 vectors in flight
-    ar._PLANS.clear()
+    ar.layout.PLANS.clear()
     y = (rng.standard_normal((2, 2000)) * 9).astype(dtype)
     np.testing.assert_allclose(_host(ar.axis_mapreduce(None, ops.add, (_dev(bk, y)[:, 1:],), 1, None, False,
                                                        acc)), y[:, 1:].astype(acc).sum(axis=1), rtol=1e-5)
@@ -821,7 +821,7 @@ def test_new_variants_columns(bk, new_variants, dtype):
     np.testing.assert_allclose(_host(m2) / _host(n), base.astype(F64).var(axis=0), rtol=1e-9)
     assert _kinds() == {"make_colvec_kernel"}
     # scalar column kernel (odd row stride, not one flat run), split over many blocks
-    ar._PLANS.clear()
+    ar.layout.PLANS.clear()
     z = (rng.standard_normal((300, 15)) * 20).astype(dtype)
     np.testing.assert_allclose(_sum(bk, _dev(bk, z)[:, :13], 0, dtype=acc), z[:, :13].astype(acc).sum(axis=0),
                                rtol=1e-5)
@@ -858,13 +858,13 @@ def test_cpu_path_generic():
     # the numba-on-CPU path (no kernels for a NumPy array outside the simulator)
     x = np.random.default_rng(11).standard_normal((5, 7))
     r = np.empty(5)
-    ar._run_cpu(None or ar._f_identity, ops.add, (x,), r, (1,), F64, np.float64(0), None, False)
+    ar.cpu._run_cpu(None or ar.arguments._f_identity, ops.add, (x,), r, (1,), F64, np.float64(0), None, False)
     np.testing.assert_allclose(r, x.sum(axis=1))
     r = np.empty(7)
-    ar._run_cpu(ar._f_identity, ops.as_operator(_noident), (x,), r, (0,), F64, None, np.float64(9), False)
+    ar.cpu._run_cpu(ar.arguments._f_identity, ops.as_operator(_noident), (x,), r, (0,), F64, None, np.float64(9), False)
     np.testing.assert_allclose(r, np.maximum(x.max(axis=0), 9))
     v, i = np.empty(5), np.empty(5, np.int64)
-    ar._run_cpu(ar._f_pair_index, ops.argmax, (x,), (v, i), (1,), (F64, np.dtype("int64")),
+    ar.cpu._run_cpu(ar.arguments._f_pair_index, ops.argmax, (x,), (v, i), (1,), (F64, np.dtype("int64")),
                 ops.argmax.identity((F64, np.dtype("int64"))), None, True)
     np.testing.assert_array_equal(i, x.argmax(axis=1))
 
@@ -876,7 +876,8 @@ from numba import types as nt
 from forge_array import ops
 from forge_array.runtime import compile_ptx_offline, ptr_t, i64
 from forge_array.kernels import rowcol as k
-from forge_array.primitives.axis_reduce import _f_identity, _f_pair_index, _buf_t
+from forge_array.primitives.axis_reduce.arguments import _f_identity, _f_pair_index
+from forge_array.primitives.axis_reduce.plan import _buf_t
 from forge_array.primitives.matvec import _mul as _f_mul
 
 def argt(ins, acc, K):

@@ -163,4 +163,4 @@ def test_axis_input_limit_matches_the_kernels():
     from forge_array.kernels import rowcol
     from forge_array.primitives import axis_reduce
 
-    assert axis_reduce._MAX_INPUTS == rowcol.MAX_INPUTS
+    assert axis_reduce.mapreduce._MAX_INPUTS == rowcol.MAX_INPUTS

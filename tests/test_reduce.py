@@ -127,7 +127,7 @@ def test_mean_var_std(bk, dtype):
     x = (data(dtype, 300) * (3 if np.dtype(dtype).kind == "f" else 1)).astype(dtype) + 5
     xb = to_bk(bk, x)
     x64 = x.astype(np.float64)
-    out = R._float_result(np.dtype(dtype))
+    out = R.named._float_result(np.dtype(dtype))
     r = R.mean(xb)
     assert r.dtype == out
     close(host(r), x64.mean(), out)
@@ -392,7 +392,8 @@ def test_ticket_reset_between_calls(bk, sim):
 
 
 def test_fallback_cpu_generic_without_kernels(monkeypatch):
-    monkeypatch.setattr(R, "kernels_available", lambda x: False)
+    for part in (R.generic, R.named):
+        monkeypatch.setattr(part, "kernels_available", lambda x: False)
     x = data("float64", 50).reshape(5, 10)
     r = R.mapreduce(lambda v: abs(v), ops.maximum, x, axis=0)
     assert r.tolist() == np.abs(x).max(axis=0).tolist()
@@ -513,7 +514,7 @@ def test_failed_launch_leaves_later_launches_correct(bk, sim):
     np.testing.assert_allclose(np.asarray(xp.cumulative_sum(xp.asarray(h[::-3]))),
                                np.cumsum(h[::-3]), rtol=1e-12)
     pscan = importlib.import_module("forge_array.primitives.scan")
-    states = list(getattr(pscan._local, "states", {}).values())
+    states = list(getattr(pscan.state._local, "states", {}).values())
     assert states and any(st.base for st in states)
     temp.discard()  # what a failed launch calls: the scan's tile states start afresh too
     assert all(st.base == 0 and st.epoch == 1 and not st.counter.any() for st in states)

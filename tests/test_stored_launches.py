@@ -188,12 +188,12 @@ def test_a_call_looks_up_the_key_its_primitive_stores(monkeypatch, sim, routed, 
     x = x[:33] if ndim == 1 else x.reshape(12, 11)
     saved, looked = [], []
     # the primitive's side, as on a GPU: the launch is described and stored
-    monkeypatch.setattr(red, "SIMULATE", False)
-    monkeypatch.setattr(red._kl, "stored_form", lambda p, a: {"d": 1})
-    monkeypatch.setattr(red._axis._Replay, "stored_form", lambda self, arrays, operands: {"d": 1})
+    monkeypatch.setattr(red.named, "SIMULATE", False)
+    monkeypatch.setattr(red.named._kl, "stored_form", lambda p, a: {"d": 1})
+    monkeypatch.setattr(red.named._axis.Replay, "stored_form", lambda self, arrays, operands: {"d": 1})
     monkeypatch.setattr(stored, "save", lambda key, desc, device=None: saved.append(key))
-    red._HOT.clear()
-    red._axis._FAST.clear()
+    red.fast_paths.HOT.clear()
+    red.named._axis.FAST.clear()
     getattr(red, prim)(x, *pargs)
     # the routed call's side while the kernel layer loads
     _while_the_layer_loads(monkeypatch, looked)
@@ -239,7 +239,7 @@ def test_a_scan_looks_up_the_key_its_primitive_stores(monkeypatch, sim, name, in
     monkeypatch.setattr(pscan, "SIMULATE", False)
     monkeypatch.setattr(pplan._Plan, "stored_form", lambda self, a, o: {"d": 1})
     monkeypatch.setattr(stored, "save", lambda key, desc, device=None: saved.append(key))
-    pscan._fast_plans().clear()
+    pscan.plan._fast_plans().clear()
     getattr(pscan, name)(x, axis=0, dtype=np.dtype("float32"), include_initial=include_initial)
     _while_the_layer_loads(monkeypatch, looked)
     getattr(_routing, name)(x, 0, np.dtype("float32"), include_initial)

@@ -40,7 +40,7 @@ from .. import runtime
 from ..runtime import stored
 from ..runtime.caches import Cache
 from ..runtime.functions import compilable
-from .axis_reduce import _FAST, _fast_key, _layout_key, _remember, axis_mapreduce
+from .axis_reduce import FAST, axis_mapreduce, fast_key, layout_key, remember
 
 __all__ = ["matvec", "vecmat", "result_dtype", "route_matmul", "route_vecdot", "route_tensordot",
            "matmul_fast", "vecdot_fast", "tensordot_fast"]
@@ -156,8 +156,8 @@ def matvec(A, x, /, *, f=None, op=None, init=None):
     f = None if f is None else compilable(f, 2)
     op = None if op is None else _ops.as_operator(op)
     if init is None and x is not None:
-        key = _fast_key("matvec", f, op, (A, x), None, False, None, False)
-        ent = _FAST.get(key) if key is not None else None
+        key = fast_key("matvec", f, op, (A, x), None, False, None, False)
+        ent = FAST.get(key) if key is not None else None
         if ent is not None:   # replay the launch plan of an identical earlier call
             return ent((A, x))
     _check(A, x, "matvec")
@@ -204,8 +204,8 @@ def vecmat(x, A, /, *, f=None, op=None, init=None):
     f = None if f is None else compilable(f, 2)
     op = None if op is None else _ops.as_operator(op)
     if init is None and x is not None:
-        key = _fast_key("vecmat", f, op, (A, x), None, False, None, False)
-        ent = _FAST.get(key) if key is not None else None
+        key = fast_key("vecmat", f, op, (A, x), None, False, None, False)
+        ent = FAST.get(key) if key is not None else None
         if ent is not None:
             return ent((A, x))
     _check(A, x, "vecmat")
@@ -294,9 +294,9 @@ def route_matmul(a, b):
         # every operand above is a view of a or b at the same address: the launch replays
         # on (a, b) themselves
         pk = _pair_key("matmul", None, a, b)
-        _alias(_fast_key(tag, None, None, (A, x), None, False, None, False), pk, tag == "vecmat", fshape)
+        _alias(fast_key(tag, None, None, (A, x), None, False, None, False), pk, tag == "vecmat", fshape)
         if not runtime.SIMULATE:   # for a later process's first call (runtime.stored)
-            ent = _FAST.get(pk) if pk is not None else None
+            ent = FAST.get(pk) if pk is not None else None
             if ent is not None:
                 stored.save(stored.pair_key("matmul", a, b), ent.stored_form((b, a) if ent.swap else (a, b), (a, b)))
     return r
@@ -313,7 +313,7 @@ def matmul_fast(a, b):
     True
     """
     try:
-        key = ("matmul", None, _layout_key(a), _layout_key(b))
+        key = ("matmul", None, layout_key(a), layout_key(b))
     except (TypeError, AttributeError):
         return None
     return _replay(key, a, b)
@@ -345,28 +345,28 @@ def route_vecdot(a, b, axis):
     r = axis_mapreduce(f, _ops.add, arrays, axis, None, False, a.dtype)
     if a.dtype == b.dtype:
         # the broadcast views start at a's and b's addresses: the launch replays on them
-        _alias(_fast_key("amr", f, _ops.add, arrays, axis, False, a.dtype, False),
+        _alias(fast_key("amr", f, _ops.add, arrays, axis, False, a.dtype, False),
                _pair_key("vecdot", axis, a, b), swap)
     return r
 
 
 def _pair_key(tag, arg, a, b):
     try:
-        return (tag, arg, _layout_key(a), _layout_key(b))
+        return (tag, arg, layout_key(a), layout_key(b))
     except (TypeError, AttributeError):
         return None
 
 
 def _alias(src, key, swap, fshape=None):
     """Remember the replay cached under ``src`` (if any) under ``key`` too."""
-    ent = _FAST.get(src) if src is not None else None
+    ent = FAST.get(src) if src is not None else None
     if ent is not None and key is not None:
-        _remember(key, ent.variant(fshape, swap))
+        remember(key, ent.variant(fshape, swap))
 
 
 def _replay(key, a, b):
     try:
-        ent = _FAST.get(key)
+        ent = FAST.get(key)
     except TypeError:
         return None
     if ent is None:
@@ -385,7 +385,7 @@ def vecdot_fast(a, b, axis):
     True
     """
     try:
-        key = ("vecdot", axis, _layout_key(a), _layout_key(b))
+        key = ("vecdot", axis, layout_key(a), layout_key(b))
     except (TypeError, AttributeError):
         return None
     return _replay(key, a, b)
@@ -422,7 +422,7 @@ def route_tensordot(a, b, axes):
     r = axis_mapreduce(_mul, _ops.add, (big, sm), red, None, False, a.dtype)
     if a.dtype == b.dtype:
         # sm is a view of the small operand at its address: the launch replays on a and b
-        _alias(_fast_key("amr", _mul, _ops.add, (big, sm), red, False, a.dtype, False),
+        _alias(fast_key("amr", _mul, _ops.add, (big, sm), red, False, a.dtype, False),
                _pair_key("tensordot", (xa, xb), a, b), big is b)
     return r
 
@@ -439,7 +439,7 @@ def tensordot_fast(a, b, axes):
     True
     """
     try:
-        key = ("tensordot", axes, _layout_key(a), _layout_key(b))
+        key = ("tensordot", axes, layout_key(a), layout_key(b))
     except (TypeError, AttributeError):
         return None
     return _replay(key, a, b)

@@ -25,20 +25,6 @@ See docs/scale-out.md.
 """
 
 from ._core import ShardedArray, Sharding, block_sizes
-from ._dispatch import REGISTRY, install
+from ._install import sharded_functions
 
 __all__ = ["Sharding", "ShardedArray", "block_sizes", "sharded_functions"]
-
-from . import _creation, _elementwise, _linalg, _reductions, _scans  # noqa: E402, F401
-
-
-def sharded_functions() -> list:
-    """Names of the namespace functions that take sharded arrays.
-
-    >>> "sum" in sharded_functions()
-    True
-    """
-    return sorted(REGISTRY)
-
-
-install()

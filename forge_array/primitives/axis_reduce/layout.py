@@ -55,7 +55,7 @@ def _collapse(dims):
     return out
 
 
-_PLANS = Cache("primitives.axis_reduce.layout.PLANS")  # new lambdas per call evict
+PLANS = Cache("primitives.axis_reduce.layout.PLANS")  # new lambdas per call evict
 
 
 def _layout_key(entry):
@@ -77,7 +77,7 @@ def _run_kernels(f, op, arrays, out, axes, acc, ident, init_v, index, cache=True
         try:
             key = (f, op, index, acc, _hashable(init_v), axes,
                    tuple(_layout_key(e) for e in arrays), _layout_key(out))
-            plan = _PLANS.get(key)
+            plan = PLANS.get(key)
         except TypeError:  # unhashable operator
             key = plan = None
         if plan is not None:
@@ -163,7 +163,7 @@ def _run_kernels(f, op, arrays, out, axes, acc, ident, init_v, index, cache=True
     plan["empty"] = _xp(_first(ins[0])).empty
     plan["scratch"] = {}  # stream key -> (buffers kept alive, partials, ticket) of _plan_scratch
     if key is not None:
-        _PLANS[key] = plan
+        PLANS[key] = plan
     _execute(plan, ins, out)
     return plan if key is not None else None
 

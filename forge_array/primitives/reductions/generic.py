@@ -1,0 +1,151 @@
+"""The generic reductions ``reduce`` and ``mapreduce`` on backend arrays (NumPy / CuPy) with
+any associative operator: a full reduction in one launch of :mod:`forge_array.kernels.reduce`,
+reductions along some axes through :mod:`forge_array.primitives.axis_reduce`, numba on the CPU
+otherwise.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ... import ops as _ops
+from ...runtime import kernels_available, lazy
+from ...runtime.functions import compilable
+from .. import axis_reduce as _axis
+from .arguments import (
+    _flatten_operands,
+    _identity_of,
+    _infer,
+    _init_values,
+    _operand_types,
+    _wrap,
+    _xp,
+    normalize_axis,
+)
+from .cpu import _cpu_mapreduce
+from .fast_paths import SPECS, hot_key, remember
+
+# the kernel modules (numba.cuda) load at first use: CPU arrays never need them
+_k = lazy.module("forge_array.kernels.reduce", __name__, "_k")
+_kl = lazy.module("forge_array.primitives.reductions.launch", __name__, "_kl")
+
+#: most arrays the axis kernels take in one mapreduce
+_AXIS_MAX_INPUTS = 3
+
+
+def reduce(op, x, *, axis=None, init=None, keepdims=False):
+    """Reduce the elements of backend array ``x`` (or of a tuple of arrays,
+    struct-of-arrays: elements are tuples) with the associative operator ``op`` (an
+    :class:`forge_array.ops.Operator` or a plain Python function numba compiles).
+
+    ``axis``: None (all), an int or a tuple; ``init`` is combined once on the left of
+    each result: ``op(init, total)``.  Empty reductions give the identity (or ``init``);
+    ValueError when the operator has none.
+
+    >>> import numpy as np
+    >>> from forge_array import ops
+    >>> float(reduce(ops.maximum, np.array([1.0, 5.0, 2.0])))
+    5.0
+    >>> reduce(lambda a, b: a + b, np.arange(6).reshape(2, 3), axis=1).tolist()
+    [3, 12]
+    >>> v, i = reduce(ops.argmax, (np.array([1.0, 3.0, 3.0]), np.arange(3)))
+    >>> float(v), int(i)
+    (3.0, 1)
+    """
+    return mapreduce(None, op, x, axis=axis, init=init, keepdims=keepdims)
+
+
+def mapreduce(f, op, *arrays, axis=None, init=None, keepdims=False):
+    """Apply ``f`` to each element (one argument per array, in order; a tuple of arrays
+    gives a tuple argument) and reduce the results with ``op``, in one pass without
+    temporaries.  ``f`` None is the identity (a tuple of the elements for several arrays).
+
+    >>> import numpy as np, math
+    >>> from forge_array import ops
+    >>> x = np.array([1.0, 2.0, float("nan"), 4.0])
+    >>> int(mapreduce(lambda v: 1 if v != v else 0, ops.add, x))         # count NaNs
+    1
+    >>> y = np.array([0.5, 1.0, 2.0])
+    >>> float(mapreduce(lambda a, b: a * b, ops.add, y, y))              # dot product
+    5.25
+    >>> round(float(mapreduce(None, ops.logaddexp, np.log(np.array([1.0, 3.0])))), 6)
+    1.386294
+    """
+    if f is not None and not callable(f):
+        raise TypeError(f"map function must be callable, got {type(f).__name__}")
+    if f is not None:
+        f = compilable(f, len(arrays))   # an equal function finds the kernels of the first
+    op = _ops.as_operator(op)
+    if not arrays:
+        raise TypeError("mapreduce needs at least one array")
+    flat, struct = _flatten_operands(arrays)
+    x0 = flat[0]
+    axes = normalize_axis(axis, x0.ndim)
+    elem_types = _operand_types(flat, struct)
+    acc, is_tuple = _infer(f, op, elem_types)
+    init_v = _init_values(init, acc, is_tuple, op.name) if init is not None else None
+    full = len(axes) == x0.ndim
+    if kernels_available(x0):
+        if full:
+            hot = (f, op) if len(arrays) == 1 and axis is None and init is None else None
+            return _kernel_full(f, op, flat, struct, acc, is_tuple, init_v, keepdims, x0, hot)
+        if op.commutative and len(arrays) <= _AXIS_MAX_INPUTS:
+            return _axis.axis_mapreduce(f, op, arrays, axes, init, keepdims,
+                                        acc if is_tuple else acc[0])
+        # a non-commutative operator along some axes (the axis kernels combine lanes out
+        # of order): compute on the host
+        xp = _xp(x0)
+        host = [np.asarray(a.get() if hasattr(a, "get") else a) for a in flat]
+        r = _cpu_mapreduce(f, op, host, struct, axes, acc, is_tuple, init_v, keepdims)
+        return tuple(xp.asarray(o) for o in r) if is_tuple else xp.asarray(r)
+    if not isinstance(x0, np.ndarray):  # CuPy array without kernels (disabled)
+        host = [a.get() for a in flat]
+        r = _cpu_mapreduce(f, op, host, struct, axes, acc, is_tuple, init_v, keepdims)
+        xp = _xp(x0)
+        return tuple(xp.asarray(o) for o in r) if is_tuple else xp.asarray(r)
+    return _cpu_mapreduce(f, op, flat, struct, axes, acc, is_tuple, init_v, keepdims)
+
+
+
+def _kernel_full(f, op, flat, struct, acc, is_tuple, init_v, keepdims, x0, hot=None):
+    xp = _xp(x0)
+    shape = (1,) * x0.ndim if keepdims else ()
+    if x0.size == 0:
+        ident = _identity_of(op, acc, is_tuple)
+        if init_v is None and ident is None:
+            raise ValueError(f"reduction of an empty array with operator {op.name}, which has "
+                             "no identity: pass init")
+        return _wrap(xp, init_v if init_v is not None else ident, acc, is_tuple, shape)
+    key = (f, op, struct, acc, is_tuple, init_v is not None)
+    spec = SPECS.get(key)
+    if spec is None:
+        spec = SPECS[key] = _k.ReduceSpec(
+            op=op.fn, acc_dtypes=tuple(d.str for d in acc),
+            identity=_identity_of(op, acc, is_tuple), f=f, struct=struct,
+            acc_tuple=is_tuple, commutative=op.commutative, has_init=init_v is not None)
+    init_bufs = None
+    if init_v is not None:
+        init_bufs = tuple(xp.asarray([v], dtype=d) for v, d in zip(init_v, acc))
+    elif hot is not None and len(flat) == 1 and not struct[0]:
+        p = _kl.plan(spec, x0, 0.0, shape)
+        if p is not None:
+            try:
+                remember(hot_key("mapreduce", x0, None, keepdims, hot), (p, is_tuple))
+            except TypeError:  # an unhashable function: no fast path
+                pass
+            outs = _kl.replay(p, x0)
+            return outs if is_tuple else outs[0]
+    outs = launch_full(spec, flat, init_bufs, 0.0, op.name, shape)
+    return outs if is_tuple else outs[0]
+
+
+
+def launch_full(spec, flat, init_bufs=None, param=0.0, what="", shape=(1,)):
+    try:
+        return _kl.full_reduce(spec, flat, init_bufs, param, shape)
+    except TypeError as exc:
+        msg = str(exc)
+        if what and what not in msg:
+            raise TypeError(f"reduction with operator {what}: {msg}") from exc
+        raise
+
