@@ -35,6 +35,9 @@ Every measurement runs in fresh Python processes with their own empty caches
   ``accumulate``, a min-plus ``matvec``, ``mapreduce`` with a closure, an axis ``reduce``)
   in a first process (empty cache) and ``--runs`` later processes: wall time, the script's
   own time, per call, and numba's CPU compilations made or loaded from the disk.
+- ``operators`` (GPU): a script of generic operations with the user's own Python operators,
+  with operator linking and the shipped skeletons, without the archive, and with full builds
+  only: compile seconds per new specialisation (see :mod:`bench.compile_operators`).
 - ``hypothesis`` (GPU; ``--device cpu`` runs it anywhere): what a user meets running a
   property-based test suite on a fresh machine. One hypothesis ``@given`` test
   (``--examples`` examples, derandomized, no database, no deadline, every health check off)
@@ -73,6 +76,7 @@ import time
 from .backends import slug
 from .common import ensure_bytecode, fresh_env
 from .compile_hypothesis import report_hypothesis, run_hypothesis
+from .compile_operators import report_operators, run_operators
 
 # ----------------------------------------------------------------------------- phases
 
@@ -443,6 +447,8 @@ def _report(name, args, res):
                          + f" | {r['cpu_compiled']} | {r['cpu_disk_hits']} | {r['numba_cuda_loaded']} |")
         lines += ["", f"Later processes: {c['later_median_wall_s']:.2f} s wall (median), "
                   f"{c['later_median_script_s']:.2f} s in the script.", ""]
+    if "operators" in res:
+        lines += report_operators(res["operators"])
     if "hypothesis" in res:
         lines += report_hypothesis(res["hypothesis"])
     return lines
@@ -450,7 +456,8 @@ def _report(name, args, res):
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--parts", default="phases,gil,first,cpu,hypothesis", help="phases,gil,first,cpu,hypothesis "
+    ap.add_argument("--parts", default="phases,gil,first,cpu,operators,hypothesis",
+                    help="phases,gil,first,cpu,operators,hypothesis "
                     "(default all; GPU parts are skipped without a GPU, hypothesis runs with --device cpu)")
     ap.add_argument("--runs", type=int, default=3, help="fresh processes per measurement (default 3)")
     ap.add_argument("--iters", type=int, default=300, help="calls of each op timed alone (default 300)")
@@ -475,7 +482,7 @@ def main(argv=None) -> int:
         pass
     for part, fn, arg in (("phases", run_phases, args.runs), ("gil", run_gil, args.iters),
                           ("first", run_first, args.runs), ("cpu", run_cpu, args.runs),
-                          ("hypothesis", run_hypothesis, args)):
+                          ("operators", run_operators, args), ("hypothesis", run_hypothesis, args)):
         if part not in parts:
             continue
         on_cpu = part == "cpu" or (part == "hypothesis" and args.device == "cpu")

@@ -27,7 +27,7 @@ import sys
 import time
 
 OPS = ("sum", "prod", "max", "min", "mean", "var", "std", "argmax", "argmin", "any", "all",
-       "cumulative_sum", "cumulative_prod", "matmul")
+       "cumulative_sum", "cumulative_prod", "matmul", "operators")
 DTYPES = ("float32", "float64", "int32", "int64")
 #: every dtype of the standard (``--dtypes all``)
 ALL_DTYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
@@ -66,6 +66,8 @@ def _calls(xp, op, dtype, device, sizes, shapes, views=True):
     reversed and transposed views of them."""
     dt = getattr(xp, dtype)
     out = []
+    if op == "operators":
+        return _operator_calls(xp, dt, device, sizes, shapes)
     if op == "matmul":
         for shape in shapes:
             v, w = xp.ones(shape[1], dtype=dt, device=device), xp.ones(shape[0], dtype=dt, device=device)
@@ -82,6 +84,56 @@ def _calls(xp, op, dtype, device, sizes, shapes, views=True):
         for label, M in _matrices(xp, dt, device, shape, views):
             for axis in (0, 1):
                 out.append((f"axis={axis} {label}", lambda axis=axis, M=M: fn(M, axis=axis)))
+    return out
+
+
+# stand-ins for a user's operators: their kernels' skeletons (runtime.linking) let a user's own
+# operators of the same types link instead of a full build
+
+
+def _user_plus(a, b):
+    return a + b
+
+
+def _user_larger(a, b):
+    return a if a > b else b
+
+
+def _user_square(v):
+    return v * v
+
+
+#: the dtypes of the stand-ins' kernels (the dtypes a user's own operators mostly meet)
+OPERATOR_DTYPES = ("int32", "int64", "float32", "float64")
+#: most matrix shapes of the stand-ins' matrix-vector products
+OPERATOR_SHAPES = 3
+
+
+def _operator_calls(xp, dt, device, sizes, shapes):
+    """``(label, call)`` of the generic operations with Python operators for a dtype of
+    :data:`OPERATOR_DTYPES`: ``reduce``, ``accumulate`` and ``mapreduce`` of a 1-D array of
+    each of ``sizes`` (those over 1), ``matvec`` / ``vecmat`` with a Python map and a min /
+    sum reduction of the first :data:`OPERATOR_SHAPES` matrices of ``shapes``."""
+    from forge_array import ops
+
+    out = []
+    if str(dt) not in OPERATOR_DTYPES:
+        return out
+    for n in (n for n in sizes if n > 1):
+        x = xp.ones(n, dtype=dt, device=device)
+        for op in (_user_plus, _user_larger):
+            out += [(f"reduce({op.__name__}) n={n}", lambda x=x, op=op: xp.reduce(op, x)),
+                    (f"accumulate({op.__name__}) n={n}", lambda x=x, op=op: xp.accumulate(op, x))]
+        out.append((f"mapreduce(_user_square, _user_plus) n={n}",
+                    lambda x=x: xp.mapreduce(_user_square, _user_plus, x)))
+    for shape in shapes[:OPERATOR_SHAPES]:
+        A = xp.ones(shape, dtype=dt, device=device)
+        v, w = xp.ones(shape[1], dtype=dt, device=device), xp.ones(shape[0], dtype=dt, device=device)
+        for op in (ops.minimum, ops.add):
+            out += [(f"matvec(f=_user_plus, op={op.name}) {shape}",
+                     lambda A=A, v=v, op=op: xp.matvec(A, v, f=_user_plus, op=op)),
+                    (f"vecmat(f=_user_plus, op={op.name}) {shape}",
+                     lambda A=A, w=w, op=op: xp.vecmat(w, A, f=_user_plus, op=op))]
     return out
 
 

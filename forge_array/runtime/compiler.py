@@ -34,11 +34,12 @@ import numba
 import numpy as np
 from numba import types as nt
 
-from . import backend, background, config, cpu_cache, kernel_files, lazy, prebuilt, temp
+from . import backend, background, config, cpu_cache, kernel_files, lazy, linking, prebuilt, temp
 from .caches import Cache
 from .counters import STATS
 from .fingerprint import Unfingerprintable, digest
 from .flags import FLAGS
+from .pretend import pretend_device as _pretend_device
 
 #: numba's CUDA target, imported at its first use: the CPU device types operators and runs
 #: its loops with numba's CPU target alone
@@ -157,8 +158,8 @@ _SOURCE_HASH = None
 #: the files whose code becomes kernel code, or shapes it: the kernel factories and the
 #: intrinsics (with their subfolders), and of the runtime the compiler (compile options, PTX
 #: post-processing) and what kernel modules read from it (types, alignment, the simulator switch)
-KERNEL_SOURCES = ("intrinsics/**/*.py", "kernels/**/*.py", "runtime/compiler.py", "runtime/memory.py",
-                  "runtime/config.py")
+KERNEL_SOURCES = ("intrinsics/**/*.py", "kernels/**/*.py", "runtime/compiler.py", "runtime/linking.py",
+                  "runtime/memory.py", "runtime/config.py")
 #: of those, the simulator's own intrinsics: they never become GPU code (the simulator runs
 #: kernels as Python and keeps no compiled kernel)
 SIMULATOR_SOURCES = "intrinsics/sim_*.py"
@@ -576,17 +577,9 @@ def _compile(factory, factory_args, argtypes, launch_bounds) -> Kernel:
         if k is not None:
             return k
     t0 = time.perf_counter()
-    try:
-        with contextlib.nullcontext() if cc == tuple(backend.device_info()["cc"]) else _pretend_device(cc):
-            ptx, _ = cuda.compile_ptx(
-                factory(*factory_args), argtypes, cc=cc, opt=True, launch_bounds=launch_bounds
-            )
-    except (numba.core.errors.NumbaError, TypeError, ValueError, NotImplementedError) as exc:
-        what = _describe_callables(factory_args) or name
-        raise compile_error(exc, f"{name} for {what}") from exc
-    ptx = align_shared(ptx)
+    ptx = _build_ptx(factory, factory_args, argtypes, launch_bounds, cc,
+                     cc != tuple(backend.device_info()["cc"]))
     seconds = time.perf_counter() - t0
-    STATS["compiled"] += 1
     STATS["compile_seconds"] += seconds
     if len(COMPILES) >= 1000:
         del COMPILES[:500]
@@ -641,18 +634,43 @@ def build_to_disk(factory, factory_args: tuple, argtypes: tuple, launch_bounds, 
     if kernel_files.read_cached(path) is not None:
         return key
     t0 = time.perf_counter()
-    try:
-        with _pretend_device(cc) if pretend else contextlib.nullcontext():
-            ptx, _ = cuda.compile_ptx(factory(*factory_args), argtypes, cc=cc, opt=True,
-                                      launch_bounds=launch_bounds)
-    except (numba.core.errors.NumbaError, TypeError, ValueError, NotImplementedError) as exc:
-        what = _describe_callables(factory_args) or name
-        raise compile_error(exc, f"{name} for {what}") from exc
-    ptx = align_shared(ptx)
-    STATS["compiled"] += 1
+    ptx = _build_ptx(factory, factory_args, argtypes, launch_bounds, cc, pretend)
     STATS["compile_seconds"] += time.perf_counter() - t0
     kernel_files.write_cached(path, _entry_name(ptx), ptx)
     return key
+
+
+def _build_ptx(factory, factory_args, argtypes, launch_bounds, cc, pretend) -> str:
+    """The PTX of a specialisation for compute capability ``cc`` (numba shown a device of
+    that capability where ``pretend``): its operators linked into a skeleton of the same
+    kernel (:mod:`.linking`: built here before, or shipped) where there is one, else numba's
+    full build, which leaves a skeleton for later operators.  Counts it in ``STATS``
+    (``compiled``, and ``linked`` too for a linked one); numba's errors become a TypeError
+    naming the operators."""
+    name = getattr(factory, "__name__", "kernel")
+    users, skey, sk = [], None, None
+    if FLAGS["link"].cell[0]:
+        marked = linking.mark(factory_args, users)
+        if users:
+            skey, sk = linking.find(lambda target: _key(factory, marked, argtypes, launch_bounds, target), cc)
+    try:
+        with _pretend_device(cc) if pretend else contextlib.nullcontext():
+            ptx = None if sk is None else linking.link(sk, users, cc)
+            if ptx is not None:
+                STATS["linked"] += 1
+            elif skey is not None:
+                pyfunc = factory(*factory_args)
+                lib = linking.full_build(pyfunc, argtypes, cc, launch_bounds)
+                ptx = lib.get_asm_strs(cc=cc)[0]
+                linking.keep(skey, lib, pyfunc, users)
+            else:
+                ptx, _ = cuda.compile_ptx(factory(*factory_args), argtypes, cc=cc, opt=True,
+                                          launch_bounds=launch_bounds)
+    except (numba.core.errors.NumbaError, TypeError, ValueError, NotImplementedError) as exc:
+        what = _describe_callables(factory_args) or name
+        raise compile_error(exc, f"{name} for {what}") from exc
+    STATS["compiled"] += 1
+    return align_shared(ptx)
 
 
 _SHARED_ALIGN = re.compile(r"^((?:\.visible\s+|\.extern\s+)?\.shared\s+)\.align\s+(?:1|2|4|8)(\s)", re.M)
@@ -715,11 +733,6 @@ def resident_blocks(kernel, block, fallback):
 # --------------------------------------------------------------------------- offline
 
 
-class _FakeDevice:
-    def __init__(self, cc):
-        self.compute_capability = cc
-
-
 def compile_ptx_offline(factory, factory_args: tuple, argtypes: tuple, cc=(9, 0), launch_bounds=None) -> str:
     """Compile a kernel specialisation to PTX without a GPU (for tests of the GPU code path).
 
@@ -733,27 +746,6 @@ def compile_ptx_offline(factory, factory_args: tuple, argtypes: tuple, cc=(9, 0)
         ptx, _ = cuda.compile_ptx(factory(*factory_args), tuple(argtypes), cc=cc, opt=True,
                                   launch_bounds=launch_bounds)
     return align_shared(ptx)
-
-
-@contextlib.contextmanager
-def _pretend_device(cc):
-    """numba asks the driver for the current device's compute capability when it types a
-    call to a device function; within this, it sees a device of capability ``cc`` instead
-    (no driver, no context: compiling needs libNVVM only)."""
-    import numba.cuda.compiler as ccomp  # noqa: PLC0415
-    import numba.cuda.dispatcher as cdisp  # noqa: PLC0415
-
-    with _PRETEND_LOCK:
-        saved = (cdisp.get_current_device, ccomp.get_current_device)
-        fake = _FakeDevice(tuple(cc))
-        cdisp.get_current_device = ccomp.get_current_device = lambda: fake
-        try:
-            yield
-        finally:
-            cdisp.get_current_device, ccomp.get_current_device = saved
-
-
-_PRETEND_LOCK = threading.Lock()
 
 
 # --------------------------------------------------------------------------- typing

@@ -11,7 +11,10 @@ loaded from the disk or not storable (operators' types, the CPU device's loops; 
 ran on their CuPy / NumPy fallback while a kernel was built in the background (see
 :mod:`forge_array.runtime.background`), ``stored_launches`` the launches run from the disk's
 stored launches before numba loaded (see :mod:`forge_array.runtime.stored`), ``prebuilt_hits``
-the kernels loaded from the package's prebuilt archive (see :mod:`forge_array.runtime.prebuilt`).
+the kernels loaded from the package's prebuilt archive (see :mod:`forge_array.runtime.prebuilt`),
+``linked`` / ``link_failures`` the specialisations built by linking new operators into the
+rest of a kernel built before, and the tries that fell back to a full build (see
+:mod:`forge_array.runtime.linking`).
 
 >>> from forge_array.runtime import STATS
 >>> sorted(STATS)[:3]
@@ -24,4 +27,4 @@ from __future__ import annotations
 STATS = {"compiled": 0, "disk_hits": 0, "compile_seconds": 0.0, "load_seconds": 0.0,
          "launches": 0, "fused": 0, "deferred": 0, "stored_launches": 0,
          "cpu_compiled": 0, "cpu_disk_hits": 0, "cpu_uncached": 0, "process_builds": 0,
-         "prebuilt_hits": 0}
+         "prebuilt_hits": 0, "linked": 0, "link_failures": 0}

@@ -11,6 +11,7 @@ time through :func:`set_flags` or the :func:`flags` context manager.
 | ``compile`` | ``FORGE_ARRAY_COMPILE`` | ``"background"`` (``"sync"`` simulated) | yes |
 | ``build_process`` | ``FORGE_ARRAY_BUILD_PROCESS`` | on | yes (the next build) |
 | ``prebuilt`` | ``FORGE_ARRAY_PREBUILT`` | on | yes |
+| ``link`` | ``FORGE_ARRAY_LINK`` | on | yes |
 | ``device`` | ``FORGE_ARRAY_DEVICE`` | ``""`` (``cuda:0``, else ``cpu``) | yes |
 | ``tuning`` | ``FORGE_ARRAY_TUNING`` | ``{}`` | yes |
 | ``kernels`` | ``FORGE_ARRAY_KERNELS`` | on | fixed at start |
@@ -229,6 +230,9 @@ _define("build_process", "FORGE_ARRAY_BUILD_PROCESS", _bool_true_unless_off, Tru
         "background builds run in a separate process (off: on a thread of this one)", check=_as_bool)
 _define("prebuilt", "FORGE_ARRAY_PREBUILT", _bool_true_unless_off, True,
         "kernels shipped built with the package are loaded instead of compiled", check=_as_bool)
+_define("link", "FORGE_ARRAY_LINK", _bool_true_unless_off, True,
+        "a kernel that differs from one built before only in its operators links the new operators "
+        "into the stored rest of it (off: every specialisation is a full numba build)", check=_as_bool)
 _define("device", "FORGE_ARRAY_DEVICE", str.strip, "",
         "the default device ('' : cuda:0 when CuPy finds a GPU, else cpu)", check=_as_str)
 _define("tuning", "FORGE_ARRAY_TUNING", _tuning, {},

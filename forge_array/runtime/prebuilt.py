@@ -31,9 +31,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import pickle
 import sys
 import threading
 import zipfile
+import zlib
 
 from .counters import STATS
 
@@ -97,6 +99,19 @@ def lookup(key: str):
     return parts[0], ptx
 
 
+def skeleton(skey: str):
+    """The shipped skeleton (:mod:`.linking`) of key ``skey``, or None."""
+    opened = _archive()
+    if opened is None or skey + ".skeleton" not in opened[1]:
+        return None
+    try:
+        with _LOCK:
+            data = opened[0].read(skey + ".skeleton")
+        return pickle.loads(data)
+    except Exception:  # noqa: BLE001 - a damaged member, or numba types of another version
+        return None
+
+
 def manifest() -> dict | None:
     """The shipped archive's manifest, or None when there is none."""
     try:
@@ -133,11 +148,17 @@ def status(source_hash: str, numba_version: str, numba_cuda_version: str, python
     return f"prebuilt kernels: {what}; in use"
 
 
+#: the skeletons :func:`pack` ships: those of the warmup's stand-ins for a user's operators
+SHIPPED_SKELETONS = "forge_array._warmup."
+
+
 def pack(cache_dir: str, out_dir: str, meta: dict) -> dict:
     """Pack every kernel file under ``cache_dir`` (a kernel cache filled for :data:`TARGETS`)
-    into ``out_dir/kernels.zip`` and write ``out_dir/manifest.json`` from ``meta`` plus the
-    counts and sizes; returns the manifest. Members are written in key order with fixed
-    dates, so the same kernels give the same archive."""
+    and the skeletons (:mod:`.linking`) of the warmup's stand-in user operators
+    (:data:`SHIPPED_SKELETONS`) into ``out_dir/kernels.zip`` and write
+    ``out_dir/manifest.json`` from ``meta`` plus the counts and sizes; returns the manifest.
+    Members are written in key order with fixed dates, so the same kernels give the same
+    archive."""
     from . import kernel_files  # noqa: PLC0415
 
     files = []
@@ -145,30 +166,47 @@ def pack(cache_dir: str, out_dir: str, meta: dict) -> dict:
         folder = os.path.join(cache_dir, sub)
         if len(sub) != 2 or not os.path.isdir(folder):
             continue
-        files += [os.path.join(folder, f) for f in sorted(os.listdir(folder)) if f.endswith(".ptx")]
+        files += [os.path.join(folder, f) for f in sorted(os.listdir(folder)) if f.endswith((".ptx", ".skeleton"))]
     os.makedirs(out_dir, exist_ok=True)
     archive = os.path.join(out_dir, "kernels.zip")
     tmp = archive + ".tmp"
-    raw = 0
-    count = 0
+    raw = skeleton_bytes = count = skeletons = 0
     with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_LZMA) as z:
         for path in sorted(files, key=os.path.basename):
-            cached = kernel_files.read_cached(path)
-            if cached is None:
-                continue
-            entry, ptx = cached
-            text = f"{entry} {hashlib.sha256(ptx.encode()).hexdigest()}\n{ptx}"
+            if path.endswith(".skeleton"):
+                data = _shipped_skeleton(path)
+                if data is None:
+                    continue
+                skeleton_bytes += len(data)
+                skeletons += 1
+            else:
+                cached = kernel_files.read_cached(path)
+                if cached is None:
+                    continue
+                entry, ptx = cached
+                data = f"{entry} {hashlib.sha256(ptx.encode()).hexdigest()}\n{ptx}".encode()
+                raw += len(data)
+                count += 1
             info = zipfile.ZipInfo(os.path.basename(path), date_time=(2020, 1, 1, 0, 0, 0))
             info.compress_type = zipfile.ZIP_LZMA
-            z.writestr(info, text)
-            raw += len(text)
-            count += 1
+            z.writestr(info, data)
     os.replace(tmp, archive)
-    m = dict(meta, kernels=count, ptx_bytes=raw, archive_bytes=os.path.getsize(archive),
-             targets=[list(t) for t in TARGETS])
+    m = dict(meta, kernels=count, ptx_bytes=raw, skeletons=skeletons, skeleton_bytes=skeleton_bytes,
+             archive_bytes=os.path.getsize(archive), targets=[list(t) for t in TARGETS])
     with open(os.path.join(out_dir, "manifest.json"), "w", encoding="utf-8") as f:
         json.dump(m, f, indent=1, sort_keys=True)
         f.write("\n")
     if os.path.abspath(archive) == os.path.abspath(ARCHIVE):
         use_archive(archive)
     return m
+
+
+def _shipped_skeleton(path: str) -> bytes | None:
+    """The pickled skeleton of the file at ``path`` when it is one to ship, else None."""
+    try:
+        with open(path, "rb") as f:
+            data = zlib.decompress(f.read())
+        ops = pickle.loads(data).get("operators", ())
+    except Exception:  # noqa: BLE001 - not a skeleton of this version
+        return None
+    return data if any(o.startswith(SHIPPED_SKELETONS) for o in ops) else None
