@@ -13,8 +13,10 @@ fresh process with an empty kernel cache and ``FORGE_ARRAY_COMPILE=sync``, once 
 
 Per call: wall seconds of the first call, the kernels it built (``runtime.STATS``'s
 ``compiled``), how many of them were linked, their compile seconds, and a checksum of the
-result, which must be the same in every row (a linked kernel's PTX is the full build's).
-The summary is the median compile seconds per new specialisation.
+result, which must agree in every row (a linked kernel's PTX is the full build's).
+The summary is the median compile seconds per new specialisation; results must agree exactly
+for integers and within 1e-6 for floats (a float scan's decoupled look-back may combine the
+same values in another order from run to run).
 
     python -m bench.suite_compile --parts operators
 """
@@ -100,7 +102,10 @@ def run_operators(_args=None) -> dict:
               f"{(r['median_per_kernel_s'] or 0):.3f} s per kernel, script {r['script_s']:.1f} s", flush=True)
     base = rows["full builds"]["calls"]
     for label, r in rows.items():
-        r["same_results"] = all(abs(a["checksum"] - b["checksum"]) <= 1e-9 * max(1.0, abs(b["checksum"]))
+        # integers exact; floats within 1e-6 (a float scan's look-back may combine the same
+        # values in another order from run to run)
+        r["same_results"] = all(abs(a["checksum"] - b["checksum"])
+                                <= (1e-6 * max(1.0, abs(b["checksum"])) if b["dtype"].startswith("float") else 0)
                                 for a, b in zip(r["calls"], base))
     return {"rows": rows}
 

@@ -127,6 +127,9 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--device", default=None, help="e.g. cuda:0 (default: the default device)")
     b.add_argument("--commit", default=None, help="the commit to record in the manifest (default: git "
                                                  "rev-parse HEAD of the checkout)")
+    b.add_argument("--skeletons-only", action="store_true",
+                   help="keep the shipped kernels (they must match this install) and build only the "
+                        "skeletons of the stand-in user operators")
     return p
 
 
@@ -156,7 +159,7 @@ def prebuild(args) -> int:
     from forge_array._warmup import prebuild as build  # noqa: PLC0415
 
     try:
-        m = build(args.jobs, args.out, args.device, commit=args.commit)
+        m = build(args.jobs, args.out, args.device, commit=args.commit, skeletons_only=args.skeletons_only)
     except ValueError as e:
         print(str(e), file=sys.stderr)
         return 2

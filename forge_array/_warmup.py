@@ -396,19 +396,23 @@ PREBUILD_WARMUP = ["--dtypes", "all", "--sizes", "1,1000,1000000",
 
 
 def prebuild(jobs: int, out_dir: str | None = None, device: str | None = None, out=None,
-             commit: str | None = None) -> dict:
-    """Build the shipped kernels (``python -m forge_array prebuild``, on a GPU machine): run
-    :data:`PREBUILD_WARMUP` once per compile target of :data:`.runtime.prebuilt.TARGETS` into
-    an empty cache, pack its kernel files into ``out_dir`` (default: the package's
-    ``prebuilt/`` folder), then check the archive in a fresh process on an empty cache. Returns
-    the manifest (with the check's counts under ``"check"``). ``commit`` is recorded in the
-    manifest (default: the checkout's ``git rev-parse HEAD``).
+             commit: str | None = None, skeletons_only: bool = False) -> dict:
+    """Build the shipped kernels (``python -m forge_array prebuild``, on a GPU machine): once
+    per compile target of :data:`.runtime.prebuilt.TARGETS`, run the ``operators`` part of
+    :data:`PREBUILD_WARMUP` into an empty cache of its own (the stand-in user operators, each
+    building in full and leaving its skeleton: :mod:`.runtime.linking`), then the standard
+    operations into another; pack the kernel files and the stand-ins' skeletons into
+    ``out_dir`` (default: the package's ``prebuilt/`` folder), then check the archive in a
+    fresh process on an empty cache. With ``skeletons_only`` the kernels are those of the
+    shipped archive (which must match this install's kernel sources) and only the skeletons
+    are built anew. Returns the manifest (with the check's counts under ``"check"``).
+    ``commit`` is recorded in the manifest (default: the checkout's ``git rev-parse HEAD``).
 
     ```python
     from forge_array._warmup import prebuild
 
     m = prebuild(jobs=16)            # on a GPU machine: a few minutes
-    print(m["kernels"], m["archive_bytes"])
+    print(m["kernels"], m["skeletons"], m["archive_bytes"])
     ```
     """
     import platform
@@ -422,30 +426,44 @@ def prebuild(jobs: int, out_dir: str | None = None, device: str | None = None, o
     if config.SIMULATE or nothing_to_build(device) is not None or backend.device_info()["cc"] < prebuilt.BASE_CC:
         raise ValueError("prebuild: needs a GPU of compute capability "
                          f"{prebuilt.BASE_CC[0]}.{prebuilt.BASE_CC[1]} or later")
+    shipped = prebuilt.manifest() or {}
+    if skeletons_only and shipped.get("source_hash") != compiler.source_hash():
+        raise ValueError("prebuild --skeletons-only: the shipped kernels do not match this install's kernel sources")
     out_dir = out_dir or os.path.dirname(prebuilt.ARCHIVE)
-    with tempfile.TemporaryDirectory(prefix="forge-prebuild-") as cache:
+    standard = ",".join(o for o in OPS if o != "operators")
+    with tempfile.TemporaryDirectory(prefix="forge-prebuild-") as cache, \
+            tempfile.TemporaryDirectory(prefix="forge-prebuild-operators-") as skeletons:
         t0 = time.perf_counter()
+        if skeletons_only:
+            n = prebuilt.unpack_kernels(cache)
+            print(f"kernels of the shipped archive: {n}", file=out)
         for target in prebuilt.TARGETS:
             if target > backend.device_info()["cc"]:
                 raise ValueError(f"prebuild: the GPU here cannot run sm_{target[0]}{target[1]} kernels")
-            env = dict(os.environ, FORGE_ARRAY_CACHE_DIR=cache, FORGE_ARRAY_PREBUILT="0", FORGE_ARRAY_COMPILE="sync",
-                       FORGE_ARRAY_TARGET_CC="%d.%d" % target)
-            cmd = [sys.executable, "-m", "forge_array", "warmup", *PREBUILD_WARMUP, "--jobs", str(jobs)]
-            if device:
-                cmd += ["--device", device]
-            done = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=_stream(out), text=True)
-            if done.stderr:
-                out.write(done.stderr)
-            if done.returncode != 0:
-                raise RuntimeError(f"prebuild: the warmup for sm_{target[0]}{target[1]} failed "
-                                   f"(exit {done.returncode})")
-            print(f"sm_{target[0]}{target[1]}: {done.stdout}", file=out, end="")
+            runs = [("operators", skeletons)] + ([] if skeletons_only else [(standard, cache)])
+            for ops, folder in runs:
+                env = dict(os.environ, FORGE_ARRAY_CACHE_DIR=folder, FORGE_ARRAY_PREBUILT="0",
+                           FORGE_ARRAY_COMPILE="sync", FORGE_ARRAY_TARGET_CC="%d.%d" % target)
+                cmd = [sys.executable, "-m", "forge_array", "warmup", *PREBUILD_WARMUP, "--ops", ops,
+                       "--jobs", str(jobs)]
+                if device:
+                    cmd += ["--device", device]
+                done = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=_stream(out), text=True)
+                if done.stderr:
+                    out.write(done.stderr)
+                if done.returncode != 0:
+                    raise RuntimeError(f"prebuild: the warmup for sm_{target[0]}{target[1]} failed "
+                                       f"(exit {done.returncode})")
+                print(f"sm_{target[0]}{target[1]}: {done.stdout}", file=out, end="")
         meta = {"command": "python -m forge_array prebuild", "warmup": " ".join(PREBUILD_WARMUP),
                 "commit": commit or _commit(), "date": time.strftime("%Y-%m-%d"), "gpu": backend.device_info()["name"],
                 "python": platform.python_version(), "numba": numba.__version__,
                 "numba_cuda": compiler._NUMBA_CUDA_VERSION, "source_hash": compiler.source_hash(),
                 "build_seconds": round(time.perf_counter() - t0, 1)}
-        m = prebuilt.pack(cache, out_dir, meta)
+        if skeletons_only:
+            meta = dict(meta, commit=shipped.get("commit"), skeletons_commit=commit or _commit(),
+                        build_seconds=shipped.get("build_seconds"))
+        m = prebuilt.pack(cache, out_dir, meta, skeleton_dirs=(skeletons,))
     m["check"] = _check_archive(os.path.join(out_dir, "kernels.zip"), device)
     return m
 

@@ -414,7 +414,7 @@ def test_ptx_compiles_for_specialisations(offline_ptx):
         import numpy as np
         from forge_array import ops
         from forge_array.kernels import reduce as K
-        from forge_array.primitives.reductions import _welford_map, _var_post, _pair, _index_post
+        from forge_array.primitives.reductions.named import _welford_map, _var_post, _pair, _index_post
         from forge_array.runtime import compile_ptx_offline
         S = K.ReduceSpec
         cases = [

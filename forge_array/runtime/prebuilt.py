@@ -152,21 +152,27 @@ def status(source_hash: str, numba_version: str, numba_cuda_version: str, python
 SHIPPED_SKELETONS = "forge_array._warmup."
 
 
-def pack(cache_dir: str, out_dir: str, meta: dict) -> dict:
-    """Pack every kernel file under ``cache_dir`` (a kernel cache filled for :data:`TARGETS`)
-    and the skeletons (:mod:`.linking`) of the warmup's stand-in user operators
-    (:data:`SHIPPED_SKELETONS`) into ``out_dir/kernels.zip`` and write
-    ``out_dir/manifest.json`` from ``meta`` plus the counts and sizes; returns the manifest.
-    Members are written in key order with fixed dates, so the same kernels give the same
-    archive."""
-    from . import kernel_files  # noqa: PLC0415
-
+def _cache_files(cache_dir: str, suffix: str) -> list:
     files = []
     for sub in sorted(os.listdir(cache_dir)) if os.path.isdir(cache_dir) else []:
         folder = os.path.join(cache_dir, sub)
-        if len(sub) != 2 or not os.path.isdir(folder):
-            continue
-        files += [os.path.join(folder, f) for f in sorted(os.listdir(folder)) if f.endswith((".ptx", ".skeleton"))]
+        if len(sub) == 2 and os.path.isdir(folder):
+            files += [os.path.join(folder, f) for f in sorted(os.listdir(folder)) if f.endswith(suffix)]
+    return files
+
+
+def pack(cache_dir: str, out_dir: str, meta: dict, skeleton_dirs=None) -> dict:
+    """Pack every kernel file under ``cache_dir`` (a kernel cache filled for :data:`TARGETS`)
+    and the skeletons (:mod:`.linking`) of the warmup's stand-in user operators
+    (:data:`SHIPPED_SKELETONS`) under ``skeleton_dirs`` (default: ``cache_dir``) into
+    ``out_dir/kernels.zip`` and write ``out_dir/manifest.json`` from ``meta`` plus the counts
+    and sizes; returns the manifest. Members are written in key order with fixed dates, so
+    the same kernels give the same archive."""
+    from . import kernel_files  # noqa: PLC0415
+
+    files = _cache_files(cache_dir, ".ptx")
+    for folder in skeleton_dirs or (cache_dir,):
+        files += _cache_files(folder, ".skeleton")
     os.makedirs(out_dir, exist_ok=True)
     archive = os.path.join(out_dir, "kernels.zip")
     tmp = archive + ".tmp"
@@ -199,6 +205,22 @@ def pack(cache_dir: str, out_dir: str, meta: dict) -> dict:
     if os.path.abspath(archive) == os.path.abspath(ARCHIVE):
         use_archive(archive)
     return m
+
+
+def unpack_kernels(cache_dir: str) -> int:
+    """Write the shipped archive's kernels into ``cache_dir`` as kernel files (for a prebuild
+    that builds the skeletons alone); returns how many."""
+    from . import kernel_files  # noqa: PLC0415
+
+    opened = _archive()
+    n = 0
+    for name in sorted(opened[1]) if opened else ():
+        if name.endswith(".ptx"):
+            found = lookup(name[:-4])
+            if found is not None:
+                kernel_files.write_cached(os.path.join(cache_dir, name[:2], name), *found)
+                n += 1
+    return n
 
 
 def _shipped_skeleton(path: str) -> bytes | None:
