@@ -76,10 +76,70 @@ class DropIn(Cores):
 
     # ----------------------------------------------------------------- public functions
 
-    def _build(self):  # noqa: C901 - one closure per function, with CuPy's signature
+    def _cores(self):
+        """name -> the computing core of each reduction, scan and product: called with
+        keyword arguments as CuPy's function takes them, it returns the result on our kernels
+        or ``DECLINE`` (an argument it does not cover, any unknown keyword among them)."""
+        me, DEC = self, DECLINE
+
+        def core(fn):
+            names = frozenset(fn.__code__.co_varnames[1:fn.__code__.co_argcount])
+
+            def call(a, *args, **kw):
+                for k in kw:
+                    if k not in names:
+                        return DEC
+                return fn(a, *args, **kw)
+            return call
+
+        return {
+            "sum": core(lambda a, axis=None, dtype=None, out=None, keepdims=False:
+                        me._c_sum_prod(_sum_prim, a, axis, dtype, out, keepdims)),
+            "prod": core(lambda a, axis=None, dtype=None, out=None, keepdims=False:
+                         me._c_sum_prod(_prod_prim, a, axis, dtype, out, bool(keepdims))),
+            "max": core(lambda a, axis=None, out=None, keepdims=False:
+                        me._c_extremum(_max_prim, a, axis, out, keepdims)),
+            "min": core(lambda a, axis=None, out=None, keepdims=False:
+                        me._c_extremum(_min_prim, a, axis, out, keepdims)),
+            "mean": core(lambda a, axis=None, dtype=None, out=None, keepdims=False:
+                         me._c_mean(a, axis, dtype, out, keepdims)),
+            "var": core(lambda a, axis=None, dtype=None, out=None, ddof=0, keepdims=False:
+                        me._c_moments(a, axis, dtype, out, ddof, keepdims, False)),
+            "std": core(lambda a, axis=None, dtype=None, out=None, ddof=0, keepdims=False:
+                        me._c_moments(a, axis, dtype, out, ddof, keepdims, True)),
+            "argmax": core(lambda a, axis=None, dtype=None, out=None, keepdims=False:
+                           me._c_arg(_p_argmax, a, axis, dtype, out, keepdims)),
+            "argmin": core(lambda a, axis=None, dtype=None, out=None, keepdims=False:
+                           me._c_arg(_p_argmin, a, axis, dtype, out, keepdims)),
+            "any": core(lambda a, axis=None, out=None, keepdims=False:
+                        me._c_logical(_any_prim, a, axis, out, keepdims)),
+            "all": core(lambda a, axis=None, out=None, keepdims=False:
+                        me._c_logical(_all_prim, a, axis, out, keepdims)),
+            "cumsum": core(lambda a, axis=None, dtype=None, out=None:
+                           me._c_scan(_scan.cumulative_sum, a, axis, dtype, out)),
+            "cumprod": core(lambda a, axis=None, dtype=None, out=None:
+                            me._c_scan(_scan.cumulative_prod, a, axis, dtype, out)),
+            "nansum": core(lambda a, axis=None, dtype=None, out=None, keepdims=False:
+                           me._c_nansum(a, axis, dtype, out, keepdims)),
+            "nanmax": core(lambda a, axis=None, out=None, keepdims=False:
+                           me._c_nanext(a, axis, out, keepdims, True)),
+            "nanmin": core(lambda a, axis=None, out=None, keepdims=False:
+                           me._c_nanext(a, axis, out, keepdims, False)),
+            "dot": core(lambda a, b, out=None: me._c_product(a, b, out, "dot")),
+            "matmul": core(lambda a, b, out=None: me._c_product(a, b, out, "matmul")),
+            "inner": core(lambda a, b: me._c_product(a, b, None, "inner")),
+        }
+
+    def _build(self):
+        cores = self._cores()
+        self.functions = self._build_functions(cores)
+        self.methods = self._build_methods(cores)
+
+    def _build_functions(self, cores):  # noqa: C901 - one function per name, with CuPy's signature
+        """The drop-in functions (CuPy's signatures): each runs its core and falls back to the
+        function it replaces where the core declines."""
         me = self
         fb = self.fallbacks
-        mfb = self.method_fallbacks
         DEC = DECLINE
 
         def run(name, r, fallback, *args, **kwargs):
@@ -89,43 +149,43 @@ class DropIn(Cores):
             me._hit("kernel", name)
             return r
 
+        c = cores
+
         def sum(a, axis=None, dtype=None, out=None, keepdims=False, **kw):
             """Sum over ``axis`` (CuPy's ``sum``): int64 / uint64 for bool and narrower
             integers unless ``dtype`` is given."""
-            return run("sum", DEC if kw else me._c_sum_prod(_sum_prim, a, axis, dtype, out, keepdims), fb["sum"],
+            return run("sum", c["sum"](a, axis=axis, dtype=dtype, out=out, keepdims=keepdims, **kw), fb["sum"],
                        a, axis=axis, dtype=dtype, out=out, keepdims=keepdims, **kw)
 
         def prod(a, axis=None, dtype=None, out=None, keepdims=False, **kw):
             """Product over ``axis`` (CuPy's ``prod``), with ``sum``'s dtype rules."""
-            return run("prod", DEC if kw else me._c_sum_prod(_prod_prim, a, axis, dtype, out, keepdims),
-                       fb["prod"], a, axis=axis, dtype=dtype, out=out, keepdims=keepdims, **kw)
+            return run("prod", c["prod"](a, axis=axis, dtype=dtype, out=out, keepdims=keepdims, **kw), fb["prod"],
+                       a, axis=axis, dtype=dtype, out=out, keepdims=keepdims, **kw)
 
         def amax(a, axis=None, out=None, keepdims=False, **kw):
             """Maximum over ``axis`` (CuPy's ``amax`` / ``max``); NaN propagates."""
-            return run("max", DEC if kw else me._c_extremum(_max_prim, a, axis, out, keepdims), fb["amax"],
+            return run("max", c["max"](a, axis=axis, out=out, keepdims=keepdims, **kw), fb["amax"],
                        a, axis=axis, out=out, keepdims=keepdims, **kw)
 
         def amin(a, axis=None, out=None, keepdims=False, **kw):
             """Minimum over ``axis`` (CuPy's ``amin`` / ``min``); NaN propagates."""
-            return run("min", DEC if kw else me._c_extremum(_min_prim, a, axis, out, keepdims), fb["amin"],
+            return run("min", c["min"](a, axis=axis, out=out, keepdims=keepdims, **kw), fb["amin"],
                        a, axis=axis, out=out, keepdims=keepdims, **kw)
 
         def mean(a, axis=None, dtype=None, out=None, keepdims=False, **kw):
             """Arithmetic mean over ``axis`` (float64 for integers)."""
-            return run("mean", DEC if kw else me._c_mean(a, axis, dtype, out, keepdims), fb["mean"],
+            return run("mean", c["mean"](a, axis=axis, dtype=dtype, out=out, keepdims=keepdims, **kw), fb["mean"],
                        a, axis=axis, dtype=dtype, out=out, keepdims=keepdims, **kw)
 
         def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kw):
             """Variance over ``axis`` with ``ddof``, in one pass (Welford / Chan)."""
-            return run("var", DEC if kw else me._c_moments(a, axis, dtype, out, ddof, keepdims, False),
-                       fb["var"], a, axis=axis, dtype=dtype, out=out, ddof=ddof,
-                       keepdims=keepdims, **kw)
+            return run("var", c["var"](a, axis=axis, dtype=dtype, out=out, ddof=ddof, keepdims=keepdims, **kw),
+                       fb["var"], a, axis=axis, dtype=dtype, out=out, ddof=ddof, keepdims=keepdims, **kw)
 
         def std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kw):
             """Standard deviation over ``axis`` with ``ddof``, in one pass."""
-            return run("std", DEC if kw else me._c_moments(a, axis, dtype, out, ddof, keepdims, True),
-                       fb["std"], a, axis=axis, dtype=dtype, out=out, ddof=ddof,
-                       keepdims=keepdims, **kw)
+            return run("std", c["std"](a, axis=axis, dtype=dtype, out=out, ddof=ddof, keepdims=keepdims, **kw),
+                       fb["std"], a, axis=axis, dtype=dtype, out=out, ddof=ddof, keepdims=keepdims, **kw)
 
         def _arg_fallback(f):
             def call(a, axis=None, dtype=None, out=None, keepdims=False, **kw):
@@ -139,59 +199,58 @@ class DropIn(Cores):
 
         def argmax(a, axis=None, dtype=None, out=None, keepdims=False, **kw):
             """Index of the first maximum along ``axis`` (flat index for ``axis=None``)."""
-            return run("argmax", DEC if kw else me._c_arg(_p_argmax, a, axis, dtype, out, keepdims),
+            return run("argmax", c["argmax"](a, axis=axis, dtype=dtype, out=out, keepdims=keepdims, **kw),
                        argmax_fb, a, axis, dtype, out, keepdims, **kw)
 
         def argmin(a, axis=None, dtype=None, out=None, keepdims=False, **kw):
             """Index of the first minimum along ``axis`` (flat index for ``axis=None``)."""
-            return run("argmin", DEC if kw else me._c_arg(_p_argmin, a, axis, dtype, out, keepdims),
+            return run("argmin", c["argmin"](a, axis=axis, dtype=dtype, out=out, keepdims=keepdims, **kw),
                        argmin_fb, a, axis, dtype, out, keepdims, **kw)
 
         def any(a, axis=None, out=None, keepdims=False, **kw):
             """Whether any element over ``axis`` is nonzero."""
-            return run("any", DEC if kw else me._c_logical(_any_prim, a, axis, out, keepdims), fb["any"],
+            return run("any", c["any"](a, axis=axis, out=out, keepdims=keepdims, **kw), fb["any"],
                        a, axis=axis, out=out, keepdims=keepdims, **kw)
 
         def all(a, axis=None, out=None, keepdims=False, **kw):
             """Whether every element over ``axis`` is nonzero."""
-            return run("all", DEC if kw else me._c_logical(_all_prim, a, axis, out, keepdims), fb["all"],
+            return run("all", c["all"](a, axis=axis, out=out, keepdims=keepdims, **kw), fb["all"],
                        a, axis=axis, out=out, keepdims=keepdims, **kw)
 
         def cumsum(a, axis=None, dtype=None, out=None, **kw):
             """Cumulative sum along ``axis`` (of the flattened array for ``axis=None``)."""
-            return run("cumsum", DEC if kw else me._c_scan(_scan.cumulative_sum, a, axis, dtype, out),
-                       fb["cumsum"], a, axis=axis, dtype=dtype, out=out, **kw)
+            return run("cumsum", c["cumsum"](a, axis=axis, dtype=dtype, out=out, **kw), fb["cumsum"],
+                       a, axis=axis, dtype=dtype, out=out, **kw)
 
         def cumprod(a, axis=None, dtype=None, out=None, **kw):
             """Cumulative product along ``axis`` (of the flattened array for ``axis=None``)."""
-            return run("cumprod", DEC if kw else me._c_scan(_scan.cumulative_prod, a, axis, dtype, out),
-                       fb["cumprod"], a, axis=axis, dtype=dtype, out=out, **kw)
+            return run("cumprod", c["cumprod"](a, axis=axis, dtype=dtype, out=out, **kw), fb["cumprod"],
+                       a, axis=axis, dtype=dtype, out=out, **kw)
 
         def nansum(a, axis=None, dtype=None, out=None, keepdims=False, **kw):
             """Sum over ``axis`` counting NaN as zero."""
-            return run("nansum", DEC if kw else me._c_nansum(a, axis, dtype, out, keepdims), fb["nansum"],
-                       a, axis=axis, dtype=dtype, out=out, keepdims=keepdims, **kw)
+            return run("nansum", c["nansum"](a, axis=axis, dtype=dtype, out=out, keepdims=keepdims, **kw),
+                       fb["nansum"], a, axis=axis, dtype=dtype, out=out, keepdims=keepdims, **kw)
 
         def nanmax(a, axis=None, out=None, keepdims=False, **kw):
             """Maximum over ``axis`` ignoring NaN (NaN and a RuntimeWarning for all-NaN
             slices)."""
-            return run("nanmax", DEC if kw else me._c_nanext(a, axis, out, keepdims, True), fb["nanmax"],
+            return run("nanmax", c["nanmax"](a, axis=axis, out=out, keepdims=keepdims, **kw), fb["nanmax"],
                        a, axis=axis, out=out, keepdims=keepdims, **kw)
 
         def nanmin(a, axis=None, out=None, keepdims=False, **kw):
             """Minimum over ``axis`` ignoring NaN."""
-            return run("nanmin", DEC if kw else me._c_nanext(a, axis, out, keepdims, False), fb["nanmin"],
+            return run("nanmin", c["nanmin"](a, axis=axis, out=out, keepdims=keepdims, **kw), fb["nanmin"],
                        a, axis=axis, out=out, keepdims=keepdims, **kw)
 
         def dot(a, b, out=None, **kw):
             """Dot product; matrix-vector, vector-matrix and vector-vector on our kernels."""
-            return run("dot", DEC if kw else me._c_product(a, b, out, "dot"), fb["dot"], a, b, out=out, **kw)
+            return run("dot", c["dot"](a, b, out=out, **kw), fb["dot"], a, b, out=out, **kw)
 
         def matmul(a, b, out=None, **kwargs):
             """``a @ b``; matrix (or batch) times vector and vector times matrix on our
             kernels."""
-            r = DEC if kwargs else me._c_product(a, b, out, "matmul")
-            return run("matmul", r, fb["matmul"], a, b, out=out, **kwargs)
+            return run("matmul", c["matmul"](a, b, out=out, **kwargs), fb["matmul"], a, b, out=out, **kwargs)
 
         def vdot(a, b, **kw):
             """Dot product of the flattened arrays (real dtypes on our kernels)."""
@@ -202,7 +261,7 @@ class DropIn(Cores):
 
         def inner(a, b, **kw):
             """Inner product over the last axes."""
-            return run("inner", DEC if kw else me._c_product(a, b, None, "inner"), fb["inner"], a, b, **kw)
+            return run("inner", c["inner"](a, b, **kw), fb["inner"], a, b, **kw)
 
         funcs = dict(sum=sum, prod=prod, amax=amax, max=amax, amin=amin, min=amin, mean=mean,
                      var=var, std=std, argmax=argmax, argmin=argmin, any=any, all=all,
@@ -224,9 +283,14 @@ class DropIn(Cores):
                         "original; its documentation follows.\n\n    " + orig.__doc__)
             f.__doc__ = doc
             setattr(self, name, f)
-        self.functions = funcs
+        return funcs
 
-        # ---- methods: CuPy's ndarray signatures; fallbacks are the unpatched methods
+    def _build_methods(self, cores):
+        """``ndarray`` methods (CuPy's signatures) on the same cores; a method falls back to
+        the unpatched method, and stays in it when called from CuPy's own code."""
+        me = self
+        mfb = self.method_fallbacks
+        DEC = DECLINE
 
         def m(name, core, call):
             orig = mfb.get(name)
@@ -246,48 +310,6 @@ class DropIn(Cores):
                               f"(see forge_array.cupy).\n\n" + (getattr(orig, "__doc__", "") or ""))
             return method
 
-        def c_sum(a, axis=None, dtype=None, out=None, keepdims=False, **kw):
-            return DEC if kw else me._c_sum_prod(_sum_prim, a, axis, dtype, out, keepdims)
-
-        def c_prod(a, axis=None, dtype=None, out=None, keepdims=None, **kw):
-            return DEC if kw else me._c_sum_prod(_prod_prim, a, axis, dtype, out, bool(keepdims))
-
-        def c_max(a, axis=None, out=None, keepdims=False, **kw):
-            return DEC if kw else me._c_extremum(_max_prim, a, axis, out, keepdims)
-
-        def c_min(a, axis=None, out=None, keepdims=False, **kw):
-            return DEC if kw else me._c_extremum(_min_prim, a, axis, out, keepdims)
-
-        def c_mean(a, axis=None, dtype=None, out=None, keepdims=False, **kw):
-            return DEC if kw else me._c_mean(a, axis, dtype, out, keepdims)
-
-        def c_var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kw):
-            return DEC if kw else me._c_moments(a, axis, dtype, out, ddof, keepdims, False)
-
-        def c_std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kw):
-            return DEC if kw else me._c_moments(a, axis, dtype, out, ddof, keepdims, True)
-
-        def c_argmax(a, axis=None, out=None, dtype=None, keepdims=False, **kw):
-            return DEC if kw else me._c_arg(_p_argmax, a, axis, dtype, out, keepdims)
-
-        def c_argmin(a, axis=None, out=None, dtype=None, keepdims=False, **kw):
-            return DEC if kw else me._c_arg(_p_argmin, a, axis, dtype, out, keepdims)
-
-        def c_any(a, axis=None, out=None, keepdims=False, **kw):
-            return DEC if kw else me._c_logical(_any_prim, a, axis, out, keepdims)
-
-        def c_all(a, axis=None, out=None, keepdims=False, **kw):
-            return DEC if kw else me._c_logical(_all_prim, a, axis, out, keepdims)
-
-        def c_cumsum(a, axis=None, dtype=None, out=None, **kw):
-            return DEC if kw else me._c_scan(_scan.cumulative_sum, a, axis, dtype, out)
-
-        def c_cumprod(a, axis=None, dtype=None, out=None, **kw):
-            return DEC if kw else me._c_scan(_scan.cumulative_prod, a, axis, dtype, out)
-
-        def c_dot(a, b, out=None, **kw):
-            return DEC if kw else me._c_product(a, b, out, "dot")
-
         def plain(orig, self, *args, **kwargs):
             return orig(self, *args, **kwargs)
 
@@ -298,12 +320,30 @@ class DropIn(Cores):
         def prod_call(orig, self, axis=None, dtype=None, out=None, keepdims=None):
             return orig(self, axis=axis, dtype=dtype, out=out, keepdims=bool(keepdims))
 
+        def arg_core(core):     # ndarray.argmax(axis, out, dtype, keepdims): out before dtype
+            def call(a, axis=None, out=None, dtype=None, keepdims=False, **kw):
+                return core(a, axis=axis, dtype=dtype, out=out, keepdims=keepdims, **kw)
+            return call
+
+        def positional(core, params):   # the method's positional arguments as keywords
+            def call(a, *args, **kw):
+                if len(args) > len(params):
+                    return DEC
+                return core(a, **dict(zip(params, args)), **kw)
+            return call
+
+        order = {"sum": ("axis", "dtype", "out", "keepdims"), "prod": ("axis", "dtype", "out", "keepdims"),
+                 "max": ("axis", "out", "keepdims"), "min": ("axis", "out", "keepdims"),
+                 "mean": ("axis", "dtype", "out", "keepdims"), "var": ("axis", "dtype", "out", "ddof", "keepdims"),
+                 "std": ("axis", "dtype", "out", "ddof", "keepdims"), "any": ("axis", "out", "keepdims"),
+                 "all": ("axis", "out", "keepdims"), "cumsum": ("axis", "dtype", "out"),
+                 "cumprod": ("axis", "dtype", "out"), "dot": ("b", "out")}
         calls = {"argmax": arg_call, "argmin": arg_call, "prod": prod_call}
-        cores = dict(sum=c_sum, prod=c_prod, max=c_max, min=c_min, mean=c_mean, var=c_var,
-                     std=c_std, argmax=c_argmax, argmin=c_argmin, any=c_any, all=c_all,
-                     cumsum=c_cumsum, cumprod=c_cumprod, dot=c_dot)
-        self.methods = {name: m(name, core, calls.get(name, plain))
-                        for name, core in cores.items() if name in mfb}
+        method_cores = {name: positional(cores[name], params) for name, params in order.items()}
+        method_cores["argmax"] = arg_core(cores["argmax"])
+        method_cores["argmin"] = arg_core(cores["argmin"])
+        return {name: m(name, core, calls.get(name, plain))
+                for name, core in method_cores.items() if name in mfb}
 
     # ----------------------------------------------------------------- patching
 
