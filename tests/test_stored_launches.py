@@ -236,7 +236,7 @@ def test_a_scan_looks_up_the_key_its_primitive_stores(monkeypatch, sim, name, in
     pplan = importlib.import_module("forge_array.primitives.scan.plan")
     x = np.linspace(0.5, 1.5, 100, dtype=np.float32)
     saved, looked = [], []
-    monkeypatch.setattr(pscan, "SIMULATE", False)
+    monkeypatch.setattr(pscan.generic, "SIMULATE", False)
     monkeypatch.setattr(pplan._Plan, "stored_form", lambda self, a, o: {"d": 1})
     monkeypatch.setattr(stored, "save", lambda key, desc, device=None: saved.append(key))
     pscan.plan._fast_plans().clear()
