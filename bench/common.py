@@ -9,7 +9,11 @@ missing one becomes a skipped or failed implementation with its message.
 from __future__ import annotations
 
 import importlib
+import json
 import os
+import subprocess
+import sys
+import time
 from typing import Any, Callable
 
 import numpy as np
@@ -337,3 +341,18 @@ def fresh_env(cache: str, **extra) -> dict:
         env.pop(k, None)
     env.update(extra)
     return env
+
+
+def run_script(code: str, args, env: dict, timeout: float = 900) -> dict:
+    """Run Python ``code`` in a fresh process with ``args`` and environment ``env``; its last
+    line of output is a JSON object, returned with the process's wall seconds added
+    (``process_wall_s``). RuntimeError with the end of stderr when the process fails."""
+    t = time.perf_counter()
+    out = subprocess.run([sys.executable, "-c", code, *map(str, args)], env=env, capture_output=True, text=True,
+                         timeout=timeout)
+    wall = time.perf_counter() - t
+    if out.returncode != 0:
+        raise RuntimeError(out.stderr[-3000:])
+    res = json.loads(out.stdout.strip().splitlines()[-1])
+    res["process_wall_s"] = wall
+    return res

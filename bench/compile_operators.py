@@ -86,13 +86,12 @@ ROWS = (("linked, shipped skeletons", {}), ("linked, no archive", {"FORGE_ARRAY_
 
 def run_operators(_args=None) -> dict:
     """Run the script once per row in fresh processes with empty caches."""
-    from .common import fresh_env
-    from .suite_compile import _run
+    from .common import fresh_env, run_script
 
     rows = {}
     for label, extra in ROWS:
         with tempfile.TemporaryDirectory() as root:
-            r = _run(_SCRIPT, [], fresh_env(root, FORGE_ARRAY_COMPILE="sync", **extra))
+            r = run_script(_SCRIPT, [], fresh_env(root, FORGE_ARRAY_COMPILE="sync", **extra))
         per = [c["compile_s"] / c["kernels"] for c in r["calls"] if c["kernels"]]
         r["median_per_kernel_s"] = statistics.median(per) if per else None
         r["kernels"] = sum(c["kernels"] for c in r["calls"])

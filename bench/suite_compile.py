@@ -68,13 +68,11 @@ import json
 import os
 import platform
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 
 from .backends import slug
-from .common import ensure_bytecode, fresh_env
+from .common import ensure_bytecode, fresh_env, run_script
 from .compile_hypothesis import report_hypothesis, run_hypothesis
 from .compile_operators import report_operators, run_operators
 
@@ -260,20 +258,6 @@ print(json.dumps(out))
 '''
 
 
-
-
-def _run(code, args, env, timeout=900):
-    t = time.perf_counter()
-    out = subprocess.run([sys.executable, "-c", code, *map(str, args)], env=env, capture_output=True, text=True,
-                         timeout=timeout)
-    wall = time.perf_counter() - t
-    if out.returncode != 0:
-        raise RuntimeError(out.stderr[-3000:])
-    res = json.loads(out.stdout.strip().splitlines()[-1])
-    res["process_wall_s"] = wall
-    return res
-
-
 def _stats(xs):
     xs = sorted(xs)
     if not xs:
@@ -287,9 +271,9 @@ def run_phases(runs):
         plain, prof = [], None
         for _ in range(runs):
             with tempfile.TemporaryDirectory() as root:
-                plain.append(_run(_PHASES, [case, 0], fresh_env(root, FORGE_ARRAY_COMPILE="sync")))
+                plain.append(run_script(_PHASES, [case, 0], fresh_env(root, FORGE_ARRAY_COMPILE="sync")))
         with tempfile.TemporaryDirectory() as root:
-            prof = _run(_PHASES, [case, 1], fresh_env(root, FORGE_ARRAY_COMPILE="sync"))
+            prof = run_script(_PHASES, [case, 1], fresh_env(root, FORGE_ARRAY_COMPILE="sync"))
         med = {k: statistics.median(r[k] for r in plain) for k in ("first_kernel_s", "wall_s", "compile_s", "load_s")}
         med["kernels"] = plain[0]["kernels"]
         total = sum(prof["profile_s"].values()) or 1.0
@@ -304,7 +288,7 @@ def run_gil(iters):
     out = {}
     for label, extra in (("build process", {}), ("background thread", {"FORGE_ARRAY_BUILD_PROCESS": "0"})):
         with tempfile.TemporaryDirectory() as root:
-            r = _run(_GIL, [iters], fresh_env(root, **extra))
+            r = run_script(_GIL, [iters], fresh_env(root, **extra))
         row = {"alone": {k: _stats(v) for k, v in r["alone"].items()},
                "during": {ph: {k: _stats(v) for k, v in d.items()} for ph, d in r["during"].items()},
                "calls_s": r["calls_s"], "background_s": r["background_s"], "process_builds": r["process_builds"],
@@ -325,10 +309,10 @@ def run_first(runs):
     for _ in range(runs):
         for which in ("forge", "cupy"):
             with tempfile.TemporaryDirectory() as root:
-                r = _run(_FIRST, [which], fresh_env(root))
+                r = run_script(_FIRST, [which], fresh_env(root))
                 out[which].append(r)
                 if which == "forge":
-                    out["forge later"].append(_run(_FIRST, [which], fresh_env(root)))
+                    out["forge later"].append(run_script(_FIRST, [which], fresh_env(root)))
     for which, rs in out.items():
         med = statistics.median(r["calls_s"] for r in rs)
         worst = max(max(r["first_s"].values()) for r in rs)
@@ -340,8 +324,8 @@ def run_first(runs):
 def run_cpu(runs):
     with tempfile.TemporaryDirectory() as root:
         env = fresh_env(root)
-        first = _run(_CPU, [], env)
-        later = [_run(_CPU, [], env) for _ in range(runs)]
+        first = run_script(_CPU, [], env)
+        later = [run_script(_CPU, [], env) for _ in range(runs)]
     res = {"first": first, "later": later,
            "later_median_wall_s": statistics.median(r["process_wall_s"] for r in later),
            "later_median_script_s": statistics.median(r["script_s"] for r in later)}

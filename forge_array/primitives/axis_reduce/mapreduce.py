@@ -117,7 +117,9 @@ def axis_mapreduce(f, op, arrays, axis, init, keepdims, out_dtype, *, index=Fals
     return outs if is_tuple else outs[0]
 
 
-def _arg(x, axis, keepdims, op):
+def _arg(x, axis, keepdims, op, name):
+    if x.shape and axis is not None and x.shape[normalize_axes(axis, x.ndim)[0]] == 0:
+        raise ValueError(f"{name} of an empty sequence")
     xv = x.view(np.uint8) if x.dtype.kind == "b" else x
     if axis is None:
         xv = xv.reshape(-1)
@@ -140,9 +142,7 @@ def argmax(x, axis, keepdims=False):
     >>> argmax(np.array([[1, 9, 9], [4, 2, 4]]), 1).tolist()
     [1, 0]
     """
-    if x.shape and axis is not None and x.shape[normalize_axes(axis, x.ndim)[0]] == 0:
-        raise ValueError("argmax of an empty sequence")
-    return _arg(x, axis, keepdims, _ops.argmax)
+    return _arg(x, axis, keepdims, _ops.argmax, "argmax")
 
 
 def argmin(x, axis, keepdims=False):
@@ -153,6 +153,4 @@ def argmin(x, axis, keepdims=False):
     >>> argmin(np.array([[1, 9, 0], [4, 2, 2]]), 1).tolist()
     [2, 1]
     """
-    if x.shape and axis is not None and x.shape[normalize_axes(axis, x.ndim)[0]] == 0:
-        raise ValueError("argmin of an empty sequence")
-    return _arg(x, axis, keepdims, _ops.argmin)
+    return _arg(x, axis, keepdims, _ops.argmin, "argmin")
