@@ -64,6 +64,8 @@ def _calls(xp, op, dtype, device, sizes, shapes, views=True):
     """``(label, call)`` of every layout class of ``op`` for ``dtype``: 1-D arrays of each of
     ``sizes`` and matrices of each of ``shapes``, with ``views`` also strided, misaligned,
     reversed and transposed views of them."""
+    from forge_array.runtime import config
+
     dt = getattr(xp, dtype)
     out = []
     if op == "operators":
@@ -73,6 +75,10 @@ def _calls(xp, op, dtype, device, sizes, shapes, views=True):
             v, w = xp.ones(shape[1], dtype=dt, device=device), xp.ones(shape[0], dtype=dt, device=device)
             for label, A in _matrices(xp, dt, device, shape, views):
                 out += [(f"A @ v {label}", lambda A=A, v=v: A @ v), (f"v @ A {label}", lambda A=A, w=w: w @ A)]
+        # the simulator stores nothing: the row classes only fill a kernel cache
+        for shape in row_classes() if shapes and not config.SIMULATE else ():
+            A, v = xp.ones(shape, dtype=dt, device=device), xp.ones(shape[1], dtype=dt, device=device)
+            out.append((f"A @ v {shape}", lambda A=A, v=v: A @ v))
         return out
     fn = getattr(xp, op)
     for n in sizes:
@@ -85,6 +91,31 @@ def _calls(xp, op, dtype, device, sizes, shapes, views=True):
             for axis in (0, 1):
                 out.append((f"axis={axis} {label}", lambda axis=axis, M=M: fn(M, axis=axis)))
     return out
+
+
+#: columns of the matrices of :func:`row_classes`: one chunk per row group, and enough for
+#: the groups to split across blocks
+ROW_CLASS_COLUMNS = (512, 1 << 16)
+
+
+def row_classes() -> list:
+    """Matrix shapes whose ``A @ v`` takes each number of rows per block the multi-row
+    kernel of the GPU here can take (``row_multi`` of the ``rowcol`` tuning: the largest
+    divisor of the row count up to it), each unsplit and split across blocks
+    (:data:`ROW_CLASS_COLUMNS`): ``r * p`` rows for ``r = 2 .. row_multi`` and ``p`` the
+    first prime above ``row_multi``, so that ``r`` is that divisor.
+
+    >>> shapes = row_classes()
+    >>> all(len(s) == 2 for s in shapes)
+    True
+    """
+    from forge_array.runtime import tuning
+
+    most = int(tuning.params("rowcol").get("row_multi", 0))
+    p = most + 1
+    while any(p % d == 0 for d in range(2, p)):
+        p += 1
+    return [(r * p, cols) for r in range(2, most + 1) for cols in ROW_CLASS_COLUMNS]
 
 
 # stand-ins for a user's operators: their kernels' skeletons (runtime.linking) let a user's own
@@ -113,7 +144,7 @@ def _operator_calls(xp, dt, device, sizes, shapes):
     """``(label, call)`` of the generic operations with Python operators for a dtype of
     :data:`OPERATOR_DTYPES`: ``reduce``, ``accumulate`` and ``mapreduce`` of a 1-D array of
     each of ``sizes`` (those over 1), ``matvec`` / ``vecmat`` with a Python map and a min /
-    sum reduction of the first :data:`OPERATOR_SHAPES` matrices of ``shapes``."""
+    maximum / sum reduction of the first :data:`OPERATOR_SHAPES` matrices of ``shapes``."""
     from forge_array import ops
 
     out = []
@@ -129,7 +160,7 @@ def _operator_calls(xp, dt, device, sizes, shapes):
     for shape in shapes[:OPERATOR_SHAPES]:
         A = xp.ones(shape, dtype=dt, device=device)
         v, w = xp.ones(shape[1], dtype=dt, device=device), xp.ones(shape[0], dtype=dt, device=device)
-        for op in (ops.minimum, ops.add):
+        for op in (ops.minimum, ops.maximum, ops.add):
             out += [(f"matvec(f=_user_plus, op={op.name}) {shape}",
                      lambda A=A, v=v, op=op: xp.matvec(A, v, f=_user_plus, op=op)),
                     (f"vecmat(f=_user_plus, op={op.name}) {shape}",

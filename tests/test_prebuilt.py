@@ -219,3 +219,35 @@ def test_editing_the_simulator_leaves_the_source_hash(monkeypatch, tmp_path):
         monkeypatch.setattr(compiler, "_SOURCE_HASH", None)
         hashes.append(compiler.source_hash())
     assert hashes[0] == hashes[1] != hashes[2]
+
+
+def test_pack_ships_every_skeleton_of_the_stand_in_caches_and_nothing_else(tmp_path, archive):
+    import pickle
+    import zlib
+
+    keys = [hashlib.sha256(str(i).encode()).hexdigest() for i in range(2)]
+    cache = _cache_with(tmp_path, keys)
+    folder = tmp_path / "operators"
+
+    def skeleton(key, value, root=folder):
+        path = root / key[:2] / f"{key}.skeleton"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(zlib.compress(pickle.dumps(value)))
+
+    # a stand-in's own operator and forge_array's operators around it (vecmat's swapped map)
+    made = {"slots": [], "irs": ["; ir"], "options": {}}
+    skeleton("a" * 64, dict(made, operators=["forge_array._warmup._user_plus"]))
+    skeleton("b" * 64, dict(made, operators=["forge_array.primitives.matvec._swap.<locals>.swapped"]))
+    skeleton("c" * 64, {"not": "a skeleton"})
+    (folder / "dd").mkdir()
+    (folder / "dd" / ("d" * 64 + ".skeleton")).write_bytes(b"damaged")
+    skeleton("e" * 64, dict(made, operators=["user.f"]), root=tmp_path / "cache")   # not shipped
+    m = prebuilt.pack(cache, str(tmp_path / "out"), {}, skeleton_dirs=(str(folder),))
+    assert m["kernels"] == 2 and m["skeletons"] == 2
+    prebuilt.use_archive(archive)
+    assert prebuilt.skeleton("a" * 64)["operators"] == ["forge_array._warmup._user_plus"]
+    assert prebuilt.skeleton("b" * 64) is not None
+    assert prebuilt.skeleton("c" * 64) is None and prebuilt.skeleton("d" * 64) is None
+    assert prebuilt.skeleton("e" * 64) is None
+    m = prebuilt.pack(cache, str(tmp_path / "out"), {})
+    assert m["skeletons"] == 0

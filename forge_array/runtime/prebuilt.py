@@ -148,10 +148,6 @@ def status(source_hash: str, numba_version: str, numba_cuda_version: str, python
     return f"prebuilt kernels: {what}; in use"
 
 
-#: the skeletons :func:`pack` ships: those of the warmup's stand-ins for a user's operators
-SHIPPED_SKELETONS = "forge_array._warmup."
-
-
 def _cache_files(cache_dir: str, suffix: str) -> list:
     files = []
     for sub in sorted(os.listdir(cache_dir)) if os.path.isdir(cache_dir) else []:
@@ -161,17 +157,18 @@ def _cache_files(cache_dir: str, suffix: str) -> list:
     return files
 
 
-def pack(cache_dir: str, out_dir: str, meta: dict, skeleton_dirs=None) -> dict:
+def pack(cache_dir: str, out_dir: str, meta: dict, skeleton_dirs=()) -> dict:
     """Pack every kernel file under ``cache_dir`` (a kernel cache filled for :data:`TARGETS`)
-    and the skeletons (:mod:`.linking`) of the warmup's stand-in user operators
-    (:data:`SHIPPED_SKELETONS`) under ``skeleton_dirs`` (default: ``cache_dir``) into
+    and every skeleton (:mod:`.linking`) under ``skeleton_dirs`` (the caches of the warmup's
+    stand-in user operators, each built there in full; a skeleton is keyed by everything but
+    its operators, so any operator of the same kernel structure links into it) into
     ``out_dir/kernels.zip`` and write ``out_dir/manifest.json`` from ``meta`` plus the counts
     and sizes; returns the manifest. Members are written in key order with fixed dates, so
     the same kernels give the same archive."""
     from . import kernel_files  # noqa: PLC0415
 
     files = _cache_files(cache_dir, ".ptx")
-    for folder in skeleton_dirs or (cache_dir,):
+    for folder in skeleton_dirs:
         files += _cache_files(folder, ".skeleton")
     os.makedirs(out_dir, exist_ok=True)
     archive = os.path.join(out_dir, "kernels.zip")
@@ -224,11 +221,12 @@ def unpack_kernels(cache_dir: str) -> int:
 
 
 def _shipped_skeleton(path: str) -> bytes | None:
-    """The pickled skeleton of the file at ``path`` when it is one to ship, else None."""
+    """The pickled skeleton of the file at ``path``, or None where it is not a skeleton of
+    this version."""
     try:
         with open(path, "rb") as f:
             data = zlib.decompress(f.read())
-        ops = pickle.loads(data).get("operators", ())
+        sk = pickle.loads(data)
     except Exception:  # noqa: BLE001 - not a skeleton of this version
         return None
-    return data if any(o.startswith(SHIPPED_SKELETONS) for o in ops) else None
+    return data if isinstance(sk, dict) and {"slots", "irs", "options"} <= sk.keys() else None
