@@ -17,6 +17,7 @@ import numpy as np
 
 from . import _devices as _dev
 from . import _dtypes as _dt
+from . import _routing
 from ._interop import (
     COMPARISONS,
     SYMBOLS,
@@ -127,6 +128,24 @@ def values_read():
     f = VALUE_READ[0]
     if f is not None:
         f()
+
+
+def mask_indices(mask, dims, axis):
+    """The index arrays (:func:`forge_array._routing.nonzero`) that select what backend
+    boolean array ``mask`` selects of the dimensions ``dims`` starting at ``axis``; an
+    IndexError, as NumPy's, where their shapes differ.
+
+    >>> import numpy as np
+    >>> [a.tolist() for a in mask_indices(np.array([True, False, True]), (3,), 0)]
+    [[0, 2]]
+    """
+    for d, (m, n) in enumerate(zip(mask.shape, dims)):
+        if m != n:
+            raise IndexError(f"boolean index did not match indexed array along axis {axis + d}; "
+                             f"size of axis is {n} but size of corresponding boolean axis is {m}")
+    if len(dims) != mask.ndim:
+        raise IndexError(f"too many indices for array: a {mask.ndim}-D boolean index at axis {axis}")
+    return list(_routing.nonzero(mask))
 
 
 def _basic_key(k):
@@ -510,10 +529,13 @@ class Array:
         if consumed > self.ndim:
             raise IndexError(f"too many indices for array: array is {self.ndim}-dimensional, "
                              f"but {consumed} were indexed")
-        # explicit bounds checks (CuPy wraps silently)
+        # explicit bounds checks (CuPy wraps silently); on a GPU a boolean mask becomes the
+        # index arrays of its true elements (our scan: NumPy's rule, mask == mask.nonzero())
         pos = 0
         ell_span = self.ndim - consumed
+        res = []
         for k in out:
+            res.append(k)
             if k is Ellipsis:
                 pos += ell_span
             elif k is None or isinstance(k, builtins.bool):
@@ -526,7 +548,9 @@ class Array:
             elif isinstance(k, slice):
                 pos += 1
             elif k.dtype == np.bool_:
-                pos += k.ndim  # the backend checks the mask's shape
+                if not setting and k.ndim and self._device.is_cuda:
+                    res[-1:] = mask_indices(k, self.shape[pos:pos + k.ndim], pos)
+                pos += k.ndim  # else the backend checks the mask's shape
             else:
                 n = self.shape[pos]
                 if k.size and self._device.is_cuda:
@@ -535,7 +559,7 @@ class Array:
                         raise IndexError(f"integer array index out of bounds for axis {pos} "
                                          f"with size {n}")
                 pos += 1
-        return tuple(out)
+        return tuple(res)
 
     def __getitem__(self, key, /):
         """``x[key]`` with the standard's indexing (ints, slices, ``...``, ``None``,

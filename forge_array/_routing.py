@@ -39,6 +39,7 @@ _red = _lazy("forge_array.primitives.reductions", __name__, "_red")
 _scan = _lazy("forge_array.primitives.scan", __name__, "_scan")
 _mv = _lazy("forge_array.primitives.matvec", __name__, "_mv")
 _copy = _lazy("forge_array.primitives.strided_copy", __name__, "_copy")
+_compaction = _lazy("forge_array.primitives.compaction", __name__, "_compaction")
 # the stored launches: a GPU's first calls only (nothing of it on a CPU-only machine)
 _stored_mod = _lazy("forge_array.runtime.stored", __name__, "_stored_mod")
 
@@ -52,7 +53,7 @@ _LAYER = [False]
 
 
 def _load_layer() -> None:
-    for m in (_red, _scan, _mv, _copy):
+    for m in (_red, _scan, _mv, _copy, _compaction):
         if isinstance(m, _lazy):
             m.load()
     importlib.import_module("forge_array.primitives").load_kernels()
@@ -100,7 +101,7 @@ __all__ = [
     "layer_ready", "reduce_sum", "reduce_prod", "reduce_max", "reduce_min", "reduce_mean", "reduce_var",
     "reduce_std", "reduce_any", "reduce_all", "argmax", "argmin", "cumulative_sum",
     "cumulative_prod", "matmul", "vecdot", "tensordot", "copy", "full_fast", "axis_fast",
-    "matmul_fast", "vecdot_fast", "tensordot_fast",
+    "matmul_fast", "vecdot_fast", "tensordot_fast", "nonzero",
 ]
 
 
@@ -480,6 +481,16 @@ def tensordot(a, b, axes):
     if r is not None and r is not _PENDING:
         return _out(a, r, a.dtype)
     return _out(a, _ns(a).tensordot(a, b, axes=axes), a.dtype)
+
+
+def nonzero(x):
+    """NumPy's ``nonzero`` of ``x`` (at least 1-D) as int64 index arrays: the positions of
+    the true elements through our scan (:mod:`forge_array.primitives.compaction`)."""
+    if _kernels(x):
+        r = _attempt(_compaction.nonzero, x)
+        if r is not _PENDING:
+            return r
+    return tuple(r.astype(np.int64, copy=False) for r in _xp(x).nonzero(x))
 
 
 def copy(x):

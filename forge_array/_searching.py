@@ -96,7 +96,10 @@ def nonzero(x, /):
         raise ValueError("nonzero() is not defined for 0-d arrays")
     values_read()  # the values decide the result's shape
     with _dev.on(x.device):
-        res = _dev.backend(x.device).nonzero(x._array)
+        if x.device.is_cuda:
+            res = _routing.nonzero(x._array)
+        else:
+            res = _dev.backend(x.device).nonzero(x._array)
         return tuple(Array._new(r.astype(_dt.default_index, copy=False), x.device)
                      for r in res)
 
