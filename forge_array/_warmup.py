@@ -75,8 +75,9 @@ def _calls(xp, op, dtype, device, sizes, shapes, views=True):
             v, w = xp.ones(shape[1], dtype=dt, device=device), xp.ones(shape[0], dtype=dt, device=device)
             for label, A in _matrices(xp, dt, device, shape, views):
                 out += [(f"A @ v {label}", lambda A=A, v=v: A @ v), (f"v @ A {label}", lambda A=A, w=w: w @ A)]
-        # the simulator stores nothing: the row classes only fill a kernel cache
-        for shape in row_classes() if shapes and not config.SIMULATE else ():
+        # the row classes only fill a GPU's kernel cache (the simulator stores nothing)
+        gpu = xp.ones(1, dtype=dt, device=device).device.is_cuda and not config.SIMULATE
+        for shape in row_classes() if shapes and gpu else ():
             A, v = xp.ones(shape, dtype=dt, device=device), xp.ones(shape[1], dtype=dt, device=device)
             out.append((f"A @ v {shape}", lambda A=A, v=v: A @ v))
         return out
