@@ -46,31 +46,10 @@ _MAX_DEPTH = 32
 
 
 class Slot(tuple):
-    """The stand-in of operator ``k`` of a specialisation in its skeleton's key; ``options``:
-    the code options (:func:`code_options`) of an operator given as a numba device function
-    with options of its own, so that operators compiled differently never share a skeleton."""
+    """The stand-in of operator ``k`` of a specialisation in its skeleton's key."""
 
-    def __new__(cls, k, options=()):
-        return tuple.__new__(cls, ("forge-slot", k) + ((tuple(options),) if options else ()))
-
-
-_DEFAULTS: list = []
-
-
-def code_options(fn) -> tuple:
-    """The target options of numba device function ``fn`` that shape its code and differ from
-    those a plain Python operator is compiled with (``cuda.jit(device=True)``), as sorted
-    ``(name, value)`` pairs; ``()`` for a plain function."""
-    if type(fn).__name__ != "CUDADispatcher":
-        return ()
-    if not _DEFAULTS:
-        from numba import cuda  # noqa: PLC0415
-
-        ref = cuda.jit(device=True)(lambda a: a).targetoptions
-        _DEFAULTS.append({o: ref.get(o) for o in _OPTIONS})
-    opts = getattr(fn, "targetoptions", {})
-    return tuple(sorted((o, tuple(sorted(opts[o])) if isinstance(opts[o], (set, frozenset)) else opts[o])
-                        for o in _OPTIONS if o in opts and opts[o] != _DEFAULTS[0].get(o)))
+    def __new__(cls, k):
+        return tuple.__new__(cls, ("forge-slot", k))
 
 
 def _linkable(obj) -> bool:
@@ -89,9 +68,9 @@ def mark(obj, found: list):
     if _linkable(obj):
         for k, f in enumerate(found):
             if f is obj:
-                return Slot(k, code_options(obj))
+                return Slot(k)
         found.append(obj)
-        return Slot(len(found) - 1, code_options(obj))
+        return Slot(len(found) - 1)
     if isinstance(obj, tuple) and hasattr(obj, "_fields"):
         return type(obj)(*(mark(v, found) for v in obj))
     if isinstance(obj, (tuple, list)):
@@ -262,18 +241,16 @@ _DEFINE = re.compile(r"^define (?!(?:linkonce_odr|linkonce|internal|private|weak
 def _operator_texts(users: list, slots: list) -> list | None:
     """NVVM IR of the operators compiled alone for every call signature of the skeleton,
     renamed to its symbols, their definitions ``linkonce_odr`` (inlined, never emitted on
-    their own); None where an operator returns another type than the skeleton's.  A numba
-    device function compiles with its own options, a plain Python function as a full build
-    compiles it (``cuda.jit(device=True)``): the skeleton's key holds the options
-    (:class:`Slot`), so a skeleton of either kind serves only operators compiled alike."""
+    their own); None where an operator returns another type than the skeleton's."""
     from numba import cuda  # noqa: PLC0415
 
     made, texts, seen = {}, [], set()
-    for k, args, ret, sym, _opts in slots:
+    for k, args, ret, sym, opts in slots:
         fn = users[k]
-        disp = made.get(k)
+        key = (k, tuple(sorted(opts.items())))
+        disp = made.get(key)
         if disp is None:
-            disp = made[k] = fn if type(fn).__name__ == "CUDADispatcher" else cuda.jit(device=True)(fn)
+            disp = made[key] = fn if type(fn).__name__ == "CUDADispatcher" else cuda.jit(device=True, **opts)(fn)
         cres = disp.compile_device(tuple(args))
         if cres.signature.return_type != ret:
             return None
