@@ -60,10 +60,11 @@ def _matrices(xp, dt, device, shape, views):
     return out
 
 
-def _calls(xp, op, dtype, device, sizes, shapes, views=True):
+def _calls(xp, op, dtype, device, sizes, shapes, views=True, row_classes=False):
     """``(label, call)`` of every layout class of ``op`` for ``dtype``: 1-D arrays of each of
     ``sizes`` and matrices of each of ``shapes``, with ``views`` also strided, misaligned,
-    reversed and transposed views of them."""
+    reversed and transposed views of them, with ``row_classes`` (on a GPU) ``A @ v`` of the
+    shapes of ``_row_class_shapes`` too."""
     from forge_array.runtime import config
 
     dt = getattr(xp, dtype)
@@ -76,8 +77,8 @@ def _calls(xp, op, dtype, device, sizes, shapes, views=True):
             for label, A in _matrices(xp, dt, device, shape, views):
                 out += [(f"A @ v {label}", lambda A=A, v=v: A @ v), (f"v @ A {label}", lambda A=A, w=w: w @ A)]
         # the row classes only fill a GPU's kernel cache (the simulator stores nothing)
-        gpu = xp.ones(1, dtype=dt, device=device).device.is_cuda and not config.SIMULATE
-        for shape in row_classes() if shapes and gpu else ():
+        gpu = row_classes and xp.ones(1, dtype=dt, device=device).device.is_cuda and not config.SIMULATE
+        for shape in _row_class_shapes() if gpu else ():
             A, v = xp.ones(shape, dtype=dt, device=device), xp.ones(shape[1], dtype=dt, device=device)
             out.append((f"A @ v {shape}", lambda A=A, v=v: A @ v))
         return out
@@ -94,19 +95,19 @@ def _calls(xp, op, dtype, device, sizes, shapes, views=True):
     return out
 
 
-#: columns of the matrices of :func:`row_classes`: one chunk per row group, and enough for
+#: columns of the matrices of ``_row_class_shapes``: one chunk per row group, and enough for
 #: the groups to split across blocks
 ROW_CLASS_COLUMNS = (512, 1 << 16)
 
 
-def row_classes() -> list:
+def _row_class_shapes() -> list:
     """Matrix shapes whose ``A @ v`` takes each number of rows per block the multi-row
     kernel of the GPU here can take (``row_multi`` of the ``rowcol`` tuning: the largest
     divisor of the row count up to it), each unsplit and split across blocks
     (:data:`ROW_CLASS_COLUMNS`): ``r * p`` rows for ``r = 2 .. row_multi`` and ``p`` the
     first prime above ``row_multi``, so that ``r`` is that divisor.
 
-    >>> shapes = row_classes()
+    >>> shapes = _row_class_shapes()
     >>> all(len(s) == 2 for s in shapes)
     True
     """
@@ -170,10 +171,12 @@ def _operator_calls(xp, dt, device, sizes, shapes):
 
 
 def warmup(dtypes=DTYPES, ops=OPS, device=None, sizes=SIZES, shapes=(SHAPE,), out=None, jobs=1,
-           views=False) -> dict:
+           views=False, row_classes=False) -> dict:
     """Run every ``op`` of ``ops`` once per dtype of ``dtypes`` and layout class on ``device``
     (default: the default device), printing one progress line per call to ``out`` (default
-    stderr). Combinations the standard rejects (``mean`` of integers) are skipped. With
+    stderr). With ``row_classes``, ``A @ v`` also takes every number of rows per block of the
+    multi-row kernel (``_row_class_shapes``). Combinations the standard rejects (``mean``
+    of integers) are skipped. With
     ``jobs`` > 1 the (operation, dtype) pairs are shared among that many processes (compiling
     is CPU-bound, one core per process). Kernels are built in the calling thread
     (``FORGE_ARRAY_COMPILE=sync``). Returns ``{"calls", "skipped", "seconds", "compiled",
@@ -194,8 +197,8 @@ def warmup(dtypes=DTYPES, ops=OPS, device=None, sizes=SIZES, shapes=(SHAPE,), ou
                 "kernels": {}, "note": nothing}
     todo = [(op, d) for d in dtypes for op in ops]
     if jobs > 1 and len(todo) > 1:
-        return _in_processes(todo, device, sizes, shapes, out, jobs, views)
-    return _pairs(xp, todo, device, sizes, shapes, out, views)
+        return _in_processes(todo, device, sizes, shapes, out, jobs, views, row_classes)
+    return _pairs(xp, todo, device, sizes, shapes, out, views, row_classes)
 
 
 def nothing_to_build(device=None):
@@ -229,7 +232,7 @@ def nothing_to_build(device=None):
             "--device for the default one)")
 
 
-def _pairs(xp, todo, device, sizes, shapes, out, views) -> dict:
+def _pairs(xp, todo, device, sizes, shapes, out, views, row_classes=False) -> dict:
     from forge_array.runtime import STATS, background, compiler
 
     device = xp.__array_namespace_info__().default_device() if device is None else device
@@ -240,7 +243,7 @@ def _pairs(xp, todo, device, sizes, shapes, out, views) -> dict:
     calls = skipped = 0
     try:
         for k, (op, d) in enumerate(todo, 1):
-            for label, call in _calls(xp, op, d, device, sizes, shapes, views):
+            for label, call in _calls(xp, op, d, device, sizes, shapes, views, row_classes):
                 t = time.perf_counter()
                 try:
                     r = call()
@@ -263,7 +266,7 @@ def _pairs(xp, todo, device, sizes, shapes, out, views) -> dict:
             "device": str(device)}
 
 
-def _in_processes(todo, device, sizes, shapes, out, jobs, views) -> dict:
+def _in_processes(todo, device, sizes, shapes, out, jobs, views, row_classes=False) -> dict:
     t0 = time.perf_counter()
     shares = [todo[i::jobs] for i in range(min(jobs, len(todo)))]
     procs = []
@@ -273,6 +276,8 @@ def _in_processes(todo, device, sizes, shapes, out, jobs, views) -> dict:
                "--shape", _shapes_text(shapes), "--summary-json"]
         if views:
             cmd.append("--views")
+        if row_classes:
+            cmd.append("--row-classes")
         if device is not None:
             cmd += ["--device", str(device)]
         procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
@@ -320,6 +325,8 @@ def add_arguments(ap) -> None:
                     "1000x1000,8x300")
     ap.add_argument("--views", action="store_true", help="also strided, misaligned, reversed and "
                     "transposed views (every layout class the dispatch picks)")
+    ap.add_argument("--row-classes", action="store_true", help="also A @ v of every number of rows "
+                    "per block of the multi-row kernel (matrices of 2p .. row_multi*p rows)")
     ap.add_argument("--jobs", type=int, default=min(8, os.cpu_count() or 1),
                     help="processes compiling side by side (default: the cores, at most 8)")
     ap.add_argument("--pairs", default=None, help=argparse.SUPPRESS)          # op:dtype,... (a worker)
@@ -350,11 +357,11 @@ def run(args, out=None) -> int:
             import forge_array as xp
 
             todo = [tuple(p.split(":")) for p in args.pairs.split(",")]
-            r = _pairs(xp, todo, args.device, sizes, shapes, sys.stderr, args.views)
+            r = _pairs(xp, todo, args.device, sizes, shapes, sys.stderr, args.views, args.row_classes)
         else:
             dtypes = ALL_DTYPES if args.dtypes == "all" else tuple(args.dtypes.split(","))
             r = warmup(dtypes=dtypes, ops=tuple(args.ops.split(",")), device=args.device, sizes=sizes,
-                       shapes=shapes, jobs=args.jobs, views=args.views)
+                       shapes=shapes, jobs=args.jobs, views=args.views, row_classes=args.row_classes)
     except ValueError as e:       # unknown operations, dtypes or devices
         msg = str(e)
         print(msg if msg.startswith("warmup:") else f"warmup: {msg}", file=sys.stderr)
@@ -424,7 +431,7 @@ def main(argv) -> int:
 
 #: what ``prebuild`` runs: every standard dtype, sizes around the small/large plans, and views
 PREBUILD_WARMUP = ["--dtypes", "all", "--sizes", "1,1000,1000000",
-                   "--shape", "1000x1000,8x300,300x8,64x64,2x1000,1000x2", "--views"]
+                   "--shape", "1000x1000,8x300,300x8,64x64,2x1000,1000x2", "--views", "--row-classes"]
 
 
 def prebuild(jobs: int, out_dir: str | None = None, device: str | None = None, out=None,

@@ -28,12 +28,12 @@ def test_warmup_runs_every_layout_class():
 
 
 def test_row_classes_take_every_rows_per_block_of_the_multi_row_kernel():
-    from forge_array._warmup import ROW_CLASS_COLUMNS, row_classes
+    from forge_array._warmup import ROW_CLASS_COLUMNS, _row_class_shapes
     from forge_array.primitives.axis_reduce.plan import _rows_per_block
     from forge_array.runtime import tuning
 
     most = tuning.params("rowcol")["row_multi"]
-    shapes = row_classes()
+    shapes = _row_class_shapes()
     assert len(shapes) == (most - 1) * len(ROW_CLASS_COLUMNS)
     assert sorted({_rows_per_block(nr, most) for nr, _ in shapes}) == list(range(2, most + 1))
     assert {cols for _, cols in shapes} == set(ROW_CLASS_COLUMNS)
