@@ -22,9 +22,12 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import subprocess
 import sys
+import threading
 import time
+from typing import NamedTuple
 
 OPS = ("sum", "prod", "max", "min", "mean", "var", "std", "argmax", "argmin", "any", "all",
        "cumulative_sum", "cumulative_prod", "matmul", "operators")
@@ -60,11 +63,20 @@ def _matrices(xp, dt, device, shape, views):
     return out
 
 
-def _calls(xp, op, dtype, device, sizes, shapes, views=True, row_classes=False):
-    """``(label, call)`` of every layout class of ``op`` for ``dtype``: 1-D arrays of each of
-    ``sizes`` and matrices of each of ``shapes``, with ``views`` also strided, misaligned,
-    reversed and transposed views of them, with ``row_classes`` (on a GPU) ``A @ v`` of the
-    shapes of ``_row_class_shapes`` too."""
+class Layouts(NamedTuple):
+    """What a warmup runs each operation on: 1-D arrays of each of ``sizes``, matrices of each
+    of ``shapes``, with ``views`` their strided, misaligned, reversed and transposed views,
+    with ``row_classes`` (on a GPU) ``A @ v`` of the shapes of ``_row_class_shapes`` too."""
+
+    sizes: tuple = SIZES
+    shapes: tuple = (SHAPE,)
+    views: bool = False
+    row_classes: bool = False
+
+
+def _calls(xp, op, dtype, device, layouts: Layouts):
+    """``(label, call)`` of every layout class of ``layouts`` for ``op`` and ``dtype``."""
+    sizes, shapes, views = layouts.sizes, layouts.shapes, layouts.views
     from forge_array.runtime import config
 
     dt = getattr(xp, dtype)
@@ -77,10 +89,10 @@ def _calls(xp, op, dtype, device, sizes, shapes, views=True, row_classes=False):
             for label, A in _matrices(xp, dt, device, shape, views):
                 out += [(f"A @ v {label}", lambda A=A, v=v: A @ v), (f"v @ A {label}", lambda A=A, w=w: w @ A)]
         # the row classes only fill a GPU's kernel cache (the simulator stores nothing)
-        gpu = row_classes and xp.ones(1, dtype=dt, device=device).device.is_cuda and not config.SIMULATE
-        for shape in _row_class_shapes() if gpu else ():
-            A, v = xp.ones(shape, dtype=dt, device=device), xp.ones(shape[1], dtype=dt, device=device)
-            out.append((f"A @ v {shape}", lambda A=A, v=v: A @ v))
+        gpu = layouts.row_classes and xp.ones(1, dtype=dt, device=device).device.is_cuda and not config.SIMULATE
+        for shape in _row_class_shapes() if gpu else ():   # allocated when run: large matrices
+            out.append((f"A @ v {shape}", lambda shape=shape: xp.ones(shape, dtype=dt, device=device)
+                        @ xp.ones(shape[1], dtype=dt, device=device)))
         return out
     fn = getattr(xp, op)
     for n in sizes:
@@ -196,9 +208,10 @@ def warmup(dtypes=DTYPES, ops=OPS, device=None, sizes=SIZES, shapes=(SHAPE,), ou
         return {"calls": 0, "skipped": 0, "seconds": 0.0, "compiled": 0, "disk_hits": 0,
                 "kernels": {}, "note": nothing}
     todo = [(op, d) for d in dtypes for op in ops]
+    layouts = Layouts(tuple(sizes), tuple(shapes), views, row_classes)
     if jobs > 1 and len(todo) > 1:
-        return _in_processes(todo, device, sizes, shapes, out, jobs, views, row_classes)
-    return _pairs(xp, todo, device, sizes, shapes, out, views, row_classes)
+        return _in_processes(todo, device, layouts, out, jobs)
+    return _pairs(xp, todo, device, layouts, out)
 
 
 def nothing_to_build(device=None):
@@ -232,7 +245,10 @@ def nothing_to_build(device=None):
             "--device for the default one)")
 
 
-def _pairs(xp, todo, device, sizes, shapes, out, views, row_classes=False) -> dict:
+def _pairs(xp, todo, device, layouts, out, part=(0, 1), position=None) -> dict:
+    """Run the calls of each (operation, dtype) of ``todo`` on ``layouts`` (with ``part =
+    (i, n)`` the calls ``i::n`` of each), one progress line per call to ``out`` (numbered by
+    ``position = (k, of)`` when given, else by the place in ``todo``)."""
     from forge_array.runtime import STATS, background, compiler
 
     device = xp.__array_namespace_info__().default_device() if device is None else device
@@ -243,7 +259,8 @@ def _pairs(xp, todo, device, sizes, shapes, out, views, row_classes=False) -> di
     calls = skipped = 0
     try:
         for k, (op, d) in enumerate(todo, 1):
-            for label, call in _calls(xp, op, d, device, sizes, shapes, views, row_classes):
+            at = f"[{position[0]}/{position[1]}]" if position else f"[{k}/{len(todo)}]"
+            for label, call in _calls(xp, op, d, device, layouts)[part[0]::part[1]]:
                 t = time.perf_counter()
                 try:
                     r = call()
@@ -254,7 +271,7 @@ def _pairs(xp, todo, device, sizes, shapes, out, views, row_classes=False) -> di
                 except TypeError:              # not a combination the standard defines
                     skipped += 1
                     status = "skipped"
-                print(f"[{k}/{len(todo)}] {op} {d} {label}: {status}", file=out, flush=True)
+                print(f"{at} {op} {d} {label}: {status}", file=out, flush=True)
     finally:
         background.set_mode(old)
     kernels: dict = {}
@@ -266,40 +283,102 @@ def _pairs(xp, todo, device, sizes, shapes, out, views, row_classes=False) -> di
             "device": str(device)}
 
 
-def _in_processes(todo, device, sizes, shapes, out, jobs, views, row_classes=False) -> dict:
+#: the operations whose (operation, dtype) pairs hold the most compiling, taken first; SPLIT:
+#: those cut into parts that worker processes take separately. From the per-call seconds that
+#: ``python -m forge_array prebuild`` logs (H100, 16 jobs): the stand-ins' pairs 32-50 s each,
+#: ``matmul`` with the row classes up to 99 s, the scans 12-30 s, the other pairs under 12 s
+HEAVY = ("operators", "matmul", "cumulative_prod", "cumulative_sum")
+SPLIT = {"operators": 4, "matmul": 4}
+
+
+def _units(todo) -> list:
+    """``todo``'s (operation, dtype) pairs as work units ``(op, dtype, part, parts)``, the
+    heaviest operations first (a worker that takes the last unit should not be left with a
+    long one) and the heaviest pairs cut into parts."""
+    rank = {op: i for i, op in enumerate(HEAVY)}
+    ordered = sorted(todo, key=lambda pd: rank.get(pd[0], len(HEAVY)))
+    return [(op, d, i, SPLIT.get(op, 1)) for op, d in ordered for i in range(SPLIT.get(op, 1))]
+
+
+def _in_processes(todo, device, layouts, out, jobs) -> dict:
+    """Share ``todo`` among ``jobs`` worker processes (``warmup --serve``), each taking the
+    next unit of :func:`_units` when it is done with one; their progress lines go to ``out``."""
     t0 = time.perf_counter()
-    shares = [todo[i::jobs] for i in range(min(jobs, len(todo)))]
-    procs = []
-    for share in shares:
-        cmd = [sys.executable, "-m", "forge_array", "warmup", "--pairs",
-               ",".join(f"{op}:{d}" for op, d in share), "--sizes", ",".join(map(str, sizes)),
-               "--shape", _shapes_text(shapes), "--summary-json"]
-        if views:
-            cmd.append("--views")
-        if row_classes:
-            cmd.append("--row-classes")
-        if device is not None:
-            cmd += ["--device", str(device)]
-        procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    units = _units(todo)
+    work: queue.Queue = queue.Queue()
+    for k, unit in enumerate(units, 1):
+        work.put((k, unit))
+    cmd = [sys.executable, "-m", "forge_array", "warmup", "--serve", "--sizes", ",".join(map(str, layouts.sizes)),
+           "--shape", _shapes_text(layouts.shapes)]
+    cmd += ["--views"] * layouts.views + ["--row-classes"] * layouts.row_classes
+    if device is not None:
+        cmd += ["--device", str(device)]
     total = {"calls": 0, "skipped": 0, "compiled": 0, "disk_hits": 0, "kernels": {}}
-    failed = []
-    for p in procs:
-        stdout, stderr = p.communicate()
-        out.write(stderr)
-        out.flush()
-        if p.returncode != 0:
-            failed.append(stderr.strip().splitlines()[-1] if stderr.strip() else f"exit {p.returncode}")
-            continue
-        r = json.loads(stdout.strip().splitlines()[-1])
-        for k in ("calls", "skipped", "compiled", "disk_hits"):
-            total[k] += r[k]
-        for name, n in r.get("kernels", {}).items():
-            total["kernels"][name] = total["kernels"].get(name, 0) + n
-        total["device"] = r.get("device")
+    failed: list = []
+    lock = threading.Lock()
+
+    def forward(stream):
+        for line in stream:
+            with lock:
+                out.write(line)
+                out.flush()
+
+    def drive():
+        p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True, bufsize=1)
+        errors = threading.Thread(target=forward, args=(p.stderr,), daemon=True)
+        errors.start()
+        try:
+            while not failed:
+                try:
+                    k, (op, d, i, n) = work.get_nowait()
+                except queue.Empty:
+                    break
+                p.stdin.write(f"{op} {d} {i} {n} {k} {len(units)}\n")
+                p.stdin.flush()
+                line = p.stdout.readline()
+                if not line:
+                    with lock:
+                        failed.append(f"a worker exited during {op} {d} (part {i + 1} of {n})")
+                    break
+                r = json.loads(line)
+                with lock:
+                    for key in ("calls", "skipped", "compiled", "disk_hits"):
+                        total[key] += r[key]
+                    for name, m in r.get("kernels", {}).items():
+                        total["kernels"][name] = total["kernels"].get(name, 0) + m
+                    total["device"] = r.get("device")
+        finally:
+            p.stdin.close()
+            p.wait()
+            errors.join()
+            if p.returncode not in (0, None):
+                with lock:
+                    failed.append(f"exit {p.returncode}")
+
+    drivers = [threading.Thread(target=drive) for _ in range(min(jobs, len(units)))]
+    for t in drivers:
+        t.start()
+    for t in drivers:
+        t.join()
     if failed:
         raise RuntimeError("warmup: a worker process failed: " + "; ".join(failed))
     total["seconds"] = time.perf_counter() - t0
     return total
+
+
+def serve(layouts, device, inp=None, out=None, progress=None) -> None:
+    """A worker of :func:`_in_processes`: for each line ``op dtype part parts k of`` of
+    ``inp`` (default stdin), run that unit and write its summary as one JSON line to ``out``
+    (default stdout), its progress to ``progress`` (default stderr)."""
+    import forge_array as xp
+
+    inp, out = inp or sys.stdin, out or sys.stdout
+    for line in inp:
+        op, d, i, n, k, of = line.split()
+        r = _pairs(xp, [(op, d)], device, layouts, progress or sys.stderr, (int(i), int(n)), (k, of))
+        out.write(json.dumps(r) + "\n")
+        out.flush()
 
 
 def add_arguments(ap) -> None:
@@ -329,8 +408,7 @@ def add_arguments(ap) -> None:
                     "per block of the multi-row kernel (matrices of 2p .. row_multi*p rows)")
     ap.add_argument("--jobs", type=int, default=min(8, os.cpu_count() or 1),
                     help="processes compiling side by side (default: the cores, at most 8)")
-    ap.add_argument("--pairs", default=None, help=argparse.SUPPRESS)          # op:dtype,... (a worker)
-    ap.add_argument("--summary-json", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)   # a worker of --jobs
 
 
 def run(args, out=None) -> int:
@@ -352,23 +430,18 @@ def run(args, out=None) -> int:
     except ValueError:
         print("warmup: --sizes and --shape take comma-separated integers", file=sys.stderr)
         return 2
+    layouts = Layouts(sizes, tuple(shapes), args.views, args.row_classes)
+    if args.serve:
+        serve(layouts, args.device)
+        return 0
     try:
-        if args.pairs:
-            import forge_array as xp
-
-            todo = [tuple(p.split(":")) for p in args.pairs.split(",")]
-            r = _pairs(xp, todo, args.device, sizes, shapes, sys.stderr, args.views, args.row_classes)
-        else:
-            dtypes = ALL_DTYPES if args.dtypes == "all" else tuple(args.dtypes.split(","))
-            r = warmup(dtypes=dtypes, ops=tuple(args.ops.split(",")), device=args.device, sizes=sizes,
-                       shapes=shapes, jobs=args.jobs, views=args.views, row_classes=args.row_classes)
+        dtypes = ALL_DTYPES if args.dtypes == "all" else tuple(args.dtypes.split(","))
+        r = warmup(dtypes=dtypes, ops=tuple(args.ops.split(",")), device=args.device, sizes=sizes,
+                   shapes=shapes, jobs=args.jobs, views=args.views, row_classes=args.row_classes)
     except ValueError as e:       # unknown operations, dtypes or devices
         msg = str(e)
         print(msg if msg.startswith("warmup:") else f"warmup: {msg}", file=sys.stderr)
         return 2
-    if args.summary_json:
-        print(json.dumps(r), file=out)
-        return 0
     print(report(r), file=out)
     return 0
 

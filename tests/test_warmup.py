@@ -66,6 +66,30 @@ def test_warmup_shares_the_pairs_among_processes():
     assert any("argmax int64 axis=1 (3, 5)" in ln for ln in lines)
 
 
+def test_units_take_the_heaviest_pairs_first_and_cut_them():
+    from forge_array._warmup import SPLIT, _units
+
+    units = _units([("sum", "float32"), ("matmul", "float32"), ("cumulative_sum", "int32"), ("operators", "int64")])
+    assert [u[0] for u in units[:SPLIT["operators"]]] == ["operators"] * SPLIT["operators"]
+    assert [u[2:] for u in units if u[0] == "matmul"] == [(i, SPLIT["matmul"]) for i in range(SPLIT["matmul"])]
+    assert units[-2:] == [("cumulative_sum", "int32", 0, 1), ("sum", "float32", 0, 1)]
+
+
+def test_a_worker_runs_each_unit_it_is_given_and_answers_in_json():
+    import json
+
+    from forge_array._warmup import Layouts, serve
+
+    inp = io.StringIO("sum float64 0 1 1 3\nmatmul float64 0 2 2 3\nmatmul float64 1 2 3 3\n")
+    out, progress = io.StringIO(), io.StringIO()
+    serve(Layouts((9,), ((4, 6),)), DEV, inp, out, progress)
+    answers = [json.loads(line) for line in out.getvalue().splitlines()]
+    # sum: 1 size + 2 axes; matmul's two calls (A @ v, v @ A) split between the two parts
+    assert [a["calls"] for a in answers] == [3, 1, 1]
+    lines = progress.getvalue().splitlines()
+    assert lines[0].startswith("[1/3] sum float64 n=9") and lines[-1].startswith("[3/3] matmul float64 v @ A")
+
+
 def test_warmup_views_add_every_layout_class():
     out = io.StringIO()
     r = warmup(dtypes=("float32",), ops=("sum", "matmul"), device=DEV, sizes=(1, 9), shapes=[(4, 6), (3, 2)],
