@@ -549,7 +549,8 @@ class Array:
                 pos += 1
             elif k.dtype == np.bool_:
                 if not setting and k.ndim and self._device.is_cuda:
-                    res[-1:] = mask_indices(k, self.shape[pos:pos + k.ndim], pos)
+                    with _dev.on(self._device):   # our scan runs on the mask's GPU
+                        res[-1:] = mask_indices(k, self.shape[pos:pos + k.ndim], pos)
                 pos += k.ndim  # else the backend checks the mask's shape
             else:
                 n = self.shape[pos]
