@@ -4,6 +4,7 @@ split and grid for a layout, and the compiled kernel with its arguments.
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 from numba import types as nt
@@ -205,14 +206,49 @@ def _colflat_modes(ins, K, nr, J, SR, S1, limit):
     return vec, tuple(modes), (vec - ph) % vec
 
 
-def _plan(f, op, ins, kdims, rdims, kb, acc, ident, init_v, index, out_ok=False):
-    """Kernel, launch shape and scalar arguments of one reduction (a dict). ``out_ok``: the
-    result is 16-byte aligned at its first element (128-bit stores may write it)."""
+class _Problem(NamedTuple):
+    """One reduction as the planner reads it: the operator ``f`` / ``op`` and operands
+    ``ins`` (``K`` of them); ``nb`` batches of ``nr`` output rows, each reducing ``m0 * m1 =
+    J`` elements (``red2``: two reduced dims); per-operand strides of the batch, row and
+    reduced dims (``SB``, ``SR``, ``S0``, ``S1``) and the output's (``ob``, ``orr``,
+    ``L0``, ``L1``); ``R = nb * nr`` rows; the accumulator ``acc``, its identity ``ID``
+    (``ident_missing``: none, a flag beside each partial), the initial value, ``index``
+    (arg-reductions), ``kb`` and ``out_ok`` (the result 16-byte aligned)."""
+
+    f: object
+    op: object
+    ins: tuple
+    K: int
+    nb: int
+    nr: int
+    m0: int
+    m1: int
+    red2: bool
+    SB: tuple
+    SR: tuple
+    S0: tuple
+    S1: tuple
+    ob: int
+    orr: int
+    L0: int
+    L1: int
+    R: int
+    J: int
+    row: bool
+    acc: object
+    ID: object
+    ident_missing: bool
+    init_v: object
+    index: bool
+    kb: int
+    out_ok: bool
+
+
+def _problem(f, op, ins, kdims, rdims, kb, acc, ident, init_v, index, out_ok) -> _Problem:
+    """The :class:`_Problem` of a reduction given by its kept dims ``kdims`` and reduced dims
+    ``rdims`` (``[size, strides per operand + output]`` each); ``row``: operand 0 is
+    contiguous along the reduction, so a row kernel reads it."""
     K = len(ins)
-    p = tuning.params("rowcol")
-    block = p["block"]
-    sm = runtime.device_info()["sm_count"]
-    unroll = p["unroll"]
     # output rows (b, i) and reduction (j0, j1); strides per operand, then out / index
     if len(kdims) == 2:
         (nb, sb), (nr, sr) = kdims
@@ -230,259 +266,322 @@ def _plan(f, op, ins, kdims, rdims, kb, acc, ident, init_v, index, out_ok=False)
         m0, s0 = 1, (0,) * (K + 1)
         m1, s1 = rdims[0]
     SB, SR, S0, S1 = (tuple(int(v) for v in s[:K]) for s in (sb, sr, s0, s1))
-    ob, orr, L0, L1 = int(sb[K]), int(sr[K]), int(s0[K]), int(s1[K])
     R = nb * nr
     J = m0 * m1
-    # row kernel when operand 0 is contiguous along the reduction
     min_red = abs(S1[0])
     min_kept = min([abs(v[0]) for v in (sb, sr)] if kdims else [np.inf])
     if len(kdims) == 1:
         min_kept = abs(sr[0])
     row = min_red < min_kept or not kdims or (min_red == min_kept and J >= R)
     ident_missing = ident is None
-    ID = _zero_of(acc) if ident_missing else ident
-    colvec = None
-    if not row and p.get("col_vec", True):
-        colvec = _colvec_phase(ins, K, nb, nr, m0, red2, SB, SR, S0, S1)
-    flat = None
-    if (not row and nb == 1 and not red2 and not index and not ident_missing
-            and not isinstance(acc, tuple) and p.get("col_flat", 0)):
-        flat = _colflat_modes(ins, K, nr, J, SR, S1, min(block, p["col_flat"]))
-    rowtile = None
-    if row and not red2 and J <= p.get("row_tile_max", 0):
-        rowtile = _rowtile_modes(ins, K, nb, nr, J, SB, SR, S1)
-    occupancy = p.get("occupancy", False)
-    min_items = p["min_items"]
-    if rowtile is not None:
-        # short rows: tiles of whole rows staged through shared memory by 128-bit loads
-        vec, modes, dts, aux = rowtile
-        tv = p.get("row_tile_vecs", 2)
-        if sum(modes) > 1:   # several staged operands: keep shared memory per block <= 24 KiB
-            tv = max(1, tv // 2)
-        warp = bool(p.get("row_tile_warp", False))
-        span = (32 if warp else block)
-        tile = tv * span * vec
-        if tile < J:
-            rowtile = None
-    if rowtile is not None:
-        G = 1
-        while G < 32 and 2 * G <= span // max(1, tile // J):
-            G *= 2
-        if p.get("row_tile_banks", False):
-            # groups of gcd(J, 32) lanes: the lanes of a round read distinct banks (J = 10:
-            # pairs instead of a thread per row, whose stride-10 reads conflict 2-way)
-            G = max(G, math.gcd(J, 32))
-        rt = tile // J if warp else min(tile // J, block // G)
-        ntile = -(-R // rt)
-        factory = _k.make_rowtile_kernel
-        fargs = (f, op.fn, K, acc, ID, ident_missing, init_v, G, block, index, vec, modes, dts,
-                 tv, warp, warp and bool(p.get("row_tile_v4", False)),
-                 tv >= 8 and bool(p.get("row_tile_wide", False)),
-                 # partial results per lane: only single-operand rows of <= 16 elements won
-                 # (H200, tune-s13-rowacc-*: sum(axis=1) of (10^7, 10) 139 -> 125 us; of (10^6,
-                 # 100) 131-133 -> 135-138, A @ x of (10^7, 10) 146-152 -> 149-164)
-                 int(p.get("row_tile_accs", 1)) if K == 1 and J <= 16 else 1)
-        nticks = 1
+    return _Problem(f, op, ins, K, nb, nr, m0, m1, red2, SB, SR, S0, S1, int(sb[K]), int(sr[K]),
+                    int(s0[K]), int(s1[K]), R, J, row, acc, _zero_of(acc) if ident_missing else ident,
+                    ident_missing, init_v, index, kb, out_ok)
+
+
+class _Choice(NamedTuple):
+    """A kernel family's answer for a :class:`_Problem`: its ``factory``, the factory's
+    constants (``fargs``: a tuple, or a function of the split and, for the column kernel,
+    the rows in flight), the launch shape as a function of the blocks that fit at once
+    (``shape(cap) -> (grid, split, chunk)``), ``aux``, the tickets ``nticks``, the
+    ``block``; for the column kernels also the tiles ``units``, rows per block ``RB``,
+    rows in flight ``cu`` and ``group_size(split)`` of the two-level combine."""
+
+    factory: object
+    fargs: object
+    shape: object
+    aux: int
+    nticks: int
+    block: int
+    units: int = 0
+    RB: int = 0
+    cu: int = 0
+    group_size: object = None
+
+
+def _head(pb, p):
+    """The factory constants every kernel family starts with."""
+    return (pb.f, pb.op.fn, pb.K, pb.acc, pb.ID, pb.ident_missing, pb.init_v)
+
+
+def _rowtile_choice(pb, p, sm):
+    """Short rows: tiles of whole rows staged through shared memory by 128-bit loads, or None
+    where the rows do not fit a tile (or their operands cannot be staged)."""
+    if pb.red2 or pb.J > p.get("row_tile_max", 0):
+        return None
+    rowtile = _rowtile_modes(pb.ins, pb.K, pb.nb, pb.nr, pb.J, pb.SB, pb.SR, pb.S1)
+    if rowtile is None:
+        return None
+    block, J = p["block"], pb.J
+    vec, modes, dts, aux = rowtile
+    tv = p.get("row_tile_vecs", 2)
+    if sum(modes) > 1:   # several staged operands: keep shared memory per block <= 24 KiB
+        tv = max(1, tv // 2)
+    warp = bool(p.get("row_tile_warp", False))
+    span = (32 if warp else block)
+    tile = tv * span * vec
+    if tile < J:
+        return None
+    G = 1
+    while G < 32 and 2 * G <= span // max(1, tile // J):
+        G *= 2
+    if p.get("row_tile_banks", False):
+        # groups of gcd(J, 32) lanes: the lanes of a round read distinct banks (J = 10:
+        # pairs instead of a thread per row, whose stride-10 reads conflict 2-way)
+        G = max(G, math.gcd(J, 32))
+    rt = tile // J if warp else min(tile // J, block // G)
+    ntile = -(-pb.R // rt)
+    fargs = _head(pb, p) + (G, block, pb.index, vec, modes, dts, tv, warp, warp and bool(p.get("row_tile_v4", False)),
+                            tv >= 8 and bool(p.get("row_tile_wide", False)),
+                            # partial results per lane: only single-operand rows of <= 16 elements won
+                            # (H200, tune-s13-rowacc-*: sum(axis=1) of (10^7, 10) 139 -> 125 us; of (10^6,
+                            # 100) 131-133 -> 135-138, A @ x of (10^7, 10) 146-152 -> 149-164)
+                            int(p.get("row_tile_accs", 1)) if pb.K == 1 and J <= 16 else 1)
+
+    def shape(cap):
+        if warp:   # persistent: one wave, every warp loops over its tiles
+            return max(1, min(-(-ntile // (block // 32)), cap)), 1, J
+        return max(1, min(ntile, sm * p["max_blocks_per_sm"] * 4)), 1, J
+    return _Choice(_k.make_rowtile_kernel, fargs, shape, aux, 1, block)
+
+
+def _row_choice(pb, p, sm):
+    """Rows read along their contiguous reduction: a warp (or part of one) per row, or whole
+    blocks per long row, split across blocks where the rows are few; ``A @ x`` with several
+    rows per block sharing each vector of ``x``."""
+    block, J, R, occupancy = p["block"], pb.J, pb.R, p.get("occupancy", False)
+    vec, mis = (1, 0) if pb.red2 else _vec_phase(pb.ins, pb.K, pb.nb, pb.nr, pb.SB, pb.SR, pb.S1, J)
+    per_lane = p["row_items"] * vec
+    if J <= 32 * per_lane or R >= sm * p["warp_rows"]:
+        G = min(32, _next_pow2(-(-J // per_lane)))
 
         def shape(cap):
-            if warp:   # persistent: one wave, every warp loops over its tiles
-                return max(1, min(-(-ntile // (block // 32)), cap)), 1, J
-            return max(1, min(ntile, sm * p["max_blocks_per_sm"] * 4)), 1, J
-    elif row:
-        vec, mis = (1, 0) if red2 else _vec_phase(ins, K, nb, nr, SB, SR, S1, J)
-        per_lane = p["row_items"] * vec
-        factory = _k.make_row_kernel
-        aux = mis
-        nticks = R
-        if J <= 32 * per_lane or R >= sm * p["warp_rows"]:
-            G = min(32, _next_pow2(-(-J // per_lane)))
-
-            def shape(cap):
-                return max(1, min(-(-R // (block // G)), sm * p["max_blocks_per_sm"] * 4)), 1, J
-        else:
-            G = block
-            most = max(1, J // (block * min_items * vec))
-            rows = 1
-            if (K == 2 and vec > 1 and SR[1] == 0 and nr > 1 and not red2 and not index
-                    and not ident_missing and not isinstance(acc, tuple)):
-                rows = _rows_per_block(nr, p.get("row_multi", 0))
-            units = nb * -(-nr // rows)
-            # few groups of long rows (fewer than a quarter of the SMs: A @ x of (10, 10^6),
-            # (100, 10^5)): split them further, down to a vector per thread, until there are
-            # row_fill blocks per SM; min_items alone left those with 122 and 78 blocks on 132
-            # SMs. (10^3, 10^4) (125 groups of 8 rows, each with loads enough in flight) was
-            # slower split (H200, tuning/tune-rowfill.md)
-            if 4 * units <= sm:
-                fill = -(-sm * p.get("row_fill", 0) // units)
-                most = max(most, min(fill, max(1, J // (block * vec))))
-
-            def shape(cap):
-                # occupancy: one wave of blocks (the last of a second wave would run alone)
-                split = max(1, min(cap // units if occupancy else -(-cap // units), most))
-                chunk = -(-J // split)
-                chunk = -(-chunk // vec) * vec
-                split = -(-J // chunk)
-                return units * split, split, chunk
-            if rows > 1:
-                # A @ x: several rows per block share each vector of x
-                factory = _k.make_rowmulti_kernel
-                nticks = units
-                fargs = lambda split: (f, op.fn, K, acc, ID, ident_missing, init_v, block,  # noqa: E731
-                                       min(split, 2), rows, vec, p.get("row_multi_unroll", 2))
-        if factory is _k.make_row_kernel:
-            fargs = lambda split: (f, op.fn, K, acc, ID, ident_missing, init_v, G, block,  # noqa: E731
-                                   min(split, 2), red2, index, vec, unroll)
-    elif flat is not None:
-        # thin C-contiguous matrix: one flat run of 128-bit vectors; T * VEC must be a
-        # multiple of p so that every thread's lanes keep their columns
-        vec, modes, head = flat
-        gq = nr // math.gcd(nr, vec * block)
-        nvec = max(1, (J * nr - head) // vec)
-        factory = _k.make_colflat_kernel
-        aux = head
-        nticks = 1
-        # col_flat_group R: groups of R * U blocks (U = VEC * block // p blocks' partials per
-        # column position) combine their partials first, R rows per position (0 = one level)
-        group = p.get("col_flat_group", 0) * (vec * block // nr)
-
-        def shape(cap):
-            want = max(1, min(cap, -(-nvec // block)))
-            grid = max(gq, want // gq * gq)
-            return grid, max(grid, 2), group
-        fargs = (f, op.fn, K, acc, ID, ident_missing, init_v, block, vec, modes,
-                 p.get("col_unroll", unroll), group > 0)
+            return max(1, min(-(-R // (block // G)), sm * p["max_blocks_per_sm"] * 4)), 1, J
+        rows = 1
+        units = R
     else:
-        if colvec is not None:
-            # vectorised column kernel: VEC adjacent outputs per thread, 128-bit loads
-            block = p.get("col_block", block)
-            vec, ph, modes = colvec
-            nq = -(-(nr + ph) // vec)
-        else:
-            # column kernel: the output index i must be the contiguous kept dim
-            vec, ph, nq = 1, 0, nr
-        ct = p.get("col_tile", 0)
-        col_items = p.get("col_min_items", min_items)
-        if nq <= block // 4:
-            CQ = nq
-        elif ct:
-            # tiles of ct threads side by side (ct * VEC columns), RB = block / ct rows at a
-            # time, fewer rows per thread when J is short (RB = 1: no combine in the block)
-            def tile_width(items):   # CQ when a thread takes at least `items` rows
-                rb = max(1, min(block // ct, J // items))
-                return min(block >> (rb.bit_length() - 1), -(-nq // 32) * 32)
-            CQ = tile_width(col_items)
-            if col_items > min_items and 2 * nb * -(-nq // CQ) < sm * p["blocks_per_sm"]:
-                CQ = tile_width(min_items)   # col_min_items only where its tiles fill half a wave
-        else:
-            CQ = min(block, -(-nq // 32) * 32)
-        RB = block // CQ
-        tiles = -(-nq // CQ)
-        units = nb * tiles
-        most = max(1, J // (RB * min_items))   # splits of the rows: min_items rows per thread
-        waves = p.get("col_waves", 0)
-        cu = p.get("col_unroll", unroll)
-        col_round = p.get("col_round", False)
+        G = block
+        most = max(1, J // (block * p["min_items"] * vec))
+        rows = 1
+        if (pb.K == 2 and vec > 1 and pb.SR[1] == 0 and pb.nr > 1 and not pb.red2 and not pb.index
+                and not pb.ident_missing and not isinstance(pb.acc, tuple)):
+            rows = _rows_per_block(pb.nr, p.get("row_multi", 0))
+        units = pb.nb * -(-pb.nr // rows)
+        # few groups of long rows (fewer than a quarter of the SMs: A @ x of (10, 10^6),
+        # (100, 10^5)): split them further, down to a vector per thread, until there are
+        # row_fill blocks per SM; min_items alone left those with 122 and 78 blocks on 132
+        # SMs. (10^3, 10^4) (125 groups of 8 rows, each with loads enough in flight) was
+        # slower split (H200, tuning/tune-rowfill.md)
+        if 4 * units <= sm:
+            fill = -(-sm * p.get("row_fill", 0) // units)
+            most = max(most, min(fill, max(1, J // (block * vec))))
 
-        def shape(cap, cu=cu):
-            # col_round: a thread's rows of a split part in whole rounds of the kernel's unroll
-            step = RB * (8 if cu >= 8 else 4 if cu >= 4 else 2 if cu >= 2 else 1) if col_round else 1
-            if occupancy:
-                split = 1 if units >= cap else max(1, min(cap // units, most))
-                if units >= cap and waves > 1:
-                    # a second, partly filled wave of long blocks: split the rows so that the
-                    # last wave is as full as possible (e.g. 782 tiles on 528 slots: 2 x 782)
-                    split = max(range(1, min(waves, most) + 1),
-                                key=lambda s: (units * s / cap / -(-units * s // cap), -s))
-            else:
-                split = max(1, min(-(-cap // units), most))
+        def shape(cap):
+            # occupancy: one wave of blocks (the last of a second wave would run alone)
+            split = max(1, min(cap // units if occupancy else -(-cap // units), most))
             chunk = -(-J // split)
-            if split > 1:   # whole unrolled rounds of rows per thread
-                chunk = -(-chunk // step) * step
+            chunk = -(-chunk // vec) * vec
             split = -(-J // chunk)
             return units * split, split, chunk
-        nticks = units
-        # col_split_group S: tiles split into at least S parts combine their partial rows in
-        # two levels, groups of ceil(sqrt(parts)) parts (0: the tile's last block folds them all)
-        split_group = p.get("col_split_group", 0) if colvec is not None else 0
+    if rows > 1:
+        # A @ x: several rows per block share each vector of x
+        fargs = lambda split: _head(pb, p) + (block, min(split, 2), rows, vec,  # noqa: E731
+                                              p.get("row_multi_unroll", 2))
+        return _Choice(_k.make_rowmulti_kernel, fargs, shape, mis, units, block)
+    fargs = lambda split: _head(pb, p) + (G, block, min(split, 2), pb.red2, pb.index, vec,  # noqa: E731
+                                          p["unroll"])
+    return _Choice(_k.make_row_kernel, fargs, shape, mis, R, block)
 
-        def group_size(split):
-            return math.isqrt(split - 1) + 1 if split_group and split >= max(split_group, 4) else 0
-        if colvec is not None:
-            factory = _k.make_colvec_kernel
-            aux = CQ * 16 + ph   # + the group size (* 32768) once the split is known
-            osize = np.dtype(acc).itemsize if not isinstance(acc, tuple) and not ident_missing else 0
-            vout = (bool(p.get("col_vstore", False)) and out_ok and ph == 0 and orr == 1
-                    and (nb == 1 or ob % vec == 0) and osize * vec == 16 and not index)
-            fargs = lambda split, cu=cu: (f, op.fn, K, acc, ID, ident_missing, init_v, block, min(split, 2),  # noqa: E731
-                                          red2, index, cu, vec, modes,
-                                          bool(p.get("col_tail", True)) and all(modes), vout,
-                                          _flight(p.get("col_combine", 2)), bool(split_group))
+
+def _colflat_choice(pb, p, flat):
+    """A thin C-contiguous matrix: one flat run of 128-bit vectors; T * VEC must be a
+    multiple of p so that every thread's lanes keep their columns."""
+    block = p["block"]
+    vec, modes, head = flat
+    gq = pb.nr // math.gcd(pb.nr, vec * block)
+    nvec = max(1, (pb.J * pb.nr - head) // vec)
+    # col_flat_group R: groups of R * U blocks (U = VEC * block // p blocks' partials per
+    # column position) combine their partials first, R rows per position (0 = one level)
+    group = p.get("col_flat_group", 0) * (vec * block // pb.nr)
+
+    def shape(cap):
+        want = max(1, min(cap, -(-nvec // block)))
+        grid = max(gq, want // gq * gq)
+        return grid, max(grid, 2), group
+    fargs = _head(pb, p) + (block, vec, modes, p.get("col_unroll", p["unroll"]), group > 0)
+    return _Choice(_k.make_colflat_kernel, fargs, shape, head, 1, block)
+
+
+def _col_choice(pb, p, sm, colvec):
+    """Columns: tiles of ``CQ`` threads (``VEC`` adjacent outputs each with ``colvec``: the
+    vectorised column kernel, 128-bit loads) side by side, ``RB`` rows at a time, the rows
+    split across blocks until the blocks fill the GPU."""
+    block, J, min_items = p["block"], pb.J, p["min_items"]
+    occupancy = p.get("occupancy", False)
+    if colvec is not None:
+        block = p.get("col_block", block)
+        vec, ph, modes = colvec
+        nq = -(-(pb.nr + ph) // vec)
+    else:
+        # column kernel: the output index i must be the contiguous kept dim
+        vec, ph, nq = 1, 0, pb.nr
+    ct = p.get("col_tile", 0)
+    col_items = p.get("col_min_items", min_items)
+    if nq <= block // 4:
+        CQ = nq
+    elif ct:
+        # tiles of ct threads side by side (ct * VEC columns), RB = block / ct rows at a
+        # time, fewer rows per thread when J is short (RB = 1: no combine in the block)
+        def tile_width(items):   # CQ when a thread takes at least `items` rows
+            rb = max(1, min(block // ct, J // items))
+            return min(block >> (rb.bit_length() - 1), -(-nq // 32) * 32)
+        CQ = tile_width(col_items)
+        if col_items > min_items and 2 * pb.nb * -(-nq // CQ) < sm * p["blocks_per_sm"]:
+            CQ = tile_width(min_items)   # col_min_items only where its tiles fill half a wave
+    else:
+        CQ = min(block, -(-nq // 32) * 32)
+    RB = block // CQ
+    units = pb.nb * -(-nq // CQ)
+    most = max(1, J // (RB * min_items))   # splits of the rows: min_items rows per thread
+    waves = p.get("col_waves", 0)
+    cu = p.get("col_unroll", p["unroll"])
+    col_round = p.get("col_round", False)
+
+    def shape(cap, cu=cu):
+        # col_round: a thread's rows of a split part in whole rounds of the kernel's unroll
+        step = RB * (8 if cu >= 8 else 4 if cu >= 4 else 2 if cu >= 2 else 1) if col_round else 1
+        if occupancy:
+            split = 1 if units >= cap else max(1, min(cap // units, most))
+            if units >= cap and waves > 1:
+                # a second, partly filled wave of long blocks: split the rows so that the
+                # last wave is as full as possible (e.g. 782 tiles on 528 slots: 2 x 782)
+                split = max(range(1, min(waves, most) + 1),
+                            key=lambda s: (units * s / cap / -(-units * s // cap), -s))
         else:
-            factory = _k.make_col_kernel
-            aux = CQ
-            fargs = lambda split: (f, op.fn, K, acc, ID, ident_missing, init_v, block, min(split, 2),  # noqa: E731
-                                   red2, index, cu)
-    acc_full = (np.dtype(bool), acc) if ident_missing else acc
+            split = max(1, min(-(-cap // units), most))
+        chunk = -(-J // split)
+        if split > 1:   # whole unrolled rounds of rows per thread
+            chunk = -(-chunk // step) * step
+        split = -(-J // chunk)
+        return units * split, split, chunk
+    # col_split_group S: tiles split into at least S parts combine their partial rows in
+    # two levels, groups of ceil(sqrt(parts)) parts (0: the tile's last block folds them all)
+    split_group = p.get("col_split_group", 0) if colvec is not None else 0
+
+    def group_size(split):
+        return math.isqrt(split - 1) + 1 if split_group and split >= max(split_group, 4) else 0
+    if colvec is None:
+        fargs = lambda split: _head(pb, p) + (block, min(split, 2), pb.red2, pb.index, cu)  # noqa: E731
+        return _Choice(_k.make_col_kernel, fargs, shape, CQ, units, block, units, RB, cu, group_size)
+    osize = np.dtype(pb.acc).itemsize if not isinstance(pb.acc, tuple) and not pb.ident_missing else 0
+    vout = (bool(p.get("col_vstore", False)) and pb.out_ok and ph == 0 and pb.orr == 1
+            and (pb.nb == 1 or pb.ob % vec == 0) and osize * vec == 16 and not pb.index)
+    fargs = lambda split, cu=cu: _head(pb, p) + (block, min(split, 2), pb.red2, pb.index, cu, vec, modes,  # noqa: E731
+                                                 bool(p.get("col_tail", True)) and all(modes), vout,
+                                                 _flight(p.get("col_combine", 2)), bool(split_group))
+    # aux: + the group size (* 32768) once the split is known
+    return _Choice(_k.make_colvec_kernel, fargs, shape, CQ * 16 + ph, units, block, units, RB, cu, group_size)
+
+
+def _choose(pb, p, sm) -> _Choice:
+    """The kernel family of a reduction: short rows in tiles, rows, a thin matrix's flat run
+    of columns, or columns (vectorised where the operands allow)."""
+    if pb.row:
+        return _rowtile_choice(pb, p, sm) or _row_choice(pb, p, sm)
+    if (pb.nb == 1 and not pb.red2 and not pb.index and not pb.ident_missing
+            and not isinstance(pb.acc, tuple) and p.get("col_flat", 0)):
+        flat = _colflat_modes(pb.ins, pb.K, pb.nr, pb.J, pb.SR, pb.S1, min(p["block"], p["col_flat"]))
+        if flat is not None:
+            return _colflat_choice(pb, p, flat)
+    colvec = None
+    if p.get("col_vec", True):
+        colvec = _colvec_phase(pb.ins, pb.K, pb.nb, pb.nr, pb.m0, pb.red2, pb.SB, pb.SR, pb.S0, pb.S1)
+    return _col_choice(pb, p, sm, colvec)
+
+
+def _plan(f, op, ins, kdims, rdims, kb, acc, ident, init_v, index, out_ok=False):
+    """Kernel, launch shape and scalar arguments of one reduction (a dict). ``out_ok``: the
+    result is 16-byte aligned at its first element (128-bit stores may write it)."""
+    pb = _problem(f, op, ins, kdims, rdims, kb, acc, ident, init_v, index, out_ok)
+    p = tuning.params("rowcol")
+    sm = runtime.device_info()["sm_count"]
+    c = _choose(pb, p, sm)
+    factory, block = c.factory, c.block
+    acc_full = (np.dtype(bool), acc) if pb.ident_missing else acc
     ins_t = nt.Tuple(tuple(_buf_t(_entry_dtype(e)) for e in ins))
     out_t = _buf_t(acc_full)
     argtypes = (ins_t, out_t, out_t, runtime.ptr_t(np.uint32), runtime.i64, runtime.i64,
-                runtime.i64, runtime.i64) + (nt.UniTuple(runtime.i64, K),) * 4 + (runtime.i64,) * 7
-    lb = None
-    scalar_acc = not isinstance(acc, tuple) and not ident_missing
-    if factory is _k.make_rowtile_kernel and p.get("row_tile_min_blocks") and scalar_acc:
-        lb = (block, p["row_tile_min_blocks"])   # caps registers so that blocks stay resident
-    elif factory is _k.make_colvec_kernel and p.get("col_min_blocks") and scalar_acc:
-        lb = (block, p["col_min_blocks"])
-    elif factory is _k.make_colflat_kernel and p.get("col_flat_min_blocks"):
-        lb = (block, p["col_flat_min_blocks"])   # the two-level combine needs more registers
+                runtime.i64, runtime.i64) + (nt.UniTuple(runtime.i64, pb.K),) * 4 + (runtime.i64,) * 7
+    lb = _launch_bounds(factory, p, block, not isinstance(acc, tuple) and not pb.ident_missing)
 
     def build(split, *deep):
-        fa = fargs(split, *deep) if callable(fargs) else fargs
-        fkey = fa[:4] + (_hashable(ID),) + (fa[5], _hashable(init_v)) + fa[7:]
+        fa = c.fargs(split, *deep) if callable(c.fargs) else c.fargs
+        fkey = fa[:4] + (_hashable(pb.ID),) + (fa[5], _hashable(init_v)) + fa[7:]
         return _compile(factory, fa, fkey, argtypes, op, None if deep else lb)
 
-    # launch shape for a provisional number of resident blocks, then (occupancy) for the
-    # number the compiled kernel really gets (registers, shared memory)
-    grid, split, chunk = shape(sm * p["blocks_per_sm"])
-    kernel = build(split)
-    depth = p.get("col_unroll", unroll)   # rows in flight per thread of a column kernel
-    if occupancy:
-        res = min(runtime.resident_blocks(kernel, block, p["blocks_per_sm"]), p["blocks_per_sm"])
-        grid, split2, chunk = shape(sm * res)
-        if min(split2, 2) != min(split, 2):
-            kernel = build(split2)
-        split = split2
-        deep = p.get("col_deep", 0) if factory is _k.make_colvec_kernel else 0
-        # (the deep kernel is compiled only where its launch could qualify: its residency is
-        # at most blocks_per_sm)
-        if deep and deep > cu and 2 * units <= sm * p["blocks_per_sm"]:
-            # col_deep D: where the tiles are few enough that the rows split across blocks in
-            # one wave (tall x @ A, n*p = 10^7 shapes), the kernel with D rows in flight per
-            # thread and no launch bound (more registers, fewer blocks per SM); wide, short
-            # matrices (many tiles, few rows per thread) keep the bounded kernel
-            kd = build(2, deep)
-            resd = min(runtime.resident_blocks(kd, block, p["blocks_per_sm"]), p["blocks_per_sm"])
-            gd, sd, cd = shape(sm * resd, deep)
-            if 2 * units <= sm * resd and cd >= 2 * deep * RB:
-                kernel = kd if min(sd, 2) == 2 else build(sd, deep)
-                grid, split, chunk = gd, sd, cd
-                depth = deep
+    kernel, grid, split, chunk, depth = _sized(c, p, sm, build)
     grid = min(grid, 2**31 - 1)
-    nslots = R * split
+    nslots, nticks, aux = pb.R * split, c.nticks, c.aux
     if factory is _k.make_colflat_kernel and chunk:
         ngroups = -(-grid // chunk)   # group rows after the blocks' rows; a ticket per group
-        nslots = R * (grid + ngroups)
+        nslots = pb.R * (grid + ngroups)
         nticks = 1 + ngroups
-    elif factory is _k.make_colvec_kernel and group_size(split):
-        gs = group_size(split)
+    elif factory is _k.make_colvec_kernel and c.group_size(split):
+        gs = c.group_size(split)
         ngroups = -(-split // gs)     # per tile: group rows after the parts' rows, a ticket each
         aux += gs * 32768
-        nslots = R * (split + ngroups)
-        nticks = units * (1 + ngroups)
+        nslots = pb.R * (split + ngroups)
+        nticks = c.units * (1 + ngroups)
     return {"kernel": kernel, "kind": factory.__name__, "grid": grid, "block": block, "split": split,
             "nslots": nslots,
-            "nticks": nticks, "acc_full": acc_full, "flag": ident_missing, "depth": depth,
-            "scalars": (nb, nr, m0, m1, SB, SR, S0, S1, ob, orr, int(kb), L0, L1, chunk, aux)}
+            "nticks": nticks, "acc_full": acc_full, "flag": pb.ident_missing, "depth": depth,
+            "scalars": (pb.nb, pb.nr, pb.m0, pb.m1, pb.SB, pb.SR, pb.S0, pb.S1, pb.ob, pb.orr, int(kb),
+                        pb.L0, pb.L1, chunk, aux)}
+
+
+def _launch_bounds(factory, p, block, scalar_acc):
+    """The launch bounds a kernel family is compiled with, or None."""
+    if factory is _k.make_rowtile_kernel and p.get("row_tile_min_blocks") and scalar_acc:
+        return (block, p["row_tile_min_blocks"])   # caps registers so that blocks stay resident
+    if factory is _k.make_colvec_kernel and p.get("col_min_blocks") and scalar_acc:
+        return (block, p["col_min_blocks"])
+    if factory is _k.make_colflat_kernel and p.get("col_flat_min_blocks"):
+        return (block, p["col_flat_min_blocks"])   # the two-level combine needs more registers
+    return None
+
+
+def _sized(c, p, sm, build):
+    """``(kernel, grid, split, chunk, depth)``: the launch shape for a provisional number of
+    resident blocks and its kernel, then (``occupancy``) the shape for the number the
+    compiled kernel really gets (registers, shared memory), and where a column kernel's
+    tiles are few, the deep kernel with more rows in flight if its launch qualifies."""
+    occupancy = p.get("occupancy", False)
+    grid, split, chunk = c.shape(sm * p["blocks_per_sm"])
+    kernel = build(split)
+    depth = p.get("col_unroll", p["unroll"])   # rows in flight per thread of a column kernel
+    if not occupancy:
+        return kernel, grid, split, chunk, depth
+    res = min(runtime.resident_blocks(kernel, c.block, p["blocks_per_sm"]), p["blocks_per_sm"])
+    grid, split2, chunk = c.shape(sm * res)
+    if min(split2, 2) != min(split, 2):
+        kernel = build(split2)
+    split = split2
+    deep = p.get("col_deep", 0) if c.factory is _k.make_colvec_kernel else 0
+    # (the deep kernel is compiled only where its launch could qualify: its residency is
+    # at most blocks_per_sm)
+    if deep and deep > c.cu and 2 * c.units <= sm * p["blocks_per_sm"]:
+        # col_deep D: where the tiles are few enough that the rows split across blocks in
+        # one wave (tall x @ A, n*p = 10^7 shapes), the kernel with D rows in flight per
+        # thread and no launch bound (more registers, fewer blocks per SM); wide, short
+        # matrices (many tiles, few rows per thread) keep the bounded kernel
+        kd = build(2, deep)
+        resd = min(runtime.resident_blocks(kd, c.block, p["blocks_per_sm"]), p["blocks_per_sm"])
+        gd, sd, cd = c.shape(sm * resd, deep)
+        if 2 * c.units <= sm * resd and cd >= 2 * deep * c.RB:
+            kernel = kd if min(sd, 2) == 2 else build(sd, deep)
+            grid, split, chunk = gd, sd, cd
+            depth = deep
+    return kernel, grid, split, chunk, depth
 
 
 def _flight(n):
