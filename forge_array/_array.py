@@ -533,9 +533,8 @@ class Array:
         # index arrays of its true elements (our scan: NumPy's rule, mask == mask.nonzero())
         pos = 0
         ell_span = self.ndim - consumed
-        res = []
-        for k in out:
-            res.append(k)
+        masks = []
+        for i, k in enumerate(out):
             if k is Ellipsis:
                 pos += ell_span
             elif k is None or isinstance(k, builtins.bool):
@@ -550,7 +549,7 @@ class Array:
             elif k.dtype == np.bool_:
                 if not setting and k.ndim and self._device.is_cuda:
                     with _dev.on(self._device):   # our scan runs on the mask's GPU
-                        res[-1:] = mask_indices(k, self.shape[pos:pos + k.ndim], pos)
+                        masks.append((i, mask_indices(k, self.shape[pos:pos + k.ndim], pos)))
                 pos += k.ndim  # else the backend checks the mask's shape
             else:
                 n = self.shape[pos]
@@ -560,7 +559,9 @@ class Array:
                         raise IndexError(f"integer array index out of bounds for axis {pos} "
                                          f"with size {n}")
                 pos += 1
-        return tuple(res)
+        for i, indices in reversed(masks):
+            out[i:i + 1] = indices
+        return tuple(out)
 
     def __getitem__(self, key, /):
         """``x[key]`` with the standard's indexing (ints, slices, ``...``, ``None``,

@@ -76,9 +76,10 @@ class Layouts(NamedTuple):
 
 def _calls(xp, op, dtype, device, layouts: Layouts):
     """``(label, call)`` of every layout class of ``layouts`` for ``op`` and ``dtype``."""
-    sizes, shapes, views = layouts.sizes, layouts.shapes, layouts.views
+    from forge_array import _devices
     from forge_array.runtime import config
 
+    sizes, shapes, views = layouts.sizes, layouts.shapes, layouts.views
     dt = getattr(xp, dtype)
     out = []
     if op == "operators":
@@ -89,7 +90,7 @@ def _calls(xp, op, dtype, device, layouts: Layouts):
             for label, A in _matrices(xp, dt, device, shape, views):
                 out += [(f"A @ v {label}", lambda A=A, v=v: A @ v), (f"v @ A {label}", lambda A=A, w=w: w @ A)]
         # the row classes only fill a GPU's kernel cache (the simulator stores nothing)
-        gpu = layouts.row_classes and xp.ones(1, dtype=dt, device=device).device.is_cuda and not config.SIMULATE
+        gpu = layouts.row_classes and _devices.as_device(device).is_cuda and not config.SIMULATE
         for shape in _row_class_shapes() if gpu else ():   # allocated when run: large matrices
             out.append((f"A @ v {shape}", lambda shape=shape: xp.ones(shape, dtype=dt, device=device)
                         @ xp.ones(shape[1], dtype=dt, device=device)))
@@ -188,9 +189,9 @@ def warmup(dtypes=DTYPES, ops=OPS, device=None, sizes=SIZES, shapes=(SHAPE,), ou
     (default: the default device), printing one progress line per call to ``out`` (default
     stderr). With ``row_classes``, ``A @ v`` also takes every number of rows per block of the
     multi-row kernel (``_row_class_shapes``). Combinations the standard rejects (``mean``
-    of integers) are skipped. With
-    ``jobs`` > 1 the (operation, dtype) pairs are shared among that many processes (compiling
-    is CPU-bound, one core per process). Kernels are built in the calling thread
+    of integers) are skipped. With ``jobs`` > 1 that many worker processes take the
+    (operation, dtype) pairs from one queue, the heaviest first (compiling is CPU-bound, one
+    core per process). Kernels are built in the calling thread
     (``FORGE_ARRAY_COMPILE=sync``). Returns ``{"calls", "skipped", "seconds", "compiled",
     "disk_hits"}`` (kernels compiled and loaded from the disk cache during the run).
     """

@@ -243,6 +243,11 @@ class _Problem(NamedTuple):
     kb: int
     out_ok: bool
 
+    @property
+    def head(self) -> tuple:
+        """The factory constants every kernel family starts with."""
+        return (self.f, self.op.fn, self.K, self.acc, self.ID, self.ident_missing, self.init_v)
+
 
 def _problem(f, op, ins, kdims, rdims, kb, acc, ident, init_v, index, out_ok) -> _Problem:
     """The :class:`_Problem` of a reduction given by its kept dims ``kdims`` and reduced dims
@@ -299,11 +304,6 @@ class _Choice(NamedTuple):
     group_size: object = None
 
 
-def _head(pb, p):
-    """The factory constants every kernel family starts with."""
-    return (pb.f, pb.op.fn, pb.K, pb.acc, pb.ID, pb.ident_missing, pb.init_v)
-
-
 def _rowtile_choice(pb, p, sm):
     """Short rows: tiles of whole rows staged through shared memory by 128-bit loads, or None
     where the rows do not fit a tile (or their operands cannot be staged)."""
@@ -331,7 +331,7 @@ def _rowtile_choice(pb, p, sm):
         G = max(G, math.gcd(J, 32))
     rt = tile // J if warp else min(tile // J, block // G)
     ntile = -(-pb.R // rt)
-    fargs = _head(pb, p) + (G, block, pb.index, vec, modes, dts, tv, warp, warp and bool(p.get("row_tile_v4", False)),
+    fargs = pb.head + (G, block, pb.index, vec, modes, dts, tv, warp, warp and bool(p.get("row_tile_v4", False)),
                             tv >= 8 and bool(p.get("row_tile_wide", False)),
                             # partial results per lane: only single-operand rows of <= 16 elements won
                             # (H200, tune-s13-rowacc-*: sum(axis=1) of (10^7, 10) 139 -> 125 us; of (10^6,
@@ -358,7 +358,6 @@ def _row_choice(pb, p, sm):
         def shape(cap):
             return max(1, min(-(-R // (block // G)), sm * p["max_blocks_per_sm"] * 4)), 1, J
         rows = 1
-        units = R
     else:
         G = block
         most = max(1, J // (block * p["min_items"] * vec))
@@ -385,10 +384,10 @@ def _row_choice(pb, p, sm):
             return units * split, split, chunk
     if rows > 1:
         # A @ x: several rows per block share each vector of x
-        fargs = lambda split: _head(pb, p) + (block, min(split, 2), rows, vec,  # noqa: E731
+        fargs = lambda split: pb.head + (block, min(split, 2), rows, vec,  # noqa: E731
                                               p.get("row_multi_unroll", 2))
         return _Choice(_k.make_rowmulti_kernel, fargs, shape, mis, units, block)
-    fargs = lambda split: _head(pb, p) + (G, block, min(split, 2), pb.red2, pb.index, vec,  # noqa: E731
+    fargs = lambda split: pb.head + (G, block, min(split, 2), pb.red2, pb.index, vec,  # noqa: E731
                                           p["unroll"])
     return _Choice(_k.make_row_kernel, fargs, shape, mis, R, block)
 
@@ -408,7 +407,7 @@ def _colflat_choice(pb, p, flat):
         want = max(1, min(cap, -(-nvec // block)))
         grid = max(gq, want // gq * gq)
         return grid, max(grid, 2), group
-    fargs = _head(pb, p) + (block, vec, modes, p.get("col_unroll", p["unroll"]), group > 0)
+    fargs = pb.head + (block, vec, modes, p.get("col_unroll", p["unroll"]), group > 0)
     return _Choice(_k.make_colflat_kernel, fargs, shape, head, 1, block)
 
 
@@ -471,12 +470,12 @@ def _col_choice(pb, p, sm, colvec):
     def group_size(split):
         return math.isqrt(split - 1) + 1 if split_group and split >= max(split_group, 4) else 0
     if colvec is None:
-        fargs = lambda split: _head(pb, p) + (block, min(split, 2), pb.red2, pb.index, cu)  # noqa: E731
+        fargs = lambda split: pb.head + (block, min(split, 2), pb.red2, pb.index, cu)  # noqa: E731
         return _Choice(_k.make_col_kernel, fargs, shape, CQ, units, block, units, RB, cu, group_size)
     osize = np.dtype(pb.acc).itemsize if not isinstance(pb.acc, tuple) and not pb.ident_missing else 0
     vout = (bool(p.get("col_vstore", False)) and pb.out_ok and ph == 0 and pb.orr == 1
             and (pb.nb == 1 or pb.ob % vec == 0) and osize * vec == 16 and not pb.index)
-    fargs = lambda split, cu=cu: _head(pb, p) + (block, min(split, 2), pb.red2, pb.index, cu, vec, modes,  # noqa: E731
+    fargs = lambda split, cu=cu: pb.head + (block, min(split, 2), pb.red2, pb.index, cu, vec, modes,  # noqa: E731
                                                  bool(p.get("col_tail", True)) and all(modes), vout,
                                                  _flight(p.get("col_combine", 2)), bool(split_group))
     # aux: + the group size (* 32768) once the split is known
