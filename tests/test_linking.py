@@ -138,3 +138,73 @@ def test_the_flag_is_set_at_run_time():
     assert FLAGS["link"].cell[0] in (True, False)
     with flags(link=False):
         assert FLAGS["link"].cell[0] is False
+
+
+_OPTIONS_SRC = r"""
+import json
+from numba import cuda
+from forge_array.runtime import linking
+
+def user(src):
+    g = {"__name__": "user_module"}
+    exec(src, g)
+    return g["f"]
+
+f = user("def f(a, b):\n    return a + b\n")
+fast = cuda.jit(device=True, fastmath=True)(user("def f(a, b):\n    return a * b\n"))
+plain = cuda.jit(device=True)(user("def f(a, b):\n    return a - b\n"))
+out = {"plain_fn": list(linking.mark((f,), [])[0]),
+       "fast": [list(s) if isinstance(s, tuple) else s for s in linking.mark((fast,), [])[0]],
+       "default_dispatcher": list(linking.mark((plain,), [])[0]),
+       "fast_options": [list(p) for p in linking.code_options(fast)]}
+print(json.dumps(out))
+"""
+
+
+def test_a_device_function_with_its_own_options_gets_a_slot_of_its_own(tmp_path):
+    """An operator given as ``cuda.jit(device=True, fastmath=True)`` never shares a skeleton
+    with plain operators (which compile with ``cuda.jit(device=True)``'s defaults)."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    env["FORGE_ARRAY_CACHE_DIR"] = str(tmp_path)
+    r = subprocess.run([sys.executable, "-c", _OPTIONS_SRC], capture_output=True, text=True, env=env,
+                       timeout=120, check=True)
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    assert out["plain_fn"] == ["forge-slot", 0]
+    assert out["default_dispatcher"] == ["forge-slot", 0]        # numba's defaults: the plain slot
+    assert out["fast"][:2] == ["forge-slot", 0] and len(out["fast"]) == 3
+    assert ["fastmath", True] in out["fast_options"]
+
+
+_FASTMATH_SRC = _LINK_SRC.split("out = {}")[0] + r"""
+from numba import cuda
+out = {}
+fast = cuda.jit(device=True, fastmath=True)(user("def f(a, b):\n    return a + b * 0.5\n"))
+build(spec(fast))
+out["fast_first"] = (STATS["compiled"], STATS["linked"])
+p = user("def f(a, b):\n    return max(a, b) + 1.0\n")
+ptx_p, fa, at = build(spec(p))
+out["plain_after_fast"] = (STATS["compiled"], STATS["linked"])
+out["plain_same_as_full"] = norm(ptx_p) == norm(compile_ptx_offline(KR.make_reduce_kernel, fa, at))
+q = user("def f(a, b):\n    return a * 0.25 + b\n")
+ptx_q, fa, at = build(spec(q))
+out["plain_links_to_plain"] = (STATS["compiled"], STATS["linked"])
+out["plain_linked_same_as_full"] = norm(ptx_q) == norm(compile_ptx_offline(KR.make_reduce_kernel, fa, at))
+fast2 = cuda.jit(device=True, fastmath=True)(user("def f(a, b):\n    return a - b\n"))
+build(spec(fast2))
+out["fast_links_to_fast"] = (STATS["compiled"], STATS["linked"])
+print(json.dumps(out))
+"""
+
+
+def test_plain_operators_never_link_with_a_fastmath_operators_options(offline_ptx, tmp_path, monkeypatch):
+    monkeypatch.setenv("FORGE_ARRAY_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("FORGE_ARRAY_LINK", raising=False)
+    r = json.loads(offline_ptx(_FASTMATH_SRC).strip().splitlines()[-1])
+    assert r["fast_first"] == [1, 0]
+    assert r["plain_after_fast"] == [2, 0] and r["plain_same_as_full"]   # its own skeleton, in full
+    assert r["plain_links_to_plain"] == [3, 1] and r["plain_linked_same_as_full"]
+    assert r["fast_links_to_fast"] == [4, 2]

@@ -43,13 +43,38 @@ _SKELETONS = Cache("runtime.linking.SKELETONS", 64)
 _OPTIONS = ("inline", "forceinline", "fastmath", "opt", "lineinfo", "debug")
 #: how deep the search for an operator's device functions follows closures and globals
 _MAX_DEPTH = 32
+#: the code options of ``cuda.jit(device=True)``, read once
+_DEFAULTS: dict = {}
 
 
 class Slot(tuple):
-    """The stand-in of operator ``k`` of a specialisation in its skeleton's key."""
+    """The stand-in of operator ``k`` of a specialisation in its skeleton's key, with the code
+    options of a numba device function given as the operator where they are not numba's
+    defaults (so an operator compiled with ``fastmath`` never shares a skeleton with plain
+    ones)."""
 
-    def __new__(cls, k):
-        return tuple.__new__(cls, ("forge-slot", k))
+    def __new__(cls, k, options=()):
+        return tuple.__new__(cls, ("forge-slot", k, *((options,) if options else ())))
+
+
+def code_options(obj) -> tuple:
+    """The options of the numba CUDA device function ``obj`` that shape its code and differ
+    from those of ``cuda.jit(device=True)``, as sorted pairs (``()`` for a plain function)."""
+    if type(obj).__name__ != "CUDADispatcher":
+        return ()
+    defaults = _default_options()
+    return tuple(sorted((o, obj.targetoptions[o]) for o in _OPTIONS
+                        if o in obj.targetoptions and obj.targetoptions[o] != defaults.get(o)))
+
+
+def _default_options() -> dict:
+    if not _DEFAULTS:
+        from numba import cuda  # noqa: PLC0415
+
+        opts = cuda.jit(device=True)(lambda: None).targetoptions
+        _DEFAULTS.update({o: opts[o] for o in _OPTIONS if o in opts})
+        _DEFAULTS.setdefault("_filled", True)
+    return _DEFAULTS
 
 
 def _linkable(obj) -> bool:
@@ -68,9 +93,9 @@ def mark(obj, found: list):
     if _linkable(obj):
         for k, f in enumerate(found):
             if f is obj:
-                return Slot(k)
+                return Slot(k, code_options(obj))
         found.append(obj)
-        return Slot(len(found) - 1)
+        return Slot(len(found) - 1, code_options(obj))
     if isinstance(obj, tuple) and hasattr(obj, "_fields"):
         return type(obj)(*(mark(v, found) for v in obj))
     if isinstance(obj, (tuple, list)):
@@ -179,12 +204,11 @@ def skeleton_of(lib, pyfunc, users: list):
     for k, fn in enumerate(users):
         found = 0
         for d in by_func.get(id(_py_func(fn)), ()):
-            opts = {o: d.targetoptions[o] for o in _OPTIONS if o in d.targetoptions}
             for args, cres in list(d.overloads.items()):
                 if id(cres.library._module) not in ids:
                     continue            # an overload made for another kernel
                 sym = f"forge_slot{len(slots)}"
-                slots.append((k, tuple(args), cres.signature.return_type, sym, opts))
+                slots.append((k, tuple(args), cres.signature.return_type, sym))
                 names[cres.fndesc.mangled_name] = sym
                 drop |= {id(m) for m in _unique_modules(cres.library)}
                 found += 1
@@ -241,16 +265,18 @@ _DEFINE = re.compile(r"^define (?!(?:linkonce_odr|linkonce|internal|private|weak
 def _operator_texts(users: list, slots: list) -> list | None:
     """NVVM IR of the operators compiled alone for every call signature of the skeleton,
     renamed to its symbols, their definitions ``linkonce_odr`` (inlined, never emitted on
-    their own); None where an operator returns another type than the skeleton's."""
+    their own); None where an operator returns another type than the skeleton's.  A numba
+    device function compiles with its own options, a plain function as the kernel
+    factories compile it (``cuda.jit(device=True)``, whatever the skeleton's first operator
+    was: operators of other options never share a skeleton, :class:`Slot`)."""
     from numba import cuda  # noqa: PLC0415
 
     made, texts, seen = {}, [], set()
-    for k, args, ret, sym, opts in slots:
+    for k, args, ret, sym in (s[:4] for s in slots):
         fn = users[k]
-        key = (k, tuple(sorted(opts.items())))
-        disp = made.get(key)
+        disp = made.get(k)
         if disp is None:
-            disp = made[key] = fn if type(fn).__name__ == "CUDADispatcher" else cuda.jit(device=True, **opts)(fn)
+            disp = made[k] = fn if type(fn).__name__ == "CUDADispatcher" else cuda.jit(device=True)(_py_func(fn))
         cres = disp.compile_device(tuple(args))
         if cres.signature.return_type != ret:
             return None
