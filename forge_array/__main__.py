@@ -130,6 +130,8 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--skeletons-only", action="store_true",
                    help="keep the shipped kernels (they must match this install) and build only the "
                         "skeletons of the stand-in user operators")
+    b.add_argument("--work", default=None, help="folder of the build's caches (default: temporary "
+                                               "ones); a build stopped on the way resumes there")
     return p
 
 
@@ -159,7 +161,8 @@ def prebuild(args) -> int:
     from forge_array._warmup import prebuild as build  # noqa: PLC0415
 
     try:
-        m = build(args.jobs, args.out, args.device, commit=args.commit, skeletons_only=args.skeletons_only)
+        m = build(args.jobs, args.out, args.device, commit=args.commit, skeletons_only=args.skeletons_only,
+                  work=args.work)
     except ValueError as e:
         print(str(e), file=sys.stderr)
         return 2

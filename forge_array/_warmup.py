@@ -20,6 +20,7 @@ column-offset and row-strided views of each matrix.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import queue
@@ -509,7 +510,7 @@ PREBUILD_WARMUP = ["--dtypes", "all", "--sizes", "1,1000,1000000",
 
 
 def prebuild(jobs: int, out_dir: str | None = None, device: str | None = None, out=None,
-             commit: str | None = None, skeletons_only: bool = False) -> dict:
+             commit: str | None = None, skeletons_only: bool = False, work: str | None = None) -> dict:
     """Build the shipped kernels (``python -m forge_array prebuild``, on a GPU machine): once
     per compile target of :data:`.runtime.prebuilt.TARGETS`, run the ``operators`` part of
     :data:`PREBUILD_WARMUP` into an empty cache of its own (the stand-in user operators, each
@@ -520,6 +521,8 @@ def prebuild(jobs: int, out_dir: str | None = None, device: str | None = None, o
     shipped archive (which must match this install's kernel sources) and only the skeletons
     are built anew. Returns the manifest (with the check's counts under ``"check"``).
     ``commit`` is recorded in the manifest (default: the checkout's ``git rev-parse HEAD``).
+    ``work``: the folder of the build's caches (default: temporary ones); a build stopped on
+    the way resumes there, the kernels it already built loading from the disk.
 
     ```python
     from forge_array._warmup import prebuild
@@ -544,8 +547,14 @@ def prebuild(jobs: int, out_dir: str | None = None, device: str | None = None, o
         raise ValueError("prebuild --skeletons-only: the shipped kernels do not match this install's kernel sources")
     out_dir = out_dir or os.path.dirname(prebuilt.ARCHIVE)
     standard = ",".join(o for o in OPS if o != "operators")
-    with tempfile.TemporaryDirectory(prefix="forge-prebuild-") as cache, \
-            tempfile.TemporaryDirectory(prefix="forge-prebuild-operators-") as skeletons:
+    with contextlib.ExitStack() as stack:
+        if work is None:
+            cache = stack.enter_context(tempfile.TemporaryDirectory(prefix="forge-prebuild-"))
+            skeletons = stack.enter_context(tempfile.TemporaryDirectory(prefix="forge-prebuild-operators-"))
+        else:
+            cache, skeletons = os.path.join(work, "kernels"), os.path.join(work, "operators")
+            os.makedirs(cache, exist_ok=True)
+            os.makedirs(skeletons, exist_ok=True)
         t0 = time.perf_counter()
         if skeletons_only:
             n = prebuilt.unpack_kernels(cache)
