@@ -3,6 +3,8 @@ layout, its shape, and plans replayed by a dictionary lookup.
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from ... import runtime
@@ -234,8 +236,8 @@ def _scan_kernel(fn, tuple_op, xs, outs, in_dtypes, acc_dtypes, axis, init, shif
     bo = (0,) * pad + tuple(bo)
     nbatch = bshape[0] * bshape[1]
     s_in, s_out = sx[-1], so[-1]
-    plan = plan_scan(fn, tuple_op, xv, ov, in_dtypes, acc_dtypes, init, shift, n, m, nbatch,
-                     bshape[1], s_in, bx, s_out, bo, det, mapfn)
+    plan = plan_scan(Scan(fn, tuple_op, xv, ov, in_dtypes, acc_dtypes, init, shift, n, m, nbatch,
+                          bshape[1], s_in, bx, s_out, bo, det, mapfn))
     plan.launch(tuple(runtime.buffer_of(a) for a in xv), tuple(runtime.buffer_of(o) for o in ov))
     if tmp is not None:
         for t, o in zip(tmp, ov):
@@ -292,85 +294,121 @@ def _tile_argtypes(in_dtypes, acc_dtypes, st):
         runtime.ptr_t(np.uint64), I64, I64, I64)
 
 
-def plan_scan(fn, tuple_op, xv, ov, in_dtypes, acc_dtypes, init, shift, n, m, nbatch, nb1,
-              s_in, bx, s_out, bo, det, mapfn=None):
-    """Choose the kernel and launch shape for a batched scan of ``nbatch`` rows of ``n``
-    elements (strides in elements; ``xv`` / ``ov`` the row-major views, for alignment) and
-    return the :class:`_Plan` (host side of :mod:`..kernels.scan`).  ``mapfn``: an
-    element-wise expression of the inputs scanned in their place (the tile kernel takes it,
-    whatever the batch; 128-bit loads when its leaves share an item size and a 16-byte
-    phase)."""
-    like = xv[0]
+class Scan(NamedTuple):
+    """A batched scan as the planner reads it: ``nbatch`` rows of ``n`` elements (``m`` out)
+    in ``nb1``-row groups, element strides ``s_in`` / ``s_out`` along a row and ``bx`` /
+    ``bo`` between rows and groups; ``xv`` / ``ov`` the row-major views (for alignment);
+    ``shift`` 1 where the output starts with the init (exclusive or ``include_initial``);
+    ``mapfn`` an element-wise expression of the inputs scanned in their place."""
+
+    fn: object
+    tuple_op: bool
+    xv: list
+    ov: list
+    in_dtypes: tuple
+    acc_dtypes: tuple
+    init: object
+    shift: int
+    n: int
+    m: int
+    nbatch: int
+    nb1: int
+    s_in: int
+    bx: tuple
+    s_out: int
+    bo: tuple
+    det: bool
+    mapfn: object = None
+
+    @property
+    def has_init(self) -> bool:
+        return self.init is not None
+
+
+def plan_scan(s: Scan):
+    """Choose the kernel and launch shape for the batched scan ``s`` and return the
+    :class:`_Plan` (host side of :mod:`..kernels.scan`): the direct column kernel for short
+    columns, the row kernel for many short contiguous rows, the narrow kernel for axis 0 of a
+    few columns, the column kernel for batches along the contiguous axis and many short
+    rows, else the pipelined (sm_90) or the tile scan.  A mapped scan (``s.mapfn``) takes
+    the tile kernel, whatever the batch (128-bit loads when its leaves share an item size
+    and a 16-byte phase)."""
     pt = tuning.params("scan")
     pc = tuning.params("scan_columns")
-    items = _items_for(pt, acc_dtypes)
-    tile = pt["block"] * items
+    tile = pt["block"] * _items_for(pt, s.acc_dtypes)
+    n, nbatch, bx = s.n, s.nbatch, s.bx
     # columns: the batch runs along the contiguous axis; a scan of length 1 is one too,
     # whatever its stride (a row of one-element scans, e.g. axis 0 of a (1, p) matrix)
-    columns = nb1 > 1 and abs(bx[1]) == 1 and (n == 1 or (abs(s_in) != 1 and n > 1))
+    columns = s.nb1 > 1 and abs(bx[1]) == 1 and (n == 1 or (abs(s.s_in) != 1 and n > 1))
     # many short rows go to the column kernel (a thread per row); rows_column_max caps their
     # length (default: a quarter of the tile scan's tile)
     rcm = pc.get("rows_column_max")
     short_rows = nbatch >= 64 and (n * 4 < tile if rcm is None else n <= int(rcm))
-    has_init = init is not None
-    wide = bool(pt.get("wide", True))
-    sync = (wide, bool(pt.get("release", False)), int(pt.get("spin_ns", 0)))
+    sync = (bool(pt.get("wide", True)), bool(pt.get("release", False)), int(pt.get("spin_ns", 0)))
     p = _Plan()
-    p.init = _init_buffers(like, acc_dtypes, init)
+    p.init = _init_buffers(s.xv[0], s.acc_dtypes, s.init)
     p.initb = tuple(runtime.buffer_of(b) for b in p.init)
     p.flat = False
+    if s.mapfn is None:  # only the tile kernel maps its loads
+        plain = not s.tuple_op
+        if (columns and plain and pc.get("direct", True) and abs(bx[1]) == 1
+                and n <= int(pc.get("direct_rows", 16))):
+            return _plan_direct(p, pc, s)
+        if nbatch >= 64 and plain and _rows_staged_fit(pc, s):
+            return _plan_rows(p, pc, s)
+        if columns and plain and not s.det and _narrow_fit(pc, s):
+            return _plan_narrow(p, pc, s)
+        if columns or short_rows:
+            return _plan_columns(p, pc, s, columns, sync)
+        if pt.get("pipeline", False) and n * nbatch >= int(pt.get("pipe_min", 0)):
+            pp = _plan_pipeline(p, pt, s, sync)
+            if pp is not None:
+                return pp
+    return _plan_tile(p, pt, s, sync)
+
+
+def _plan_columns(p, pc, s: Scan, columns: bool, sync: tuple):
+    """Plan of :func:`..kernels.scan.make_column_scan`: a thread per column (or short row),
+    blocks of ``cb`` columns in strips, each column's chunks chained by a look-back."""
+    n, nbatch, bx = s.n, s.nbatch, s.bx
+    block = pc["block"]
+    items = pc["items"] if columns else int(pc.get("rows_items", pc["items"]))
+    cb = min(block, nbatch)
+    G = block // cb
+    nstrips = -(-nbatch // cb)
+    nchunks = -(-n // (G * items))
+    ntiles = nstrips * nchunks
+    st = _state(s.xv[0], s.acc_dtypes, ntiles * cb, sync[0])
+    staged = 0
+    if pc.get("staged", True) and nbatch == s.nb1 and s.s_in > 0 and bx[1] > 0:
+        # each block's elements are ONE dense range: stage it through shared memory
+        # with coalesced loads (and stores when the output has the same layout)
+        if (bx[1] == 1 and s.s_in == nbatch and nstrips == 1) or (s.s_in == 1 and bx[1] == n and nchunks == 1):
+            staged = 2 if (s.shift == 0 and s.s_out == s.s_in and s.bo[1] == bx[1]) else 1
+    # few columns per block: a warp per column's look-back (32 chunks per round trip)
+    wlb = nchunks > 1 and cb <= int(pc.get("warp_lookback_cols", 16))
     I64 = runtime.i64
-    if mapfn is not None:  # only the tile kernel maps its loads
-        columns = short_rows = False
-    if (mapfn is None and columns and not tuple_op and pc.get("direct", True) and abs(bx[1]) == 1
-            and n <= int(pc.get("direct_rows", 16))):
-        return _plan_direct(p, pc, fn, in_dtypes, acc_dtypes, xv, ov, shift, has_init, n, m,
-                            nbatch, nb1, s_in, bx, s_out, bo)
-    if mapfn is None and nbatch >= 64 and not tuple_op and _rows_staged_fit(pc, in_dtypes, acc_dtypes, xv, ov, shift,
-                                                         n, m, nbatch, nb1, s_in, bx, s_out, bo):
-        return _plan_rows(p, pc, fn, acc_dtypes[0], xv, ov, has_init, n, nbatch, in_dtypes[0],
-                          shift, m, s_in < 0)
-    if (columns and not tuple_op and not det
-            and _narrow_fit(pc, in_dtypes, acc_dtypes, xv, ov, shift, n, m, nbatch, nb1, s_in, bx,
-                            s_out, bo)):
-        return _plan_narrow(p, pc, fn, acc_dtypes, xv, ov, has_init, shift, n, m, nbatch)
-    if columns or short_rows:
-        block = pc["block"]
-        items = pc["items"] if columns else int(pc.get("rows_items", pc["items"]))
-        cb = min(block, nbatch)
-        G = block // cb
-        nstrips = -(-nbatch // cb)
-        nchunks = -(-n // (G * items))
-        ntiles = nstrips * nchunks
-        st = _state(like, acc_dtypes, ntiles * cb, wide)
-        staged = 0
-        if pc.get("staged", True) and nbatch == nb1 and s_in > 0 and bx[1] > 0:
-            # each block's elements are ONE dense range: stage it through shared memory
-            # with coalesced loads (and stores when the output has the same layout)
-            if (bx[1] == 1 and s_in == nbatch and nstrips == 1) or (s_in == 1 and bx[1] == n and nchunks == 1):
-                staged = 2 if (shift == 0 and s_out == s_in and bo[1] == bx[1]) else 1
-        # few columns per block: a warp per column's look-back (32 chunks per round trip)
-        wlb = nchunks > 1 and cb <= int(pc.get("warp_lookback_cols", 16))
-        argtypes = (runtime.tuple_ptr_t(in_dtypes), runtime.tuple_ptr_t(acc_dtypes),
-                    runtime.tuple_ptr_t(acc_dtypes)) + (I64,) * 13 + (
-            runtime.ptr_t(st.status.dtype), runtime.tuple_ptr_t(acc_dtypes),
-            runtime.ptr_t(np.uint64), I64, I64)
-        p.kernel = runtime.compile_kernel(
-            kscan.make_column_scan,
-            (fn, tuple_op, in_dtypes, acc_dtypes, block, items, shift, has_init, bool(det)) + sync
-            + (staged, int(pc.get("lookback", 0)), wlb), argtypes)
-        p.scalars = (n, m, nbatch, nb1, s_in, bx[0], bx[1], s_out, bo[0], bo[1], cb, nstrips,
-                     nchunks)
-        p.tail = ()
-        p.grid, p.block, p.state, p.slots = ntiles, block, st, ntiles * cb
-        p.ntiles = ntiles if nchunks > 1 else 0  # one chunk per column: tiles = blockIdx.x
-        return p
-    if (pt.get("pipeline", False) and mapfn is None
-            and n * nbatch >= int(pt.get("pipe_min", 0))):
-        pp = _plan_pipeline(p, pt, fn, tuple_op, xv, ov, in_dtypes, acc_dtypes, shift, has_init,
-                            n, m, nbatch, nb1, s_in, bx, s_out, bo, sync, bool(det))
-        if pp is not None:
-            return pp
+    argtypes = (runtime.tuple_ptr_t(s.in_dtypes), runtime.tuple_ptr_t(s.acc_dtypes),
+                runtime.tuple_ptr_t(s.acc_dtypes)) + (I64,) * 13 + (
+        runtime.ptr_t(st.status.dtype), runtime.tuple_ptr_t(s.acc_dtypes),
+        runtime.ptr_t(np.uint64), I64, I64)
+    p.kernel = runtime.compile_kernel(
+        kscan.make_column_scan,
+        (s.fn, s.tuple_op, s.in_dtypes, s.acc_dtypes, block, items, s.shift, s.has_init, bool(s.det))
+        + sync + (staged, int(pc.get("lookback", 0)), wlb), argtypes)
+    p.scalars = (n, s.m, nbatch, s.nb1, s.s_in, bx[0], bx[1], s.s_out, s.bo[0], s.bo[1], cb, nstrips,
+                 nchunks)
+    p.tail = ()
+    p.grid, p.block, p.state, p.slots = ntiles, block, st, ntiles * cb
+    p.ntiles = ntiles if nchunks > 1 else 0  # one chunk per column: tiles = blockIdx.x
+    return p
+
+
+def _plan_tile(p, pt, s: Scan, sync: tuple):
+    """Plan of :func:`..kernels.scan.make_tile_scan`: tiles of ``block * items`` elements of
+    every row chained by a decoupled look-back, 128-bit loads (and stores) where the rows
+    can start 16-byte aligned."""
+    in_dtypes, acc_dtypes, n, nbatch, nb1 = s.in_dtypes, s.acc_dtypes, s.n, s.nbatch, s.nb1
     ticket = pt.get("ticket", "atomic")
     # 128-bit loads: contiguous rows of one value of < 16 bytes, tiles shifted by `lead`
     # elements to start 16-byte aligned, batch strides multiples of the vector
@@ -378,27 +416,27 @@ def plan_scan(fn, tuple_op, xv, ov, in_dtypes, acc_dtypes, init, shift, n, m, nb
     aligned = False
     isz = in_dtypes[0].itemsize
     # (a mapped scan: every leaf in one 16-byte phase; _vec_ok checks their item sizes)
-    mapped = mapfn is not None
-    if (not tuple_op and s_in == 1 and isz < 16 and pt.get("vector", True)
-            and (len(in_dtypes) == 1 or (mapped and _one_phase(xv)))):
-        rl = _row_lead(xv, isz, bx, nbatch, nb1)
+    mapped = s.mapfn is not None
+    if (not s.tuple_op and s.s_in == 1 and isz < 16 and pt.get("vector", True)
+            and (len(in_dtypes) == 1 or (mapped and _one_phase(s.xv)))):
+        rl = _row_lead(s.xv, isz, s.bx, nbatch, nb1)
         if rl is not None:
             aligned, lead = True, rl
     block = pt["block"]
-    items = _items_for_size(pt, items, n * nbatch, acc_dtypes)
-    items = _fit_items(pt, items, n, in_dtypes, acc_dtypes, tuple_op)
+    items = _items_for_size(pt, _items_for(pt, acc_dtypes), n * nbatch, acc_dtypes)
+    items = _fit_items(pt, items, n, in_dtypes, acc_dtypes, s.tuple_op)
     tile = block * items
     vec = aligned and kscan._vec_ok(in_dtypes, acc_dtypes, block, items, mapped)
     if not vec:
         lead = 0
     ovec = False
-    if vec and s_out == 1 and kscan.ovec_ok(in_dtypes, acc_dtypes, items, mapped):
+    if vec and s.s_out == 1 and kscan.ovec_ok(in_dtypes, acc_dtypes, items, mapped):
         # output element start + k + shift must be 16-byte aligned whenever input element
         # start + k is (k a multiple of V): same phase, batch strides multiples of V
-        ovec = _output_in_phase(ov, acc_dtypes[0].itemsize, 16 // isz, shift, lead, bo, nbatch, nb1)
+        ovec = _output_in_phase(s.ov, acc_dtypes[0].itemsize, 16 // isz, s.shift, lead, s.bo, nbatch, nb1)
     tpr = -(-(n + lead) // tile)
     ntiles = tpr * nbatch
-    st = _state(like, acc_dtypes, ntiles, wide)
+    st = _state(s.xv[0], acc_dtypes, ntiles, sync[0])
     argtypes = _tile_argtypes(in_dtypes, acc_dtypes, st)
     # launch bound (min_blocks resident blocks per SM) for 128-bit paths of <= 4-byte
     # scalars with <= 64 bytes per thread: float32 x 16 needs 48 registers without
@@ -407,15 +445,16 @@ def plan_scan(fn, tuple_op, xv, ov, in_dtypes, acc_dtypes, init, shift, n, m, nb
     small = len(acc_dtypes) == 1 and acc_dtypes[0].itemsize <= 4 and items * acc_dtypes[0].itemsize <= 64
     # (not for a mapped scan: each leaf's loads are in flight at once)
     lb = (block, mb) if mb and vec and small and not mapped and block * mb <= 2048 else None
+    det = bool(s.det)
     p.kernel = runtime.compile_kernel(
         kscan.make_tile_scan,
-        (fn, tuple_op, in_dtypes, acc_dtypes, block, items, shift, has_init, bool(det), vec,
+        (s.fn, s.tuple_op, in_dtypes, acc_dtypes, block, items, s.shift, s.has_init, det, vec,
          ovec, ticket) + sync + (bool(pt.get("keep_items", False)),
                                  int(pt.get("det_lookback" if det else "lookback", 4)),
                                  bool(pt.get("shared_vec", False)))
-        + _optional_args(mapfn, _det_group(pt) if det else None),
+        + _optional_args(s.mapfn, _det_group(pt) if det else None),
         argtypes, launch_bounds=lb)
-    p.scalars = (n, m, nb1, s_in, bx[0], bx[1], s_out, bo[0], bo[1], lead, tpr)
+    p.scalars = (n, s.m, nb1, s.s_in, s.bx[0], s.bx[1], s.s_out, s.bo[0], s.bo[1], lead, tpr)
     p.tail = (ntiles,)
     grid = ntiles
     if ticket == "persist":
@@ -452,17 +491,18 @@ def _det_group(pt):
 _STATIC_SHARED = 48 * 1024
 
 
-def _plan_pipeline(p, pt, fn, tuple_op, xv, ov, in_dtypes, acc_dtypes, shift, has_init, n, m,
-                   nbatch, nb1, s_in, bx, s_out, bo, sync, det):
+def _plan_pipeline(p, pt, s: Scan, sync: tuple):
     """Plan of :func:`..kernels.scan.pipeline.make_pipeline_scan` (``scan.pipeline``): one
     scalar operand of 2, 4 or 8 bytes scanned in its own type along contiguous rows whose
     tiles can start 16-byte aligned (the same phase in every row), on sm_90 or later; a grid
     of persistent blocks. None when the scan does not qualify (the tile scan takes it)."""
-    if tuple_op or len(in_dtypes) != 1 or len(acc_dtypes) != 1 or in_dtypes[0] != acc_dtypes[0]:
+    in_dtypes, acc_dtypes, xv, n, nbatch, nb1, bx = s.in_dtypes, s.acc_dtypes, s.xv, s.n, s.nbatch, s.nb1, s.bx
+    det = bool(s.det)
+    if s.tuple_op or len(in_dtypes) != 1 or len(acc_dtypes) != 1 or in_dtypes[0] != acc_dtypes[0]:
         return None
     acc = acc_dtypes[0]
     isz = acc.itemsize
-    if isz not in (2, 4, 8) or s_in != 1 or runtime.target_cc() < (9, 0):
+    if isz not in (2, 4, 8) or s.s_in != 1 or runtime.target_cc() < (9, 0):
         return None
     lead = _row_lead(xv, isz, bx, nbatch, nb1)
     if lead is None:
@@ -481,7 +521,7 @@ def _plan_pipeline(p, pt, fn, tuple_op, xv, ov, in_dtypes, acc_dtypes, shift, ha
     dynamic = nbytes + extra + 256 > _STATIC_SHARED or bool(pt.get("pipe_dynamic", False))
     if dynamic and (runtime.SIMULATE or nbytes + extra > 227 * 1024):
         return None
-    ovec = s_out == 1 and _output_in_phase(ov, isz, 16 // isz, shift, lead, bo, nbatch, nb1)
+    ovec = s.s_out == 1 and _output_in_phase(s.ov, isz, 16 // isz, s.shift, lead, s.bo, nbatch, nb1)
     tpr = -(-(n + lead) // tile)
     ntiles = tpr * nbatch
     wide = sync[0]
@@ -491,11 +531,11 @@ def _plan_pipeline(p, pt, fn, tuple_op, xv, ov, in_dtypes, acc_dtypes, shift, ha
     argtypes = _tile_argtypes(in_dtypes, acc_dtypes, st)
     p.kernel = runtime.compile_kernel(
         kpipe.make_pipeline_scan,
-        (fn, acc, warps, vectors, stages, shift, has_init, ovec) + sync
+        (s.fn, acc, warps, vectors, stages, s.shift, s.has_init, ovec) + sync
         + (int(pt.get("det_lookback" if det else "pipe_lookback", 1)), dynamic, lookers, group,
            bool(kpipe.TRACE), det) + _optional_args(_det_group(pt) if det else None), argtypes)
     p.shared = nbytes if dynamic else 0
-    p.scalars = (n, m, nb1, s_in, bx[0], bx[1], s_out, bo[0], bo[1], lead, tpr)
+    p.scalars = (n, s.m, nb1, s.s_in, bx[0], bx[1], s.s_out, s.bo[0], s.bo[1], lead, tpr)
     p.tail = (ntiles,)
     # blocks per SM: as many as the shared memory of an sm_90 SM (228 KB, 1 KB reserved per
     # block) holds, unless the tables say otherwise
@@ -509,8 +549,7 @@ def _plan_pipeline(p, pt, fn, tuple_op, xv, ov, in_dtypes, acc_dtypes, shift, ha
     return p
 
 
-def _rows_staged_fit(pc, in_dtypes, acc_dtypes, xv, ov, shift, n, m, nbatch, nb1, s_in, bx,
-                     s_out, bo):
+def _rows_staged_fit(pc, s: Scan):
     """Whether :func:`..kernels.scan.make_row_scan` takes this batched scan: one operand of
     a 4- or 8-byte integer or float dtype scanned in its own dtype or one it casts to safely
     (int32 -> int64, float32 -> float64), inclusive, exclusive or with ``include_initial``,
@@ -518,6 +557,7 @@ def _rows_staged_fit(pc, in_dtypes, acc_dtypes, xv, ov, shift, n, m, nbatch, nb1
     adjacent and contiguous in the input and in the output (``R * n`` consecutive elements,
     ``R * m`` out, both running in the scan's direction or both against it), naturally
     aligned."""
+    in_dtypes, acc_dtypes, n, m, s_in = s.in_dtypes, s.acc_dtypes, s.n, s.m, s.s_in
     vecs = int(pc.get("rows_staged_vecs", 0))
     if not vecs or len(in_dtypes) != 1 or len(acc_dtypes) != 1:
         return False
@@ -526,22 +566,21 @@ def _rows_staged_fit(pc, in_dtypes, acc_dtypes, xv, ov, shift, n, m, nbatch, nb1
                            and np.can_cast(ind, acc, "safe")):
         return False
     isz = acc.itemsize
-    if isz not in (4, 8) or (m != n and not shift):
+    if isz not in (4, 8) or (m != n and not s.shift):
         return False
-    if (shift or s_in < 0) and not pc.get("rows_staged_flags", True):
+    if (s.shift or s_in < 0) and not pc.get("rows_staged_flags", True):
         return False
     longv = int(pc.get("rows_staged_long_vecs", 0))
     while 2 * vecs <= longv:            # the longest tile: vecs doubled (see _plan_rows)
         vecs *= 2
     if n > min(int(pc.get("rows_staged_max", 128)), vecs * 32 * (16 // isz)):
         return False
-    if nbatch != nb1 or abs(s_in) != 1 or s_out != s_in or bx[1] != n or bo[1] != m:
+    if s.nbatch != s.nb1 or abs(s_in) != 1 or s.s_out != s_in or s.bx[1] != n or s.bo[1] != m:
         return False
-    return runtime.misalignment(xv[0]) % ind.itemsize == 0 and runtime.misalignment(ov[0]) % isz == 0
+    return runtime.misalignment(s.xv[0]) % ind.itemsize == 0 and runtime.misalignment(s.ov[0]) % isz == 0
 
 
-def _plan_rows(p, pc, fn, acc, xv, ov, has_init, n, nbatch, ind=None, shift=0, m=None,
-               reverse=False):
+def _plan_rows(p, pc, s: Scan):
     """Plan of :func:`..kernels.scan.make_row_scan` (see :func:`_rows_staged_fit`): one wave
     of persistent blocks whose warps take tiles of whole rows in turn. Rows longer than a
     tile of ``rows_staged_vecs`` vectors per lane take tiles of twice, four times ... as many
@@ -551,7 +590,7 @@ def _plan_rows(p, pc, fn, acc, xv, ov, has_init, n, nbatch, ind=None, shift=0, m
     half-size blocks, twice as many per SM. ``shift``: output rows of ``m`` elements starting
     with the init (gathered from the scanned tile as it is stored); ``reverse``: the rows run
     backwards in memory."""
-    m = n if m is None else m
+    acc, n, m, nbatch = s.acc_dtypes[0], s.n, s.m, s.nbatch
     block = int(pc.get("rows_staged_block", 256))
     vecs = int(pc["rows_staged_vecs"])
     per_sm = int(pc.get("rows_staged_blocks_per_sm", 4))
@@ -561,7 +600,7 @@ def _plan_rows(p, pc, fn, acc, xv, ov, has_init, n, nbatch, ind=None, shift=0, m
     while n > v * 32 * (16 // isz) and 2 * v <= longv:
         v *= 2
     block, per_sm, vecs = max(32, block * vecs // v), per_sm * v // vecs, v
-    ind = acc if ind is None else np.dtype(ind)
+    ind = np.dtype(s.in_dtypes[0])
     if ind != acc and block > 32:
         block, per_sm = block // 2, per_sm * 2
     tw = vecs * 32 * (16 // isz)
@@ -570,7 +609,7 @@ def _plan_rows(p, pc, fn, acc, xv, ov, has_init, n, nbatch, ind=None, shift=0, m
     I64 = runtime.i64
     argtypes = (runtime.tuple_ptr_t((ind,)), runtime.tuple_ptr_t((acc,)),
                 runtime.tuple_ptr_t((acc,)), I64, I64, I64, I64)
-    fargs = (fn, acc, block, vecs, has_init, ind if ind != acc else None, bool(shift), bool(reverse))
+    fargs = (s.fn, acc, block, vecs, s.has_init, ind if ind != acc else None, bool(s.shift), s.s_in < 0)
     p.kernel = runtime.compile_kernel(kscan.make_row_scan, fargs, argtypes)
     # rows_staged_bound: where registers keep some of the grid's blocks per SM from being
     # resident together (shifted rows: 80 registers, 3 blocks of 256 per SM of the grid's 4;
@@ -582,7 +621,7 @@ def _plan_rows(p, pc, fn, acc, xv, ov, has_init, n, nbatch, ind=None, shift=0, m
                                     launch_bounds=(block, per_sm))
         if runtime.resident_blocks(kb, block, per_sm) >= per_sm:
             p.kernel = kb
-    aux = runtime.misalignment(xv[0]) // ind.itemsize + 16 * (runtime.misalignment(ov[0]) // isz)
+    aux = runtime.misalignment(s.xv[0]) // ind.itemsize + 16 * (runtime.misalignment(s.ov[0]) // isz)
     p.scalars = (n, m, nbatch, aux)
     p.grid = max(1, min(-(-tiles // wpb), per_sm * runtime.device_info()["sm_count"]))
     p.block = block
@@ -591,59 +630,61 @@ def _plan_rows(p, pc, fn, acc, xv, ov, has_init, n, nbatch, ind=None, shift=0, m
     return p
 
 
-def _narrow_fit(pc, in_dtypes, acc_dtypes, xv, ov, shift, n, m, nbatch, nb1, s_in, bx, s_out,
-                bo):
+def _narrow_fit(pc, s: Scan):
     """Whether :func:`..kernels.scan.narrow.make_narrow_scan` takes this batched scan: axis 0
     of a C-contiguous ``(n, p)`` block (input and output alike: row stride ``p``, unit column
     stride) of ``2 .. narrow_max`` columns, one 4- or 8-byte dtype scanned in itself, both
     naturally aligned (inclusive, exclusive or with ``include_initial``)."""
+    in_dtypes, acc_dtypes, nbatch = s.in_dtypes, s.acc_dtypes, s.nbatch
     cols = min(int(pc.get("narrow_max", 0)), knarrow.MAX_COLUMNS, int(pc.get("narrow_block", 256)))
     if not 2 <= nbatch <= cols or len(in_dtypes) != 1 or in_dtypes[0] != acc_dtypes[0]:
         return False
     isz = acc_dtypes[0].itemsize
     if isz not in (4, 8):
         return False
-    if nbatch != nb1 or bx[1] != 1 or s_in != nbatch or bo[1] != 1 or s_out != nbatch:
+    if nbatch != s.nb1 or s.bx[1] != 1 or s.s_in != nbatch or s.bo[1] != 1 or s.s_out != nbatch:
         return False
-    return runtime.misalignment(xv[0]) % isz == 0 and runtime.misalignment(ov[0]) % isz == 0
+    return runtime.misalignment(s.xv[0]) % isz == 0 and runtime.misalignment(s.ov[0]) % isz == 0
 
 
-def _plan_narrow(p, pc, fn, acc_dtypes, xv, ov, has_init, shift, n, m, nbatch):
+def _plan_narrow(p, pc, s: Scan):
     """Plan of :func:`..kernels.scan.narrow.make_narrow_scan` (see :func:`_narrow_fit`): one
     block per tile of ``T`` whole rows, tile ids from the ticket counter, ``p`` value slots
     per tile behind one flag word."""
+    acc_dtypes, n, nbatch = s.acc_dtypes, s.n, s.nbatch
     acc = acc_dtypes[0]
     block = int(pc.get("narrow_block", 256))
     items = max(1, int(pc.get("narrow_bytes", 128)) // acc.itemsize)
     _, _, T = knarrow.tile_rows(block, items, nbatch)
     ntiles = -(-n // T)
     packed = int(pc.get("narrow_packed", 0))  # > 0: packed word per (tile, column)
-    st = _state(xv[0], acc_dtypes, ntiles * nbatch, flags=not packed)
+    st = _state(s.xv[0], acc_dtypes, ntiles * nbatch, flags=not packed)
     I64 = runtime.i64
     argtypes = (runtime.tuple_ptr_t((acc,)),) * 3 + (I64,) * 4 + (
         runtime.ptr_t(st.status.dtype), runtime.tuple_ptr_t((acc,)), runtime.ptr_t(np.uint64),
         I64, I64)
     p.kernel = runtime.compile_kernel(
         knarrow.make_narrow_scan,
-        (fn, acc, block, items, has_init, int(pc.get("narrow_prefix_every", 1)), packed,
-         bool(pc.get("narrow_wide", False)), int(shift)),
+        (s.fn, acc, block, items, s.has_init, int(pc.get("narrow_prefix_every", 1)), packed,
+         bool(pc.get("narrow_wide", False)), int(s.shift)),
         argtypes)
     isz = acc.itemsize
-    aux = runtime.misalignment(xv[0]) // isz + 16 * (runtime.misalignment(ov[0]) // isz)
-    p.scalars = (n, m, nbatch, aux)
+    aux = runtime.misalignment(s.xv[0]) // isz + 16 * (runtime.misalignment(s.ov[0]) // isz)
+    p.scalars = (n, s.m, nbatch, aux)
     p.tail = ()
     p.grid, p.block, p.state = ntiles, block, st
     p.slots, p.ntiles = ntiles * nbatch, ntiles
     return p
 
 
-def _plan_direct(p, pc, fn, in_dtypes, acc_dtypes, xv, ov, shift, has_init, n, m, nbatch, nb1,
-                 s_in, bx, s_out, bo):
+def _plan_direct(p, pc, s: Scan):
     """Plan of :func:`..kernels.scan.make_column_direct`: short columns (``n <=
     direct_rows``) adjacent in memory, one chunk per column, so no look-back: each thread
     scans ``VC`` adjacent columns in registers (128-bit loads / stores where the layout
     allows: one batch dimension, unit column stride, row strides multiples of the vector,
     the same 16-byte phase for every group of ``VC`` columns)."""
+    in_dtypes, acc_dtypes, n, nbatch, nb1, bx, bo = s.in_dtypes, s.acc_dtypes, s.n, s.nbatch, s.nb1, s.bx, s.bo
+    s_in, s_out = s.s_in, s.s_out
     block = int(pc.get("direct_block", pc["block"]))
     rows = n  # compiled for the exact length ("direct_exact"), else a power of two >= n
     if not pc.get("direct_exact", True):
@@ -656,12 +697,12 @@ def _plan_direct(p, pc, fn, in_dtypes, acc_dtypes, xv, ov, shift, has_init, n, m
     lead = 0
     if (pc.get("direct_vec", True) and 4 <= isz <= 8 and nbatch == nb1 and bx[1] == 1
             and s_in % V == 0 and nbatch >= V):
-        mis = runtime.misalignment(xv[0])
+        mis = runtime.misalignment(s.xv[0])
         if mis % isz == 0:
             vin = True
             lead = mis // isz
             osz = acc_dtypes[0].itemsize
-            omis = runtime.misalignment(ov[0])
+            omis = runtime.misalignment(s.ov[0])
             vout = (osz == isz and bo[1] == 1 and s_out % V == 0 and omis % osz == 0
                     and omis // osz == lead)
     VC = V if vin else 1
@@ -670,8 +711,8 @@ def _plan_direct(p, pc, fn, in_dtypes, acc_dtypes, xv, ov, shift, has_init, n, m
                 runtime.tuple_ptr_t(acc_dtypes)) + (I64,) * 11
     p.kernel = runtime.compile_kernel(
         kscan.make_column_direct,
-        (fn, False, in_dtypes, acc_dtypes, block, rows, shift, has_init, vin, vout), argtypes)
-    p.scalars = (n, m, nbatch, nb1, s_in, bx[0], bx[1], s_out, bo[0], bo[1], lead)
+        (s.fn, False, in_dtypes, acc_dtypes, block, rows, s.shift, s.has_init, vin, vout), argtypes)
+    p.scalars = (n, s.m, nbatch, nb1, s_in, bx[0], bx[1], s_out, bo[0], bo[1], lead)
     groups = -(-(nbatch + lead) // VC)
     p.grid, p.block = -(-groups // block), block
     p.state, p.slots, p.ntiles = None, 0, 0
