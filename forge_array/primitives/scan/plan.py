@@ -3,12 +3,14 @@ layout, its shape, and plans replayed by a dictionary lookup.
 """
 from __future__ import annotations
 
+import threading
 from typing import NamedTuple
 
 import numpy as np
 
 from ... import runtime
 from ...runtime import lazy, tuning
+from ...runtime.caches import Cache
 from .._layout import collapse
 from .arguments import _xp
 from .state import (
@@ -111,10 +113,17 @@ def _buf_at(x, off):
 _layout_key = runtime.layout_key
 
 
+#: replayable plans kept per thread (a plan holds its thread's tile state)
+PLANS_PER_THREAD = 1024
+
+
 def _fast_plans():
+    """This thread's replayable plans by :func:`_fast_key` / :func:`_out_key`: a
+    :class:`~forge_array.runtime.caches.Cache` of its own per thread, so that
+    ``runtime.caches.clear_all()`` empties every thread's."""
     d = getattr(_local, "plans", None)
     if d is None:
-        d = _local.plans = {}
+        d = _local.plans = Cache(f"primitives.scan.plan.PLANS.{threading.get_ident()}", PLANS_PER_THREAD)
     return d
 
 
@@ -193,10 +202,7 @@ def _run_fast(plan, xs, acc_dtypes, tuple_op, key=None):
 def _remember(key, plan):
     if key is None or plan is None:
         return
-    d = _fast_plans()
-    if len(d) > 1024:
-        d.clear()
-    d[key] = plan
+    _fast_plans()[key] = plan
 
 
 def _scan_kernel(fn, tuple_op, xs, outs, in_dtypes, acc_dtypes, axis, init, shift, m,
