@@ -514,7 +514,7 @@ def test_failed_launch_leaves_later_launches_correct(bk, sim):
     np.testing.assert_allclose(np.asarray(xp.cumulative_sum(xp.asarray(h[::-3]))),
                                np.cumsum(h[::-3]), rtol=1e-12)
     pscan = importlib.import_module("forge_array.primitives.scan")
-    states = list(getattr(pscan.state._local, "states", {}).values())
+    states = list(getattr(pscan.state.THREAD_LOCAL, "states", {}).values())
     assert states and any(st.base for st in states)
     temp.discard()  # what a failed launch calls: the scan's tile states start afresh too
     assert all(st.base == 0 and st.epoch == 1 and not st.counter.any() for st in states)

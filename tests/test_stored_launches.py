@@ -239,7 +239,7 @@ def test_a_scan_looks_up_the_key_its_primitive_stores(monkeypatch, sim, name, in
     monkeypatch.setattr(pscan.generic, "SIMULATE", False)
     monkeypatch.setattr(pplan._Plan, "stored_form", lambda self, a, o: {"d": 1})
     monkeypatch.setattr(stored, "save", lambda key, desc, device=None: saved.append(key))
-    pscan.plan._fast_plans().clear()
+    pscan.plan.fast_plans().clear()
     getattr(pscan, name)(x, axis=0, dtype=np.dtype("float32"), include_initial=include_initial)
     _while_the_layer_loads(monkeypatch, looked)
     getattr(_routing, name)(x, 0, np.dtype("float32"), include_initial)

@@ -18,7 +18,7 @@ except ImportError:  # pragma: no cover - numpy < 1.25
 # --------------------------------------------------------------------------- operators
 
 
-def _resolve(op):
+def resolve_operator(op):
     """(fn, identity(dtypes) or None, name) of an Operator, a builtin or a plain function
     (:func:`forge_array.ops.as_operator`: equal functions are one operator)."""
     if not callable(getattr(op, "fn", op)):
@@ -38,7 +38,7 @@ _CHECKED = Cache("primitives.scan.arguments.CHECKED")
 _SAME_KIND_OPS = frozenset((_ops.add.fn, _ops.multiply.fn, _ops.maximum.fn, _ops.minimum.fn))
 
 
-def _check_op(fn, tuple_op, acc_dtypes, name):
+def check_op(fn, tuple_op, acc_dtypes, name):
     """TypeError unless ``fn`` compiles for elements of ``acc_dtypes`` and returns values that
     convert to them (same structure; same kind or narrower, as NumPy's same_kind casting)."""
     if not tuple_op and fn in _SAME_KIND_OPS and np.dtype(acc_dtypes[0]).kind in "iufc":
@@ -76,10 +76,10 @@ def _check_op(fn, tuple_op, acc_dtypes, name):
 # --------------------------------------------------------------------------- arguments
 
 
-_xp = runtime.array_module
+array_module = runtime.array_module
 
 
-def _inputs(x):
+def inputs(x):
     if isinstance(x, (tuple, list)):
         xs = list(x)
         if not xs:
@@ -104,7 +104,7 @@ def _inputs(x):
     return xs, is_tuple
 
 
-def _normalize_axis(axis, ndim):
+def normalize_axis(axis, ndim):
     if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)):
         raise TypeError(f"accumulate: axis must be an int or None, got {type(axis).__name__}")
     axis = int(axis)
@@ -113,7 +113,7 @@ def _normalize_axis(axis, ndim):
     return axis % ndim
 
 
-def _value(v, dtypes, what):
+def scalars_of(v, dtypes, what):
     """Tuple of NumPy scalars of ``dtypes`` from a scalar or tuple ``v``."""
     vals = tuple(v) if isinstance(v, (tuple, list)) else (v,)
     if len(vals) != len(dtypes):

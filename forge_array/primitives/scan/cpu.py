@@ -72,7 +72,7 @@ def scan(xs, outs, init, has_init, shift):
     return f
 
 
-def _scan_cpu(fn, tuple_op, xs, outs, acc_dtypes, axis, init, shift, m, reverse):
+def scan_cpu(fn, tuple_op, xs, outs, acc_dtypes, axis, init, shift, m, reverse):
     """CPU scan (NumPy arrays; CuPy arrays go through the host)."""
     on_gpu = runtime.is_cupy_array(xs[0])
     hx = [a.get() if on_gpu else a for a in xs]

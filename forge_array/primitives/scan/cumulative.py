@@ -11,9 +11,9 @@ import numpy as np
 
 from ...runtime.accumulation import accumulation_dtype
 from ...runtime.caches import Cache
-from .generic import _accumulate
-from .plan import _fast_key, _fast_plans, _layout_key, _run_fast
-from .state import _state_key
+from .generic import scan_arrays
+from .plan import fast_key, fast_plans, layout_key, run_fast
+from .state import state_key
 
 _CUMULATIVE = Cache("primitives.scan.CUMULATIVE")
 
@@ -42,7 +42,7 @@ def _cumulative(opname, x, axis, dtype, include_initial, out, init=None):
             _CUMULATIVE[key] = (op, ind, acc)
         except TypeError:
             pass
-    return _accumulate(op.fn, False, [x], ind, acc, op.identity, opname,
+    return scan_arrays(op.fn, False, [x], ind, acc, op.identity, opname,
                        axis=axis, init=init, include_initial=include_initial, exclusive=False,
                        reverse=False, out=out, deterministic=False, flatten=False)
 
@@ -66,7 +66,7 @@ def cumulative_mapped(opname, mapfn, leaves, value_dtype, dtype, include_initial
     """
     op, acc = _op_and_acc(opname, value_dtype, dtype)
     in_dtypes = tuple(np.dtype(a.dtype) for a in leaves)
-    return _accumulate(op.fn, False, list(leaves), in_dtypes, acc, op.identity, opname,
+    return scan_arrays(op.fn, False, list(leaves), in_dtypes, acc, op.identity, opname,
                        axis=0, init=None, include_initial=include_initial, exclusive=False,
                        reverse=False, out=None, deterministic=False, flatten=False,
                        mapfn=mapfn)
@@ -78,9 +78,9 @@ def mapped_launch(opname, mapfn, leaves, value_dtype, dtype, include_initial):
     scan (taking the full path when the fresh output is not aligned as planned, or on another
     thread, whose tile states are its own); None when no plan was kept."""
     op, acc = _op_and_acc(opname, value_dtype, dtype)
-    fkey = _fast_key((op.fn, mapfn), False, list(leaves), acc, 0, include_initial, False, False,
+    fkey = fast_key((op.fn, mapfn), False, list(leaves), acc, 0, include_initial, False, False,
                      False, False)
-    plan = _fast_plans().get(fkey) if fkey is not None else None
+    plan = fast_plans().get(fkey) if fkey is not None else None
     if plan is None:
         return None
     return _MappedReplay(plan, acc, fkey[-1], (opname, mapfn, value_dtype, dtype, include_initial))
@@ -98,7 +98,7 @@ class _MappedReplay:
 
     def __call__(self, leaves):
         if threading.get_ident() == self.thread:
-            r = _run_fast(self.plan, leaves, self.acc, False, self.skey)
+            r = run_fast(self.plan, leaves, self.acc, False, self.skey)
             if r is not None:
                 return r
         opname, mapfn, value_dtype, dtype, include_initial = self.args
@@ -120,13 +120,13 @@ def cumulative_fast(opname, x, axis, dtype, include_initial):
     if ent is None:
         return None
     op, _, acc = ent
-    # the key _fast_key builds for this call (one operand, no flags but include_initial)
+    # the key fast_key builds for this call (one operand, no flags but include_initial)
     fkey = (op.fn, False, acc, axis, include_initial, False, False, False, False,
-            (_layout_key(x),), _state_key(x))
-    plan = _fast_plans().get(fkey)
+            (layout_key(x),), state_key(x))
+    plan = fast_plans().get(fkey)
     if plan is None:
         return None
-    return _run_fast(plan, (x,), acc, False, fkey[-1])
+    return run_fast(plan, (x,), acc, False, fkey[-1])
 
 
 def cumulative_sum(x, /, *, axis=None, dtype=None, include_initial=False, out=None, init=None):

@@ -17,9 +17,9 @@ from ... import runtime
 from ...ops import Operator as _Operator
 from ...runtime import SIMULATE, stored
 from ...runtime.caches import Cache
-from .arguments import AxisError, _check_op, _inputs, _normalize_axis, _resolve, _value, _xp
-from .cpu import _scan_cpu
-from .plan import _fast_key, _fast_plans, _out_key, _remember, _run_fast, _run_into, _scan_kernel
+from .arguments import AxisError, array_module, check_op, inputs, normalize_axis, resolve_operator, scalars_of
+from .cpu import scan_cpu
+from .plan import fast_key, fast_plans, launch_scan, out_key, remember, run_fast, run_into
 
 
 def accumulate(op, x, /, *, axis=None, init=None, include_initial=False, exclusive=False,
@@ -49,12 +49,12 @@ def accumulate(op, x, /, *, axis=None, init=None, include_initial=False, exclusi
     >>> [c.tolist() for c in accumulate(matmul2, m)]
     [[1.0, 1.0], [1.0, 2.0], [0.0, 0.0], [1.0, 1.0]]
     """
-    fn, ident, name = _resolve(op)
+    fn, ident, name = resolve_operator(op)
     if _holds_nothing(op):
         _RESOLVED[op] = fn
-    xs, is_tuple = _inputs(x)
+    xs, is_tuple = inputs(x)
     dtypes = tuple(np.dtype(a.dtype) for a in xs)
-    return _accumulate(fn, is_tuple, xs, dtypes, dtypes, ident, name, axis=axis, init=init,
+    return scan_arrays(fn, is_tuple, xs, dtypes, dtypes, ident, name, axis=axis, init=init,
                        include_initial=include_initial, exclusive=exclusive, reverse=reverse,
                        out=out, deterministic=deterministic, flatten=True)
 
@@ -103,24 +103,32 @@ def _replayed(key_fn, tuple_op, xs, acc_dtypes, axis, include_initial, exclusive
     """``(key, result)``: the plan key of a call without ``init`` (with the outputs' layouts
     when ``out`` is given; None when unhashable) and the result of replaying the plan kept
     under it, or None when there is none (or the fresh output is not aligned as planned)."""
-    fkey = _fast_key(key_fn, tuple_op, xs, acc_dtypes, axis, include_initial, exclusive,
+    fkey = fast_key(key_fn, tuple_op, xs, acc_dtypes, axis, include_initial, exclusive,
                      reverse, deterministic, flatten)
     if fkey is None:
         return None, None
     if out is None:
-        plan = _fast_plans().get(fkey)
-        return fkey, (None if plan is None else _run_fast(plan, xs, acc_dtypes, tuple_op, fkey[-1]))
-    okey = _out_key(fkey, out, tuple_op)
-    plan = _fast_plans().get(okey) if okey is not None else None
-    return okey, (None if plan is None else _run_into(plan, xs, out, tuple_op, fkey[-1]))
+        plan = fast_plans().get(fkey)
+        return fkey, (None if plan is None else run_fast(plan, xs, acc_dtypes, tuple_op, fkey[-1]))
+    okey = out_key(fkey, out, tuple_op)
+    plan = fast_plans().get(okey) if okey is not None else None
+    return okey, (None if plan is None else run_into(plan, xs, out, tuple_op, fkey[-1]))
 
 
 #: the scans whose launches are stored (runtime.stored)
 _STORED = frozenset(("cumulative_sum", "cumulative_prod"))
 
 
-def _accumulate(fn, tuple_op, xs, in_dtypes, acc_dtypes, ident, name, *, axis, init,
+def scan_arrays(fn, tuple_op, xs, in_dtypes, acc_dtypes, ident, name, *, axis, init,
                 include_initial, exclusive, reverse, out, deterministic, flatten, mapfn=None):
+    """The scan dispatch every scan of the package goes through (``accumulate``,
+    ``cumulative_sum`` / ``prod``, mapped scans): the plan of an earlier call of the same
+    layouts replayed, else the arguments checked, the output allocated and the scan kernels
+    planned and launched (:func:`.plan.launch_scan`), or NumPy / numba on the CPU. ``xs``:
+    the operands (``tuple_op``: an operator on tuples of their elements), scanned in
+    ``acc_dtypes``; ``ident``: the operator's identity function or None; ``name``: the
+    operation's name for errors; ``flatten``: ``axis=None`` scans the C-order flattening;
+    ``mapfn``: an element-wise expression of the operands scanned in their place."""
     fkey = None
     if init is None:  # replay the plan of an earlier call
         fkey, r = _replayed(fn if mapfn is None else (fn, mapfn), tuple_op, xs, acc_dtypes, axis,
@@ -129,7 +137,7 @@ def _accumulate(fn, tuple_op, xs, in_dtypes, acc_dtypes, ident, name, *, axis, i
             return r
     if include_initial and exclusive:
         raise ValueError("accumulate: include_initial and exclusive exclude each other")
-    _check_op(fn, tuple_op, acc_dtypes, name)
+    check_op(fn, tuple_op, acc_dtypes, name)
     flat = False
     if axis is None:
         if xs[0].ndim != 1:
@@ -141,22 +149,22 @@ def _accumulate(fn, tuple_op, xs, in_dtypes, acc_dtypes, ident, name, *, axis, i
     elif xs[0].ndim == 0:
         raise AxisError(axis, 0)
     else:
-        axis = _normalize_axis(axis, xs[0].ndim)
+        axis = normalize_axis(axis, xs[0].ndim)
     if init is not None:
-        init = _value(init, acc_dtypes, "init")
+        init = scalars_of(init, acc_dtypes, "init")
     elif include_initial or exclusive:
         iv = ident(acc_dtypes if tuple_op else acc_dtypes[0]) if ident is not None else None
         if iv is None:
             raise ValueError(f"accumulate: operator {name} has no identity; pass init= for "
                              "include_initial / exclusive scans")
-        init = _value(iv, acc_dtypes, "identity")
+        init = scalars_of(iv, acc_dtypes, "identity")
     shift = 1 if (include_initial or exclusive) else 0
     shape = list(xs[0].shape)
     n = shape[axis]
     m = n + 1 if include_initial else n
     shape[axis] = m
     shape = tuple(shape)
-    xp = _xp(xs[0])
+    xp = array_module(xs[0])
     if out is None:
         outs = [xp.empty(shape, dtype=d) for d in acc_dtypes]
     else:
@@ -178,11 +186,11 @@ def _accumulate(fn, tuple_op, xs, in_dtypes, acc_dtypes, ident, name, *, axis, i
                 o[tuple(idx)] = v
         return tuple(outs) if tuple_op else outs[0]
     if runtime.kernels_available(xs[0]) and all(d.itemsize <= 16 for d in acc_dtypes):
-        plan = _scan_kernel(fn, tuple_op, xs, outs, in_dtypes, acc_dtypes, axis, init, shift,
+        plan = launch_scan(fn, tuple_op, xs, outs, in_dtypes, acc_dtypes, axis, init, shift,
                             m, reverse, deterministic, mapfn)
         if plan is not None and fkey is not None:
             plan.flat = flat
-            _remember(fkey, plan)
+            remember(fkey, plan)
             if (not SIMULATE and name in _STORED and mapfn is None and not tuple_op and out is None
                     and len(xs) == 1 and not (exclusive or reverse or deterministic)):
                 stored.save(stored.scan_key(name, xs[0], axis, acc_dtypes[0], include_initial),
@@ -190,5 +198,5 @@ def _accumulate(fn, tuple_op, xs, in_dtypes, acc_dtypes, ident, name, *, axis, i
     else:
         if mapfn is not None:
             raise ValueError(f"{name}: a mapped scan needs the kernels")
-        _scan_cpu(fn, tuple_op, xs, outs, acc_dtypes, axis, init, shift, m, reverse)
+        scan_cpu(fn, tuple_op, xs, outs, acc_dtypes, axis, init, shift, m, reverse)
     return tuple(outs) if tuple_op else outs[0]

@@ -12,17 +12,17 @@ from ... import runtime
 from ...runtime import lazy, tuning
 from ...runtime.caches import Cache
 from .._layout import collapse
-from .arguments import _xp
+from .arguments import array_module
 from .state import (
-    _after_launch,
-    _common_layout,
-    _fit_items,
-    _init_buffers,
-    _items_for,
-    _items_for_size,
-    _local,
-    _state,
-    _state_key,
+    THREAD_LOCAL,
+    after_launch,
+    common_layout,
+    fit_items,
+    init_buffers,
+    items_for,
+    items_for_size,
+    state_key,
+    tile_state,
 )
 
 # the kernel modules (numba.cuda) load at first use: CPU arrays never need them
@@ -62,7 +62,7 @@ class _Plan:
         runtime.launch(self.kernel, self.grid, self.block,
                        (src, dst, self.initb) + self.scalars
                        + (status, vals, counter, st.base, st.epoch) + self.tail, self.shared, on)
-        _after_launch(st, self.ntiles)  # tickets taken from the counter
+        after_launch(st, self.ntiles)  # tickets taken from the counter
 
 
     def stored_form(self, x, out):
@@ -110,24 +110,24 @@ def _buf_at(x, off):
     return int(x.data.ptr) + off * x.dtype.itemsize
 
 
-_layout_key = runtime.layout_key
+layout_key = runtime.layout_key
 
 
 #: replayable plans kept per thread (a plan holds its thread's tile state)
 PLANS_PER_THREAD = 1024
 
 
-def _fast_plans():
-    """This thread's replayable plans by :func:`_fast_key` / :func:`_out_key`: a
+def fast_plans():
+    """This thread's replayable plans by :func:`fast_key` / :func:`out_key`: a
     :class:`~forge_array.runtime.caches.Cache` of its own per thread, so that
     ``runtime.caches.clear_all()`` empties every thread's."""
-    d = getattr(_local, "plans", None)
+    d = getattr(THREAD_LOCAL, "plans", None)
     if d is None:
-        d = _local.plans = Cache(f"primitives.scan.plan.PLANS.{threading.get_ident()}", PLANS_PER_THREAD)
+        d = THREAD_LOCAL.plans = Cache(f"primitives.scan.plan.PLANS.{threading.get_ident()}", PLANS_PER_THREAD)
     return d
 
 
-def _fast_key(fn, tuple_op, xs, acc_dtypes, axis, include_initial, exclusive, reverse, det,
+def fast_key(fn, tuple_op, xs, acc_dtypes, axis, include_initial, exclusive, reverse, det,
               flatten):
     """Key of a call whose plan can be replayed: operator, dtypes, flags and the operands'
     layouts (shape, strides, 16-byte phase, device) on this stream; None if unhashable."""
@@ -135,29 +135,29 @@ def _fast_key(fn, tuple_op, xs, acc_dtypes, axis, include_initial, exclusive, re
         return None
     try:
         key = (fn, tuple_op, acc_dtypes, axis, include_initial, exclusive, reverse, det,
-               flatten, tuple(_layout_key(a) for a in xs), _state_key(xs[0]))
+               flatten, tuple(layout_key(a) for a in xs), state_key(xs[0]))
         hash(key)
     except (TypeError, AttributeError):
         return None
     return key
 
 
-def _out_key(fkey, out, tuple_op):
-    """Key of a call with ``out=``: the key :func:`_fast_key` gave, with the layouts of the
+def out_key(fkey, out, tuple_op):
+    """Key of a call with ``out=``: the key :func:`fast_key` gave, with the layouts of the
     output arrays (a plan writes outputs of the layouts it was planned for); None when
     ``out`` is not of the form the operator takes (the full path then says why)."""
     outs = out if tuple_op else (out,)
     if type(outs) is not tuple:
         return None
     try:
-        return ("out", fkey, tuple(_layout_key(o) for o in outs))
+        return ("out", fkey, tuple(layout_key(o) for o in outs))
     except (TypeError, AttributeError, ValueError):
         return None
 
 
-def _run_into(plan, xs, out, tuple_op, key=None):
+def run_into(plan, xs, out, tuple_op, key=None):
     """Replay ``plan`` writing into ``out``, arrays of the layouts the plan was made for
-    (:func:`_out_key` matched them, so their shapes and dtypes were checked by the call that
+    (:func:`out_key` matched them, so their shapes and dtypes were checked by the call that
     made it); returns ``out``."""
     on = key if type(key) is tuple and len(key) > 1 else None
     if plan.flat:
@@ -168,10 +168,10 @@ def _run_into(plan, xs, out, tuple_op, key=None):
     return out
 
 
-def _run_fast(plan, xs, acc_dtypes, tuple_op, key=None):
+def run_fast(plan, xs, acc_dtypes, tuple_op, key=None):
     """Replay ``plan`` on new operands of the planned layouts; None when the fresh output is
     not aligned as planned (the caller then takes the full path). ``key``: the operands'
-    :func:`_state_key` when the caller has it (the launch then asks CuPy for no stream)."""
+    :func:`state_key` when the caller has it (the launch then asks CuPy for no stream)."""
     on = key if type(key) is tuple and len(key) > 1 else None
     empty = plan.empty
     if not tuple_op and len(xs) == 1:  # one operand, one output: no generators
@@ -199,29 +199,29 @@ def _run_fast(plan, xs, acc_dtypes, tuple_op, key=None):
     return tuple(outs) if tuple_op else outs[0]
 
 
-def _remember(key, plan):
+def remember(key, plan):
     if key is None or plan is None:
         return
-    _fast_plans()[key] = plan
+    fast_plans()[key] = plan
 
 
-def _scan_kernel(fn, tuple_op, xs, outs, in_dtypes, acc_dtypes, axis, init, shift, m,
+def launch_scan(fn, tuple_op, xs, outs, in_dtypes, acc_dtypes, axis, init, shift, m,
                  reverse, det, mapfn=None):
     """Map the scan of any views onto the kernels and launch. Returns the plan when it can
     be replayed for operands of the same layouts (no temporary copies were needed)."""
-    xp = _xp(xs[0])
+    xp = array_module(xs[0])
     xv = [xp.moveaxis(a, axis, -1) for a in xs]
     ov = [xp.moveaxis(o, axis, -1) for o in outs]
     if reverse:
         xv = [a[..., ::-1] for a in xv]
         ov = [o[..., ::-1] for o in ov]
     copied = False
-    sx = _common_layout(xv)
+    sx = common_layout(xv)
     if sx is None:
         xv = [xp.ascontiguousarray(a) for a in xv]
         sx = runtime.element_strides(xv[0])
         copied = True
-    so = _common_layout(ov)
+    so = common_layout(ov)
     tmp = None
     if so is None:
         tmp, ov = ov, [xp.empty(o.shape, dtype=o.dtype) for o in ov]
@@ -341,7 +341,7 @@ def plan_scan(s: Scan):
     and a 16-byte phase)."""
     pt = tuning.params("scan")
     pc = tuning.params("scan_columns")
-    tile = pt["block"] * _items_for(pt, s.acc_dtypes)
+    tile = pt["block"] * items_for(pt, s.acc_dtypes)
     n, nbatch, bx = s.n, s.nbatch, s.bx
     # columns: the batch runs along the contiguous axis; a scan of length 1 is one too,
     # whatever its stride (a row of one-element scans, e.g. axis 0 of a (1, p) matrix)
@@ -352,7 +352,7 @@ def plan_scan(s: Scan):
     short_rows = nbatch >= 64 and (n * 4 < tile if rcm is None else n <= int(rcm))
     sync = (bool(pt.get("wide", True)), bool(pt.get("release", False)), int(pt.get("spin_ns", 0)))
     p = _Plan()
-    p.init = _init_buffers(s.xv[0], s.acc_dtypes, s.init)
+    p.init = init_buffers(s.xv[0], s.acc_dtypes, s.init)
     p.initb = tuple(runtime.buffer_of(b) for b in p.init)
     p.flat = False
     if s.mapfn is None:  # only the tile kernel maps its loads
@@ -384,7 +384,7 @@ def _plan_columns(p, pc, s: Scan, columns: bool, sync: tuple):
     nstrips = -(-nbatch // cb)
     nchunks = -(-n // (G * items))
     ntiles = nstrips * nchunks
-    st = _state(s.xv[0], s.acc_dtypes, ntiles * cb, sync[0])
+    st = tile_state(s.xv[0], s.acc_dtypes, ntiles * cb, sync[0])
     staged = 0
     if pc.get("staged", True) and nbatch == s.nb1 and s.s_in > 0 and bx[1] > 0:
         # each block's elements are ONE dense range: stage it through shared memory
@@ -429,8 +429,8 @@ def _plan_tile(p, pt, s: Scan, sync: tuple):
         if rl is not None:
             aligned, lead = True, rl
     block = pt["block"]
-    items = _items_for_size(pt, _items_for(pt, acc_dtypes), n * nbatch, acc_dtypes)
-    items = _fit_items(pt, items, n, in_dtypes, acc_dtypes, s.tuple_op)
+    items = items_for_size(pt, items_for(pt, acc_dtypes), n * nbatch, acc_dtypes)
+    items = fit_items(pt, items, n, in_dtypes, acc_dtypes, s.tuple_op)
     tile = block * items
     vec = aligned and kscan._vec_ok(in_dtypes, acc_dtypes, block, items, mapped)
     if not vec:
@@ -442,7 +442,7 @@ def _plan_tile(p, pt, s: Scan, sync: tuple):
         ovec = _output_in_phase(s.ov, acc_dtypes[0].itemsize, 16 // isz, s.shift, lead, s.bo, nbatch, nb1)
     tpr = -(-(n + lead) // tile)
     ntiles = tpr * nbatch
-    st = _state(s.xv[0], acc_dtypes, ntiles, sync[0])
+    st = tile_state(s.xv[0], acc_dtypes, ntiles, sync[0])
     argtypes = _tile_argtypes(in_dtypes, acc_dtypes, st)
     # launch bound (min_blocks resident blocks per SM) for 128-bit paths of <= 4-byte
     # scalars with <= 64 bytes per thread: float32 x 16 needs 48 registers without
@@ -531,7 +531,7 @@ def _plan_pipeline(p, pt, s: Scan, sync: tuple):
     tpr = -(-(n + lead) // tile)
     ntiles = tpr * nbatch
     wide = sync[0]
-    st = _state(xv[0], acc_dtypes, ntiles, wide)
+    st = tile_state(xv[0], acc_dtypes, ntiles, wide)
     if kpipe.TRACE:
         st.counter_room(kpipe.trace_words(group * (-(-ntiles // group))))
     argtypes = _tile_argtypes(in_dtypes, acc_dtypes, st)
@@ -664,7 +664,7 @@ def _plan_narrow(p, pc, s: Scan):
     _, _, T = knarrow.tile_rows(block, items, nbatch)
     ntiles = -(-n // T)
     packed = int(pc.get("narrow_packed", 0))  # > 0: packed word per (tile, column)
-    st = _state(s.xv[0], acc_dtypes, ntiles * nbatch, flags=not packed)
+    st = tile_state(s.xv[0], acc_dtypes, ntiles * nbatch, flags=not packed)
     I64 = runtime.i64
     argtypes = (runtime.tuple_ptr_t((acc,)),) * 3 + (I64,) * 4 + (
         runtime.ptr_t(st.status.dtype), runtime.tuple_ptr_t((acc,)), runtime.ptr_t(np.uint64),

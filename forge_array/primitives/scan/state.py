@@ -11,7 +11,7 @@ from ... import runtime
 from ...runtime import lazy
 from ...runtime.caches import Cache
 from ...runtime.scan_state import TileState, zeros16
-from .arguments import _xp
+from .arguments import array_module
 
 # the kernel modules (numba.cuda) load at first use: CPU arrays never need them
 kscan = lazy.module("forge_array.kernels.scan", __name__, "kscan")
@@ -22,30 +22,30 @@ kscan = lazy.module("forge_array.kernels.scan", __name__, "kscan")
 def _new_state(like, packed, acc_dtypes, slots):
     """The :class:`forge_array.runtime.scan_state.TileState` of the kernel layer on ``like``'s
     device (a buffer per word array, the counter of the kernels' statistics words)."""
-    return TileState(_xp(like), packed, acc_dtypes, slots, kscan.STAT_WORDS, runtime.buffer_of)
+    return TileState(array_module(like), packed, acc_dtypes, slots, kscan.STAT_WORDS, runtime.buffer_of)
 
 
 _zeros16 = zeros16
 
-_local = threading.local()
+THREAD_LOCAL = threading.local()
 
 
-def _state_key(like):
+def state_key(like):
     if runtime.is_cupy_array(like):
         return runtime.stream_key()  # (device, stream)
     return ("host",)
 
 
-def _state(like, acc_dtypes, slots, wide=True, flags=False):
+def tile_state(like, acc_dtypes, slots, wide=True, flags=False):
     """The tile state (:class:`forge_array.runtime.scan_state.TileState`) of this stream and
     value type with room for ``slots`` tile states; ``flags``: a flag word per tile plus
     separate value slots even when the value would fit a packed word (the narrow scan keeps
     ``p`` values per tile)."""
-    cache = getattr(_local, "states", None)
+    cache = getattr(THREAD_LOCAL, "states", None)
     if cache is None:
-        cache = _local.states = {}
+        cache = THREAD_LOCAL.states = {}
     packed = 0 if flags else (kscan.status_words(acc_dtypes) if kscan.packable(acc_dtypes, wide) else 0)
-    key = _state_key(like) + (packed, acc_dtypes)
+    key = state_key(like) + (packed, acc_dtypes)
     st = cache.get(key)
     if st is None:
         st = cache[key] = _new_state(like, packed, acc_dtypes, max(slots, 1024))
@@ -54,16 +54,16 @@ def _state(like, acc_dtypes, slots, wide=True, flags=False):
     return st
 
 
-def _reset_states():
-    for st in getattr(_local, "states", {}).values():
+def reset_states():
+    for st in getattr(THREAD_LOCAL, "states", {}).values():
         st.reset()
 
 
 # a failed launch (simulator) may have taken fewer tickets than its tiles
-runtime.temp.on_discard(_reset_states)
+runtime.temp.on_discard(reset_states)
 
 
-def _after_launch(st, ntiles):
+def after_launch(st, ntiles):
     st.advance(ntiles)
 
 
@@ -76,7 +76,7 @@ def scan_statistics():
     ['agg_steps', 'spins']
     """
     spins = agg = 0
-    for st in getattr(_local, "states", {}).values():
+    for st in getattr(THREAD_LOCAL, "states", {}).values():
         c = st.counter.get() if runtime.is_cupy_array(st.counter) else st.counter
         spins += int(c[kscan.STAT_SPINS])
         agg += int(c[kscan.STAT_AGG_WINDOWS])
@@ -86,11 +86,11 @@ def scan_statistics():
 _INIT_CACHE = Cache("primitives.scan.state.INIT_CACHE", 256)
 
 
-def _init_buffers(like, acc_dtypes, init):
-    key = (_state_key(like), acc_dtypes, None if init is None else tuple(v.tobytes() for v in init))
+def init_buffers(like, acc_dtypes, init):
+    key = (state_key(like), acc_dtypes, None if init is None else tuple(v.tobytes() for v in init))
     b = _INIT_CACHE.get(key)
     if b is None:
-        xp = _xp(like)
+        xp = array_module(like)
         vals = init if init is not None else tuple(d.type(0) for d in acc_dtypes)
         b = tuple(xp.asarray(np.array([v], dtype=d)) for v, d in zip(vals, acc_dtypes))
         _INIT_CACHE[key] = b
@@ -100,7 +100,7 @@ def _init_buffers(like, acc_dtypes, init):
 _SMEM_LIMIT = 46 * 1024  # static shared memory of a block: 48 KiB, less the small arrays
 
 
-def _items_for(p, acc_dtypes):
+def items_for(p, acc_dtypes):
     """Items per thread of the tile scan: ``item_bytes`` (``item_bytes_8`` for values of
     8 bytes or more when given) over the value size, capped by ``items_max`` and by the
     padded tile's static shared memory, rounded down to a power of two."""
@@ -111,7 +111,7 @@ def _items_for(p, acc_dtypes):
     return 1 << (items.bit_length() - 1)  # a power of two
 
 
-def _items_for_size(p, items, total, acc_dtypes):
+def items_for_size(p, items, total, acc_dtypes):
     """Items per thread of the tile scan for ``total`` elements: ``items`` halved while the
     scan would fill fewer than ``min_tiles`` tiles (0: never), down to ``item_bytes_min``
     bytes of values per thread.  Smaller tiles spread a mid-size scan over more SMs: with
@@ -119,7 +119,7 @@ def _items_for_size(p, items, total, acc_dtypes):
 
     >>> p = {"block": 256, "min_tiles": 128, "item_bytes_min": 16}
     >>> f32 = (np.dtype("float32"),)
-    >>> [_items_for_size(p, 32, n, f32) for n in (10**4, 10**5, 10**6, 10**7)]
+    >>> [items_for_size(p, 32, n, f32) for n in (10**4, 10**5, 10**6, 10**7)]
     [4, 4, 16, 32]
     """
     mt = int(p.get("min_tiles", 0))
@@ -133,7 +133,7 @@ def _items_for_size(p, items, total, acc_dtypes):
     return items
 
 
-def _fit_items(p, items, n, in_dtypes, acc_dtypes, tuple_op):
+def fit_items(p, items, n, in_dtypes, acc_dtypes, tuple_op):
     """Items per thread so that a row's tiles are about equally full (``fit_items``): the
     fewest tiles of at most ``items`` per thread, then the fewest items (a multiple of the
     128-bit vector width) that still cover the row in that many tiles, allowing for the
@@ -142,7 +142,7 @@ def _fit_items(p, items, n, in_dtypes, acc_dtypes, tuple_op):
 
     >>> p = {"block": 256, "fit_items": True}
     >>> f32 = (np.dtype("float32"),)
-    >>> _fit_items(p, 32, 10**4, f32, f32, False), _fit_items(p, 32, 10**8, f32, f32, False)
+    >>> fit_items(p, 32, 10**4, f32, f32, False), fit_items(p, 32, 10**8, f32, f32, False)
     (20, 32)
     """
     if not p.get("fit_items", True) or tuple_op:
@@ -158,7 +158,7 @@ def _fit_items(p, items, n, in_dtypes, acc_dtypes, tuple_op):
     return min(items, fit)
 
 
-def _common_layout(arrs):
+def common_layout(arrs):
     """Element strides shared by all arrays, or None."""
     try:
         ss = [runtime.element_strides(a) for a in arrs]
