@@ -275,6 +275,10 @@ def source_of(program):
                   and _value(program[args[1]][1]) in (1, 2)):
                 # x ** 2 as x * x (exact, and no pow call: pow costs as much as the load)
                 expr = ops_[0] if _value(program[args[1]][1]) == 1 else f"{ops_[0]} * {ops_[0]}"
+            elif op == "pow" and SIMULATE and ct.kind in "fc":
+                # NumPy's array loop, as the eager path runs it (its float32 power is a SIMD
+                # loop on AVX-512 hosts, an ulp away from the scalar libm call at times)
+                expr = f"_m.array_pow({ops_[0]}, {ops_[1]})"
             elif op in BINARY:
                 expr = BINARY[op].format(*ops_)
                 if op in ("bitwise_and", "bitwise_or", "bitwise_xor") and ct.kind == "b":
@@ -360,6 +364,12 @@ def _negative_subnormal_to_zero64(v):
 class _QuietMath:
     """``math`` for the simulator: NumPy's scalar functions with warnings off (NaN for a
     domain error, as on the GPU, instead of Python's ValueError)."""
+
+    @staticmethod
+    def array_pow(a, b):
+        """``a ** b`` through NumPy's array loop (one element), as eager computes it."""
+        with np.errstate(all="ignore"):
+            return np.power(np.array([a]), np.array([b]))[0]
 
     def __getattr__(self, name):
         fn = getattr(np, {"asin": "arcsin", "acos": "arccos", "atan": "arctan",

@@ -38,7 +38,7 @@ Example
 """
 
 from .arguments import normalize_axes
-from .layout import _layout_key as layout_key
+from .layout import layout_key
 from .mapreduce import argmax, argmin, axis_mapreduce
 from .replay import FAST, Replay, fast_key, remember
 

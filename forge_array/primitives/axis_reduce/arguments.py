@@ -39,35 +39,39 @@ def normalize_axes(axis, ndim):
     return tuple(sorted(out))
 
 
-_xp = runtime.array_module
+array_module = runtime.array_module
 
 
-def _comps(entry):
+def components(entry):
     return entry if isinstance(entry, tuple) else (entry,)
 
 
-def _first(entry):
+def first_component(entry):
     return entry[0] if isinstance(entry, tuple) else entry
 
 
-def _dt_tuple(dt):
+def dtypes_of(dt):
     return tuple(np.dtype(d) for d in dt) if isinstance(dt, (tuple, list)) else np.dtype(dt)
 
 
-def _value_of(v, dt):
+def scalars_of(v, dt):
     """``v`` as NumPy scalar(s) of ``dt`` (a dtype or a tuple of dtypes)."""
     if isinstance(dt, tuple):
         if not isinstance(v, (tuple, list)) or len(v) != len(dt):
             raise TypeError(f"init must be a tuple of {len(dt)} values, got {v!r}")
-        return tuple(_value_of(a, d) for a, d in zip(v, dt))
+        return tuple(scalars_of(a, d) for a, d in zip(v, dt))
     with np.errstate(all="ignore"):
         return np.asarray(v).astype(dt)[()]
 
 
-def _zero_of(dt):
+def zeros_of(dt):
     if isinstance(dt, tuple):
         return tuple(d.type(0) for d in dt)
     return dt.type(0)
+
+
+# the maps below are kernel constants: their module and name are part of the kernels' cache
+# keys (runtime.fingerprint), so renaming one misses every shipped kernel built with it
 
 
 def _f_identity(a):
@@ -86,13 +90,13 @@ def _f_pair_index(v, k):
     return (v, k)
 
 
-_DEFAULT_F = {1: _f_identity, 2: _f_tuple2, 3: _f_tuple3}
+DEFAULT_MAPS = {1: _f_identity, 2: _f_tuple2, 3: _f_tuple3}
 
 
-def _hashable(v):
+def hashable_key(v):
     """A key for a value that tells float32(0) from float64(0) and equals itself for NaN."""
     if isinstance(v, tuple):
-        return tuple(_hashable(x) for x in v)
+        return tuple(hashable_key(x) for x in v)
     if v is None:
         return None
     return (v.dtype.str, v.tobytes())

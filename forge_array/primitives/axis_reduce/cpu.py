@@ -11,15 +11,15 @@ from numba import types as nt
 from ... import runtime
 from ...runtime import cpu_cache
 from ...runtime.caches import Cache
-from .arguments import _first, _hashable, _zero_of
-from .plan import _entry_dtype
+from .arguments import first_component, hashable_key, zeros_of
+from .plan import entry_dtype
 
 # --------------------------------------------------------------------------- CPU (numba)
 
 
-def _run_cpu(f, op, arrays, out, axes, acc, ident, init_v, index):
+def run_cpu(f, op, arrays, out, axes, acc, ident, init_v, index):
     """NumPy moves the reduced axes last; a numba loop (on the CPU) reduces each row."""
-    shape = tuple(_first(arrays[0]).shape)
+    shape = tuple(first_component(arrays[0]).shape)
     ndim = len(shape)
     kept = [d for d in range(ndim) if d not in axes]
     perm = tuple(kept) + tuple(axes)
@@ -33,9 +33,9 @@ def _run_cpu(f, op, arrays, out, axes, acc, ident, init_v, index):
     outs = out if isinstance(out, tuple) else (out,)
     res = tuple(np.empty(R, dtype=o.dtype) for o in outs)
     ident_missing = ident is None
-    ID = _zero_of(acc) if ident_missing else ident
-    fn = _cpu_kernel(f, op, len(ins), index, _hashable(ID), ID, ident_missing,
-                     _hashable(init_v), init_v, _entry_dtype_key(ins))
+    ID = zeros_of(acc) if ident_missing else ident
+    fn = _cpu_kernel(f, op, len(ins), index, hashable_key(ID), ID, ident_missing,
+                     hashable_key(init_v), init_v, _entry_dtype_key(ins))
     try:
         fn(ins, res if isinstance(out, tuple) else res[0])
     except (numba.core.errors.TypingError, numba.core.errors.UnsupportedError) as exc:
@@ -45,7 +45,7 @@ def _run_cpu(f, op, arrays, out, axes, acc, ident, init_v, index):
 
 
 def _entry_dtype_key(ins):
-    return tuple(str(_entry_dtype(e)) for e in ins)
+    return tuple(str(entry_dtype(e)) for e in ins)
 
 
 _CPU = Cache("primitives.axis_reduce.cpu.CPU")

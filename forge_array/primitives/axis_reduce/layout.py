@@ -1,5 +1,5 @@
 """Layouts of the axis reductions: negative strides flipped, dimensions collapsed, the layout key
-of the plan cache, and :func:`_run_kernels` (plan, scratch, launch per host-looped slice).
+of the plan cache, and :func:`run_kernels` (plan, scratch, launch per host-looped slice).
 """
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import numpy as np
 
 from ... import runtime
 from ...runtime.caches import Cache
-from .arguments import _comps, _first, _hashable, _xp
-from .plan import _execute, _plan
+from .arguments import array_module, components, first_component, hashable_key
+from .plan import execute, plan_launch
 
 # --------------------------------------------------------------------------- layout
 
@@ -25,7 +25,7 @@ def _flip(entry, d):
 def _strides_of(entry):
     """Element strides of an operand (a tuple of arrays must share them) or None."""
     try:
-        st = [runtime.element_strides(c) for c in _comps(entry)]
+        st = [runtime.element_strides(c) for c in components(entry)]
     except ValueError:
         return None
     if any(s != st[0] for s in st[1:]):
@@ -34,7 +34,7 @@ def _strides_of(entry):
 
 
 def _contig(entry):
-    xp = _xp(_first(entry))
+    xp = array_module(first_component(entry))
     if isinstance(entry, tuple):
         return tuple(xp.ascontiguousarray(c) for c in entry)
     return xp.ascontiguousarray(entry)
@@ -58,10 +58,10 @@ def _collapse(dims):
 PLANS = Cache("primitives.axis_reduce.layout.PLANS")  # new lambdas per call evict
 
 
-def _layout_key(entry):
+def layout_key(entry):
     """What a launch plan depends on: dtype, shape, strides, 16-byte phase (and device)."""
     if isinstance(entry, tuple):
-        return tuple(_layout_key(c) for c in entry)
+        return tuple(layout_key(c) for c in entry)
     if isinstance(entry, np.ndarray):
         return (entry.dtype, entry.shape, entry.strides,
                 entry.__array_interface__["data"][0] % 16)
@@ -69,26 +69,26 @@ def _layout_key(entry):
     return (entry.dtype, entry.shape, entry.strides, mp.ptr % 16, mp.device_id)
 
 
-def _run_kernels(f, op, arrays, out, axes, acc, ident, init_v, index, cache=True):
+def run_kernels(f, op, arrays, out, axes, acc, ident, init_v, index, cache=True):
     """Launch the kernels for one reduction; plans (kernel, launch shape, scalar arguments)
     are cached by the operands' layout so that a repeated call only builds buffers."""
     key = None
     if cache:
         try:
-            key = (f, op, index, acc, _hashable(init_v), axes,
-                   tuple(_layout_key(e) for e in arrays), _layout_key(out))
+            key = (f, op, index, acc, hashable_key(init_v), axes,
+                   tuple(layout_key(e) for e in arrays), layout_key(out))
             plan = PLANS.get(key)
         except TypeError:  # unhashable operator
             key = plan = None
         if plan is not None:
-            _execute(plan, arrays, out)
+            execute(plan, arrays, out)
             return plan
     ins = list(arrays)
     for k, e in enumerate(ins):
         if _strides_of(e) is None:
             ins[k] = _contig(e)
             key = None  # the plan would not fit the original operand
-    shape = tuple(_first(ins[0]).shape)
+    shape = tuple(first_component(ins[0]).shape)
     ndim = len(shape)
     kept = [d for d in range(ndim) if d not in axes]
     # logical (C-order) positions over the reduced axes, for index=True
@@ -123,29 +123,29 @@ def _run_kernels(f, op, arrays, out, axes, acc, ident, init_v, index, cache=True
     if len(rdims) > 2:
         # rare (non-adjacent reduced axes of a >= 5-d view): make the reduced axes
         # contiguous at the end, where they collapse into one
-        xp = _xp(_first(ins[0]))
+        xp = array_module(first_component(ins[0]))
         perm = tuple(kept) + tuple(axes)
         moved = []
         for e in arrays:
-            comps = tuple(xp.ascontiguousarray(xp.transpose(c, perm)) for c in _comps(e))
+            comps = tuple(xp.ascontiguousarray(xp.transpose(c, perm)) for c in components(e))
             moved.append(comps if isinstance(e, tuple) else comps[0])
         nk = len(kept)
-        return _run_kernels(f, op, tuple(moved), out, tuple(range(nk, ndim)), acc, ident,
+        return run_kernels(f, op, tuple(moved), out, tuple(range(nk, ndim)), acc, ident,
                             init_v, index, cache=False)
     if len(kdims) > 2:
         # rare: loop over the outermost kept axis (by stride of operand 0) on the host, each
         # slice into a fresh C-contiguous result
         d = max((d for d in kept if shape[d] > 1), key=lambda d: abs(s0[d]))
         i = kept.index(d)
-        xp = _xp(_first(ins[0]))
+        xp = array_module(first_component(ins[0]))
         for t in range(shape[d]):
             sub_in = tuple(_take(e, d, t) for e in ins)
             sub_axes = tuple(a - (a > d) for a in axes)
             sub_out = _take(out, i, t)
-            tmp = tuple(xp.empty(c.shape, c.dtype) for c in _comps(sub_out))
+            tmp = tuple(xp.empty(c.shape, c.dtype) for c in components(sub_out))
             tmp = tmp if isinstance(out, tuple) else tmp[0]
-            _run_kernels(f, op, sub_in, tmp, sub_axes, acc, ident, init_v, index, cache=False)
-            for c, tc in zip(_comps(sub_out), _comps(tmp)):
+            run_kernels(f, op, sub_in, tmp, sub_axes, acc, ident, init_v, index, cache=False)
+            for c, tc in zip(components(sub_out), components(tmp)):
                 c[...] = tc
         return None
     # the planner sees the flipped views (for the 16-byte phase of 128-bit loads)
@@ -156,15 +156,15 @@ def _run_kernels(f, op, arrays, out, axes, acc, ident, init_v, index, cache=True
         views.append(e)
     out_ok = not isinstance(out, tuple) and (
         runtime.misalignment(out) + out_off * out.dtype.itemsize) % 16 == 0
-    plan = _plan(f, op, views, kdims, rdims, kb, acc, ident, init_v, index, out_ok)
+    plan = plan_launch(f, op, views, kdims, rdims, kb, acc, ident, init_v, index, out_ok)
     plan["in_off"] = tuple(in_off)
     plan["out_off"] = out_off
     plan["moved"] = any(in_off) or bool(out_off)
-    plan["empty"] = _xp(_first(ins[0])).empty
-    plan["scratch"] = {}  # stream key -> (buffers kept alive, partials, ticket) of _plan_scratch
+    plan["empty"] = array_module(first_component(ins[0])).empty
+    plan["scratch"] = {}  # stream key -> (buffers kept alive, partials, ticket) of plan_scratch
     if key is not None:
         PLANS[key] = plan
-    _execute(plan, ins, out)
+    execute(plan, ins, out)
     return plan if key is not None else None
 
 

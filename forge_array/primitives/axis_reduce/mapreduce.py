@@ -13,17 +13,17 @@ from ... import ops as _ops
 from ... import runtime
 from ...runtime.functions import compilable
 from .arguments import (
-    _DEFAULT_F,
-    _comps,
-    _dt_tuple,
+    DEFAULT_MAPS,
     _f_pair_index,
-    _first,
-    _value_of,
-    _xp,
+    array_module,
+    components,
+    dtypes_of,
+    first_component,
     normalize_axes,
+    scalars_of,
 )
-from .cpu import _run_cpu
-from .layout import _run_kernels
+from .cpu import run_cpu
+from .layout import run_kernels
 from .replay import FAST, Replay, fast_key, remember
 
 #: the row and column kernels' ``MAX_INPUTS`` (checked against it where they are built)
@@ -64,17 +64,17 @@ def axis_mapreduce(f, op, arrays, axis, init, keepdims, out_dtype, *, index=Fals
     if f is None:
         if index:
             raise TypeError("index=True needs a map function f(element, index)")
-        f = _DEFAULT_F[K]
+        f = DEFAULT_MAPS[K]
     elif not callable(f):
         raise TypeError(f"map function must be callable, got {type(f).__name__}")
     else:
         f = compilable(f, K + (1 if index else 0))
-    x0 = _first(arrays[0])
-    xp = _xp(x0)
+    x0 = first_component(arrays[0])
+    xp = array_module(x0)
     shape = tuple(x0.shape)
     for e in arrays:
-        for c in _comps(e):
-            if _xp(c) is not xp:
+        for c in components(e):
+            if array_module(c) is not xp:
                 raise ValueError("arrays are on different devices (NumPy and CuPy arrays mixed)")
             if not isinstance(c, np.ndarray) and c.device != x0.device:
                 raise ValueError(f"arrays are on different devices: {c.device} and {x0.device}")
@@ -82,13 +82,13 @@ def axis_mapreduce(f, op, arrays, axis, init, keepdims, out_dtype, *, index=Fals
                 raise ValueError(f"arrays of different shapes: {tuple(c.shape)} and {shape}")
     ndim = len(shape)
     axes = normalize_axes(axis, ndim)
-    acc = _dt_tuple(out_dtype)
+    acc = dtypes_of(out_dtype)
     is_tuple = isinstance(acc, tuple)
     kept = [d for d in range(ndim) if d not in axes]
     out_shape = tuple(shape[d] for d in kept)
     J = math.prod(shape[d] for d in axes)
     ident = op.identity(acc)
-    init_v = None if init is None else _value_of(init, acc)
+    init_v = None if init is None else scalars_of(init, acc)
     outs = tuple(xp.empty(out_shape, dtype=d) for d in (acc if is_tuple else (acc,)))
     if math.prod(out_shape) > 0:
         if J == 0:
@@ -99,7 +99,7 @@ def axis_mapreduce(f, op, arrays, axis, init, keepdims, out_dtype, *, index=Fals
             for o, v in zip(outs, fill if is_tuple else (fill,)):
                 o[...] = v
         elif runtime.kernels_available(x0):
-            plan = _run_kernels(f, op, arrays, outs if is_tuple else outs[0], axes, acc, ident,
+            plan = run_kernels(f, op, arrays, outs if is_tuple else outs[0], axes, acc, ident,
                                 init_v, index)
             if plan is not None and init is None:
                 fshape = tuple(1 if d in axes else n for d, n in enumerate(shape)) if keepdims else None
@@ -109,7 +109,7 @@ def axis_mapreduce(f, op, arrays, axis, init, keepdims, out_dtype, *, index=Fals
                     if k is not None:
                         remember(k, ent)
         else:
-            _run_cpu(f, op, arrays, outs if is_tuple else outs[0], axes, acc, ident, init_v,
+            run_cpu(f, op, arrays, outs if is_tuple else outs[0], axes, acc, ident, init_v,
                      index)
     if keepdims:
         ks = tuple(1 if d in axes else n for d, n in enumerate(shape))

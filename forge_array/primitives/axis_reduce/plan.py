@@ -12,7 +12,7 @@ from numba import types as nt
 from ... import runtime
 from ...runtime import lazy, temp, tuning
 from ...runtime.caches import Cache
-from .arguments import _first, _hashable, _zero_of
+from .arguments import first_component, hashable_key, zeros_of
 
 # the kernel modules (numba.cuda) load at first use: CPU arrays never need them
 _k = lazy.module("forge_array.kernels.rowcol", __name__, "_k")
@@ -26,7 +26,7 @@ def _buf_t(dt):
     return runtime.ptr_t(dt)
 
 
-def _entry_dtype(entry):
+def entry_dtype(entry):
     if isinstance(entry, tuple):
         return tuple(c.dtype for c in entry)
     return entry.dtype
@@ -280,7 +280,7 @@ def _problem(f, op, ins, kdims, rdims, kb, acc, ident, init_v, index, out_ok) ->
     row = min_red < min_kept or not kdims or (min_red == min_kept and J >= R)
     ident_missing = ident is None
     return _Problem(f, op, ins, K, nb, nr, m0, m1, red2, SB, SR, S0, S1, int(sb[K]), int(sr[K]),
-                    int(s0[K]), int(s1[K]), R, J, row, acc, _zero_of(acc) if ident_missing else ident,
+                    int(s0[K]), int(s1[K]), R, J, row, acc, zeros_of(acc) if ident_missing else ident,
                     ident_missing, init_v, index, kb, out_ok)
 
 
@@ -498,7 +498,7 @@ def _choose(pb, p, sm) -> _Choice:
     return _col_choice(pb, p, sm, colvec)
 
 
-def _plan(f, op, ins, kdims, rdims, kb, acc, ident, init_v, index, out_ok=False):
+def plan_launch(f, op, ins, kdims, rdims, kb, acc, ident, init_v, index, out_ok=False):
     """Kernel, launch shape and scalar arguments of one reduction (a dict). ``out_ok``: the
     result is 16-byte aligned at its first element (128-bit stores may write it)."""
     pb = _problem(f, op, ins, kdims, rdims, kb, acc, ident, init_v, index, out_ok)
@@ -507,7 +507,7 @@ def _plan(f, op, ins, kdims, rdims, kb, acc, ident, init_v, index, out_ok=False)
     c = _choose(pb, p, sm)
     factory, block = c.factory, c.block
     acc_full = (np.dtype(bool), acc) if pb.ident_missing else acc
-    ins_t = nt.Tuple(tuple(_buf_t(_entry_dtype(e)) for e in ins))
+    ins_t = nt.Tuple(tuple(_buf_t(entry_dtype(e)) for e in ins))
     out_t = _buf_t(acc_full)
     argtypes = (ins_t, out_t, out_t, runtime.ptr_t(np.uint32), runtime.i64, runtime.i64,
                 runtime.i64, runtime.i64) + (nt.UniTuple(runtime.i64, pb.K),) * 4 + (runtime.i64,) * 7
@@ -515,7 +515,7 @@ def _plan(f, op, ins, kdims, rdims, kb, acc, ident, init_v, index, out_ok=False)
 
     def build(split, *deep):
         fa = c.fargs(split, *deep) if callable(c.fargs) else c.fargs
-        fkey = fa[:4] + (_hashable(pb.ID),) + (fa[5], _hashable(init_v)) + fa[7:]
+        fkey = fa[:4] + (hashable_key(pb.ID),) + (fa[5], hashable_key(init_v)) + fa[7:]
         return _compile(factory, fa, fkey, argtypes, op, None if deep else lb)
 
     kernel, grid, split, chunk, depth = _sized(c, p, sm, build)
@@ -607,13 +607,13 @@ def _bufs_at(entry, off):
     return _buf_at(entry, off)
 
 
-def _plan_scratch(plan, like, sk):
+def plan_scratch(plan, like, sk):
     """(buffers kept alive, partials' kernel buffers, ticket buffer) of ``plan`` on the stream
     of key ``sk``, made once per plan and stream: the partials are carved out of the stream's
     scratch bytes (:func:`forge_array.runtime.temp.scratch`, uninitialised: every block writes
     its slot before the last one reads them all), the tickets are the stream's counters
     (zero, and left zero by the kernels)."""
-    like = _first(like)
+    like = first_component(like)
     dts = _flat_dtypes(plan["acc_full"])
     n = plan["nslots"]
     sizes = [-(-n * np.dtype(d).itemsize // 256) * 256 for d in dts]
@@ -632,9 +632,9 @@ def _plan_scratch(plan, like, sk):
     return s
 
 
-def _execute(plan, ins, out):
+def execute(plan, ins, out):
     if plan["flag"]:
-        out = (plan["empty"](_first(out).shape, dtype=bool), out)
+        out = (plan["empty"](first_component(out).shape, dtype=bool), out)
     if plan["moved"]:
         out_b = _bufs_at(out, plan["out_off"])
         ins_b = tuple(_bufs_at(e, o) for e, o in zip(ins, plan["in_off"]))
@@ -645,7 +645,7 @@ def _execute(plan, ins, out):
         sk = runtime.stream_key()
         s = plan["scratch"].get(sk)
         if s is None:
-            s = _plan_scratch(plan, ins[0], sk)
+            s = plan_scratch(plan, ins[0], sk)
         runtime.launch(plan["kernel"], plan["grid"], plan["block"], (ins_b, out_b, s[1], s[2]) + plan["scalars"],
                        on=sk)
     else:

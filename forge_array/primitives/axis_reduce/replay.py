@@ -12,8 +12,8 @@ import numpy as np
 
 from ... import runtime
 from ...runtime.caches import Cache
-from .layout import _layout_key
-from .plan import _execute, _plan_scratch
+from .layout import layout_key
+from .plan import execute, plan_scratch
 
 #: Replayable launches (:class:`Replay`) by call: ``fast_key`` of axis_mapreduce, matvec
 #: and vecmat calls, and the keys of the callers' own hot paths (named reductions along an
@@ -25,7 +25,7 @@ def fast_key(tag, f, op, arrays, axis, keepdims, out_dtype, index):
     """Key of a call whose launch plan can be replayed (no init), or None."""
     try:
         return (tag, f, op, axis, keepdims, out_dtype, index,
-                tuple(_layout_key(e) for e in arrays))
+                tuple(layout_key(e) for e in arrays))
     except (TypeError, AttributeError):
         return None
 
@@ -95,7 +95,7 @@ class Replay:
             sk = runtime.stream_key()
             s = self.scratch.get(sk)
             if s is None:
-                s = _plan_scratch(self.plan, arrays[0], sk)
+                s = plan_scratch(self.plan, arrays[0], sk)
             runtime.launch(self.kernel, self.grid, self.block, (ins_b, ob, s[1], s[2]) + self.scalars,
                            on=sk)
         else:
@@ -124,7 +124,7 @@ class Replay:
             sk = runtime.stream_key()
             s = self.scratch.get(sk)
             if s is None:
-                s = _plan_scratch(self.plan, arrays[0], sk)
+                s = plan_scratch(self.plan, arrays[0], sk)
             for j, part in enumerate(s[0][1]):
                 pointers[part.data.ptr] = ("uninit", j, int(part.nbytes))
             pointers[s[2]] = ("counter", int(self.plan["nticks"]), "uint32")
@@ -141,10 +141,10 @@ class Replay:
         empty = self.empty
         if self.is_tuple:
             outs = tuple(empty(self.kshape, dtype=d) for d in self.dtypes)
-            _execute(self.plan, arrays, outs)
+            execute(self.plan, arrays, outs)
             if self.fshape is not None:
                 outs = tuple(o.reshape(self.fshape) for o in outs)
             return outs
         out = empty(self.kshape, dtype=self.dtype)
-        _execute(self.plan, arrays, out)
+        execute(self.plan, arrays, out)
         return out if self.fshape is None else out.reshape(self.fshape)

@@ -26,7 +26,7 @@ except ImportError:  # pragma: no cover
 
 #: the pristine namespace of backend array ``x``'s module (numpy or cupy), whose functions
 #: are never a patched drop-in's
-_xp = runtime.array_module
+array_module = runtime.array_module
 
 
 def normalize_axis(axis, ndim):
@@ -59,7 +59,7 @@ def normalize_axis(axis, ndim):
     return tuple(sorted(out))
 
 
-def _flatten_operands(arrays):
+def flatten_operands(arrays):
     """Operands (arrays or tuples of arrays) -> (flat list of arrays, struct)."""
     flat, struct = [], []
     for a in arrays:
@@ -88,7 +88,7 @@ def _nb(dt):
     return numba.from_dtype(np.dtype(dt))
 
 
-def _operand_types(flat, struct):
+def operand_types(flat, struct):
     types, pos = [], 0
     for s in struct:
         if s == 0:
@@ -123,7 +123,7 @@ def _name(fn):
 _TYPES = Cache("primitives.reductions.arguments.TYPES")
 
 
-def _infer(f, op, elem_types):
+def infer_accumulation(f, op, elem_types):
     """(acc dtypes, acc is tuple) of reducing ``f(*elements)`` with ``op``."""
     key = (f, op, tuple(elem_types))
     r = _TYPES.get(key)
@@ -155,20 +155,20 @@ def _check_shape(op, t_in, t_out):
                         "tuple of the same length for tuples)")
 
 
-def _py(v):
+def python_scalar(v):
     return v.item() if hasattr(v, "item") else v
 
 
-def _identity_of(op, acc, is_tuple):
+def identity_of(op, acc, is_tuple):
     ident = op.identity(acc if is_tuple else acc[0]) if isinstance(op, _ops.Operator) else None
     if ident is None:
         return None
     if not is_tuple:
         ident = (ident,)
-    return tuple(_py(np.asarray(v, dtype=d)[()]) for v, d in zip(ident, acc))
+    return tuple(python_scalar(np.asarray(v, dtype=d)[()]) for v, d in zip(ident, acc))
 
 
-def _init_values(init, acc, is_tuple, opname):
+def init_values(init, acc, is_tuple, opname):
     if is_tuple:
         if not isinstance(init, (tuple, list)) or len(init) != len(acc):
             raise TypeError(f"init for operator {opname} must be a tuple of {len(acc)} values")
@@ -180,12 +180,12 @@ def _init_values(init, acc, is_tuple, opname):
     return tuple(np.asarray(v, dtype=d)[()] for v, d in zip(vals, acc))
 
 
-def _wrap(xp, values, dtypes, is_tuple, shape):
+def full_outputs(xp, values, dtypes, is_tuple, shape):
     outs = tuple(xp.full(shape, v, dtype=d) for v, d in zip(values, dtypes))
     return outs if is_tuple else outs[0]
 
 
-def _reshape_out(outs, is_tuple, shape):
+def reshape_outputs(outs, is_tuple, shape):
     outs = tuple(o.reshape(shape) for o in outs)
     return outs if is_tuple else outs[0]
 

@@ -8,7 +8,7 @@ import numpy as np
 from ...runtime import cpu_cache
 from ...runtime.caches import Cache
 from ...runtime.compiler import compile_error
-from .arguments import _identity_of, _reshape_out
+from .arguments import identity_of, reshape_outputs
 
 # --------------------------------------------------------------------------- CPU (numba)
 
@@ -73,7 +73,7 @@ def _cpu_loop(f, opfn, struct, acc, is_tuple, K, flags):
     return fn
 
 
-def _cpu_mapreduce(f, op, flat, struct, axes, acc, is_tuple, init, keepdims):
+def cpu_mapreduce(f, op, flat, struct, axes, acc, is_tuple, init, keepdims):
     x0 = flat[0]
     nd = x0.ndim
     keep = [d for d in range(nd) if d not in axes]
@@ -89,7 +89,7 @@ def _cpu_mapreduce(f, op, flat, struct, axes, acc, is_tuple, init, keepdims):
         loop(*mats, *outs, ok)
     except (numba.core.errors.NumbaError, TypeError) as exc:
         raise compile_error(exc, f"reduction with operator {op.name}") from exc
-    ident = _identity_of(op, acc, is_tuple)
+    ident = identity_of(op, acc, is_tuple)
     if not ok.all():
         if ident is None and init is None:
             raise ValueError(f"reduction of an empty sequence with operator {op.name}, which "
@@ -106,7 +106,7 @@ def _cpu_mapreduce(f, op, flat, struct, axes, acc, is_tuple, init, keepdims):
     if init is not None:
         _apply_init_cpu(op, outs, init, okm, is_tuple, acc)
     shape = _keep_shape(x0.shape, axes) if keepdims else out_shape
-    return _reshape_out(outs, is_tuple, shape)
+    return reshape_outputs(outs, is_tuple, shape)
 
 
 def _apply_init_cpu(op, outs, init, okm, is_tuple, acc):

@@ -13,16 +13,16 @@ from ...runtime import kernels_available, lazy
 from ...runtime.functions import compilable
 from .. import axis_reduce as _axis
 from .arguments import (
-    _flatten_operands,
-    _identity_of,
-    _infer,
-    _init_values,
-    _operand_types,
-    _wrap,
-    _xp,
+    array_module,
+    flatten_operands,
+    full_outputs,
+    identity_of,
+    infer_accumulation,
+    init_values,
     normalize_axis,
+    operand_types,
 )
-from .cpu import _cpu_mapreduce
+from .cpu import cpu_mapreduce
 from .fast_paths import SPECS, hot_key, remember
 
 # the kernel modules (numba.cuda) load at first use: CPU arrays never need them
@@ -78,12 +78,12 @@ def mapreduce(f, op, *arrays, axis=None, init=None, keepdims=False):
     op = _ops.as_operator(op)
     if not arrays:
         raise TypeError("mapreduce needs at least one array")
-    flat, struct = _flatten_operands(arrays)
+    flat, struct = flatten_operands(arrays)
     x0 = flat[0]
     axes = normalize_axis(axis, x0.ndim)
-    elem_types = _operand_types(flat, struct)
-    acc, is_tuple = _infer(f, op, elem_types)
-    init_v = _init_values(init, acc, is_tuple, op.name) if init is not None else None
+    elem_types = operand_types(flat, struct)
+    acc, is_tuple = infer_accumulation(f, op, elem_types)
+    init_v = init_values(init, acc, is_tuple, op.name) if init is not None else None
     full = len(axes) == x0.ndim
     if kernels_available(x0):
         if full:
@@ -94,34 +94,34 @@ def mapreduce(f, op, *arrays, axis=None, init=None, keepdims=False):
                                         acc if is_tuple else acc[0])
         # a non-commutative operator along some axes (the axis kernels combine lanes out
         # of order): compute on the host
-        xp = _xp(x0)
+        xp = array_module(x0)
         host = [np.asarray(a.get() if hasattr(a, "get") else a) for a in flat]
-        r = _cpu_mapreduce(f, op, host, struct, axes, acc, is_tuple, init_v, keepdims)
+        r = cpu_mapreduce(f, op, host, struct, axes, acc, is_tuple, init_v, keepdims)
         return tuple(xp.asarray(o) for o in r) if is_tuple else xp.asarray(r)
     if not isinstance(x0, np.ndarray):  # CuPy array without kernels (disabled)
         host = [a.get() for a in flat]
-        r = _cpu_mapreduce(f, op, host, struct, axes, acc, is_tuple, init_v, keepdims)
-        xp = _xp(x0)
+        r = cpu_mapreduce(f, op, host, struct, axes, acc, is_tuple, init_v, keepdims)
+        xp = array_module(x0)
         return tuple(xp.asarray(o) for o in r) if is_tuple else xp.asarray(r)
-    return _cpu_mapreduce(f, op, flat, struct, axes, acc, is_tuple, init_v, keepdims)
+    return cpu_mapreduce(f, op, flat, struct, axes, acc, is_tuple, init_v, keepdims)
 
 
 
 def _kernel_full(f, op, flat, struct, acc, is_tuple, init_v, keepdims, x0, hot=None):
-    xp = _xp(x0)
+    xp = array_module(x0)
     shape = (1,) * x0.ndim if keepdims else ()
     if x0.size == 0:
-        ident = _identity_of(op, acc, is_tuple)
+        ident = identity_of(op, acc, is_tuple)
         if init_v is None and ident is None:
             raise ValueError(f"reduction of an empty array with operator {op.name}, which has "
                              "no identity: pass init")
-        return _wrap(xp, init_v if init_v is not None else ident, acc, is_tuple, shape)
+        return full_outputs(xp, init_v if init_v is not None else ident, acc, is_tuple, shape)
     key = (f, op, struct, acc, is_tuple, init_v is not None)
     spec = SPECS.get(key)
     if spec is None:
         spec = SPECS[key] = _k.ReduceSpec(
             op=op.fn, acc_dtypes=tuple(d.str for d in acc),
-            identity=_identity_of(op, acc, is_tuple), f=f, struct=struct,
+            identity=identity_of(op, acc, is_tuple), f=f, struct=struct,
             acc_tuple=is_tuple, commutative=op.commutative, has_init=init_v is not None)
     init_bufs = None
     if init_v is not None:

@@ -14,7 +14,7 @@ from ... import ops as _ops
 from ...runtime import SIMULATE, kernels_available, lazy, stored
 from ...runtime.accumulation import accumulation_dtype
 from .. import axis_reduce as _axis
-from .arguments import _py, _xp
+from .arguments import array_module, python_scalar
 from .fast_paths import axis_hot_key, full_fast, hot_key, named_spec, remember
 from .generic import launch_full
 
@@ -97,12 +97,12 @@ def _sum_or_prod(name, op, identity, x, axis, dtype, keepdims):
     arg = dtype
     dtype = np.dtype(dtype) if dtype is not None else accumulation_dtype(x.dtype)
     if _use_kernel(x, axis):
-        spec = named_spec(name, op, (dtype,), (_py(dtype.type(identity)),))
+        spec = named_spec(name, op, (dtype,), (python_scalar(dtype.type(identity)),))
         return _launch_named(spec, x, 0.0, keepdims, (name, arg, None))
     r = _axis_named(x, axis, None, op, dtype, keepdims, (name, arg))
     if r is not None:
         return r
-    return getattr(_xp(x), name)(x, axis=_np_axis(axis), dtype=dtype, keepdims=keepdims)
+    return getattr(array_module(x), name)(x, axis=_np_axis(axis), dtype=dtype, keepdims=keepdims)
 
 
 def prod(x, axis=None, dtype=None, keepdims=False):
@@ -124,12 +124,12 @@ def _extremum(x, axis, keepdims, op, name):
         raise ValueError(f"{name} of an empty array (zero-size reduction) has no identity")
     if _use_kernel(x, axis):
         ident = op.identity(x.dtype)
-        spec = named_spec(name, op, (x.dtype,), (_py(ident),))
+        spec = named_spec(name, op, (x.dtype,), (python_scalar(ident),))
         return _launch_named(spec, x, 0.0, keepdims, (name, None, None))
     r = _axis_named(x, axis, None, op, x.dtype, keepdims, (name, None))
     if r is not None:
         return r
-    return getattr(_xp(x), name)(x, axis=_np_axis(axis), keepdims=keepdims)
+    return getattr(array_module(x), name)(x, axis=_np_axis(axis), keepdims=keepdims)
 
 
 def max(x, axis=None, keepdims=False):
@@ -158,12 +158,12 @@ def _logical(x, axis, keepdims, op, name):
         if r is not None:
             return r
     if _use_kernel(x, axis):
-        spec = named_spec(name, op, (np.bool_,), (_py(op.identity(np.dtype(np.bool_))),))
+        spec = named_spec(name, op, (np.bool_,), (python_scalar(op.identity(np.dtype(np.bool_))),))
         return _launch_named(spec, x, 0.0, keepdims, (name, None, None))
     r = _axis_named(x, axis, _truth, op, np.bool_, keepdims, (name, None))
     if r is not None:
         return r
-    return getattr(_xp(x), name)(x, axis=_np_axis(axis), keepdims=keepdims)
+    return getattr(array_module(x), name)(x, axis=_np_axis(axis), keepdims=keepdims)
 
 
 def _truth(v):
@@ -231,14 +231,14 @@ def mean(x, axis=None, keepdims=False):
             return r
     dt = _float_result(x.dtype)
     if _use_kernel(x, axis):
-        spec = named_spec("mean", _ops.add, (dt,), (_py(dt.type(0)),), post=_mean_post,
+        spec = named_spec("mean", _ops.add, (dt,), (python_scalar(dt.type(0)),), post=_mean_post,
                            out_dtypes=(dt,))
         return _launch_named(spec, x, float(x.size), keepdims, ("mean", None, None))
     r = _axis_named(x, axis, None, _ops.add, dt, keepdims)
     if r is not None:
         r /= math.prod(x.shape[d] for d in axis)
         return r
-    xp = _xp(x)
+    xp = array_module(x)
     return xp.mean(x, axis=_np_axis(axis), keepdims=keepdims, dtype=dt).astype(dt, copy=False)
 
 
@@ -249,7 +249,7 @@ def _moments(x, axis, correction, keepdims, post, name):
             return r
     dt = _float_result(x.dtype)
     if dt.kind == "c":
-        xp = _xp(x)
+        xp = array_module(x)
         fn = xp.var if name == "var" else xp.std
         return fn(x, axis=_np_axis(axis), ddof=correction, keepdims=keepdims)
     if _use_kernel(x, axis):
@@ -265,9 +265,9 @@ def _moments(x, axis, correction, keepdims, post, name):
                                   (dt, dt, dt))[2]
         m2 /= _builtin_max(math.prod(x.shape[d] for d in axis) - correction, 0)
         if name == "std":
-            _xp(x).sqrt(m2, out=m2)
+            array_module(x).sqrt(m2, out=m2)
         return m2
-    xp = _xp(x)
+    xp = array_module(x)
     fn = xp.var if name == "var" else xp.std
     return fn(x, axis=_np_axis(axis), ddof=correction, keepdims=keepdims,
               dtype=dt).astype(dt, copy=False)
@@ -312,12 +312,12 @@ def _arg(x, axis, keepdims, op, name):
             return r
     if x.size == 0 and (axis is None or x.shape[axis] == 0):
         raise ValueError(f"{name} of an empty sequence")
-    xp = _xp(x)
+    xp = array_module(x)
     if kernels_available(x) and (axis is None or x.ndim <= 1):
         xv = x.view(np.uint8) if x.dtype.kind == "b" else x
         vdt = xv.dtype
         ident = op.identity((vdt, _ops.INDEX_DTYPE))
-        spec = named_spec(name, op, (vdt, _ops.INDEX_DTYPE), tuple(_py(v) for v in ident),
+        spec = named_spec(name, op, (vdt, _ops.INDEX_DTYPE), tuple(python_scalar(v) for v in ident),
                            f=_pair, with_index=True, acc_tuple=True, post=_index_post,
                            out_dtypes=(_ops.INDEX_DTYPE,))
         # the fast path replays on x itself: not for a bool array (viewed as uint8 here)
