@@ -59,7 +59,7 @@ def _close(r, exp, rtol=1e-4):
 
 
 def test_axis_reduction_replays_its_plan(fresh, monkeypatch):
-    plans = _counting(monkeypatch, ar.layout, "_plan")
+    plans = _counting(monkeypatch, ar.layout, "plan_launch")
     slow = _counting(monkeypatch, ar, "axis_mapreduce")
     host = _data((40, 12), 0)
     X = _x(host.copy())
@@ -88,7 +88,7 @@ def test_axis_reduction_replays_its_plan(fresh, monkeypatch):
 
 
 def test_axis_replays_never_serve_another_layout(fresh, monkeypatch):
-    plans = _counting(monkeypatch, ar.layout, "_plan")
+    plans = _counting(monkeypatch, ar.layout, "plan_launch")
     host = _data((40, 12), 1)
     X = _x(host.copy())
     _close(xp.sum(X, axis=0), host.sum(0, dtype=np.float64))
@@ -150,7 +150,7 @@ def test_kernels_off_after_warm_up(fresh, monkeypatch):
 
 def test_matmul_replays_its_plan(fresh, monkeypatch):
     routed = _counting(monkeypatch, mv, "route_matmul")
-    plans = _counting(monkeypatch, ar.layout, "_plan")
+    plans = _counting(monkeypatch, ar.layout, "plan_launch")
     A, vp = _data((6, 300), 5), _data(300, 6)
     B = _data((300, 8), 8)
     cases = [
@@ -178,7 +178,7 @@ def test_matmul_replays_its_plan(fresh, monkeypatch):
 
 
 def test_matmul_replays_never_serve_another_layout(fresh, monkeypatch):
-    plans = _counting(monkeypatch, ar.layout, "_plan")
+    plans = _counting(monkeypatch, ar.layout, "plan_launch")
     A, v = _data((6, 300), 9), _data(300, 10)
     _close(_x(A) @ _x(v), A.astype(np.float64) @ v)
     shifted = np.concatenate([np.zeros(1, np.float32), A.ravel()])
@@ -223,7 +223,7 @@ def test_errors_survive_warm_matmul_caches():
 
 
 def test_vecdot_and_tensordot_replay(fresh, monkeypatch):
-    plans = _counting(monkeypatch, ar.layout, "_plan")
+    plans = _counting(monkeypatch, ar.layout, "plan_launch")
     a, b = _data((5, 40), 14), _data(40, 15)
     xa, xb = _x(a.copy()), _x(b.copy())
     exp = a.astype(np.float64) @ b
