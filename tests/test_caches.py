@@ -70,3 +70,26 @@ def test_package_caches_are_of_the_one_type():
         if expected.split(".")[0] in ("primitives", "kernels", "runtime", "fusion"):
             __import__("forge_array." + expected.rsplit(".", 1)[0])
         assert expected in caches.caches(), expected
+
+
+def test_a_table_paired_with_a_cache_is_emptied_with_it():
+    """``on_evict``: a table that must go with the cache (the registered functions beside
+    their fingerprints, the probe counts beside the one-step structures) is emptied by the
+    cache's eviction, its ``clear()`` and ``clear_all()``."""
+    from forge_array.fusion import expr
+    from forge_array.runtime import functions
+
+    paired = {"k": 1}
+    c = Cache("tests.paired", 2, on_evict=paired.clear)
+    c["a"], c["b"] = 1, 2
+    assert paired == {"k": 1}
+    c["c"] = 3                                   # the eviction of everything
+    assert dict(c) == {"c": 3} and paired == {}
+    paired["k"] = 1
+    c.clear()
+    assert paired == {}
+    paired["k"] = 1
+    caches.clear_all()
+    assert paired == {} and len(c) == 0
+    assert functions._FUNCTIONS.on_evict == functions._REGISTERED.clear
+    assert expr.ALONE.on_evict == expr.SKIPPED.clear

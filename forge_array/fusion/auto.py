@@ -84,9 +84,7 @@ ALONE_LIMIT = FLAGS["fusion_alone"].cell
 #: of the steps of a structure that runs eagerly, every PROBE_EVERY-th is deferred again
 PROBE_EVERY = 32
 #: structure running eagerly -> its steps since the last deferred one
-_SKIPPED: dict = {}
-#: most structures remembered (both tables are cleared past it)
-_MAX_ALONE = 4096
+_SKIPPED = _expr.SKIPPED
 
 #: [on, also on CPU arrays when the kernels are simulated (tests)] (``FORGE_ARRAY_FUSION``)
 _STATE = _state.AUTO
@@ -163,9 +161,6 @@ def _note_alone(nodes):
     if len(nodes) == 1:
         n = nodes[0]
         if n.ops == 1:
-            if len(alone) >= _MAX_ALONE:
-                alone.clear()
-                _SKIPPED.clear()
             alone[n.sig] = alone.get(n.sig, 0) + 1
     elif alone:
         for n in nodes:

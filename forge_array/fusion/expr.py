@@ -26,7 +26,7 @@ from .._array import Array
 from ..runtime.caches import Cache
 
 __all__ = ["Leaf", "Const", "Node", "Deferred", "operand", "broadcast_shape", "pending",
-           "const_key", "position", "EPOCH", "PLAIN", "ALONE"]
+           "const_key", "position", "EPOCH", "PLAIN", "ALONE", "SKIPPED"]
 
 
 #: :func:`.evaluate.settle` (at first a loader of it that :mod:`.build` installs) and
@@ -41,11 +41,13 @@ REPLAYED = [lambda nodes: False]
 EPOCH = [0]
 
 
+#: structure running eagerly -> its steps since the last deferred one (:func:`.auto.alone_eager`)
+SKIPPED: dict = {}
 #: structure (:attr:`Node.sig`) of a one-step expression on materialised arrays -> how many
 #: times in a row plain code computed such an expression by itself (:func:`.auto.alone_eager`
 #: reads it); a node built on a pending one-step node removes its structure (it was fused
-#: into a consumer)
-ALONE: dict = {}
+#: into a consumer). Past 4,096 structures both tables are emptied.
+ALONE = Cache("fusion.expr.ALONE", 4096, on_evict=SKIPPED.clear)
 
 
 #: ``PLAIN.on``: this thread settles plain code now (:mod:`.auto`), where a structure

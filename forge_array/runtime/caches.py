@@ -5,7 +5,9 @@ Every in-memory cache of plans, launches, compiled functions and checked argumen
 no Python code runs, so the host time of a cached call does not grow); a store past the
 bound evicts first, either everything (``evict="all"``: caches keyed by what a program
 varies, such as a correction or an address, refill with the keys in use) or the oldest entry
-(``evict="oldest"``: recorded plans, whose rebuilding costs more). :func:`clear_all` empties
+(``evict="oldest"``: recorded plans, whose rebuilding costs more); ``on_evict`` runs after the
+cache is emptied (by an eviction of everything, ``clear()`` or :func:`clear_all`), for a table
+that must go with it. :func:`clear_all` empties
 every cache (tests, tuning sweeps, a changed setting); :func:`stats` reports each one's size,
 stores and evictions.
 
@@ -29,9 +31,9 @@ class Cache(dict):
     """A dictionary of at most ``limit`` entries, counted and registered under ``name``
     (``"module.NAME"``)."""
 
-    __slots__ = ("name", "limit", "oldest", "stores", "evictions", "__weakref__")
+    __slots__ = ("name", "limit", "oldest", "stores", "evictions", "on_evict", "__weakref__")
 
-    def __init__(self, name: str, limit: int = 4096, evict: str = "all"):
+    def __init__(self, name: str, limit: int = 4096, evict: str = "all", on_evict=None):
         super().__init__()
         if evict not in ("all", "oldest"):
             raise ValueError(f"evict must be 'all' or 'oldest', got {evict!r}")
@@ -39,6 +41,7 @@ class Cache(dict):
             raise ValueError(f"a cache holds at least one entry, got limit={limit}")
         self.name, self.limit, self.oldest = name, int(limit), evict == "oldest"
         self.stores = self.evictions = 0
+        self.on_evict = on_evict
         _ALL[name] = self
 
     def __setitem__(self, key, value):
@@ -50,9 +53,14 @@ class Cache(dict):
                 except (RuntimeError, StopIteration):  # changed by another thread meanwhile
                     pass
             else:
-                dict.clear(self)
+                self.clear()
         self.stores += 1
         dict.__setitem__(self, key, value)
+
+    def clear(self):
+        dict.clear(self)
+        if self.on_evict is not None:
+            self.on_evict()
 
     def setdefault(self, key, default=None):
         if key in self:
@@ -80,7 +88,7 @@ def caches() -> dict:
 def clear_all() -> None:
     """Empty every cache (their counters keep counting)."""
     for c in list(_ALL.values()):
-        dict.clear(c)
+        c.clear()
 
 
 def stats() -> dict:

@@ -30,9 +30,10 @@ from .caches import Cache
 __all__ = ["canonical", "compilable", "fingerprint"]
 
 _LIMIT = 4096                 # a loop of lambdas closing over ever new values must not grow it forever
-_FUNCTIONS = Cache("runtime.functions.FUNCTIONS", _LIMIT + 1)  # fingerprint -> the first function seen with it
+_REGISTERED: dict = {}        # function -> the fingerprint it stands for in _FUNCTIONS (emptied with it)
+_FUNCTIONS = Cache("runtime.functions.FUNCTIONS", _LIMIT,  # fingerprint -> the first function seen with it
+                   on_evict=_REGISTERED.clear)
 _WRAPPERS: dict = {}          # (builtin, arity) -> generated function
-_REGISTERED: dict = {}        # function -> the fingerprint it stands for in _FUNCTIONS
 _LOCK = threading.Lock()
 _MISSING = object()
 
@@ -95,9 +96,6 @@ def canonical(f):
     if first is not None and (first is f or fingerprint(first) == key):
         return first
     with _LOCK:
-        if len(_FUNCTIONS) >= _LIMIT:
-            _FUNCTIONS.clear()
-            _REGISTERED.clear()
         old = _REGISTERED.get(f)
         if old is not None and old != key:   # f's globals changed since f stood for ``old``
             twin = types.FunctionType(f.__code__, f.__globals__, f.__name__, f.__defaults__, f.__closure__)
