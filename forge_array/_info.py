@@ -10,8 +10,12 @@ from __future__ import annotations
 
 from . import _devices as _dev
 from . import _dtypes as _dt
+from .runtime.caches import Cache
 
 __all__ = ["__array_namespace_info__"]
+
+#: kind -> {name: dtype} of ``Info.dtypes`` (scikit-learn asks for it at every step)
+_DTYPES_OF_KIND = Cache("_info.DTYPES_OF_KIND", 64)
 
 
 class Info:
@@ -59,11 +63,15 @@ class Info:
         """
         if device is not None:
             _dev.as_device(device)
-        out = {}
-        for d in _dt.all_dtypes:
-            if kind is None or _dt.isdtype(d, kind):
-                out[d.name] = d
-        return out
+        key = kind if kind is None or isinstance(kind, (str, tuple)) else _dt.to_dtype(kind, "kind")
+        try:
+            hit = _DTYPES_OF_KIND.get(key)
+        except TypeError:  # an unhashable kind: isdtype's error
+            hit = None
+        if hit is None:
+            hit = {d.name: d for d in _dt.all_dtypes if kind is None or _dt.isdtype(d, kind)}
+            _DTYPES_OF_KIND[key] = hit
+        return dict(hit)
 
     def devices(self):
         """All available devices: the GPUs, then ``cpu``.

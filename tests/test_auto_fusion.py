@@ -370,17 +370,46 @@ def test_errors_are_raised_where_eager_code_raises_them():
     assert _np(t).tolist() == [0.0, 2.0, 4.0, 6.0]     # still usable after the errors
 
 
-def test_a_failing_launch_falls_back_to_eager_evaluation(monkeypatch):
-    from forge_array.fusion import evaluate
-
-    x = _private(np.arange(6.0))
-    t = xp.sum(x * 3 + 1)
+def _launches_fail(monkeypatch):
+    """Every settlement's launch raises from now on (a replayed one too)."""
+    from forge_array.fusion import evaluate, expr  # noqa: F401  (evaluate: loaded, it sets its entries first)
 
     def broken(*args, **kwargs):
         raise RuntimeError("launch failed")
 
-    monkeypatch.setattr(evaluate, "settle", broken)
+    monkeypatch.setattr(expr, "SETTLE", [broken])
+    monkeypatch.setattr(expr, "REPLAYED", [lambda nodes: False])
+
+
+def test_a_failing_launch_falls_back_to_eager_evaluation(monkeypatch):
+    x = _private(np.arange(6.0))
+    t = xp.sum(x * 3 + 1)
+    assert isinstance(t, Deferred) and pending(t) is not None
+    _launches_fail(monkeypatch)
     assert float(t) == float(np.sum(np.arange(6.0) * 3 + 1))
+
+
+def test_eager_fallback_computes_a_shared_step_once(monkeypatch):
+    """scikit-learn's ``_nanmin``: ``mask`` feeds two reductions; computed eagerly (a failed
+    launch, or a kernel still being built), it is computed once, as plain code does."""
+    a = np.array([[1.0, np.nan, 3.0], [np.nan, np.nan, 0.5]])
+    x = _private(a)
+    calls = []
+    isnan = xp.isnan
+
+    def counted(v):
+        calls.append(1)
+        return isnan(v)
+
+    _launches_fail(monkeypatch)
+    mask = xp.isnan(x)
+    low = xp.min(xp.where(mask, xp.asarray(np.inf, device=DEV), x), axis=0)
+    mask = xp.all(mask, axis=0)      # the isnan step lives on only inside the two reductions
+    monkeypatch.setattr(xp, "isnan", counted)
+    assert bool(xp.any(mask))
+    assert _np(low).tolist() == [1.0, np.inf, 0.5]
+    assert _np(mask).tolist() == [False, True, False]
+    assert len(calls) == 1
 
 
 def test_deep_expressions_are_cut_at_the_bound():

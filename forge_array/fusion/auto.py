@@ -272,7 +272,9 @@ NAMESPACE = [None]
 
 
 def compute_eagerly(node):
-    """Compute ``node`` and what it uses with the namespace's eager functions."""
+    """Compute ``node`` and what it uses with the namespace's eager functions; each pending
+    step on the way keeps its value, so that another expression using it (``mask`` in
+    ``min(where(mask, inf, x))`` and ``all(mask)``) does not compute it again."""
     xp = NAMESPACE[0]
     device = node.device
     memo: dict = {}
@@ -309,6 +311,9 @@ def compute_eagerly(node):
         else:
             r = getattr(xp, op)(*args)
         memo[id(e)] = r
+        if e is not node:  # a step another pending expression may share: computed once
+            e.value = r._array
+            e.args = ()
         return r
 
     _TLS.eager = True
