@@ -48,6 +48,8 @@ __all__ = [
     "argmax",
     "argmin",
     "welford",
+    "add_pair",
+    "shifted_squares",
     "welford_map",
     "minmax",
     "affine",
@@ -398,6 +400,28 @@ welford = Operator(_welford, "welford",
 _WELFORD_MAPS = Cache("ops.WELFORD_MAPS")
 
 
+def _add_pair(p, q):
+    return (p[0] + q[0], p[1] + q[1])
+
+
+add_pair = Operator(_add_pair, "add_pair", identity=_tuple_identity([lambda d: d.type(0)] * 2),
+                    commutative=True, arity=2)
+
+
+def shifted_squares(v, s):
+    """The map of the variance's shifted sums: ``d = v - s`` in float64, and ``d * d``;
+    reduced with :data:`add_pair` they give ``sum(d)`` and ``sum(d * d)``, from which the
+    variance follows with no division per element (``s`` is one element of the data, so
+    that ``d`` stays of the data's spread).
+
+    Examples:
+        >>> shifted_squares(5.0, 2.0)
+        (3.0, 9.0)
+    """
+    d = np.float64(v) - np.float64(s)
+    return (d, d * d)
+
+
 def welford_map(dtype):
     """The map that turns one element into a `welford` triple ``(1, x, M2)`` in float
     dtype ``dtype``; ``M2`` is ``(x - x)**2``: 0 for a finite ``x`` and NaN for NaN or an
@@ -451,6 +475,8 @@ _DOCS = {
               "smaller index (as numpy.argmin).\n\n>>> argmin((1.0, 0), (0.5, 1))\n(0.5, 1)",
     "welford": "Chan's merge of (count, mean, M2) triples; map x to (1, x, 0) first.\n\n"
                ">>> welford((1.0, 2.0, 0.0), (1.0, 4.0, 0.0))\n(2.0, 3.0, 2.0)",
+    "add_pair": "Component-wise sum of pairs; identity (0, 0).\n\n"
+                ">>> add_pair((1.0, 2.0), (3.0, 4.0))\n(4.0, 6.0)",
     "minmax": "(min, max) pairs, NaN-propagating; map x to (x, x) first.\n\n"
               ">>> minmax((1.0, 3.0), (0.0, 2.0))\n(0.0, 3.0)",
     "affine": "Composition of affine maps (a, b): x -> a*x + b, first p then q; not "
@@ -472,7 +498,7 @@ def describe(op):
 #: every named operator, by name
 BY_NAME = {op.name: op for op in (add, multiply, maximum, minimum, logaddexp, bitwise_and,
                                    bitwise_or, bitwise_xor, logical_and, logical_or, argmax,
-                                   argmin, welford, minmax, affine)}
+                                   argmin, welford, add_pair, minmax, affine)}
 
 
 def _test_docs():  # pragma: no cover - used by doctest collection only

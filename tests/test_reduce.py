@@ -458,6 +458,50 @@ def test_axis_mean_var_std(bk):
     close(host(R.std(x, (1,), 0, True)), ref.std(axis=1, keepdims=True), "float32")
 
 
+@pytest.mark.parametrize("dtype, path", [("float16", "shifted"), ("float32", "shifted"),
+                                         ("float32", "welford")])
+def test_axis_var_std_both_paths(bk, dtype, path):
+    """var / std along axes by the shifted float64 sums and by Welford triples (the
+    ``moments`` tuning picks by size for float32; float16 always sums): shapes at warp edges, several axes, keepdims,
+    corrections, views, a large offset and a constant column, against float64 NumPy."""
+    import forge_array as xp
+
+    rng = np.random.default_rng(7)
+    shifted_min = 0 if path == "shifted" else 1 << 40
+    cases = []
+    for shape, axes in [((33, 5), (0,)), ((31, 4), (1,)), ((1, 3), (0,)), ((6, 65), (0,)),
+                        ((4, 5, 6), (0, 2)), ((4, 5, 6), (1,))]:
+        cases.append((rng.standard_normal(shape).astype(dtype) * 3 + 50, axes))
+    m = rng.standard_normal((40, 3)).astype(dtype)
+    m[:, 1] = 7          # constant: variance 0, not a rounding below it
+    m[0, 2] = 300        # the pivot far from the rest
+    cases += [(m, (0,)), (rng.standard_normal((8, 12)).astype(dtype).T, (0,)),
+              (rng.standard_normal((20, 9)).astype(dtype)[::3, 1:], (0,))]
+    tol = 2e-3 if dtype == "float16" else 2e-5
+    with xp.flags(tuning={"moments": {"shifted_min": shifted_min}}):
+        for a, axes in cases:
+            x = to_bk(bk, a)
+            ref = a.astype(np.float64)
+            for correction, keepdims in ((0, False), (1, True)):
+                if math.prod(a.shape[d] for d in axes) <= correction:
+                    continue
+                v = R.var(x, axes, correction, keepdims)
+                sd = R.std(x, axes, correction, keepdims)
+                assert v.dtype == np.dtype(dtype) and sd.dtype == np.dtype(dtype)
+                want = ref.var(axis=axes, ddof=correction, keepdims=keepdims)
+                np.testing.assert_allclose(host(v).astype(np.float64), want, rtol=tol,
+                                           atol=tol * float(np.max(want, initial=0)))
+                np.testing.assert_allclose(host(sd).astype(np.float64), np.sqrt(want),
+                                           rtol=tol, atol=tol * 10)
+        if dtype == "float32":
+            assert host(R.var(to_bk(bk, m), (0,), 0))[1] == 0.0
+        special = np.array([[1.0, np.nan, np.inf, 2.0], [2.0, 1.0, 1.0, -np.inf],
+                            [3.0, 2.0, 3.0, np.inf]], dtype=dtype)
+        got = host(R.std(to_bk(bk, special), (0,), 0))
+        assert got[0] == pytest.approx(np.std([1.0, 2.0, 3.0]), rel=tol)
+        assert np.isnan(got[1:]).all()
+
+
 def test_namespace_reduce_mapreduce():
     import forge_array as xp
 

@@ -535,6 +535,28 @@ def test_spread_of_data_far_from_zero(k):
     assert host(xp.std(x, axis=0)).dtype == np.float32
 
 
+@pytest.mark.parametrize("dtype, shifted_min", [(np.float32, 0), (np.float32, 1 << 40),
+                                                 (np.float64, 0)])
+def test_spread_blocks_by_shifted_sums_or_welford(dtype, shifted_min):
+    """The blocks' (count, mean, M2) from shifted float64 sums (float32 from the ``moments``
+    tuning's size) or from Welford triples (float32 below it, float64) merge to the unsharded result;
+    uneven blocks, an empty one, a constant column."""
+    a = (data((37, 4), np.float64) * 3 + 20).astype(dtype)
+    a[:, 2] = 5
+    ref = a.astype(np.float64)
+    tol = 1e-5
+    with xp.flags(tuning={"moments": {"shifted_min": shifted_min}}):
+        for k in (3, 40):   # 40 blocks of 37 rows: some empty
+            x = xp.asarray(a, device=sh(k))
+            for corr in (0, 1):
+                close(xp.var(x, axis=0, correction=corr), ref.var(axis=0, ddof=corr), rtol=tol,
+                      atol=tol)
+                close(xp.std(x, axis=0, correction=corr), ref.std(axis=0, ddof=corr), rtol=tol,
+                      atol=tol)
+            assert host(xp.var(x, axis=0))[2] == 0.0
+            assert host(xp.std(x, axis=0)).dtype == dtype
+
+
 def test_first_use_inside_a_creation_call():
     """``xp.asarray(a, device=xp.Sharding(...))`` as a program's first line: the function is
     looked up before the sharded dispatch exists, and still makes a sharded array."""

@@ -32,6 +32,12 @@ TABLES: dict = {
         "copy": {"block": 256, "items": 4, "blocks_per_sm": 8, "vecs": 2, "one_pass": True,
                  "load_hint": "", "store_hint": "", "realign": "shfl"},
         "reduce": {"block": 256, "items": 4, "blocks_per_sm": 4},
+        # moments: var / std along axes of float16 / float32 arrays of at least shifted_min
+        # elements take the shifted sums (one pass of d = x - pivot and d * d summed in float64,
+        # no division per element; primitives/reductions/named.py) instead of Welford triples,
+        # whose merge divides at every element; below it the sums' finishing launches cost more
+        # than the pass saves (python -m bench.suite_moments)
+        "moments": {"shifted_min": 1 << 25},
         # map: the element-wise kernel of fused expressions (kernels/elementwise.py): 128-bit
         # vectors per thread per step, a capped grid-stride grid
         "map": {"block": 256, "items": 2, "blocks_per_sm": 8},
@@ -237,6 +243,7 @@ TABLES: dict = {
     "simulator": {
         "copy": {"block": 64, "items": 2, "blocks_per_sm": 2},
         "reduce": {"block": 64, "items": 2, "blocks_per_sm": 2},
+        "moments": {"shifted_min": 64},
         "map": {"block": 64, "items": 2, "blocks_per_sm": 2},
         "rows": {"target": 32, "block_max": 64, "min_row": 8, "blocks_per_sm": 2},
         "rowcol": {"block": 64, "blocks_per_sm": 2, "max_blocks_per_sm": 1, "unroll": 2, "row_items": 1,

@@ -8,8 +8,9 @@ combined there:
 - ``sum``, ``prod``, ``max``, ``min``, ``any``, ``all``, ``count_nonzero``: the same
   reduction (``sum`` for counts) over the stacked partials;
 - ``mean``: partial sums, their sum divided by the count;
-- ``var`` / ``std``: per block Welford triples (count, mean, M2) in one pass
-  (``mapreduce(welford_map, welford)``), merged with Chan's formula (``reduce(welford)``);
+- ``var`` / ``std``: per block (count, mean, M2) in one pass (shifted float64 sums where one
+  array's ``var`` would take them, else ``mapreduce(welford_map, welford)``), merged with
+  Chan's formula (``reduce(welford)``);
 - ``argmax`` / ``argmin``: per block (value, global index) pairs, combined with
   ``ops.argmax`` / ``ops.argmin`` (first NaN, ties to the smaller index, as on one device);
 - ``reduce`` / ``mapreduce`` with any operator: the partials reduced with the operator,
@@ -31,6 +32,8 @@ from .. import ops as _ops
 from .._array import Array
 from .._helpers import normalize_axes, normalize_axis
 from ..fusion import auto as _auto
+from ..primitives.reductions import named as _named
+from ..runtime import array_module
 from ._core import ShardedArray, refusal
 from ._dispatch import original, register
 from ._elementwise import Blocks, mismatch, wrap
@@ -174,21 +177,38 @@ def _spread(name, x, axis, correction, keepdims):
             s for i, s in enumerate(x.shape) if i not in axes)
         return original("full")(shape, float("nan"), dtype=dt, device=dev0)
     idx = _nonempty(x)
-    # one pass per block: Welford triples (count, mean, M2) of the block, merged across
-    # blocks with Chan's formula (the block pass runs at the single-array std's speed; sums
-    # of shifted values and squares as two sibling reductions ran 2.3-3x slower on an H100:
-    # see "Spread" in docs/scale-out.md)
-    wmap = _ops.welford_map(dt)
-    parts = _partials(lambda s, **k: original("mapreduce")(wmap, _ops.welford, s, **k), x, idx,
-                      axis=axes)
+    # one pass per block: (count, mean, M2) of the block, merged across blocks with Chan's
+    # formula; the block's triple from its shifted float64 sums where the single array's
+    # var / std would take them (float16, large float32 arrays), else Welford triples
+    if all(type(x._shards[i]) is Array for i in idx) and _named.shifted_pays(x._shards[idx[0]]._array):
+        block = _shifted_triple
+    else:
+        wmap = _ops.welford_map(dt)
+
+        def block(s, axis):
+            return original("mapreduce")(wmap, _ops.welford, s, axis=axis)
+
+    parts = _partials(block, x, idx, axis=axes)
     red = original("reduce")
 
     def merge(st):
         m2 = red(_ops.welford, st, axis=0)[2]
         v = m2 / (n - correction)
-        return original("sqrt")(v) if name == "std" else v
+        v = original("sqrt")(v) if name == "std" else v
+        return original("astype")(v, dt, copy=False)
 
     return combine_partials(x, idx, parts, merge, axes, keepdims)
+
+
+def _shifted_triple(s, axis):
+    """(count, mean, M2) of block ``s`` along ``axis`` in float64, from its shifted sums
+    (:func:`forge_array.primitives.reductions.named.shifted_moments`)."""
+    a = s._array
+    mean, m2 = _named.shifted_moments(a, axis)
+    count = array_module(a).full(mean.shape, float(math.prod(a.shape[d] for d in axis)),
+                                 dtype=mean.dtype)
+    dev = s.device
+    return (Array._new(count, dev), Array._new(mean, dev), Array._new(m2, dev))
 
 
 @register("var")

@@ -12,6 +12,7 @@ import numpy as np
 
 from ... import ops as _ops
 from ...runtime import SIMULATE, kernels_available, lazy, stored
+from ...runtime import tuning as _tuning
 from ...runtime.accumulation import accumulation_dtype
 from .. import axis_reduce as _axis
 from .arguments import array_module, python_scalar
@@ -261,16 +262,65 @@ def _moments(x, axis, correction, keepdims, post, name):
         # no fast path for a degenerate count (the namespace silences its warnings)
         return _launch_named(spec, x, p, keepdims, (name, None, correction) if p > 0 else None)
     if kernels_available(x) and x.size > 0:
-        m2 = _axis.axis_mapreduce(_welford_map(dt), _ops.welford, (x,), axis, None, keepdims,
-                                  (dt, dt, dt))[2]
-        m2 /= _builtin_max(math.prod(x.shape[d] for d in axis) - correction, 0)
+        count = math.prod(x.shape[d] for d in axis)
+        if shifted_pays(x):
+            _, m2 = shifted_moments(x, axis, keepdims)
+        else:
+            m2 = _axis.axis_mapreduce(_welford_map(dt), _ops.welford, (x,), axis, None, keepdims,
+                                      (dt, dt, dt))[2]
+        m2 /= _builtin_max(count - correction, 0)
         if name == "std":
             array_module(x).sqrt(m2, out=m2)
-        return m2
+        return m2.astype(dt, copy=False)
     xp = array_module(x)
     fn = xp.var if name == "var" else xp.std
     return fn(x, axis=_np_axis(axis), ddof=correction, keepdims=keepdims,
               dtype=dt).astype(dt, copy=False)
+
+
+def shifted_pays(x) -> bool:
+    """Whether ``var`` / ``std`` of backend array ``x`` along axes take the shifted sums
+    (:func:`shifted_moments`): float16 arrays (Welford triples in float16 lose digits that
+    NumPy's float32 steps keep) and float32 arrays of at least the ``moments`` tuning's
+    ``shifted_min`` elements, summed in float64."""
+    dt = x.dtype
+    return dt.kind == "f" and (dt.itemsize == 2 or (
+        dt.itemsize == 4 and x.size >= _tuning.params("moments")["shifted_min"]))
+
+
+def shifted_moments(x, axes, keepdims=False):
+    """``(mean, m2)`` of backend array ``x`` along ``axes`` (a tuple) in float64, ``m2`` the
+    sum of squared deviations from the mean, in one pass over ``x``: with ``pivot`` the first
+    element along the reduced axes, the sums of ``d = x - pivot`` and ``d * d``
+    (:func:`forge_array.ops.shifted_squares`, :data:`forge_array.ops.add_pair`) give
+    ``mean = pivot + sum(d) / n`` and ``m2 = sum(d * d) - sum(d)**2 / n``. The pivot is one
+    of the data, so ``d`` keeps the data's spread and the difference loses little (float64
+    sums of float32 data: closer to the float64 two-pass value than float32 Welford triples);
+    a NaN or an infinity gives NaN. ``x`` is not empty.
+
+    >>> import numpy as np
+    >>> a = np.array([[1.0, 10.0], [3.0, 10.0], [5.0, 13.0]], dtype=np.float32)
+    >>> mean, m2 = shifted_moments(a, (0,))
+    >>> mean.tolist(), m2.tolist()
+    ([3.0, 11.0], [8.0, 6.0])
+    """
+    xp = array_module(x)
+    pivot = x[tuple(slice(0, 1) if d in axes else slice(None) for d in range(x.ndim))]
+    f64 = np.dtype(np.float64)
+    s1, s2 = _axis.axis_mapreduce(_ops.shifted_squares, _ops.add_pair,
+                                  (x, xp.broadcast_to(pivot, x.shape)), axes, None, keepdims,
+                                  (f64, f64))
+    n = float(math.prod(x.shape[d] for d in axes))
+    s1 /= n
+    mean = pivot.astype(f64)
+    if not keepdims:
+        mean = mean.reshape(s1.shape)
+    mean = mean + s1
+    s1 *= s1
+    s1 *= -n
+    s2 += s1
+    xp.maximum(s2, 0.0, out=s2)   # the rounding of a constant column's sums (NaN stays)
+    return mean, s2
 
 
 def var(x, axis=None, correction=0.0, keepdims=False):
