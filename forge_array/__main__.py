@@ -132,6 +132,10 @@ def parser() -> argparse.ArgumentParser:
                         "skeletons of the stand-in user operators")
     b.add_argument("--work", default=None, help="folder of the build's caches (default: temporary "
                                                "ones); a build stopped on the way resumes there")
+    b.add_argument("--extend", action="store_true",
+                   help="start from the shipped archive (it must match this install's kernel "
+                        "sources): its kernels load from the build's cache, only the "
+                        "specialisations the standard operations plan beyond it compile")
     return p
 
 
@@ -162,7 +166,7 @@ def prebuild(args) -> int:
 
     try:
         m = build(args.jobs, args.out, args.device, commit=args.commit, skeletons_only=args.skeletons_only,
-                  work=args.work)
+                  work=args.work, extend=args.extend)
     except ValueError as e:
         print(str(e), file=sys.stderr)
         return 2

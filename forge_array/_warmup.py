@@ -521,7 +521,8 @@ PREBUILD_WARMUP = ["--dtypes", "all", "--sizes", "1,1000,1000000",
 
 
 def prebuild(jobs: int, out_dir: str | None = None, device: str | None = None, out=None,
-             commit: str | None = None, skeletons_only: bool = False, work: str | None = None) -> dict:
+             commit: str | None = None, skeletons_only: bool = False, work: str | None = None,
+             extend: bool = False) -> dict:
     """Build the shipped kernels (``python -m forge_array prebuild``, on a GPU machine): once
     per compile target of :data:`.runtime.prebuilt.TARGETS`, run the ``operators`` part of
     :data:`PREBUILD_WARMUP` into an empty cache of its own (the stand-in user operators, each
@@ -533,7 +534,10 @@ def prebuild(jobs: int, out_dir: str | None = None, device: str | None = None, o
     are built anew. Returns the manifest (with the check's counts under ``"check"``).
     ``commit`` is recorded in the manifest (default: the checkout's ``git rev-parse HEAD``).
     ``work``: the folder of the build's caches (default: temporary ones); a build stopped on
-    the way resumes there, the kernels it already built loading from the disk.
+    the way resumes there, the kernels it already built loading from the disk. ``extend``:
+    the shipped archive's kernels are written into that cache first (the archive must match
+    this install's kernel sources), so that only specialisations the standard operations plan
+    beyond it compile; the manifest records the commit it extends.
 
     ```python
     from forge_array._warmup import prebuild
@@ -554,8 +558,9 @@ def prebuild(jobs: int, out_dir: str | None = None, device: str | None = None, o
         raise ValueError("prebuild: needs a GPU of compute capability "
                          f"{prebuilt.BASE_CC[0]}.{prebuilt.BASE_CC[1]} or later")
     shipped = prebuilt.manifest() or {}
-    if skeletons_only and shipped.get("source_hash") != compiler.source_hash():
-        raise ValueError("prebuild --skeletons-only: the shipped kernels do not match this install's kernel sources")
+    for wanted, option in ((skeletons_only, "--skeletons-only"), (extend, "--extend")):
+        if wanted and shipped.get("source_hash") != compiler.source_hash():
+            raise ValueError(f"prebuild {option}: the shipped kernels do not match this install's kernel sources")
     out_dir = out_dir or os.path.dirname(prebuilt.ARCHIVE)
     standard = ",".join(o for o in OPS if o != "operators")
     with contextlib.ExitStack() as stack:
@@ -567,7 +572,7 @@ def prebuild(jobs: int, out_dir: str | None = None, device: str | None = None, o
             os.makedirs(cache, exist_ok=True)
             os.makedirs(skeletons, exist_ok=True)
         t0 = time.perf_counter()
-        if skeletons_only:
+        if skeletons_only or extend:
             n = prebuilt.unpack_kernels(cache)
             print(f"kernels of the shipped archive: {n}", file=out)
         for target in prebuilt.TARGETS:
@@ -588,11 +593,14 @@ def prebuild(jobs: int, out_dir: str | None = None, device: str | None = None, o
                     raise RuntimeError(f"prebuild: the warmup for sm_{target[0]}{target[1]} failed "
                                        f"(exit {done.returncode})")
                 print(f"sm_{target[0]}{target[1]}: {done.stdout}", file=out, end="")
-        meta = {"command": "python -m forge_array prebuild", "warmup": " ".join(PREBUILD_WARMUP),
+        meta = {"command": "python -m forge_array prebuild" + (" --extend" if extend else ""),
+                "warmup": " ".join(PREBUILD_WARMUP),
                 "commit": commit or _commit(), "date": time.strftime("%Y-%m-%d"), "gpu": backend.device_info()["name"],
                 "python": platform.python_version(), "numba": numba.__version__,
                 "numba_cuda": compiler._NUMBA_CUDA_VERSION, "source_hash": compiler.source_hash(),
                 "build_seconds": round(time.perf_counter() - t0, 1)}
+        if extend:
+            meta = dict(meta, extends=shipped.get("commit"))
         if skeletons_only:
             meta = dict(meta, commit=shipped.get("commit"), skeletons_commit=commit or _commit(),
                         build_seconds=shipped.get("build_seconds"))

@@ -180,7 +180,7 @@ def _spread(name, x, axis, correction, keepdims):
     # one pass per block: (count, mean, M2) of the block, merged across blocks with Chan's
     # formula; the block's triple from its shifted float64 sums where the single array's
     # var / std would take them (float16, large float32 arrays), else Welford triples
-    if all(type(x._shards[i]) is Array for i in idx) and _named.shifted_pays(x._shards[idx[0]]._array):
+    if all(type(x._shards[i]) is Array for i in idx) and _named.shifted_pays(x._shards[idx[0]]._array, axes):
         block = _shifted_triple
     else:
         wmap = _ops.welford_map(dt)

@@ -22,6 +22,7 @@ from .generic import launch_full
 _kl = lazy.module("forge_array.primitives.reductions.launch", __name__, "_kl")
 
 _builtin_max = max
+_builtin_min = min
 _builtin_any = any
 
 
@@ -263,7 +264,7 @@ def _moments(x, axis, correction, keepdims, post, name):
         return _launch_named(spec, x, p, keepdims, (name, None, correction) if p > 0 else None)
     if kernels_available(x) and x.size > 0:
         count = math.prod(x.shape[d] for d in axis)
-        if shifted_pays(x):
+        if shifted_pays(x, axis):
             _, m2 = shifted_moments(x, axis, keepdims)
         else:
             m2 = _axis.axis_mapreduce(_welford_map(dt), _ops.welford, (x,), axis, None, keepdims,
@@ -278,14 +279,28 @@ def _moments(x, axis, correction, keepdims, post, name):
               dtype=dt).astype(dt, copy=False)
 
 
-def shifted_pays(x) -> bool:
-    """Whether ``var`` / ``std`` of backend array ``x`` along axes take the shifted sums
-    (:func:`shifted_moments`): float16 arrays (Welford triples in float16 lose digits that
-    NumPy's float32 steps keep) and float32 arrays of at least the ``moments`` tuning's
-    ``shifted_min`` elements, summed in float64."""
+def shifted_pays(x, axes) -> bool:
+    """Whether ``var`` / ``std`` of backend array ``x`` along ``axes`` (a tuple) take the
+    shifted sums (:func:`shifted_moments`): float16 arrays (Welford triples in float16 lose
+    digits that NumPy's float32 steps keep), and float32 arrays of at least the ``moments``
+    tuning's ``shifted_min`` elements reduced across their innermost axis (columns: along
+    the innermost axis the row kernels read the pivot beside each row and run slower than
+    Welford triples), summed in float64.
+
+    >>> import numpy as np
+    >>> shifted_pays(np.ones((4, 3), np.float16), (1,)), shifted_pays(np.ones(3), (0,))
+    (True, False)
+    """
     dt = x.dtype
-    return dt.kind == "f" and (dt.itemsize == 2 or (
-        dt.itemsize == 4 and x.size >= _tuning.params("moments")["shifted_min"]))
+    if dt.kind != "f" or dt.itemsize > 4:
+        return False
+    if dt.itemsize == 2:
+        return True
+    if x.size < _tuning.params("moments")["shifted_min"]:
+        return False
+    inner = _builtin_min((d for d in range(x.ndim) if x.shape[d] > 1), default=None,
+                key=lambda d: abs(x.strides[d]))
+    return inner is not None and inner not in axes
 
 
 def shifted_moments(x, axes, keepdims=False):
