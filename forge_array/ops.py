@@ -415,8 +415,8 @@ def shifted_squares(v, s):
     that ``d`` stays of the data's spread).
 
     Examples:
-        >>> shifted_squares(5.0, 2.0)
-        (3.0, 9.0)
+        >>> [float(v) for v in shifted_squares(5.0, 2.0)]
+        [3.0, 9.0]
     """
     d = np.float64(v) - np.float64(s)
     return (d, d * d)
