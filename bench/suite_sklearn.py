@@ -9,12 +9,15 @@ Per estimator (PCA ``svd_solver="full"``, ``"covariance_eigh"`` and ``"randomize
 StandardScaler, MinMaxScaler, Ridge ``solver="svd"`` and ``"cholesky"``,
 LinearDiscriminantAnalysis on four classes made from the data): ``fit`` on the same data,
 wall time from the call to its results being in GPU memory (the device synchronised),
-median of ``--reps`` runs after two warm-up fits and the end of the kernel builds they
-queued (the steady state of a program that fits again). ``fusion on`` is forge_array as a user
+median over ``--reps`` rounds after two warm-up rounds and the end of the kernel builds they
+queued (the steady state of a program that fits again); in each round every mode runs
+three fits in a row and the last two are recorded (a fit right after another library's
+meets the memory pools and caches that library's fits left, which slows these host-bound
+fits: a program fits with one library). ``fusion on`` is forge_array as a user
 gets it (automatic fusion of steps on arrays of at least ``MIN_SIZE`` elements),
 ``fusion off`` the same with ``FORGE_ARRAY_FUSION=0``'s behaviour
 (:func:`forge_array.fusion.auto.enable`), ``cupy`` scikit-learn on CuPy arrays (through
-array-api-compat), ``torch`` on PyTorch tensors, alternated run by run; the fitted
+array-api-compat), ``torch`` on PyTorch tensors, in rounds; the fitted
 attribute of each is compared with PyTorch's (allclose; CuPy's where torch failed). A fit
 that raises records its error in its cell and the run goes on (scikit-learn 1.9 takes only
 ``solver="svd"`` for Ridge under array API dispatch: ``Ridge cholesky`` records that error
@@ -40,6 +43,9 @@ os.environ.setdefault("SCIPY_ARRAY_API", "1")
 ESTIMATORS = ("PCA full", "PCA covariance_eigh", "PCA randomized", "StandardScaler",
               "MinMaxScaler", "Ridge svd", "Ridge cholesky", "LinearDiscriminantAnalysis")
 MODES = ("fusion on", "fusion off", "cupy", "torch")
+#: consecutive fits of one mode in a round; the first of each block is not recorded (it
+#: meets the memory pools and caches the other libraries' fits left)
+BLOCK = 3
 #: the fitted attribute compared across libraries
 _ATTRS = {"PCA full": "explained_variance_", "PCA covariance_eigh": "explained_variance_",
           "PCA randomized": "explained_variance_", "StandardScaler": "scale_",
@@ -135,18 +141,19 @@ def measure(rows=200_000, cols=128, reps=7, only=None):
             runs: dict = {m: [] for m in MODES}
             errors: dict = {}
             vals = {}
-            for rep in range(reps + 2):   # two warm-up fits: kernels, plans, cuSOLVER handles
+            for rep in range(reps + 2):   # two warm-up rounds: kernels, plans, cuSOLVER handles
                 for mode in MODES:
                     if mode in errors:
                         continue
                     auto.enable(mode == "fusion on")
-                    try:
-                        ms, vals[mode] = fit(name, mode)
-                    except Exception as e:  # noqa: BLE001  (recorded; the run goes on)
-                        errors[mode] = _short(e)
-                        continue
-                    if rep >= 2:
-                        runs[mode].append(ms)
+                    for k in range(BLOCK):
+                        try:
+                            ms, vals[mode] = fit(name, mode)
+                        except Exception as e:  # noqa: BLE001  (recorded; the run goes on)
+                            errors[mode] = _short(e)
+                            break
+                        if rep >= 2 and k > 0:
+                            runs[mode].append(ms)
                 if rep == 1:  # steady state: the kernels the warm-up queued are built
                     background.wait(300)
             row: dict = {m: ({"error": errors[m]} if m in errors else
