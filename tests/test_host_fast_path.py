@@ -63,6 +63,39 @@ def test_replayed_full_reductions_match_numpy_on_new_data(name, layout, keepdims
                                    rtol=2e-4, atol=1e-4, err_msg=f"{name} {layout}")
 
 
+@pytest.mark.parametrize("name", ["sum", "max", "mean", "std", "any", "argmax"])
+@pytest.mark.parametrize("layout", ["reversed", "reversed-misaligned", "transposed",
+                                    "reversed-columns"])
+def test_reversed_and_transposed_views_replay(name, layout, monkeypatch):
+    """An order-free full reduction of a reversed or transposed view reads the view forwards
+    from its lowest address: its launch replays (the general path is not taken again) on the
+    input's address plus the layout's offset, with new values in the same memory."""
+    launch = importlib.import_module("forge_array.primitives.reductions.launch")
+    rng = np.random.default_rng(5)
+    host = rng.standard_normal(70).astype(np.float32)
+    def view(a):
+        mod = xp if isinstance(a, xp.Array) else np
+        m = mod.reshape(a[:60], (6, 10))
+        return {"reversed": lambda: a[::-1], "reversed-misaligned": lambda: a[37:2:-1],
+                "transposed": lambda: m.T, "reversed-columns": lambda: m[:, ::-1]}[layout]()
+
+    X = _x(host.copy())
+    fn = getattr(xp, name)
+    first = fn(view(X))
+    new = host * np.float32(-3.0) + np.float32(2.0)
+    X[...] = _x(new)
+    if name != "argmax":  # order-free: replayed from its cached launch
+        def general(*args, **kwargs):
+            raise AssertionError("the general path ran again")
+
+        monkeypatch.setattr(launch, "full_reduce", general)
+    again = fn(view(X))
+    for r, h in ((first, host), (again, new)):
+        exp = getattr(np, name)(view(h).astype(np.float64))
+        np.testing.assert_allclose(_np(r).astype(np.float64), np.asarray(exp, np.float64),
+                                   rtol=2e-5, atol=1e-5, err_msg=f"{name} {layout}")
+
+
 @pytest.mark.parametrize("name", ["any", "all"])
 def test_replayed_logical_reductions(name):
     fn = getattr(xp, name)

@@ -22,7 +22,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ...kernels.reduce import MODE_STRIDED, buffer_dtype, kernel_plan, layout, scratch
+from ...kernels.reduce import MODE_STRIDED, _normalise_commutative, buffer_dtype, kernel_plan, layout, scratch
 from ...runtime import buffer_of, data_address, device_allocator, launch, stream_key
 from ...runtime import stored_form as stored_form_of
 from ...runtime.caches import Cache
@@ -49,6 +49,10 @@ class Launch(NamedTuple):
     alloc: object  # GPU only: CuPy's device allocator (the outputs are built after the launch)
     scratch_bytes: tuple  # bytes of the uninitialised scratch at the end of ``fixed`` (the
     #                       partials and flags), which the ticket (zeroed counters) follows
+    in_offset: int  # bytes from the input's address to that of the view the kernel reads
+    #                 (an order-free reduction of a reversed or transposed view reads it
+    #                 forwards, from its lowest address); the simulator takes that view again
+    in_normalised: bool  # whether the kernel reads that view rather than the input as given
 
 
 _MAX_CACHED = 4096
@@ -59,7 +63,7 @@ def plan(spec, x, param=0.0, out_shape=(1,)):
     """The :class:`Launch` of a full reduction (no ``init``) of backend array ``x``, or of
     the tuple ``x`` of same-shape arrays of a mapreduce, cached per (spec, layout of each
     array: type, dtype, shape, strides, address mod 16; output shape, ``param``, stream);
-    None when the input is empty or needs a copy or a different view first (then
+    None when the input is empty or needs a copy first (then
     :func:`full_reduce` takes its general path).
 
     >>> import numpy as np
@@ -92,8 +96,10 @@ def plan(spec, x, param=0.0, out_shape=(1,)):
         mode, ndim, strides, shape, peel, uniform = layout(spec, arrays)
     except ValueError:  # too many dims after collapsing, or strides not whole elements
         return None
-    if not many and arrays[0] is not xv:  # reversed or transposed to a better view
-        return None
+    # an order-free reduction of a reversed or transposed view reads the view layout()
+    # chose, whose address is the input's plus a constant of the layout
+    normalised = not many and arrays[0] is not xv
+    offset = data_address(arrays[0]) - data_address(xv) if normalised else 0
     kernel, block, per_block, gmax = kernel_plan(spec, tuple(a.dtype.str for a in arrays), mode,
                                                  ndim, uniform)
     n = x0.size
@@ -113,7 +119,7 @@ def plan(spec, x, param=0.0, out_shape=(1,)):
     p = Launch(kernel, grid, block, head + tail, tuple(out_shape), out_dtypes, empty, float(param),
                xv.dtype if xv is not x0 else None, None if bufs == out_dtypes else bufs,
                tuple(count * d.itemsize for d in out_dtypes), None if _SIM else device_allocator(),
-               tuple(int(b.nbytes) for b in partials) + (int(pf.nbytes),))
+               tuple(int(b.nbytes) for b in partials) + (int(pf.nbytes),), offset, normalised)
     _REPLAY[key] = p
     return p
 
@@ -125,9 +131,9 @@ def replay(p, x, on=None):
     address or a ``SimBuffer``); on the GPU the outputs' memory is allocated before the
     launch and the arrays are built over it after (host time the kernel hides).  ``on``:
     the caller's ``stream_key()`` of this moment, if it has one (saves asking CuPy again)."""
-    kernel, grid, block, fixed, shape, dtypes, empty, param, in_view, out_views, nbytes, alloc, _ = p
+    kernel, grid, block, fixed, shape, dtypes, empty, param, in_view, out_views, nbytes, alloc, _, off, norm = p
     if not _SIM:
-        ins = tuple([a.data.ptr for a in x]) if type(x) is tuple else (x.data.ptr,)
+        ins = tuple([a.data.ptr for a in x]) if type(x) is tuple else (x.data.ptr + off,)
         if len(nbytes) == 1:
             mem = alloc(nbytes[0])
             launch(kernel, grid, block, ins + fixed + (mem.ptr, param), 0, on)
@@ -139,7 +145,8 @@ def replay(p, x, on=None):
     if type(x) is tuple:
         ins = tuple(map(buffer_of, x))
     else:
-        ins = (buffer_of(x if in_view is None else x.view(in_view)),)
+        xv = x if in_view is None else x.view(in_view)
+        ins = (buffer_of(_normalise_commutative([xv])[0] if norm else xv),)
     if out_views is None:
         obs = tuple(map(buffer_of, outs))
     else:
@@ -152,7 +159,7 @@ def stored_form(p, x):
     """The description of :class:`Launch` ``p`` on the CuPy array ``x`` for the stored
     launches (:mod:`forge_array.runtime.stored`), or None (in the simulator; for a tuple of
     arrays)."""
-    if _SIM or type(x) is tuple:
+    if _SIM or type(x) is tuple or p.in_normalised:
         return None
     fixed = p.fixed
     nscr = len(p.scratch_bytes)
