@@ -35,7 +35,7 @@ def test_help_prints_usage_and_exits_0(argv, capsys):
     elif argv[0] == "check":
         assert "NumPy" in out
     elif argv[0] == "prebuild":
-        assert "--jobs" in out and "baseline compute capability" in out
+        assert "--jobs" in out and "baseline compute capability" in out and "--extend" in out
     else:
         assert "warmup" in out and "check" in out
 
@@ -53,6 +53,8 @@ def test_prebuild_without_a_gpu_exits_2(capsys):
     if not runtime.SIMULATE and runtime.kernels_status().startswith("kernels: active"):
         pytest.skip("a GPU is here: prebuild would build")
     assert cli.main(["prebuild"]) == 2
+    assert "prebuild: needs a GPU" in capsys.readouterr().err
+    assert cli.main(["prebuild", "--extend", "--work", "/nonexistent/forge-prebuild"]) == 2
     assert "prebuild: needs a GPU" in capsys.readouterr().err
 
 
