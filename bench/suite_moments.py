@@ -21,26 +21,19 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 
 from .backends import slug
+from .hosttime import event_us
 
 SHAPES = ((20_000_000, 100), (1_000_000, 100), (200_000, 128), (1_000_000, 16), (100_000, 1000),
           (10_000, 100), (1000, 1000))
 
 
 def _time(cp, fn, reps):
+    """CUDA-event median µs of ``fn()`` after two warm-up calls."""
     for _ in range(2):
         fn()
-    start, end = cp.cuda.Event(), cp.cuda.Event()
-    ts = []
-    for _ in range(reps):
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        ts.append(cp.cuda.get_elapsed_time(start, end) * 1e3)
-    return statistics.median(ts)
+    return event_us(fn, reps)
 
 
 def measure(shapes, reps):
