@@ -181,14 +181,11 @@ def _spread(name, x, axis, correction, keepdims):
     # formula; the block's triple from its shifted float64 sums where the single array's
     # var / std would take them (float16, large float32 arrays), else Welford triples
     if all(type(x._shards[i]) is Array for i in idx) and _named.shifted_pays(x._shards[idx[0]]._array, axes):
-        block = _shifted_triple
+        parts = _shifted_triples(x, idx, axes)
     else:
         wmap = _ops.welford_map(dt)
-
-        def block(s, axis):
-            return original("mapreduce")(wmap, _ops.welford, s, axis=axis)
-
-    parts = _partials(block, x, idx, axis=axes)
+        parts = _partials(lambda s, axis: original("mapreduce")(wmap, _ops.welford, s, axis=axis),
+                          x, idx, axis=axes)
     red = original("reduce")
 
     def merge(st):
@@ -200,15 +197,24 @@ def _spread(name, x, axis, correction, keepdims):
     return combine_partials(x, idx, parts, merge, axes, keepdims)
 
 
-def _shifted_triple(s, axis):
-    """(count, mean, M2) of block ``s`` along ``axis`` in float64, from its shifted sums
-    (:func:`forge_array.primitives.reductions.named.shifted_moments`)."""
-    a = s._array
-    mean, m2 = _named.shifted_moments(a, axis)
-    count = array_module(a).full(mean.shape, float(math.prod(a.shape[d] for d in axis)),
-                                 dtype=mean.dtype)
-    dev = s.device
-    return (Array._new(count, dev), Array._new(mean, dev), Array._new(m2, dev))
+def _shifted_triples(x, idx, axes):
+    """(count, mean, M2) in float64 of each block in ``idx`` along ``axes``, from its
+    shifted sums (:func:`forge_array.primitives.reductions.named.shifted_sums`): every
+    block's pass is launched before any block's few finishing steps, so that no GPU waits
+    for the host work of the blocks before it."""
+    sums = []
+    for i in idx:
+        s = x._shards[i]
+        with _dev.on(s.device):
+            sums.append(_named.shifted_sums(s._array, axes))
+    parts = []
+    for i, (pivot, count, s1, s2) in zip(idx, sums):
+        dev = x._shards[i].device
+        with _dev.on(dev):
+            mean, m2 = _named.moments_of_sums(pivot, count, s1, s2)
+            n = array_module(mean).full(mean.shape, count, dtype=mean.dtype)
+            parts.append((Array._new(n, dev), Array._new(mean, dev), Array._new(m2, dev)))
+    return parts
 
 
 @register("var")

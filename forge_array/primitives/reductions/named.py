@@ -311,7 +311,8 @@ def shifted_moments(x, axes, keepdims=False):
     ``mean = pivot + sum(d) / n`` and ``m2 = sum(d * d) - sum(d)**2 / n``. The pivot is one
     of the data, so ``d`` keeps the data's spread and the difference loses little (float64
     sums of float32 data: closer to the float64 two-pass value than float32 Welford triples);
-    a NaN or an infinity gives NaN. ``x`` is not empty.
+    a NaN or an infinity gives NaN. ``x`` is not empty. The two steps apart:
+    :func:`shifted_sums` (the pass) and :func:`moments_of_sums`.
 
     >>> import numpy as np
     >>> a = np.array([[1.0, 10.0], [3.0, 10.0], [5.0, 13.0]], dtype=np.float32)
@@ -319,20 +320,32 @@ def shifted_moments(x, axes, keepdims=False):
     >>> mean.tolist(), m2.tolist()
     ([3.0, 11.0], [8.0, 6.0])
     """
+    return moments_of_sums(*shifted_sums(x, axes, keepdims))
+
+
+def shifted_sums(x, axes, keepdims=False):
+    """``(pivot, count, s1, s2)``: the launch of the pass of :func:`shifted_moments` over
+    backend array ``x`` along ``axes`` (``pivot`` a view of ``x``, ``count`` the number of
+    elements reduced into each result)."""
     xp = array_module(x)
     pivot = x[tuple(slice(0, 1) if d in axes else slice(None) for d in range(x.ndim))]
     f64 = np.dtype(np.float64)
     s1, s2 = _axis.axis_mapreduce(_ops.shifted_squares, _ops.add_pair,
                                   (x, xp.broadcast_to(pivot, x.shape)), axes, None, keepdims,
                                   (f64, f64))
-    n = float(math.prod(x.shape[d] for d in axes))
-    s1 /= n
-    mean = pivot.astype(f64)
     if not keepdims:
-        mean = mean.reshape(s1.shape)
-    mean = mean + s1
+        pivot = pivot.reshape(s1.shape)
+    return pivot, float(math.prod(x.shape[d] for d in axes)), s1, s2
+
+
+def moments_of_sums(pivot, count, s1, s2):
+    """``(mean, m2)`` in float64 from :func:`shifted_sums`' results (``s1`` and ``s2`` are
+    overwritten)."""
+    xp = array_module(s1)
+    s1 /= count
+    mean = pivot.astype(np.float64) + s1
     s1 *= s1
-    s1 *= -n
+    s1 *= -count
     s2 += s1
     xp.maximum(s2, 0.0, out=s2)   # the rounding of a constant column's sums (NaN stays)
     return mean, s2
