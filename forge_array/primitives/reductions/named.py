@@ -265,7 +265,7 @@ def _moments(x, axis, correction, keepdims, post, name):
     if kernels_available(x) and x.size > 0:
         count = math.prod(x.shape[d] for d in axis)
         if shifted_pays(x, axis):
-            _, m2 = shifted_moments(x, axis, keepdims)
+            m2 = moments_of_sums(*shifted_sums(x, axis, keepdims), with_mean=False)[1]
         else:
             m2 = _axis.axis_mapreduce(_welford_map(dt), _ops.welford, (x,), axis, None, keepdims,
                                       (dt, dt, dt))[2]
@@ -338,12 +338,12 @@ def shifted_sums(x, axes, keepdims=False):
     return pivot, float(math.prod(x.shape[d] for d in axes)), s1, s2
 
 
-def moments_of_sums(pivot, count, s1, s2):
+def moments_of_sums(pivot, count, s1, s2, with_mean=True):
     """``(mean, m2)`` in float64 from :func:`shifted_sums`' results (``s1`` and ``s2`` are
-    overwritten)."""
+    overwritten; ``mean`` None without ``with_mean``)."""
     xp = array_module(s1)
     s1 /= count
-    mean = pivot.astype(np.float64) + s1
+    mean = pivot.astype(np.float64) + s1 if with_mean else None
     s1 *= s1
     s1 *= -count
     s2 += s1
