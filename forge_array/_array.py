@@ -42,7 +42,7 @@ _ALL_DTYPES = frozenset(_dt.all_dtypes)
 _SCALARS = (builtins.bool, int, float, complex)
 
 
-def _is_scalar(v) -> builtins.bool:
+def is_scalar(v) -> builtins.bool:
     return isinstance(v, _SCALARS) or isinstance(v, np.generic)
 
 
@@ -595,7 +595,7 @@ class Array:
                 raise TypeError(f"cannot assign values of dtype {value.dtype} into an array "
                                 f"of dtype {self.dtype} (it would change the dtype)")
             v = value._array
-        elif _is_scalar(value):
+        elif is_scalar(value):
             dt = scalar_dtype(value, self.dtype, "value")
             if dt != self.dtype:
                 raise TypeError(f"cannot assign {value!r} into an array of dtype {self.dtype}")
@@ -609,7 +609,7 @@ class Array:
 
     # ------------------------------------------------------------------ operators
     def _binop(self, other, name, reflected=False):
-        if not isinstance(other, Array) and not _is_scalar(other):
+        if not isinstance(other, Array) and not is_scalar(other):
             if is_foreign_array(other):
                 raise foreign_operand_error(other, f"operator {SYMBOLS[name]}")
             return NotImplemented
@@ -624,7 +624,7 @@ class Array:
 
     def _in_place_result(self, other, name):
         """The value ``self <name>= other`` gives ``self`` (checked: same dtype and shape)."""
-        if not isinstance(other, Array) and not _is_scalar(other):
+        if not isinstance(other, Array) and not is_scalar(other):
             if is_foreign_array(other):
                 raise foreign_operand_error(other, f"operator {SYMBOLS[name]}=")
             return NotImplemented

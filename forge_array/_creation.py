@@ -15,7 +15,7 @@ import numpy as np
 from . import _devices as _dev
 from . import _dtypes as _dt
 from . import _routing
-from ._array import Array, _is_scalar, py_scalar, values_read
+from ._array import Array, is_scalar, py_scalar, values_read
 from ._helpers import as_int, check_array, normalize_shape
 from ._interop import transfer
 from ._ownership import share
@@ -172,7 +172,7 @@ def asarray(obj, /, *, dtype=None, device=None, copy=None):
     obj = _host_nested(obj)
     if dtype is None:
         dtype = _infer_python_dtype(obj)
-    if _is_scalar(obj) and dtype in _dt.integer_dtypes:
+    if is_scalar(obj) and dtype in _dt.integer_dtypes:
         v = py_scalar(obj)
         if isinstance(v, int):
             info = np.iinfo(dtype)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from . import _devices as _dev
 from . import _dtypes as _dt
 from . import _routing
-from ._array import Array, _is_scalar, scalar_dtype
+from ._array import Array, is_scalar, scalar_dtype
 from ._dtypes import isdtype
 from ._helpers import check_array
 from ._interop import transfer
@@ -113,7 +113,7 @@ def result_type(*arrays_and_dtypes):
     for a in arrays_and_dtypes:
         if isinstance(a, Array):
             dtypes.append(a.dtype)
-        elif _is_scalar(a):
+        elif is_scalar(a):
             scalars.append(a)
         else:
             dtypes.append(_dt.to_dtype(a, "result_type() argument"))

@@ -20,7 +20,7 @@ from . import _devices as _dev
 from . import _dtypes as _dt
 from ._array import (
     Array,
-    _is_scalar,
+    is_scalar,
     py_scalar,
     scalar_dtype,
     scalar_to_backend,
@@ -71,11 +71,11 @@ def _scalar_operand(value, dtype, device):
 
 
 #: (operation, kinds, the operands' dtypes or scalar types) -> (dtype, s1, s2) of
-#: :func:`_binary_types`, for operands whose validation depends on nothing else
+#: :func:`binary_types`, for operands whose validation depends on nothing else
 _TYPES = Cache("_elementwise.TYPES")
 
 
-def _types_key(name, kinds, x1, x2):
+def types_key(name, kinds, x1, x2):
     """The key of ``x1`` and ``x2`` in :data:`_TYPES`, or None: two arrays of one device,
     or an array and a Python float (or a Python int beside floating point, which has no
     range to check)."""
@@ -91,11 +91,11 @@ def _types_key(name, kinds, x1, x2):
     return None
 
 
-def _binary_types(name, x1, x2, kinds):
+def binary_types(name, x1, x2, kinds):
     """Validate two operands without reading their values; return (dtype, device, s1, s2):
     the promoted dtype, the device, and the dtype of ``x1`` / ``x2`` where it is a Python
     scalar (else None).  Operand kinds that passed before are looked up (:data:`_TYPES`)."""
-    key = _types_key(name, kinds, x1, x2)
+    key = types_key(name, kinds, x1, x2)
     if key is not None:
         hit = _TYPES.get(key)
         if hit is not None:
@@ -117,13 +117,13 @@ def _validated_types(name, x1, x2, kinds):
             if x2._device is not dev:
                 dev = _dev.check_same_device(dev, x2._device)
             return _dt.promote(x1.dtype, x2.dtype), dev, None, None
-        if _is_scalar(x2):
+        if is_scalar(x2):
             sdt = scalar_dtype(x2, x1.dtype, "x2")
             return _dt.promote(x1.dtype, sdt), x1._device, None, sdt
         raise _operand_error(name, "x2", x2)
     if isinstance(x2, Array):
         _check_kind(name, x2.dtype, kinds, "x2")
-        if not _is_scalar(x1):
+        if not is_scalar(x1):
             raise _operand_error(name, "x1", x1)
         sdt = scalar_dtype(x1, x2.dtype, "x1")
         return _dt.promote(sdt, x2.dtype), x2._device, sdt, None
@@ -154,7 +154,7 @@ def _promoted_types(name, x1, x2, kinds):
             return dt, dev, None, None
         if not div or x1.dtype not in _TRUE_DIVISION_KINDS:
             _check_kind(name, x1.dtype, kinds, "x1")
-        if _is_scalar(x2):
+        if is_scalar(x2):
             sdt = scalar_dtype(x2, x1.dtype, "x2")
             dt = _dt.promote(x1.dtype, sdt)
             return (_dt.true_division(dt) if div else dt), x1._device, None, sdt
@@ -162,7 +162,7 @@ def _promoted_types(name, x1, x2, kinds):
     if isinstance(x2, Array):
         if not div or x2.dtype not in _TRUE_DIVISION_KINDS:
             _check_kind(name, x2.dtype, kinds, "x2")
-        if not _is_scalar(x1):
+        if not is_scalar(x1):
             raise _operand_error(name, "x1", x1)
         sdt = scalar_dtype(x1, x2.dtype, "x1")
         dt = _dt.promote(sdt, x2.dtype)
@@ -193,13 +193,13 @@ _TRUE_DIVISION_KINDS = frozenset(_dt.categories["integer or boolean"])
 _dt.ON_SWITCH.append(_TYPES.clear)
 
 
-def _binary_operands(name, x1, x2, kinds, native=True):
+def binary_operands(name, x1, x2, kinds, native=True):
     """Validate and promote two operands; return (a, b, dtype, device).  ``native``: two
     arrays of different dtypes stay as they are where the backend's kernel, converting each
     element as it reads it, gives the very bits of the converted operands
     (:func:`_native_pair`), instead of a converted copy of a whole operand first (False: both
     converted, for functions that need one dtype)."""
-    dt, dev, s1, s2 = _binary_types(name, x1, x2, kinds)
+    dt, dev, s1, s2 = binary_types(name, x1, x2, kinds)
     a = _scalar_operand(x1, s1, dev) if s1 is not None else x1._array
     b = _scalar_operand(x2, s2, dev) if s2 is not None else x2._array
     if a.dtype != dt or b.dtype != dt:
@@ -251,7 +251,7 @@ _SAME = Cache("_elementwise.SAME")
 _dt.ON_SWITCH.append(_SAME.clear)
 #: (function, array dtype, ``float`` or ``int``, device kind) -> (the backend's function, the
 #: scalar's dtype) for an array and a Python scalar of that type whose validation depends on
-#: the types alone (:func:`_types_key`) and that went to the backend with the array
+#: the types alone (:func:`types_key`) and that went to the backend with the array
 #: unconverted: ``x > 0.5``, ``x * 2.0``
 _WITH_SCALAR = Cache("_elementwise.WITH_SCALAR")
 _dt.ON_SWITCH.append(_WITH_SCALAR.clear)
@@ -316,7 +316,7 @@ def _binary(name, x1, x2, kinds, fix=None):
         r = _fusion.binary(name, x1, x2, kinds)
         if r is not None:
             return r
-    a, b, dt, dev = _binary_operands(name, x1, x2, kinds)
+    a, b, dt, dev = binary_operands(name, x1, x2, kinds)
     fn = _backend_fn(dev, name)
     with _dev.on(dev):
         res = fn(a, b)
@@ -326,7 +326,7 @@ def _binary(name, x1, x2, kinds, fix=None):
         if type(x2) is Array:
             if b is x2._array and b.dtype == dt:
                 _SAME[(name, dt, dev._kind)] = fn
-        elif _types_key(name, kinds, x1, x2) is not None:
+        elif types_key(name, kinds, x1, x2) is not None:
             _WITH_SCALAR[(name, dt, type(x2), dev._kind)] = (fn, b.dtype)
     return Array._new(res, dev)
 
@@ -656,7 +656,7 @@ greater_equal = _make_binary("greater_equal", "real numeric", "x1 >= x2, element
 
 def _shift(name):
     def f(x1, x2, /):
-        a, b, dt, dev = _binary_operands(name, x1, x2, "integer")
+        a, b, dt, dev = binary_operands(name, x1, x2, "integer")
         m = _dev.backend(dev)
         with _dev.on(dev):
             if m.any(b < 0) if not dev.is_cuda else bool((b < 0).any()):
@@ -702,7 +702,7 @@ def clip(x, /, min=None, max=None):  # noqa: A002
                                 f"dtype {x.dtype}")
             b = bound
             scalars.append(bound)
-        elif _is_scalar(bound):
+        elif is_scalar(bound):
             v = py_scalar(bound)
             if isinstance(v, (bool, complex)) or (isinstance(v, float) and
                                                   x.dtype in _dt.integer_dtypes):
@@ -742,4 +742,4 @@ def clip(x, /, min=None, max=None):  # noqa: A002
 
 
 _array_module.OPERATORS.update({n: globals()[n] for n in __all__})
-_fusion.BINARY_TYPES[0] = _binary_types
+_fusion.BINARY_TYPES[0] = binary_types

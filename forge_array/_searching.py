@@ -10,12 +10,16 @@ from __future__ import annotations
 from . import _devices as _dev
 from . import _dtypes as _dt
 from . import _routing
-from ._array import Array, _is_scalar, values_read
-from ._elementwise import _MIN, _PY, _binary_operands, _binary_types, _types_key
+from ._array import Array, is_scalar, values_read
+from ._elementwise import binary_operands, binary_types, types_key
 from ._helpers import check_array, normalize_axes, normalize_axis
 from ._statistical import checked, full_fast
+from .fusion import auto as _fusion_auto
 from .fusion import build as _fusion
 from .runtime.caches import Cache
+
+_MIN = _fusion_auto.MIN_SIZE  # automatic fusion's size threshold (a one-element list)
+_PY = _fusion.PY_SCALARS
 
 __all__ = ["argmax", "argmin", "count_nonzero", "nonzero", "searchsorted", "where"]
 
@@ -116,9 +120,9 @@ def searchsorted(x1, x2, /, *, side="left", sorter=None):
         raise ValueError(f"searchsorted(): x1 must be 1-D, got shape {x1.shape}")
     if side not in ("left", "right"):
         raise ValueError(f"searchsorted(): side must be 'left' or 'right', got {side!r}")
-    if not isinstance(x2, Array) and not _is_scalar(x2):
+    if not isinstance(x2, Array) and not is_scalar(x2):
         raise TypeError("searchsorted(): x2 must be an array or a Python scalar")
-    a, b, dt, dev = _binary_operands("searchsorted", x1, x2, "real numeric", False)
+    a, b, dt, dev = binary_operands("searchsorted", x1, x2, "real numeric", False)
     s = None
     if sorter is not None:
         check_array(sorter, "searchsorted", "sorter")
@@ -169,17 +173,17 @@ def where(condition, x1, x2, /):
                  or not (type(x1) is Array and x1._array.size < _MIN[0] or type(x1) in _PY)
                  or not (type(x2) is Array and x2._array.size < _MIN[0] or type(x2) in _PY))
             and _fusion.wanted(condition, x1, x2)):
-        dt, dev, s1, s2 = _binary_types("where", x1, x2, "any")
+        dt, dev, s1, s2 = binary_types("where", x1, x2, "any")
         _dev.check_same_device(condition.device, dev)
         r = _fusion.where(condition, x1, x2, dt, dev, s1, s2)
         if r is not None:
             return r
-    a, b, dt, dev = _binary_operands("where", x1, x2, "any")
+    a, b, dt, dev = binary_operands("where", x1, x2, "any")
     _dev.check_same_device(condition.device, dev)
     with _dev.on(dev):
         res = _dev.backend(dev).where(condition._array, a, b)
     if (type(x1) is Array and a is x1._array and a.dtype == dt == b.dtype and type(x2) is not Array
-            and _types_key("where", "any", x1, x2) is not None):
+            and types_key("where", "any", x1, x2) is not None):
         _WHERE_SCALAR[(dt, type(x2), dev._kind)] = dt
     return Array._new(res, dev)
 

@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 from . import _devices as _dev
 from . import _dtypes as _dt
-from ._array import Array, _is_scalar, py_scalar, values_read
+from ._array import Array, is_scalar, py_scalar, values_read
 from ._helpers import check_array
 
 __all__ = ["isin", "unique_all", "unique_counts", "unique_inverse", "unique_values"]
@@ -110,7 +110,7 @@ def isin(x1, x2, /, *, invert=False):
     def arg(v, what):
         if isinstance(v, Array):
             return v._array
-        if _is_scalar(v):
+        if is_scalar(v):
             return py_scalar(v)
         raise TypeError(f"isin(): {what} must be an array or a Python scalar")
 
