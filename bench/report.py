@@ -31,6 +31,20 @@ def metadata(ctx: _Backend, args: dict, elapsed_s: float | None = None) -> dict:
     return meta
 
 
+def write_named(out: str, device: str, stem: str, data: dict, md: str) -> str:
+    """Write ``data`` as ``<stem>.json`` and ``md`` as ``<stem>.md`` under
+    ``<out>/<device-slug>/`` (the suites that keep their own tables); returns that folder."""
+    from .backends import slug
+
+    d = os.path.join(out, slug(device))
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, f"{stem}.json"), "w") as f:
+        json.dump(data, f, indent=1)
+    with open(os.path.join(d, f"{stem}.md"), "w") as f:
+        f.write(md)
+    return d
+
+
 def write_json(path: str, meta: dict, results: list[dict]) -> None:
     with open(path, "w") as f:
         json.dump({"meta": meta, "cases": results}, f, indent=1, default=_jsonable)

@@ -34,7 +34,7 @@ import traceback
 
 import numpy as np
 
-from .backends import slug
+from .report import write_named
 
 
 class _Skip(Exception):
@@ -347,13 +347,8 @@ def main(argv=None):
     commit = os.environ.get("FORGE_ARRAY_GIT", "unknown")
     md = report(res, device, commit)
     print(md)
-    d = os.path.join(a.out, slug(device))
-    os.makedirs(d, exist_ok=True)
-    with open(os.path.join(d, "linalg.json"), "w") as f:
-        json.dump({"device": device, "commit": commit, "reps": a.reps, "ms": res}, f,
-                  indent=1)
-    with open(os.path.join(d, "linalg.md"), "w") as f:
-        f.write(md)
+    write_named(a.out, device, "linalg", {"device": device, "commit": commit, "reps": a.reps,
+                                          "ms": res}, md)
 
 
 if __name__ == "__main__":

@@ -22,8 +22,8 @@ import argparse
 import json
 import os
 
-from .backends import slug
 from .hosttime import event_us
+from .report import write_named
 
 SHAPES = ((20_000_000, 100), (1_000_000, 100), (200_000, 128), (1_000_000, 16), (100_000, 1000),
           (10_000, 100), (1000, 1000))
@@ -113,12 +113,8 @@ def main(argv=None):
     commit = os.environ.get("FORGE_ARRAY_GIT", "unknown")
     md = report(res, device, commit)
     print(md)
-    d = os.path.join(a.out, slug(device))
-    os.makedirs(d, exist_ok=True)
-    with open(os.path.join(d, "moments.json"), "w") as f:
-        json.dump({"device": device, "commit": commit, "reps": a.reps, "us": res}, f, indent=1)
-    with open(os.path.join(d, "moments.md"), "w") as f:
-        f.write(md)
+    write_named(a.out, device, "moments", {"device": device, "commit": commit, "reps": a.reps,
+                                           "us": res}, md)
 
 
 if __name__ == "__main__":

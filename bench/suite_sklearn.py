@@ -35,7 +35,7 @@ import time
 
 import numpy as np
 
-from .backends import slug
+from .report import write_named
 
 # scikit-learn's array API support needs SciPy's, which is read when SciPy is imported
 os.environ.setdefault("SCIPY_ARRAY_API", "1")
@@ -228,13 +228,8 @@ def main(argv=None):
     commit = os.environ.get("FORGE_ARRAY_GIT", "unknown")
     md = report(res, a.rows, a.cols, device, commit)
     print(md)
-    d = os.path.join(a.out, slug(device))
-    os.makedirs(d, exist_ok=True)
-    with open(os.path.join(d, "sklearn.json"), "w") as f:
-        json.dump({"device": device, "rows": a.rows, "cols": a.cols, "commit": commit,
-                   "fit_ms": res}, f, indent=1)
-    with open(os.path.join(d, "sklearn.md"), "w") as f:
-        f.write(md)
+    write_named(a.out, device, "sklearn", {"device": device, "rows": a.rows, "cols": a.cols,
+                                           "commit": commit, "fit_ms": res}, md)
 
 
 if __name__ == "__main__":

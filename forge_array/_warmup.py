@@ -108,14 +108,12 @@ def _calls(xp, op, dtype, device, layouts: Layouts):
                 out.append((f"axis={axis} {label}", lambda axis=axis, M=M: fn(M, axis=axis)))
                 if op in ("var", "std") and dtype == "float32":
                     # the shifted sums large arrays take (the "moments" tuning's shifted_min)
-                    out.append((f"axis={axis} {label} shifted", lambda axis=axis, M=M: _shifted(fn, M, axis)))
+                    out.append((f"axis={axis} {label} shifted", lambda axis=axis, M=M: _shifted(xp, fn, M, axis)))
     return out
 
 
-def _shifted(fn, M, axis):
+def _shifted(xp, fn, M, axis):
     """``fn(M, axis=axis)`` by the shifted sums whatever ``M``'s size."""
-    import forge_array as xp
-
     with xp.flags(tuning={"moments": {"shifted_min": 0}}):
         return fn(M, axis=axis)
 
