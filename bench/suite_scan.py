@@ -2,8 +2,8 @@
 
 - cumulative_sum of float32, float64 and int32, 10^3 .. 10^9 (result in the input
   dtype everywhere: ``dtype=`` is passed for int32)
-- axis scans of float32 (10,10^7), (10^3,10^5), (10^4,10^4), (10^5,10^3), (10^7,10) along axis
-  0 and 1
+- axis scans of float32 (10,10^7), (10^3,10^5), (10^4,10^4), (10^5,10^3), (10^6,100),
+  (10^7,10) along axis 0 and 1
 - a generic scan: the affine-map composition on float32 (a, b) pairs at 10^8,
   ``forge_array.accumulate(lambda p, q: (p[0]*q[0], q[0]*p[1] + q[1]), (a, b))``
   (the linear recurrence h_t = a_t h_(t-1) + b_t); no peer has it
@@ -78,7 +78,8 @@ def cases(ctx):
                 input_bytes=n * dt.itemsize, mem_bytes=5 * n * dt.itemsize,
             ))
     for axis in (0, 1):
-        for shape in (S.shape(1, 7), S.shape(3, 5), S.shape(4, 4), S.shape(5, 3), S.shape(7, 1)):
+        for shape in (S.shape(1, 7), S.shape(3, 5), S.shape(4, 4), S.shape(5, 3), S.shape(6, 2),
+                      S.shape(7, 1)):
             if shape is None:
                 continue
             r, c = shape

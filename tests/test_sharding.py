@@ -514,7 +514,7 @@ def test_fuse_on_sharded_arrays(k):
     close(m, (a - b).mean(axis=0))
     close(c, np.cumsum(a * 2, axis=0))
     if SIMULATE or HOME != "cpu":  # kernels run: u*w+1, u-w and u*2 fused into each block's
-        assert STATS["fused"] - before >= 4 * k
+        assert STATS["fused"] - before >= 3 * k
     g = xp.fuse(lambda u, w: u * w - 1)           # element-wise results stay sharded
     r = g(x, y)
     assert isinstance(r, ShardedArray) and r.device == x.device

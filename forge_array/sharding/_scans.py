@@ -20,15 +20,15 @@ axis of arrays of more dimensions take two phases:
 2. the totals are copied to the first device and scanned there (one small scan along a new
    leading axis); the carry of block ``j`` is the combined total of the blocks before it;
    each carry is copied to its block's device and combined on the left of every element of
-   the block's scan: ``op(carry, y)``.
+   the block's scan, in place: ``y = op(carry, y)`` (one read and one write of the block).
 
-The second step is ``add`` / ``multiply`` for the cumulative functions and for operators
-with a namespace function of their name (``ops.add``, ``ops.maximum``...); for any other
-operator, including tuple operators such as the affine map, it is our map kernel over the
-block (``forge_array.kernels.elementwise.map_arrays``) with the operator applied to the
-broadcast carry and the block's scan, or, where our kernels do not run (the CPU without the
-simulator), the operator applied to the arrays themselves, element by element when that
-fails. ``exclusive`` and ``reverse`` scans along the split axis have no sharded path.
+The second step is the backend's in-place ufunc (``add`` / ``multiply`` for the cumulative
+functions, and operators with a ufunc of their name: ``ops.add``, ``ops.maximum``...); for
+any other operator, including tuple operators such as the affine map, it is our map kernel
+over the block (``forge_array.kernels.elementwise.map_arrays``, writing into the scan) with
+the operator applied to the broadcast carry and the block's scan, or, where our kernels do
+not run (the CPU without the simulator), the operator applied to the arrays themselves,
+element by element when that fails. ``exclusive`` and ``reverse`` scans along the split axis have no sharded path.
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ import numpy as np
 from .. import _devices as _dev
 from .._array import Array
 from .._helpers import normalize_axis
+from ..fusion import auto as _auto
 from ..runtime import kernels_available
 from ..runtime.caches import Cache
 from ._core import ShardedArray, refusal
@@ -88,46 +89,46 @@ def _carry_map(op, k):
 
 
 def apply_carry(op, carry, y, axis):
-    """``op(carry, y)`` for every element of the block scan ``y`` (arrays, or tuples of
-    arrays), ``carry`` broadcast along ``axis``; on ``y``'s device."""
+    """``op(carry, y)`` written over every element of the block scan ``y`` (a fresh array,
+    or a tuple of them, that the caller owns), ``carry`` broadcast along ``axis``; on
+    ``y``'s device. Returns ``y``."""
     cs = _components(carry)
     ys = _components(y)
+    _auto.settle_only(ys)
     dev = ys[0].device
-    expand = original("expand_dims")
-    cs = tuple(expand(c, axis) for c in cs)
+    m = _dev.backend(dev)
+    shape = ys[0].shape
+    cs = tuple(m.expand_dims(c._array, axis) for c in cs)
+    yb = tuple(v._array for v in ys)
     name = op if isinstance(op, str) else getattr(op, "name", None)
-    if name in _NAMED and len(ys) == 1 and getattr(op, "ufunc", True) is not None:
-        return original(name)(cs[0], ys[0])
-    tuple_op = isinstance(y, tuple)
-    if kernels_available(ys[0]._array):
-        from ..kernels.elementwise import map_arrays  # noqa: PLC0415
+    with _dev.on(dev):
+        if name in _NAMED and len(ys) == 1 and getattr(op, "ufunc", True) is not None:
+            # the backend's own in-place ufunc (one read and one write of the block)
+            getattr(m, name)(cs[0], yb[0], out=yb[0])
+            return y
+        if kernels_available(yb[0]) and all(v.flags.c_contiguous for v in yb):
+            from ..kernels.elementwise import map_arrays  # noqa: PLC0415
 
-        m = _dev.backend(dev)
-        shape = ys[0].shape
-        ins = [m.broadcast_to(c._array, shape) for c in cs] + [v._array for v in ys]
-        outs = map_arrays(_carry_map(op, len(ys)), ins, tuple(v.dtype for v in ys))
-        res = tuple(Array._new(o, dev) for o in outs)
-        return res if tuple_op else res[0]
+            ins = [m.broadcast_to(c, shape) for c in cs] + list(yb)
+            map_arrays(_carry_map(op, len(ys)), ins, tuple(v.dtype for v in ys), out=yb)
+            return y
     fn = getattr(op, "fn", op)
+    tuple_op = isinstance(y, tuple)
     try:
-        r = fn(cs if tuple_op else cs[0], y)
-        rs = _components(r)
-        astype = original("astype")
-        rs = tuple(astype(a, v.dtype, copy=False) for a, v in zip(rs, ys))
-        return rs if tuple_op else rs[0]
+        r = fn(tuple(Array._new(c, dev) for c in cs) if tuple_op else Array._new(cs[0], dev), y)
+        for a, v in zip(_components(r), yb):
+            v[...] = m.broadcast_to(m.asarray(getattr(a, "_array", a)).astype(v.dtype, copy=False),
+                                    shape)
+        return y
     except Exception:  # an operator that branches on values: element by element
-        shape = ys[0].shape
-        c_h = [np.broadcast_to(c._array, shape) for c in cs]
-        y_h = [v._array for v in ys]
-        outs = [np.empty(shape, v.dtype) for v in ys]
+        c_h = [np.broadcast_to(c, shape) for c in cs]
         for ix in np.ndindex(*shape):
             c = tuple(a[ix] for a in c_h)
-            v = tuple(a[ix] for a in y_h)
+            v = tuple(a[ix] for a in yb)
             r = fn(c, v) if tuple_op else (fn(c[0], v[0]),)
-            for o, val in zip(outs, r):
+            for o, val in zip(yb, r):
                 o[ix] = val
-        res = tuple(Array._new(o, dev) for o in outs)
-        return res if tuple_op else res[0]
+        return y
 
 
 def _host_value(t):

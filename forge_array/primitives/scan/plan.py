@@ -378,6 +378,8 @@ def _plan_columns(p, pc, s: Scan, columns: bool, sync: tuple):
     blocks of ``cb`` columns in strips, each column's chunks chained by a look-back."""
     n, nbatch, bx = s.n, s.nbatch, s.bx
     block = pc["block"]
+    if columns and nbatch <= block:  # one strip of columns: its own block size
+        block = int(pc.get("strip_block", block))
     items = pc["items"] if columns else int(pc.get("rows_items", pc["items"]))
     cb = min(block, nbatch)
     G = block // cb
@@ -389,7 +391,8 @@ def _plan_columns(p, pc, s: Scan, columns: bool, sync: tuple):
     if pc.get("staged", True) and nbatch == s.nb1 and s.s_in > 0 and bx[1] > 0:
         # each block's elements are ONE dense range: stage it through shared memory
         # with coalesced loads (and stores when the output has the same layout)
-        if (bx[1] == 1 and s.s_in == nbatch and nstrips == 1) or (s.s_in == 1 and bx[1] == n and nchunks == 1):
+        strip = bx[1] == 1 and s.s_in == nbatch and nstrips == 1
+        if (strip and pc.get("staged_strip", True)) or (s.s_in == 1 and bx[1] == n and nchunks == 1):
             staged = 2 if (s.shift == 0 and s.s_out == s.s_in and s.bo[1] == bx[1]) else 1
     # few columns per block: a warp per column's look-back (32 chunks per round trip)
     wlb = nchunks > 1 and cb <= int(pc.get("warp_lookback_cols", 16))
