@@ -228,6 +228,53 @@ def test_exclusive_include_initial_reverse_init(bk, n):
           np.concatenate([np.cumsum(xn[::-1])[::-1], [0]]))
 
 
+def _per_scan_reference(op, xn, init, axis, **kw):
+    """:func:`ref_scan` of every scan of ``xn`` along ``axis`` from its own ``init`` value."""
+    xm = np.moveaxis(xn, axis, -1)
+    rows = [ref_scan(op, xm[b], init=init[b], **kw) for b in np.ndindex(*xm.shape[:-1])]
+    out = np.array(rows, dtype=object).reshape(xm.shape[:-1] + (len(rows[0]),))
+    return np.moveaxis(out, -1, axis)
+
+
+@pytest.mark.parametrize("shape,axis", [((70, 37), 0), ((33, 31), 0), ((5, 3, 40), 0),
+                                        ((9, 33), 1), ((3, 5, 7), 1), ((130, 2), 0), ((1, 64), 0)])
+@pytest.mark.parametrize("kw", [{}, {"include_initial": True}, {"exclusive": True},
+                                {"reverse": True}], ids=["inclusive", "initial", "exclusive", "reverse"])
+def test_init_per_scan(bk, shape, axis, kw):
+    """``init`` as an array of ``x``'s shape without ``axis``: every scan starts from its own
+    value (on the GPU the column kernel reads one init per batch row)."""
+    x = rand(bk, shape, "int64", seed=3)
+    bshape = shape[:axis] + shape[axis + 1:]
+    init = rand(bk, bshape, "int64", seed=4) * 7
+    want = _per_scan_reference(lambda a, b: a + b, _np(x), _np(init), axis, **kw)
+    close(accumulate(ops.add, x, axis=axis, init=init, **kw), want)
+    want = _per_scan_reference(max, _np(x), _np(init), axis, **kw)
+    close(accumulate(ops.maximum, x, axis=axis, init=init, **kw), want)
+    if not kw.get("exclusive") and not kw.get("reverse"):
+        inc = kw.get("include_initial", False)
+        xf = rand(bk, shape, "float32", seed=5)
+        f0 = rand(bk, bshape, "float32", seed=6)
+        want = _per_scan_reference(lambda a, b: a + b, _np(xf).astype(np.float64),
+                                   _np(f0).astype(np.float64), axis, include_initial=inc)
+        close(cumulative_sum(xf, axis=axis, init=f0, include_initial=inc), want.astype(np.float64),
+              rtol=1e-4, atol=1e-4)
+        xi = rand(bk, shape, "int32", seed=7)
+        want = _per_scan_reference(lambda a, b: a * b, _np(xi).astype(np.int64), _np(init), axis,
+                                   include_initial=inc)
+        close(cumulative_prod(xi, axis=axis, init=init, include_initial=inc), want)
+
+
+def test_init_per_scan_errors(bk):
+    x = rand(bk, (6, 4), "int64")
+    with pytest.raises(ValueError, match="does not match"):
+        accumulate(ops.add, x, axis=0, init=bk.zeros(6, dtype=np.int64))
+    with pytest.raises(ValueError, match="deterministic"):
+        accumulate(ops.add, x, axis=0, init=bk.zeros(4, dtype=np.int64), deterministic=True)
+    with pytest.raises(ValueError, match="one array"):
+        accumulate(lambda p, q: (p[0] + q[0], p[1] + q[1]), (x, x), axis=0,
+                   init=(bk.zeros(4, dtype=np.int64), bk.zeros(4, dtype=np.int64)))
+
+
 def test_out_views(bk):
     x = rand(bk, (20, 30), "float64", seed=10)
     big = bk.zeros((40, 31))
@@ -637,6 +684,12 @@ def test_cpu_path_matches(monkeypatch):
     close(h, want.astype(np.float64))
     close(accumulate(matmul2, tuple(np.ones(3) for _ in range(4)), exclusive=True,
                      init=(1.0, 0.0, 0.0, 1.0))[0], [1.0, 1.0, 2.0])
+    y = np.arange(-12, 12, dtype=np.int64).reshape(4, 6)[::-1]
+    init = np.arange(6, dtype=np.int64) * 3 - 8
+    for op, f in ((ops.add, lambda a, b: a + b), (ops.maximum, max)):  # a ufunc, numba's loop
+        for kw in ({}, {"include_initial": True}, {"exclusive": True}, {"reverse": True}):
+            close(accumulate(op, y, axis=0, init=init, **kw),
+                  _per_scan_reference(f, y, init, 0, **kw))
 
 
 # --------------------------------------------------------------------------- namespace

@@ -319,6 +319,29 @@ def test_cumulative_1d_carries(k, n):
           np.concatenate([[2.0], 2.0 + np.cumsum(a)]))
 
 
+@pytest.mark.parametrize("k", [2, 4])
+@pytest.mark.parametrize("n", [1, 3, 10])
+def test_cumulative_matrix_carries(k, n):
+    """Scans of arrays of more dimensions along the split axis take totals first too: every
+    block's sums along the axis, then each block scanned from its carries, one per scan
+    (blocks empty where n < k)."""
+    a = data((n, 35))
+    x = xp.asarray(a, device=sh(k))
+    close(xp.cumulative_sum(x, axis=0), np.cumsum(a, axis=0))
+    close(xp.cumulative_prod(x, axis=0), np.cumprod(a, axis=0))
+    r = xp.cumulative_sum(x, axis=0, include_initial=True)
+    close(r, np.concatenate([np.zeros((1, 35)), np.cumsum(a, axis=0)]))
+    assert r.device == x.device
+    i = data((2, n, 3), dtype=np.int32, seed=1)
+    y = xp.asarray(i, device=sh(k, axis=1))
+    r = xp.cumulative_sum(y, axis=1)
+    assert r.dtype == xp.int64
+    close(r, np.cumsum(i, axis=1), exact=True)
+    close(xp.cumulative_sum(y, axis=1, dtype=xp.int8), np.cumsum(i, axis=1).astype(np.int8),
+          exact=True)
+    close(xp.cumulative_prod(y, axis=1), np.cumprod(i.astype(np.int64), axis=1), exact=True)
+
+
 @pytest.mark.parametrize("k", [1, 2, 3, 4])
 def test_generic_scans(k):
     rng = np.random.default_rng(3)

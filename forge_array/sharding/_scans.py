@@ -1,19 +1,20 @@
 """Scans of sharded arrays: ``cumulative_sum``, ``cumulative_prod``, ``accumulate``.
 
-Along an axis other than the split one, every block scans on its own device. A 1-D
-``cumulative_sum`` / ``cumulative_prod`` reads its blocks twice and writes them once:
+Along an axis other than the split one, every block scans on its own device.
+``cumulative_sum`` / ``cumulative_prod`` along the split axis read their blocks twice and
+write them once:
 
-1. every block but the last is reduced on its own device (``sum`` / ``prod`` in the
-   accumulation dtype), all launched before any wait;
+1. every block but the last is reduced along the axis on its own device (``sum`` / ``prod``
+   in the accumulation dtype: a value per scan), all launched before any wait;
 2. the totals come to the host, one small copy per device, and are combined there in order:
    the carry of block ``j`` is the sum (product) of the totals before it;
-3. every block scans on its own device with its carry as ``init``.
+3. every block scans on its own device with its carry as ``init`` (an array of one value per
+   scan for arrays of more dimensions: the column scan kernel starts each scan from its own).
 
 Measured on 4× H100 (``python -m bench.suite_shard --ops cumsum1d``, 2·10^9 float32 per GPU):
 15.7 ms with the two phases below, 9.5 ms so. The same plan for ``accumulate`` with a user's
 tuple operator (a generic reduction, then the scan) measured slower than the two phases
-(15.7 against 13.4 ms for the affine recurrence), so ``accumulate`` and scans along the split
-axis of arrays of more dimensions take two phases:
+(15.7 against 13.4 ms for the affine recurrence), so ``accumulate`` takes two phases:
 
 1. every block scans on its own device (the first block with ``init`` / ``include_initial``
    as asked); the last element along the axis of each block's scan is its total;
@@ -136,12 +137,13 @@ def _host_value(t):
     return np.asarray(t._array.get() if hasattr(t._array, "get") else t._array)[()]
 
 
-def _carried_scan(x, reduce_block, scan_block, opname, first_kwargs):
-    """The 1-D scan along the split axis: totals first, then one scan per block with its
-    carry as ``init`` (see the module docstring).  ``reduce_block(block)`` gives a block's
-    total in the accumulator dtype, ``scan_block(block, **kw)`` scans a block (``kw``:
-    ``init``, and ``first_kwargs`` for the first block); ``opname``: ``"add"`` or
-    ``"multiply"``, how totals combine (in the accumulator dtype, wrapping as the scan does)."""
+def _carried_scan(x, axis, reduce_block, scan_block, opname, first_kwargs):
+    """The scan along the split axis with totals first (see the module docstring).
+    ``reduce_block(block)`` gives a block's totals along ``axis`` in the accumulator dtype
+    (one per scan: a 0-d array for a vector), ``scan_block(block, **kw)`` scans a block
+    (``kw``: ``init``, a NumPy scalar or array of the block's totals' shape, and
+    ``first_kwargs`` for the first block); ``opname``: ``"add"`` or ``"multiply"``, how
+    totals combine (in the accumulator dtype, wrapping as the scan does)."""
     combine = np.add if opname == "add" else np.multiply
     k = len(x._shards)
     off = x._offsets
@@ -170,7 +172,7 @@ def _carried_scan(x, reduce_block, scan_block, opname, first_kwargs):
             kw["init"] = carries[i]
         with _dev.on(devices[i]):
             ys.append(scan_block(s, **kw))
-    return wrap(ys, x, 0)
+    return wrap(ys, x, axis)
 
 
 def _split_scan(x, axis, scan_block, scan_totals, op, first_kwargs):
@@ -225,21 +227,19 @@ def _cumulative(name, opname):
                 with _dev.on(s.device):
                     res.append(fn(s, axis=ax, dtype=dtype, include_initial=include_initial))
             return wrap(res, x, x._axis)
-        if x.ndim == 1:
-            def scan_block(s, **kw):
-                if "init" not in kw:
-                    return fn(s, axis=0, dtype=dtype, **kw)
-                from ..primitives import scan as prim_scan  # noqa: PLC0415  (loads numba)
+        def scan_block(s, **kw):
+            if "init" not in kw:
+                return fn(s, axis=ax, dtype=dtype, **kw)
+            from ..primitives import scan as prim_scan  # noqa: PLC0415  (loads numba)
 
-                prim = getattr(prim_scan, name)
-                return Array._new(prim(s._array, axis=0, dtype=dtype, **kw), s.device)
+            prim = getattr(prim_scan, name)
+            init = kw.pop("init")
+            if np.ndim(init):  # a carry per scan: on the block's device
+                init = _dev.backend(s.device).asarray(init)
+            return Array._new(prim(s._array, axis=ax, dtype=dtype, init=init, **kw), s.device)
 
-            return _carried_scan(x, lambda s: total(s, dtype=dtype), scan_block, opname,
-                                 {"include_initial": True} if include_initial else {})
-        return _split_scan(
-            x, ax, lambda s, **kw: fn(s, axis=ax, dtype=dtype, **kw),
-            lambda st: fn(st, axis=0, dtype=st.dtype), opname,
-            {"include_initial": include_initial} if include_initial else {})
+        return _carried_scan(x, ax, lambda s: total(s, axis=ax, dtype=dtype), scan_block,
+                             opname, {"include_initial": True} if include_initial else {})
 
     impl.__name__ = name
     return impl

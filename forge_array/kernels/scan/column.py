@@ -26,7 +26,7 @@ from .lookback import (
 
 def make_column_scan(fn, tuple_op, in_dtypes, acc_dtypes, block, items, shift, has_init,
                      det, wide=True, release=False, spin_ns=0, staged=0, lookback=0,
-                     warp_lookback=False):
+                     warp_lookback=False, init_batch=False):
     """Kernel factory of the column scan; see :mod:`forge_array.kernels.scan`.
 
     Kernel arguments: ``src, dst, init, n, m, nbatch, nb1, s_in, b0_in, b1_in, s_out,
@@ -52,6 +52,9 @@ def make_column_scan(fn, tuple_op, in_dtypes, acc_dtypes, block, items, shift, h
     warp ``w`` takes columns ``w, w + NW, ...``) instead of by one thread ``lookback``
     chunks at a time: long chains of chunks settle in one or two round trips. One more
     block barrier (the column totals go through shared memory first).
+
+    ``init_batch``: ``init`` holds one value per batch row (column ``col`` starts from
+    ``init[col]``, the batch rows in C order) instead of one for all.
     """
     in_dtypes = tuple(np.dtype(d) for d in in_dtypes)
     acc_dtypes = tuple(np.dtype(d) for d in acc_dtypes)
@@ -194,8 +197,11 @@ def make_column_scan(fn, tuple_op, in_dtypes, acc_dtypes, block, items, shift, h
         if active:
             for h in range(g):  # the groups above this one
                 gex = comb(gex, _ld_tag(sk, h * cb + c, sh, GV + h * cb + c))
+        ii = col - col  # this column's init value: its own with init_batch
+        if init_batch and active:
+            ii = col
         if has_init:
-            init_t = (_TWO,) + fi.load(init, 0)
+            init_t = (_TWO,) + fi.load(init, ii)
         else:
             init_t = empty
         last = chunk + 1 >= nchunks
@@ -247,7 +253,7 @@ def make_column_scan(fn, tuple_op, in_dtypes, acc_dtypes, block, items, shift, h
                     if P < m:
                         fi.store(dst, ob + P * s_out, v)
             if shift and chunk == 0 and g == 0:
-                fi.store(dst, ob, fi.load(init, 0))
+                fi.store(dst, ob, fi.load(init, ii))
         elif active:
             run = comb(_ld_tag(sk, block + c, sh, CV + c), gex)
             for j in range(R):
@@ -262,7 +268,7 @@ def make_column_scan(fn, tuple_op, in_dtypes, acc_dtypes, block, items, shift, h
                         if P < m:
                             fi.store(dst, ob + P * s_out, run[1:])
             if shift and chunk == 0 and g == 0:
-                fi.store(dst, ob, fi.load(init, 0))
+                fi.store(dst, ob, fi.load(init, ii))
         if staged == 2:  # coalesced warp-striped stores of the block's range (same layout)
             cuda.syncthreads()
             olo = strip * cb * b1_out + chunk * G * R * s_out

@@ -72,8 +72,9 @@ def scan(xs, outs, init, has_init, shift):
     return f
 
 
-def scan_cpu(fn, tuple_op, xs, outs, acc_dtypes, axis, init, shift, m, reverse):
-    """CPU scan (NumPy arrays; CuPy arrays go through the host)."""
+def scan_cpu(fn, tuple_op, xs, outs, acc_dtypes, axis, init, shift, m, reverse, init_batch=False):
+    """CPU scan (NumPy arrays; CuPy arrays go through the host). ``init_batch``: ``init``
+    holds one 1-D array of a value per scan (the batch rows in C order)."""
     on_gpu = runtime.is_cupy_array(xs[0])
     hx = [a.get() if on_gpu else a for a in xs]
     hx = [np.moveaxis(a, axis, -1) for a in hx]
@@ -86,6 +87,8 @@ def scan_cpu(fn, tuple_op, xs, outs, acc_dtypes, axis, init, shift, m, reverse):
     res = tuple(np.empty((nb, m), dtype=d) for d in acc_dtypes)
     has_init = init is not None
     iv = init if has_init else tuple(d.type(0) for d in acc_dtypes)
+    if init_batch:  # a column of per-scan values, on the host
+        iv = tuple((v.get() if on_gpu else np.asarray(v)).reshape(nb, 1) for v in iv)
     from ... import ops
 
     ufn = {ops.add.fn: np.add, ops.multiply.fn: np.multiply}.get(fn) if not tuple_op else None
@@ -94,12 +97,18 @@ def scan_cpu(fn, tuple_op, xs, outs, acc_dtypes, axis, init, shift, m, reverse):
         if has_init:
             r = ufn(iv[0], r, dtype=acc_dtypes[0])
             if shift:
-                res[0][:, 0] = iv[0]
+                res[0][:, :1] = iv[0]
         res[0][:, shift:] = r[:, : m - shift]
     else:
         xs2 = tuple(a.astype(d, copy=False) for a, d in zip(xs2, acc_dtypes))
+        scanner = _cpu_scanner(fn, tuple_op, acc_dtypes)
         with np.errstate(all="ignore"):
-            _cpu_scanner(fn, tuple_op, acc_dtypes)(xs2, res, iv, has_init, shift)
+            if init_batch:  # a scan per row, each from its own value
+                for b in range(nb):
+                    scanner(tuple(a[b:b + 1] for a in xs2), tuple(o[b:b + 1] for o in res),
+                            tuple(v[b, 0] for v in iv), True, shift)
+            else:
+                scanner(xs2, res, iv, has_init, shift)
     for o, r in zip(outs, res):
         r = r.reshape(bshape + (m,))
         if reverse:

@@ -150,8 +150,9 @@ def scan_arrays(fn, tuple_op, xs, in_dtypes, acc_dtypes, ident, name, *, axis, i
         raise AxisError(axis, 0)
     else:
         axis = normalize_axis(axis, xs[0].ndim)
+    init_batch = False
     if init is not None:
-        init = scalars_of(init, acc_dtypes, "init")
+        init, init_batch = _init_values(init, xs[0], axis, acc_dtypes, tuple_op, deterministic)
     elif include_initial or exclusive:
         iv = ident(acc_dtypes if tuple_op else acc_dtypes[0]) if ident is not None else None
         if iv is None:
@@ -187,7 +188,7 @@ def scan_arrays(fn, tuple_op, xs, in_dtypes, acc_dtypes, ident, name, *, axis, i
         return tuple(outs) if tuple_op else outs[0]
     if runtime.kernels_available(xs[0]) and all(d.itemsize <= 16 for d in acc_dtypes):
         plan = launch_scan(fn, tuple_op, xs, outs, in_dtypes, acc_dtypes, axis, init, shift,
-                            m, reverse, deterministic, mapfn)
+                            m, reverse, deterministic, mapfn, init_batch)
         if plan is not None and fkey is not None:
             plan.flat = flat
             remember(fkey, plan)
@@ -198,5 +199,26 @@ def scan_arrays(fn, tuple_op, xs, in_dtypes, acc_dtypes, ident, name, *, axis, i
     else:
         if mapfn is not None:
             raise ValueError(f"{name}: a mapped scan needs the kernels")
-        scan_cpu(fn, tuple_op, xs, outs, acc_dtypes, axis, init, shift, m, reverse)
+        scan_cpu(fn, tuple_op, xs, outs, acc_dtypes, axis, init, shift, m, reverse, init_batch)
     return tuple(outs) if tuple_op else outs[0]
+
+
+def _init_values(init, x, axis, acc_dtypes, tuple_op, deterministic):
+    """``(values, per_batch)``: ``init`` as NumPy scalars of ``acc_dtypes``, or, when it is an
+    array of ``x``'s shape without ``axis`` (at least one dimension), as one C-contiguous 1-D
+    array per component in the first accumulator dtype, one value per scan (``per_batch``)."""
+    batch = tuple(x.shape[:axis]) + tuple(x.shape[axis + 1:])
+    comps = init if isinstance(init, (tuple, list)) else (init,)
+    if not (batch and any(getattr(c, "ndim", 0) >= 1 for c in comps)):
+        return scalars_of(init, acc_dtypes, "init"), False
+    if tuple_op or len(comps) != 1 or deterministic:
+        raise ValueError("accumulate: one init per scan takes one array (not a tuple "
+                         "operator's) and deterministic=False")
+    init = comps[0]
+    if tuple(init.shape) != batch:
+        raise ValueError(f"accumulate: init of shape {tuple(init.shape)} does not match the "
+                         f"scans of x (one value each: shape {batch})")
+    if runtime.is_cupy_array(init) != runtime.is_cupy_array(x):
+        raise ValueError("accumulate: init must be on the device of x")
+    xp = array_module(x)
+    return (xp.ascontiguousarray(init, dtype=acc_dtypes[0]).reshape(-1),), True

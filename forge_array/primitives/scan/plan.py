@@ -206,9 +206,11 @@ def remember(key, plan):
 
 
 def launch_scan(fn, tuple_op, xs, outs, in_dtypes, acc_dtypes, axis, init, shift, m,
-                 reverse, det, mapfn=None):
+                 reverse, det, mapfn=None, init_batch=False):
     """Map the scan of any views onto the kernels and launch. Returns the plan when it can
-    be replayed for operands of the same layouts (no temporary copies were needed)."""
+    be replayed for operands of the same layouts (no temporary copies were needed).
+    ``init_batch``: ``init`` is a tuple of C-contiguous 1-D arrays, one value per batch row
+    (the rows of ``moveaxis(x, axis, -1)`` in C order)."""
     xp = array_module(xs[0])
     xv = [xp.moveaxis(a, axis, -1) for a in xs]
     ov = [xp.moveaxis(o, axis, -1) for o in outs]
@@ -243,7 +245,7 @@ def launch_scan(fn, tuple_op, xs, outs, in_dtypes, acc_dtypes, axis, init, shift
     nbatch = bshape[0] * bshape[1]
     s_in, s_out = sx[-1], so[-1]
     plan = plan_scan(Scan(fn, tuple_op, xv, ov, in_dtypes, acc_dtypes, init, shift, n, m, nbatch,
-                          bshape[1], s_in, bx, s_out, bo, det, mapfn))
+                          bshape[1], s_in, bx, s_out, bo, det, mapfn, init_batch))
     plan.launch(tuple(runtime.buffer_of(a) for a in xv), tuple(runtime.buffer_of(o) for o in ov))
     if tmp is not None:
         for t, o in zip(tmp, ov):
@@ -325,6 +327,7 @@ class Scan(NamedTuple):
     bo: tuple
     det: bool
     mapfn: object = None
+    init_batch: bool = False  # init: one value per batch row (arrays), not one for all
 
     @property
     def has_init(self) -> bool:
@@ -352,9 +355,11 @@ def plan_scan(s: Scan):
     short_rows = nbatch >= 64 and (n * 4 < tile if rcm is None else n <= int(rcm))
     sync = (bool(pt.get("wide", True)), bool(pt.get("release", False)), int(pt.get("spin_ns", 0)))
     p = _Plan()
-    p.init = init_buffers(s.xv[0], s.acc_dtypes, s.init)
+    p.init = s.init if s.init_batch else init_buffers(s.xv[0], s.acc_dtypes, s.init)
     p.initb = tuple(runtime.buffer_of(b) for b in p.init)
     p.flat = False
+    if s.init_batch:  # only the column kernel reads one init per batch row
+        return _plan_columns(p, pc, s, columns, sync)
     if s.mapfn is None:  # only the tile kernel maps its loads
         plain = not s.tuple_op
         if (columns and plain and pc.get("direct", True) and abs(bx[1]) == 1
@@ -404,7 +409,8 @@ def _plan_columns(p, pc, s: Scan, columns: bool, sync: tuple):
     p.kernel = runtime.compile_kernel(
         kscan.make_column_scan,
         (s.fn, s.tuple_op, s.in_dtypes, s.acc_dtypes, block, items, s.shift, s.has_init, bool(s.det))
-        + sync + (staged, int(pc.get("lookback", 0)), wlb), argtypes)
+        + sync + (staged, int(pc.get("lookback", 0)), wlb) + ((True,) if s.init_batch else ()),
+        argtypes)
     p.scalars = (n, s.m, nbatch, s.nb1, s.s_in, bx[0], bx[1], s.s_out, s.bo[0], s.bo[1], cb, nstrips,
                  nchunks)
     p.tail = ()
