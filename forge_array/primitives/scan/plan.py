@@ -383,8 +383,8 @@ def _plan_columns(p, pc, s: Scan, columns: bool, sync: tuple):
     blocks of ``cb`` columns in strips, each column's chunks chained by a look-back."""
     n, nbatch, bx = s.n, s.nbatch, s.bx
     block = pc["block"]
-    if columns and nbatch <= block:  # one strip of columns: its own block size
-        block = int(pc.get("strip_block", block))
+    if columns and nbatch <= block and sum(d.itemsize for d in s.acc_dtypes) <= 8:
+        block = int(pc.get("strip_block", block))  # one strip of columns: its own block size
     items = pc["items"] if columns else int(pc.get("rows_items", pc["items"]))
     cb = min(block, nbatch)
     G = block // cb
