@@ -41,7 +41,9 @@ def accumulate(op, x, /, *, axis=None, init=None, include_initial=False, exclusi
     ``op`` is a [`forge_array.ops`][forge_array.ops] operator or any Python function ``op(a, b)`` numba
     can compile, commutative or not. ``x`` is an array, or a tuple of arrays of one shape
     whose elements are then tuples (struct-of-arrays); the result is an array or a tuple of
-    arrays. ``axis=None`` scans the C-order flattening. ``init`` is combined on the left.
+    arrays. ``axis=None`` scans the C-order flattening. ``init`` is combined on the left:
+    a scalar (a tuple for tuple operators), or an array of ``x``'s shape without ``axis``
+    holding one value per scan.
     ``include_initial`` prepends ``init`` (or the identity), ``exclusive`` gives each
     element the combination of those before it, ``reverse`` scans from the end, ``out``
     receives the result, ``deterministic`` makes float results bitwise reproducible. See
@@ -56,6 +58,9 @@ def accumulate(op, x, /, *, axis=None, init=None, include_initial=False, exclusi
         >>> r = xp.accumulate(lambda a, b: a + b, x, axis=0, include_initial=True, init=10)
         >>> np.from_dlpack(r).tolist()
         [[10, 10, 10], [11, 12, 13], [15, 17, 19]]
+        >>> r = xp.accumulate(lambda a, b: a + b, x, axis=0, init=xp.asarray([0, 10, 100]))
+        >>> np.from_dlpack(r).tolist()
+        [[1, 12, 103], [5, 17, 109]]
     """
     if out is not None and _array_module.BEFORE_WRITE[0] is not None:
         _array_module.BEFORE_WRITE[0]()  # pending expressions that read out: computed first
@@ -77,6 +82,8 @@ def accumulate(op, x, /, *, axis=None, init=None, include_initial=False, exclusi
     ob = None
     if out is not None:
         ob = _unwrap(out, devices, "out")
+    if isinstance(init, Array):  # one value per scan (or a 0-d array)
+        init = _unwrap(init, devices, "init")
     if any(d != devices[0] for d in devices):
         raise ValueError(f"accumulate: arrays on different devices: {sorted(set(map(str, devices)))}")
     try:

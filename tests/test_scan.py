@@ -1579,3 +1579,17 @@ def test_mid_size_scans_take_smaller_tiles(monkeypatch, bk, n):
     pscan.plan.fast_plans().clear()
     np.testing.assert_allclose(got if bk is np else got.get(), np.cumsum(a, dtype=np.float64),
                                rtol=1e-4)
+
+
+def test_namespace_accumulate_init_per_scan():
+    """``xp.accumulate`` takes a forge_array array of one value per scan as ``init``."""
+    a = np.arange(12, dtype=np.int64).reshape(3, 4)
+    x = xp.asarray(a)
+    r = xp.accumulate(ops.add, x, axis=0, init=xp.asarray(np.array([1, -2, 3, 40])))
+    np.testing.assert_array_equal(np.from_dlpack(r), np.cumsum(a, axis=0) + [1, -2, 3, 40])
+    r = xp.accumulate(ops.maximum, x, axis=1, init=xp.asarray(np.array([5, 0, 9])),
+                      include_initial=True)
+    want = np.maximum.accumulate(np.concatenate([[[5], [0], [9]], a], axis=1), axis=1)
+    np.testing.assert_array_equal(np.from_dlpack(r), want)
+    with pytest.raises(ValueError, match="does not match"):
+        xp.accumulate(ops.add, x, axis=0, init=xp.asarray(np.zeros(3, dtype=np.int64)))
