@@ -29,7 +29,8 @@ any other operator, including tuple operators such as the affine map, it is our 
 over the block (``forge_array.kernels.elementwise.map_arrays``, writing into the scan) with
 the operator applied to the broadcast carry and the block's scan, or, where our kernels do
 not run (the CPU without the simulator), the operator applied to the arrays themselves,
-element by element when that fails. ``exclusive`` and ``reverse`` scans along the split axis have no sharded path.
+element by element when that fails. ``exclusive`` and ``reverse`` scans along the split axis
+have no sharded path.
 """
 
 from __future__ import annotations
@@ -115,21 +116,24 @@ def apply_carry(op, carry, y, axis):
             return y
     fn = getattr(op, "fn", op)
     tuple_op = isinstance(y, tuple)
-    try:
+    try:  # every component computed before any is written
         r = fn(tuple(Array._new(c, dev) for c in cs) if tuple_op else Array._new(cs[0], dev), y)
-        for a, v in zip(_components(r), yb):
-            v[...] = m.broadcast_to(m.asarray(getattr(a, "_array", a)).astype(v.dtype, copy=False),
-                                    shape)
-        return y
+        vals = [m.broadcast_to(m.asarray(getattr(a, "_array", a)).astype(v.dtype, copy=False),
+                               shape) for a, v in zip(_components(r), yb)]
     except Exception:  # an operator that branches on values: element by element
-        c_h = [np.broadcast_to(c, shape) for c in cs]
-        for ix in np.ndindex(*shape):
-            c = tuple(a[ix] for a in c_h)
-            v = tuple(a[ix] for a in yb)
-            r = fn(c, v) if tuple_op else (fn(c[0], v[0]),)
-            for o, val in zip(yb, r):
-                o[ix] = val
+        vals = None
+    if vals is not None:
+        for v, a in zip(yb, vals):
+            v[...] = a
         return y
+    c_h = [np.broadcast_to(c, shape) for c in cs]
+    for ix in np.ndindex(*shape):
+        c = tuple(a[ix] for a in c_h)
+        v = tuple(a[ix] for a in yb)
+        r = fn(c, v) if tuple_op else (fn(c[0], v[0]),)
+        for o, val in zip(yb, r):
+            o[ix] = val
+    return y
 
 
 def _host_value(t):
