@@ -342,6 +342,29 @@ def test_cumulative_matrix_carries(k, n):
     close(xp.cumulative_prod(y, axis=1), np.cumprod(i.astype(np.int64), axis=1), exact=True)
 
 
+@pytest.mark.parametrize("k", [2, 4])
+@pytest.mark.parametrize("n", [1, 3, 10])
+def test_accumulate_carries(k, n):
+    """``accumulate`` of one array along the split axis takes totals first with any
+    operator: every block's ``reduce``, the totals scanned from ``init``, each block scanned
+    from its carry (a value per scan for a matrix)."""
+    a = data((n, 5))
+    m = xp.asarray(a, device=sh(k))
+    close(xp.accumulate(ops.add, m, axis=0), np.cumsum(a, axis=0))
+    close(xp.accumulate(lambda p, q: p if p > q else q, m, axis=0),   # branches on values
+          np.maximum.accumulate(a, axis=0), exact=True)
+    close(xp.accumulate(ops.add, m, axis=0, init=2.0, include_initial=True),
+          np.concatenate([np.full((1, 5), 2.0), 2.0 + np.cumsum(a, axis=0)]))
+    iv = xp.asarray(np.arange(5.0), device=DEVICES[0])
+    close(xp.accumulate(ops.add, m, axis=0, init=iv), np.arange(5.0) + np.cumsum(a, axis=0))
+    v = xp.asarray(a[:, 0].copy(), device=sh(k))
+    close(xp.accumulate(lambda p, q: p + q, v, init=1.0), 1.0 + np.cumsum(a[:, 0]))
+    i = data((n, 3), dtype=np.int32, seed=2)
+    r = xp.accumulate(ops.multiply, xp.asarray(i, device=sh(k)), axis=0)
+    assert r.dtype == xp.int32
+    close(r, np.cumprod(i, axis=0).astype(np.int32), exact=True)
+
+
 @pytest.mark.parametrize("k", [1, 2, 3, 4])
 def test_generic_scans(k):
     rng = np.random.default_rng(3)

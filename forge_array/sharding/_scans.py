@@ -11,10 +11,15 @@ write them once:
 3. every block scans on its own device with its carry as ``init`` (an array of one value per
    scan for arrays of more dimensions: the column scan kernel starts each scan from its own).
 
+``accumulate`` of one array with any operator does the same: every block's ``reduce`` with
+the operator along the axis, the totals scanned on the host from ``init``, each block scanned
+from its carry.
+
 Measured on 4× H100 (``python -m bench.suite_shard --ops cumsum1d``, 2·10^9 float32 per GPU):
-15.7 ms with the two phases below, 9.5 ms so. The same plan for ``accumulate`` with a user's
+15.7 ms with the two phases below, 9.5 ms so. The same plan for ``accumulate`` with a
 tuple operator (a generic reduction, then the scan) measured slower than the two phases
-(15.7 against 13.4 ms for the affine recurrence), so ``accumulate`` takes two phases:
+(15.7 against 13.4 ms for the affine recurrence), so ``accumulate`` of tuples of arrays (and
+``deterministic=True``) takes two phases:
 
 1. every block scans on its own device (the first block with ``init`` / ``include_initial``
    as asked); the last element along the axis of each block's scan is its total;
@@ -141,42 +146,41 @@ def _host_value(t):
     return np.asarray(t._array.get() if hasattr(t._array, "get") else t._array)[()]
 
 
-def _carried_scan(x, axis, reduce_block, scan_block, opname, first_kwargs):
+def _carried_scan(x, axis, reduce_block, scan_block, prefixes, first_kwargs):
     """The scan along the split axis with totals first (see the module docstring).
-    ``reduce_block(block)`` gives a block's totals along ``axis`` in the accumulator dtype
-    (one per scan: a 0-d array for a vector), ``scan_block(block, **kw)`` scans a block
-    (``kw``: ``init``, a NumPy scalar or array of the block's totals' shape, and
-    ``first_kwargs`` for the first block); ``opname``: ``"add"`` or ``"multiply"``, how
-    totals combine (in the accumulator dtype, wrapping as the scan does)."""
-    combine = np.add if opname == "add" else np.multiply
+    ``reduce_block(block)`` gives a block's totals along ``axis`` (one per scan: a 0-d array
+    for a vector); ``prefixes(totals)`` the running combinations of the blocks' totals (NumPy
+    values, stacked along a new first axis) on the host; ``scan_block(block, **kw)`` scans a
+    block (``kw``: ``init``, the carry of the blocks before it, a NumPy scalar or array of
+    the totals' shape, and ``first_kwargs`` for the first block)."""
     k = len(x._shards)
     off = x._offsets
     devices = x._sharding.devices
     nonempty = [i for i in range(k) if off[i + 1] > off[i]]
     lead = 0 if first_kwargs.get("include_initial") else (nonempty[0] if nonempty else 0)
-    totals = {}
-    for i in nonempty[:-1]:
+    summed = nonempty[:-1]
+    totals = []
+    for i in summed:  # every block's reduction launched before any total is read
         with _dev.on(devices[i]):
-            totals[i] = reduce_block(x._shards[i])
-    carry = None
-    carries = {}
-    for i in range(k):
-        carries[i] = carry
-        if i in totals:
-            t = _host_value(totals[i])
-            if carry is None:
-                carry = t
-            else:
-                with np.errstate(all="ignore"):
-                    carry = combine(carry, t)
+            totals.append(reduce_block(x._shards[i]))
+    pref = prefixes(np.stack([_host_value(t) for t in totals])) if totals else None
     ys = []
     for i, s in enumerate(x._shards):
         kw = dict(first_kwargs) if i == lead else {}
-        if carries[i] is not None:
-            kw["init"] = carries[i]
+        before = sum(1 for j in summed if j < i)  # blocks whose totals come before block i
+        if before:
+            kw["init"] = pref[before - 1]
         with _dev.on(devices[i]):
             ys.append(scan_block(s, **kw))
     return wrap(ys, x, axis)
+
+
+def _device_init(init, s):
+    """A carry for block ``s``'s scan: a NumPy scalar as it is, an array on the block's device."""
+    if not np.ndim(init):
+        return init
+    with _dev.on(s.device):
+        return Array._new(_dev.backend(s.device).asarray(init), s.device)
 
 
 def _split_scan(x, axis, scan_block, scan_totals, op, first_kwargs):
@@ -217,6 +221,7 @@ def _split_scan(x, axis, scan_block, scan_totals, op, first_kwargs):
 def _cumulative(name, opname):
     fn = original(name)
     total = original("sum" if opname == "add" else "prod")
+    combine = np.add if opname == "add" else np.multiply
 
     def impl(x, /, *, axis=None, dtype=None, include_initial=False):
         if axis is None:
@@ -237,13 +242,16 @@ def _cumulative(name, opname):
             from ..primitives import scan as prim_scan  # noqa: PLC0415  (loads numba)
 
             prim = getattr(prim_scan, name)
-            init = kw.pop("init")
-            if np.ndim(init):  # a carry per scan: on the block's device
-                init = _dev.backend(s.device).asarray(init)
+            init = _device_init(kw.pop("init"), s)
+            init = getattr(init, "_array", init)
             return Array._new(prim(s._array, axis=ax, dtype=dtype, init=init, **kw), s.device)
 
+        def prefixes(t):  # in the accumulator dtype, wrapping as the scan does
+            with np.errstate(all="ignore"):
+                return combine.accumulate(t, axis=0, dtype=t.dtype)
+
         return _carried_scan(x, ax, lambda s: total(s, axis=ax, dtype=dtype), scan_block,
-                             opname, {"include_initial": True} if include_initial else {})
+                             prefixes, {"include_initial": True} if include_initial else {})
 
     impl.__name__ = name
     return impl
@@ -281,6 +289,9 @@ def accumulate(op, x, /, *, axis=None, init=None, include_initial=False, exclusi
     if exclusive or reverse:
         raise refusal("an exclusive or reverse accumulate along the split axis", ref)
     xt = tuple(x) if isinstance(x, (tuple, list)) else x
+    first = {"include_initial": True} if include_initial else {}
+    if not isinstance(xt, tuple) and not deterministic:  # one array: totals first
+        return _accumulate_carried(op, xt, ax, init, first)
 
     class _View:  # the blocks of x (a tuple of sharded arrays) as one sharded object
         _shards = [plan.operand(xt, i) for i in range(len(plan.devices))]
@@ -289,15 +300,37 @@ def accumulate(op, x, /, *, axis=None, init=None, include_initial=False, exclusi
         _axis = ref._axis
         ndim = ref.ndim
 
-    first = {}
-    if include_initial:
-        first["include_initial"] = True
     view = _View()
     if init is not None:
         first["init"] = init
     res = _split_scan(view, ax, lambda s, **k: fn(op, s, axis=ax, deterministic=deterministic, **k),
                       lambda st: fn(op, st, axis=0), op, first)
     return res
+
+
+def _accumulate_carried(op, x, axis, init, first):
+    """``accumulate`` of one sharded array along its split axis with totals first: every
+    block's ``reduce`` with the operator along the axis, the totals scanned on the host (from
+    ``init``), each block scanned from its carry."""
+    fn = original("accumulate")
+    red = original("reduce")
+    from ..primitives import scan as prim_scan  # noqa: PLC0415  (loads numba)
+
+    def prefixes(t):
+        start = None
+        if init is not None:
+            start = _host_value(init) if isinstance(init, Array) else init
+        return np.asarray(prim_scan.accumulate(op, t.astype(x.dtype, copy=False), axis=0,
+                                               init=start))
+
+    def scan_block(s, **kw):
+        if "init" in kw and not isinstance(kw["init"], Array):  # a carry from the host
+            kw["init"] = _device_init(kw["init"], s)
+        return fn(op, s, axis=axis, **kw)
+
+    if init is not None:
+        first = dict(first, init=init)
+    return _carried_scan(x, axis, lambda s: red(op, s, axis=axis), scan_block, prefixes, first)
 
 
 def _flatten(c, reshape):
