@@ -142,7 +142,7 @@ def apply_carry(op, carry, y, axis):
 
 
 def _host_value(t):
-    """A 0-d array as a NumPy scalar on the host."""
+    """An array's values on the host (a NumPy scalar for a 0-d array)."""
     return np.asarray(t._array.get() if hasattr(t._array, "get") else t._array)[()]
 
 
@@ -176,11 +176,12 @@ def _carried_scan(x, axis, reduce_block, scan_block, prefixes, first_kwargs):
 
 
 def _device_init(init, s):
-    """A carry for block ``s``'s scan: a NumPy scalar as it is, an array on the block's device."""
+    """A carry for block ``s``'s scan: a NumPy scalar as it is, an array as a backend array
+    on the block's device."""
     if not np.ndim(init):
         return init
     with _dev.on(s.device):
-        return Array._new(_dev.backend(s.device).asarray(init), s.device)
+        return _dev.backend(s.device).asarray(init)
 
 
 def _split_scan(x, axis, scan_block, scan_totals, op, first_kwargs):
@@ -243,7 +244,6 @@ def _cumulative(name, opname):
 
             prim = getattr(prim_scan, name)
             init = _device_init(kw.pop("init"), s)
-            init = getattr(init, "_array", init)
             return Array._new(prim(s._array, axis=ax, dtype=dtype, init=init, **kw), s.device)
 
         def prefixes(t):  # in the accumulator dtype, wrapping as the scan does
@@ -325,7 +325,8 @@ def _accumulate_carried(op, x, axis, init, first):
 
     def scan_block(s, **kw):
         if "init" in kw and not isinstance(kw["init"], Array):  # a carry from the host
-            kw["init"] = _device_init(kw["init"], s)
+            init = _device_init(kw["init"], s)
+            kw["init"] = Array._new(init, s.device) if np.ndim(init) else init
         return fn(op, s, axis=axis, **kw)
 
     if init is not None:
