@@ -70,6 +70,11 @@ def cases(ctx):
         for shape in (S.shape(4, 4), S.shape(3, 5), S.shape(5, 3)):
             if shape is not None:
                 out.append(_mv_case(ctx, "matvec", shape, np.int32, side))
+    # A @ x of short rows (16 .. 128 elements, 10^8 in all): the staged short-row kernel
+    if S.max_exp >= 8:
+        total = 10 ** max(8 - S.shift, 2)
+        for p in (16, 32, 64, 100, 128):
+            out.append(_mv_case(ctx, "matvec short rows", (total // p, p), np.float32, "A@x"))
 
     # min-plus next to the float32 product of the same shape
     for shape in (S.shape(4, 4), S.shape(3, 5), S.shape(5, 3)):

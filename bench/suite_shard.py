@@ -7,7 +7,8 @@ scaling, beside JAX's sharded arrays and Dask (one chunk per GPU) where they imp
     python -m bench.suite_shard --out "$OUT" --combine A.json B.json --tag weak   # runs of one machine, one table
 
 Operations: ``sum``, ``mean(axis=0)``, ``std(axis=0)``, ``argmax``, ``x @ v``, ``sum(x*y+1)``,
-``cumulative_sum`` along the split axis of the matrix and of a vector, and the affine scan
+``cumulative_sum`` along the split axis of the matrix and of a vector, ``accumulate(maximum)``
+of a vector (JAX: ``lax.cummax``), and the affine scan
 ``accumulate(lambda p, q: (p0*q0, q0*p1+q1), (a, b))`` of two vectors. The matrix is
 ``(n, 100)`` float32 split along its rows; ``--per-gpu`` elements per GPU (``--scaling weak``)
 or in total (``strong``). A run is wall-clock from the call to every device having finished
@@ -39,10 +40,11 @@ import numpy as np
 
 from .backends import slug
 
-OPS = ("sum", "mean0", "std0", "argmax", "matvec", "sum_fused", "cumsum0", "cumsum1d", "affine")
+OPS = ("sum", "mean0", "std0", "argmax", "matvec", "sum_fused", "cumsum0", "cumsum1d", "cummax1d", "affine")
 LABELS = {"sum": "sum", "mean0": "mean(axis=0)", "std0": "std(axis=0)", "argmax": "argmax",
           "matvec": "x @ v", "sum_fused": "sum(x*y+1)", "cumsum0": "cumulative_sum(axis=0)",
-          "cumsum1d": "cumulative_sum (1-D)", "affine": "affine scan (1-D)"}
+          "cumsum1d": "cumulative_sum (1-D)", "cummax1d": "accumulate(maximum) (1-D)",
+          "affine": "affine scan (1-D)"}
 COLS = 100
 
 
@@ -54,7 +56,8 @@ def _bytes(op, n_elems):
     """Bytes an operation moves over n_elems float32 matrix elements (inputs read once,
     outputs written once)."""
     b = 4 * n_elems
-    return {"sum_fused": 2 * b, "cumsum0": 2 * b, "cumsum1d": 2 * b, "affine": 2 * b}.get(op, b)
+    return {"sum_fused": 2 * b, "cumsum0": 2 * b, "cumsum1d": 2 * b, "cummax1d": 2 * b,
+            "affine": 2 * b}.get(op, b)
 
 
 # ----------------------------------------------------------------------------- devices
@@ -184,7 +187,7 @@ def _sample(op, r):
     """The part of a result that is compared."""
     if op in ("cumsum0",):
         return [r[-1], r[r.shape[0] // 2]]
-    if op in ("cumsum1d",):
+    if op in ("cumsum1d", "cummax1d"):
         return [r[-1:], r[r.shape[0] // 2:r.shape[0] // 2 + 1]]
     if op == "affine":
         return [c[-1:] for c in r]
@@ -203,6 +206,7 @@ def _forge_ops(xp, x, v, y, x1, ab):
         "sum_fused": lambda: xp.sum(x * y + 1),
         "cumsum0": lambda: xp.cumulative_sum(x, axis=0),
         "cumsum1d": lambda: xp.cumulative_sum(x1),
+        "cummax1d": lambda: xp.accumulate(xp.ops.maximum, x1),
         "affine": lambda: xp.accumulate(_affine, ab),
     }
 
@@ -224,7 +228,7 @@ def _inputs(xp, dev, sh, rows, ops, same_data, seed=0):
     y = x1 = ab = None
     if "sum_fused" in ops:
         y = make((rows, COLS), seed + 100)
-    if "cumsum1d" in ops:
+    if "cumsum1d" in ops or "cummax1d" in ops:
         x1 = make((rows * COLS,), seed + 200)
     if "affine" in ops:
         half = rows * COLS // 2
@@ -317,6 +321,8 @@ def run_jax(g, rows, ops, reps):
                 fn, args = jax.jit(lambda a, b: jnp.sum(a * b + 1)), (x, y)
             elif op == "cumsum1d":
                 fn, args = jax.jit(jnp.cumsum), (make((rows * COLS,), vec_s, 2),)
+            elif op == "cummax1d":
+                fn, args = jax.jit(jax.lax.cummax), (make((rows * COLS,), vec_s, 2),)
             elif op == "affine":
                 half = rows * COLS // 2
                 a, b = make((half,), vec_s, 3), make((half,), vec_s, 4)

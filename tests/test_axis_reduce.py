@@ -202,6 +202,10 @@ def _kinds():
     return {p["kind"] for p in ar.layout.PLANS.values() if isinstance(p, dict)}
 
 
+def _vector_rows():
+    return {p["vector_rows"] for p in ar.layout.PLANS.values() if isinstance(p, dict)}
+
+
 @pytest.fixture
 def fresh_plans():
     """Plans made from scratch, so that the test can see which kernel each call chose."""
@@ -799,6 +803,53 @@ def test_rowtile_partial_accumulators(bk, fresh_plans, rowcol_params, warp, accs
         v = rng.standard_normal(p).astype(np.float32)
         np.testing.assert_allclose(_host(mv.matvec(x, _dev(bk, v))), h.astype(F64) @ v.astype(F64),
                                    rtol=1e-4, atol=1e-3)
+    assert _kinds() == {"make_rowtile_kernel"}
+
+
+@pytest.mark.parametrize("lanes,accs,held", [(8, 1, 8), (2, 2, 0), (4, 1, 2)])
+@pytest.mark.parametrize("warp", [True, False])
+def test_rowtile_vector_rows(bk, fresh_plans, rowcol_params, warp, lanes, accs, held):
+    """``row_tile_vrow``: lanes read whole 128-bit vectors of staged rows of a multiple of
+    VEC elements and of the vector of ``A @ x``. Rows of 4 .. 100 float32 and 2 .. 50
+    float64 (fewer vectors per row than lanes, remainders of every length), batches,
+    several tiles; sums, argmax (the index of each element), a reduction without identity
+    with init, ``A @ x`` and a min-plus product against NumPy, ``x`` held in registers
+    (``row_tile_held``) where its vectors per lane fit. A misaligned start or a row length
+    that is not a multiple of VEC keeps the scalar reads, with the same results."""
+    from forge_array.primitives import matvec as mv
+
+    rowcol_params(**{**NEW_VARIANTS, **V4_VARIANTS, "row_tile_warp": warp, "row_tile_vrow": lanes,
+                     "row_tile_vrow_accs": accs, "row_tile_held": held})
+    rng = np.random.default_rng(41 + lanes)
+    for dtype, rows, p, off in [("float32", 70, 8, 0), ("float32", 33, 100, 0), ("float32", 9, 4, 0),
+                                ("float32", 31, 36, 0), ("float64", 40, 2, 0), ("float64", 21, 50, 0),
+                                ("float32", 20, 40, 1), ("float32", 20, 10, 0)]:
+        flat = (rng.standard_normal(rows * p + 8) * 20).astype(dtype)
+        h = flat[off:off + rows * p].reshape(rows, p)
+        x = _dev(bk, flat)[off:off + rows * p].reshape(rows, p)
+        ar.layout.PLANS.clear()
+        np.testing.assert_allclose(_host(ar.axis_mapreduce(None, ops.add, (x,), 1, None, False, F64)),
+                                   h.astype(F64).sum(axis=1), rtol=1e-6, atol=1e-9)
+        vec = 16 // np.dtype(dtype).itemsize
+        assert _vector_rows() == {off == 0 and p % vec == 0}
+        t = rng.integers(0, 3, (rows, p)).astype(dtype)   # many ties: the first index wins
+        np.testing.assert_array_equal(_host(ar.argmax(_dev(bk, t), 1)), np.argmax(t, axis=1))
+        np.testing.assert_array_equal(_host(ar.axis_mapreduce(None, _noident, (x,), 1, 5, False, F64)),
+                                      np.maximum(h.astype(F64).max(axis=1), 5))
+        v = rng.standard_normal(p).astype(dtype)
+        ar.layout.PLANS.clear()
+        np.testing.assert_allclose(_host(mv.matvec(x, _dev(bk, v))), h.astype(F64) @ v.astype(F64),
+                                   rtol=1e-4, atol=1e-3)
+        g = min(lanes, 1 << max(0, p // vec - 1).bit_length())   # lanes per row
+        per_lane = 1 << max(0, -(-(p // vec) // g) - 1).bit_length()
+        want = per_lane if off == 0 and p % vec == 0 and per_lane <= held else 0
+        assert {pl["held_vectors"] for pl in ar.layout.PLANS.values() if isinstance(pl, dict)} == {want}
+        d = mv.matvec(x, _dev(bk, v), f=lambda a, b: a + b, op=ops.minimum)
+        np.testing.assert_array_equal(_host(d), (h + v[None, :]).min(axis=1))
+    b = rng.standard_normal((3, 5, 12)).astype(np.float32)   # batches of matrices and vectors
+    w = rng.standard_normal((3, 12)).astype(np.float32)
+    np.testing.assert_allclose(_host(mv.matvec(_dev(bk, b), _dev(bk, w))),
+                               np.einsum("bij,bj->bi", b.astype(F64), w.astype(F64)), rtol=1e-5, atol=1e-5)
     assert _kinds() == {"make_rowtile_kernel"}
 
 

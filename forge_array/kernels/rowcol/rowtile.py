@@ -40,8 +40,98 @@ def _make_get(k, ks, mode):
     return get
 
 
+def _make_vget(k, ks, mode):
+    """``(s, ins, e, o) -> VEC-tuple``: the 128-bit vector of the staged tile at element ``e``
+    (``mode`` 1, ``ld.shared.v4``) or of the global operand at offset ``o`` (``mode`` 0); both
+    16-byte aligned."""
+    if mode:
+        @cuda.jit(device=True)
+        def vget(s, ins, e, o):
+            return fi.vload_shared(s[ks], e)
+    else:
+        @cuda.jit(device=True)
+        def vget(s, ins, e, o):
+            return fi.vload(ins[k], o)
+    return vget
+
+
+def _make_vfold(call, opd, K, ID, VEC, sidx, MODES):
+    """``(acc, s, ins, e, xo, kidx, L1) -> acc`` folding the ``VEC`` elements of a row from
+    element ``e`` of the staged tile (operands read from global memory: at offsets ``xo``)
+    into ``acc``, every operand read as one 128-bit vector."""
+    g0 = _make_vget(0, sidx[0], MODES[0])
+    if K == 1:
+        @cuda.jit(device=True)
+        def vfold(acc, s, ins, e, xo, kidx, L1):
+            a = g0(s, ins, e, xo[0])
+            for q in range(VEC):
+                acc = fi.cast_like(opd(acc, call(a[q], kidx + q * L1)), ID)
+            return acc
+    elif K == 2:
+        g1 = _make_vget(1, sidx[1], MODES[1])
+
+        @cuda.jit(device=True)
+        def vfold(acc, s, ins, e, xo, kidx, L1):
+            a = g0(s, ins, e, xo[0])
+            x = g1(s, ins, e, xo[1])
+            for q in range(VEC):
+                acc = fi.cast_like(opd(acc, call(a[q], x[q], kidx + q * L1)), ID)
+            return acc
+    else:
+        g1 = _make_vget(1, sidx[1], MODES[1])
+        g2 = _make_vget(2, sidx[2], MODES[2])
+
+        @cuda.jit(device=True)
+        def vfold(acc, s, ins, e, xo, kidx, L1):
+            a = g0(s, ins, e, xo[0])
+            x = g1(s, ins, e, xo[1])
+            y = g2(s, ins, e, xo[2])
+            for q in range(VEC):
+                acc = fi.cast_like(opd(acc, call(a[q], x[q], y[q], kidx + q * L1)), ID)
+            return acc
+    return vfold
+
+
+def _make_hold(G, VEC, RV, zero):
+    """``(ins, l, J) -> tuple``: the ``RV`` 128-bit vectors ``l, l + G, ...`` of operand 1 (a
+    row every row of the launch shares, 16-byte aligned) that lane ``l`` of a group folds,
+    held in registers for the whole kernel; vectors past the row's ``J`` elements are
+    ``zero`` (never read). ``RV`` 0: no vectors held."""
+    @cuda.jit(device=True)
+    def one(ins, l, m, J):
+        c = (l + m * G) * VEC
+        if c < J:
+            return fi.vload(ins[1], c)
+        return zero
+
+    if RV == 0:
+        @cuda.jit(device=True)
+        def hold(ins, l, J):
+            return 0
+    elif RV == 1:
+        @cuda.jit(device=True)
+        def hold(ins, l, J):
+            return (one(ins, l, 0, J),)
+    elif RV == 2:
+        @cuda.jit(device=True)
+        def hold(ins, l, J):
+            return (one(ins, l, 0, J), one(ins, l, 1, J))
+    elif RV == 4:
+        @cuda.jit(device=True)
+        def hold(ins, l, J):
+            return (one(ins, l, 0, J), one(ins, l, 1, J), one(ins, l, 2, J), one(ins, l, 3, J))
+    elif RV == 8:
+        @cuda.jit(device=True)
+        def hold(ins, l, J):
+            return (one(ins, l, 0, J), one(ins, l, 1, J), one(ins, l, 2, J), one(ins, l, 3, J),
+                    one(ins, l, 4, J), one(ins, l, 5, J), one(ins, l, 6, J), one(ins, l, 7, J))
+    else:
+        raise ValueError(f"vectors held per lane: 0, 1, 2, 4 or 8, got {RV}")
+    return hold
+
+
 def make_rowtile_kernel(f, op, K, ACC, ID, FLAG, INIT, G, BLOCK, INDEX, VEC, MODES, DTS, TV, WARP=False,
-                        V4=False, WIDE=False, ACCS=1):
+                        V4=False, WIDE=False, ACCS=1, VROW=False, RV=0):
     """Kernel factory: reduction along short contiguous rows (``J`` of a few to a few hundred
     elements, e.g. ``A @ x`` or ``sum(axis=1)`` of a (10^7, 10) matrix) with coalesced
     128-bit loads.
@@ -76,6 +166,20 @@ def make_rowtile_kernel(f, op, K, ACC, ID, FLAG, INIT, G, BLOCK, INDEX, VEC, MOD
     operator's latency is not one chain per row (the reduction is commutative, as the lanes
     of a group already fold interleaved elements).
 
+    ``VROW``: lanes read whole 128-bit vectors of a row (lane ``l`` of a group the vectors
+    ``l, l + G, ...``), one ``ld.shared.v4`` per staged operand and one 128-bit global load
+    per other operand for ``VEC`` elements, instead of a load per element and operand.
+    Requires rows of a multiple of ``VEC`` elements, every staged operand's origin 16-byte
+    aligned (``aux == 0``: every tile and row then starts on a 16-byte boundary) and every
+    operand read from global memory contiguous along the row (``S1 == 1``) from a 16-byte
+    aligned address, with batch strides of whole vectors. ``G`` of 8 makes a quarter-warp's
+    vectors one contiguous 128 bytes (no bank conflicts).
+
+    ``RV`` (with ``VROW``, two operands, operand 1 read from global memory and the same for
+    every row: ``x`` of ``A @ x``): each lane loads its ``RV`` vectors of operand 1 once
+    and holds them in registers for the whole kernel (rows of at most ``RV * G * VEC``
+    elements), so a vector of a row costs one shared load.
+
     >>> import numpy as np
     >>> k = make_rowtile_kernel(lambda a: a, lambda a, b: a + b, 1, np.dtype("float32"),
     ...                         np.float32(0), False, None, 1, 64, False, 4, (1,),
@@ -85,6 +189,8 @@ def make_rowtile_kernel(f, op, K, ACC, ID, FLAG, INIT, G, BLOCK, INDEX, VEC, MOD
     """
     if ACCS not in (1, 2, 4):
         raise ValueError(f"partial results per lane: 1, 2 or 4, got {ACCS}")
+    if RV and not (VROW and K == 2 and tuple(MODES) == (1, 0)):
+        raise ValueError("vectors held in registers need VROW and operands (staged, global)")
     fd, opd, ID, finish = _prepare(f, op, ID, FLAG, INIT)
     call = _make_call(fd, K, INDEX, ID, FLAG)
     group_reduce = _make_group_reduce(opd, G, ID)
@@ -138,13 +244,14 @@ def make_rowtile_kernel(f, op, K, ACC, ID, FLAG, INIT, G, BLOCK, INDEX, VEC, MOD
 
     _, bases, _ = _make_offsets(K)
     offs, _, _ = _make_offsets(K)
+    vfold = _make_vfold(call, opd, K, ID, VEC, sidx, MODES) if VROW else None
 
     @cuda.jit(device=True)
     def elem(s, ins, e, xb, S1, kb, L1, j, po):
         return value(s, ins, e + j, offs(xb, S1, j), kb + j * L1, po)
 
     @cuda.jit(device=True)
-    def row_total(s, ins, e, b, SB, S1, kb, L1, j, J, po):
+    def row_total(s, ins, e, b, SB, S1, kb, L1, j, J, po, xs):
         """Fold of this lane's elements ``j, j + G, ...`` of the staged row at ``e``."""
         acc = ID
         xb = bases(b, 0, SB, SB)   # broadcast operands: batch b, element j at j * S1
@@ -177,6 +284,43 @@ def make_rowtile_kernel(f, op, K, ACC, ID, FLAG, INIT, G, BLOCK, INDEX, VEC, MOD
             j += G
         return acc
 
+    GV = G * VEC   # elements a group's lanes take in one step (VROW)
+
+    @cuda.jit(device=True)
+    def row_total_vec(s, ins, e, b, SB, S1, kb, L1, j, J, po, xs):
+        """Fold of this lane's vectors ``j, j + G, ...`` of the staged row at ``e`` (``VROW``)."""
+        acc = ID
+        xb = bases(b, 0, SB, SB)
+        c = j * VEC
+        if ACCS >= 2:
+            a1 = ID
+            while c + GV < J:
+                acc = vfold(acc, s, ins, e + c, offs(xb, S1, c), kb + c * L1, L1)
+                a1 = vfold(a1, s, ins, e + c + GV, offs(xb, S1, c + GV), kb + (c + GV) * L1, L1)
+                c += 2 * GV
+            acc = fi.cast_like(opd(acc, a1), ID)
+        while c < J:
+            acc = vfold(acc, s, ins, e + c, offs(xb, S1, c), kb + c * L1, L1)
+            c += GV
+        return acc
+
+    @cuda.jit(device=True)
+    def row_total_held(s, ins, e, b, SB, S1, kb, L1, j, J, po, xs):
+        """Fold of this lane's vectors ``j, j + G, ...`` of the staged row at ``e`` with
+        operand 1's vectors ``xs`` held in registers (``RV``)."""
+        acc = ID
+        for m in range(RV):
+            c = (j + m * G) * VEC
+            if c < J:
+                a = fi.vload_shared(s[0], e + c)
+                x = xs[m]
+                for q in range(VEC):
+                    acc = fi.cast_like(opd(acc, call(a[q], x[q], kb + (c + q) * L1)), ID)
+        return acc
+
+    row_fold = row_total_held if RV else row_total_vec if VROW else row_total
+    hold = _make_hold(G, VEC, RV, tuple(DTS[0].type(0) for _ in range(VEC)) if RV else None)
+
     def body(s, ins, out, nb, nr, m1, SB, S1, ob, orr, kb, L1, aux):
         tid = cuda.threadIdx.x
         R = nb * nr
@@ -186,6 +330,7 @@ def make_rowtile_kernel(f, op, K, ACC, ID, FLAG, INIT, G, BLOCK, INDEX, VEC, MOD
             RT = BLOCK // G
         rl = tid // G
         l = tid - rl * G
+        xs = hold(ins, l, J)
         tiles = (R + RT - 1) // RT
         t = cuda.blockIdx.x
         while t < tiles:               # block-uniform
@@ -203,7 +348,7 @@ def make_rowtile_kernel(f, op, K, ACC, ID, FLAG, INIT, G, BLOCK, INDEX, VEC, MOD
                 if nb > 1:
                     b = r // nr
                     i = r - b * nr
-                acc = row_total(s, ins, rl * J, b, SB, S1, kb, L1, l, J, 0)
+                acc = row_fold(s, ins, rl * J, b, SB, S1, kb, L1, l, J, 0, xs)
             if G > 1:
                 acc = group_reduce(acc)
             if l == 0 and rl < nrows:
@@ -221,6 +366,7 @@ def make_rowtile_kernel(f, op, K, ACC, ID, FLAG, INIT, G, BLOCK, INDEX, VEC, MOD
         RT = TW // J
         grp = lane // G
         l = lane - grp * G
+        xs = hold(ins, l, J)
         tiles = (R + RT - 1) // RT
         t = cuda.blockIdx.x * WPB + wib
         step = cuda.gridDim.x * WPB
@@ -247,7 +393,7 @@ def make_rowtile_kernel(f, op, K, ACC, ID, FLAG, INIT, G, BLOCK, INDEX, VEC, MOD
                     if nb > 1:
                         b = r // nr
                         i = r - b * nr
-                    acc = row_total(s, ins, so + rl * J, b, SB, S1, kb, L1, l, J, po)
+                    acc = row_fold(s, ins, so + rl * J, b, SB, S1, kb, L1, l, J, po, xs)
                 if G > 1:
                     acc = group_reduce(acc)
                 if l == 0 and rl < nrows:

@@ -103,6 +103,38 @@ def _rowtile_modes(ins, K, nb, nr, J, SB, SR, S1):
     return 16 // size, tuple(modes), tuple(ins[k].dtype if modes[k] else None for k in range(K)), aux
 
 
+def _vector_rows(pb, vec, modes, aux):
+    """Whether the staged short-row kernel can read whole 128-bit vectors of every row
+    (``VROW``): rows of a multiple of ``vec`` elements, every staged operand's origin 16-byte
+    aligned (``aux == 0``), and every operand read from global memory a plain array of the
+    staged item size, contiguous along the row from a 16-byte aligned address with batch
+    strides of whole vectors."""
+    if vec < 2 or pb.J % vec or aux:
+        return False
+    size = 16 // vec
+    for k in range(pb.K):
+        if modes[k]:
+            continue
+        e = pb.ins[k]
+        if (isinstance(e, tuple) or e.dtype.kind not in "iuf" or e.dtype.itemsize != size
+                or pb.S1[k] != 1 or runtime.misalignment(e) or pb.SB[k] % vec):
+            return False
+    return True
+
+
+def _held_vectors(pb, vec, modes, G, most):
+    """How many 128-bit vectors of ``x`` each lane of ``A @ x``'s staged short-row kernel
+    holds in registers (1, 2, 4 or 8; 0: none): two operands of one dtype, ``A`` staged, ``x``
+    the same for every row of the launch, and rows of at most ``most * G`` vectors."""
+    if not most or pb.K != 2 or tuple(modes) != (1, 0) or pb.ins[0].dtype != pb.ins[1].dtype:
+        return 0
+    if pb.nb > 1 and pb.SB[1] or pb.nr > 1 and pb.SR[1]:
+        return 0
+    per_lane = -(-(pb.J // vec) // G)
+    rv = _next_pow2(per_lane)
+    return rv if rv <= min(most, 8) else 0
+
+
 def _colvec_phase(ins, K, nb, nr, m0, red2, SB, SR, S0, S1):
     """(VEC, phase of column 0 in elements, MODES) for the vectorised column kernel, or None
     when it does not apply: every operand is contiguous along the outputs (``SR == 1``,
@@ -322,21 +354,33 @@ def _rowtile_choice(pb, p, sm):
     tile = tv * span * vec
     if tile < J:
         return None
-    G = 1
-    while G < 32 and 2 * G <= span // max(1, tile // J):
-        G *= 2
-    if p.get("row_tile_banks", False):
-        # groups of gcd(J, 32) lanes: the lanes of a round read distinct banks (J = 10:
-        # pairs instead of a thread per row, whose stride-10 reads conflict 2-way)
-        G = max(G, math.gcd(J, 32))
+    vrow = int(p.get("row_tile_vrow", 0))
+    held = 0
+    jv = J // vec
+    G = min(_next_pow2(vrow), 32, _next_pow2(jv))
+    if (vrow and _vector_rows(pb, vec, modes, aux)
+            and jv >= p.get("row_tile_vrow_fill", 0) * G * -(-jv // G)):
+        # lanes read whole 128-bit vectors of a row: groups of up to `row_tile_vrow` lanes,
+        # where the lanes' share of the vectors of a row is at least `row_tile_vrow_fill`
+        accs = int(p.get("row_tile_vrow_accs", 1))
+        held = _held_vectors(pb, vec, modes, G, p.get("row_tile_held", 0))
+    else:
+        vrow = 0
+        G = 1
+        while G < 32 and 2 * G <= span // max(1, tile // J):
+            G *= 2
+        if p.get("row_tile_banks", False):
+            # groups of gcd(J, 32) lanes: the lanes of a round read distinct banks (J = 10:
+            # pairs instead of a thread per row, whose stride-10 reads conflict 2-way)
+            G = max(G, math.gcd(J, 32))
+        # partial results per lane: only single-operand rows of <= 16 elements won
+        # (H200, tune-s13-rowacc-*: sum(axis=1) of (10^7, 10) 139 -> 125 us; of (10^6,
+        # 100) 131-133 -> 135-138, A @ x of (10^7, 10) 146-152 -> 149-164)
+        accs = int(p.get("row_tile_accs", 1)) if pb.K == 1 and J <= 16 else 1
     rt = tile // J if warp else min(tile // J, block // G)
     ntile = -(-pb.R // rt)
     fargs = pb.head + (G, block, pb.index, vec, modes, dts, tv, warp, warp and bool(p.get("row_tile_v4", False)),
-                            tv >= 8 and bool(p.get("row_tile_wide", False)),
-                            # partial results per lane: only single-operand rows of <= 16 elements won
-                            # (H200, tune-s13-rowacc-*: sum(axis=1) of (10^7, 10) 139 -> 125 us; of (10^6,
-                            # 100) 131-133 -> 135-138, A @ x of (10^7, 10) 146-152 -> 149-164)
-                            int(p.get("row_tile_accs", 1)) if pb.K == 1 and J <= 16 else 1)
+                            tv >= 8 and bool(p.get("row_tile_wide", False)), accs, bool(vrow), held)
 
     def shape(cap):
         if warp:   # persistent: one wave, every warp loops over its tiles
@@ -531,7 +575,10 @@ def plan_launch(f, op, ins, kdims, rdims, kb, acc, ident, init_v, index, out_ok=
         aux += gs * 32768
         nslots = pb.R * (split + ngroups)
         nticks = c.units * (1 + ngroups)
-    return {"kernel": kernel, "kind": factory.__name__, "grid": grid, "block": block, "split": split,
+    rowtile = factory is _k.make_rowtile_kernel
+    return {"kernel": kernel, "kind": factory.__name__, "grid": grid,
+            "vector_rows": rowtile and bool(c.fargs[-2]), "held_vectors": c.fargs[-1] if rowtile else 0,
+            "block": block, "split": split,
             "nslots": nslots,
             "nticks": nticks, "acc_full": acc_full, "flag": pb.ident_missing, "depth": depth,
             "scalars": (pb.nb, pb.nr, pb.m0, pb.m1, pb.SB, pb.SR, pb.S0, pb.S1, pb.ob, pb.orr, int(kb),
