@@ -819,7 +819,7 @@ def test_rowtile_vector_rows(bk, fresh_plans, rowcol_params, warp, lanes, accs, 
     from forge_array.primitives import matvec as mv
 
     rowcol_params(**{**NEW_VARIANTS, **V4_VARIANTS, "row_tile_warp": warp, "row_tile_vrow": lanes,
-                     "row_tile_vrow_accs": accs, "row_tile_held": held})
+                     "row_tile_vrow_accs": accs, "row_tile_held": held, "row_tile_vrow_fill": 0})
     rng = np.random.default_rng(41 + lanes)
     for dtype, rows, p, off in [("float32", 70, 8, 0), ("float32", 33, 100, 0), ("float32", 9, 4, 0),
                                 ("float32", 31, 36, 0), ("float64", 40, 2, 0), ("float64", 21, 50, 0),
