@@ -513,9 +513,12 @@ def main(argv) -> int:
 
 # ----------------------------------------------------------------------------- prebuild
 
-#: what ``prebuild`` runs: every standard dtype, sizes around the small/large plans, and views
+#: what ``prebuild`` runs: every standard dtype, sizes around the small/large plans, and views;
+#: short rows of an odd length (read element by element) and of 32 elements (read as 128-bit
+#: vectors, ``x`` of ``A @ x`` held in registers) beside those of 8 and 64
 PREBUILD_WARMUP = ["--dtypes", "all", "--sizes", "1,1000,1000000",
-                   "--shape", "1000x1000,8x300,300x8,64x64,2x1000,1000x2", "--views", "--row-classes"]
+                   "--shape", "1000x1000,8x300,300x8,300x7,300x32,64x64,2x1000,1000x2", "--views",
+                   "--row-classes"]
 
 
 def prebuild(jobs: int, out_dir: str | None = None, device: str | None = None, out=None,
