@@ -846,6 +846,15 @@ def test_rowtile_vector_rows(bk, fresh_plans, rowcol_params, warp, lanes, accs, 
         assert {pl["held_vectors"] for pl in ar.layout.PLANS.values() if isinstance(pl, dict)} == {want}
         d = mv.matvec(x, _dev(bk, v), f=lambda a, b: a + b, op=ops.minimum)
         np.testing.assert_array_equal(_host(d), (h + v[None, :]).min(axis=1))
+    # three operands (two staged, one read from global memory), integers
+    a3, b3 = (rng.integers(-50, 50, (2, 18, 8)).astype(np.int32) for _ in range(2))
+    c3 = rng.integers(-50, 50, 8).astype(np.int32)
+    ar.layout.PLANS.clear()
+    c3d = bk.broadcast_to(_dev(bk, c3), a3.shape)   # the same row for every row: stride 0
+    r = ar.axis_mapreduce(lambda u, v, w: u * v - w, ops.add, (_dev(bk, a3), _dev(bk, b3), c3d), 2,
+                          None, False, np.dtype("int64"))
+    np.testing.assert_array_equal(_host(r), (a3.astype(np.int64) * b3 - c3).sum(axis=2))
+    assert _vector_rows() == {True}
     b = rng.standard_normal((3, 5, 12)).astype(np.float32)   # batches of matrices and vectors
     w = rng.standard_normal((3, 12)).astype(np.float32)
     np.testing.assert_allclose(_host(mv.matvec(_dev(bk, b), _dev(bk, w))),
