@@ -307,10 +307,8 @@ def _simulator_geometry(sm_count, rowcol_params, **params):
     from forge_array.runtime import tuning
 
     sm_count(2)
+    # (the default table names every key, so a GPU's own values are all replaced)
     table = {**tuning.TABLES["default"]["rowcol"], **tuning.TABLES["simulator"]["rowcol"], **params}
-    # keys that only a GPU's table sets fall back to their defaults
-    table.setdefault("col_block", table["block"])
-    table.setdefault("col_min_items", table["min_items"])
     rowcol_params(**table)
 
 

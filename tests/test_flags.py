@@ -86,6 +86,21 @@ def test_tuning_flag_overrides_parameters_and_forgets_cached_ones():
     assert tuning.params("copy")["block"] == block
 
 
+@pytest.mark.parametrize("over, named", [({"rowcol": {"row_tile_vrw": 4}}, "'row_tile_vrw' of 'rowcol'"),
+                                         ({"rowcols": {"block": 64}}, "kernel kind 'rowcols'")])
+def test_tuning_overrides_of_unknown_parameters_are_refused(over, named):
+    """A misspelt kind or parameter in the tuning overrides raises at the next plan instead of
+    being ignored; every parameter a planner reads has an entry in the default table."""
+    with xp.flags(tuning=over):
+        with pytest.raises(ValueError, match=named):
+            tuning.params("copy")
+    assert tuning.params("copy")["block"] > 0
+    defaults = tuning.TABLES["default"]
+    for name, table in tuning.TABLES.items():
+        for kind, entry in table.items():
+            assert set(entry) <= set(defaults[kind]), (name, kind, set(entry) - set(defaults[kind]))
+
+
 @pytest.mark.parametrize("bad, error", [
     ({"strict": "yes"}, TypeError),
     ({"fusion_min_size": -1}, ValueError),

@@ -48,7 +48,9 @@ TABLES: dict = {
                    "row_multi": 8, "row_multi_unroll": 2, "col_tail": True, "row_fill": 0,
                    "col_vstore": False, "col_waves": 0, "col_round": False, "col_flat_group": 0,
                    "col_flat_min_blocks": 0, "col_combine": 2, "col_split_group": 0, "col_deep": 0,
-                   "row_tile_accs": 1},
+                   "row_tile_accs": 1, "row_tile_banks": False, "row_tile_wide": False, "row_tile_v4": False,
+                   "row_tile_vrow": 0, "row_tile_vrow_fill": 0, "row_tile_vrow_accs": 1,
+                   "row_tile_held": 0, "col_unroll": None, "col_block": None, "col_min_items": None},
         # scan: the 1-D and batched tile scans and the warp-specialised pipeline
         "scan": {"block": 256, "item_bytes": 64, "items_max": 32, "min_blocks": 5, "ticket": "atomic",
                  "persist": 0, "wide": True, "keep_items": False, "spin_ns": 0, "release": False,
@@ -56,13 +58,18 @@ TABLES: dict = {
                  "det_groups": 32, "shared_vec": False,
                  "pipeline": False, "pipe_warps": 4, "pipe_vectors": 7, "pipe_stages": 3,
                  "pipe_blocks_per_sm": 0, "pipe_min": 0, "pipe_dynamic": False, "pipe_lookback": 1,
-                 "pipe_row_tiles": 16, "pipe_lookers": 1, "pipe_group": 1},
+                 "pipe_row_tiles": 16, "pipe_lookers": 1, "pipe_group": 1, "vector": True,
+                 "min_tiles": 0, "item_bytes_min": 16, "item_bytes_8": None},
         # scan_columns: scans along axes (column, staged-row and narrow-matrix kernels)
         "scan_columns": {"block": 256, "items": 32, "staged": True, "lookback": 1,
                          "warp_lookback_cols": 16, "rows_items": 16, "rows_staged_vecs": 8,
                          "rows_staged_max": 128, "rows_staged_block": 256, "rows_staged_bound": True,
                          "rows_staged_blocks_per_sm": 4, "narrow_max": 32, "narrow_block": 96,
-                         "narrow_bytes": 384, "narrow_packed": 4, "narrow_wide": True},
+                         "narrow_bytes": 384, "narrow_packed": 4, "narrow_wide": True,
+                         "narrow_prefix_every": 1, "rows_staged_flags": True, "direct": True,
+                         "direct_rows": 16, "direct_block": None, "direct_exact": True, "direct_vec": True,
+                         "rows_column_max": None, "rows_staged_long_vecs": 0, "staged_strip": True,
+                         "strip_block": None},
     },
     "sm90": {
         # H200 sweeps (python -m bench.tune), each value's figures in docs/tuning.md
@@ -132,12 +139,49 @@ def family() -> tuple:
     return tuple(names)
 
 
+def known_keys() -> dict:
+    """Every kernel kind and the parameter names it takes (``None`` as a table's value: derived
+    from another parameter, as its planner says): the keys of the tables of every family.
+
+    >>> "block" in known_keys()["rowcol"]
+    True
+    """
+    keys: dict = {}
+    for table in TABLES.values():
+        for kind, entry in table.items():
+            keys.setdefault(kind, set()).update(entry)
+    return keys
+
+
+def check_overrides(overrides: dict) -> None:
+    """ValueError naming each kind or parameter of ``overrides`` (the ``tuning`` flag's value)
+    that no table has: a misspelt override would otherwise be ignored without a word.
+
+    >>> check_overrides({"rowcol": {"block": 128}})
+    >>> check_overrides({"rowcol": {"blocks": 128}})
+    Traceback (most recent call last):
+    ...
+    ValueError: tuning overrides (FORGE_ARRAY_TUNING): unknown parameter 'blocks' of 'rowcol' (see docs/tuning.md)
+    """
+    keys = known_keys()
+    for kind, entry in overrides.items():
+        if kind not in keys:
+            raise ValueError(f"tuning overrides (FORGE_ARRAY_TUNING): unknown kernel kind {kind!r}; "
+                             f"the kinds are {', '.join(sorted(keys))}")
+        unknown = sorted(set(entry) - keys[kind])
+        if unknown:
+            raise ValueError(f"tuning overrides (FORGE_ARRAY_TUNING): unknown parameter "
+                             f"{', '.join(map(repr, unknown))} of {kind!r} (see docs/tuning.md)")
+
+
 def params(kind: str) -> dict:
-    """Launch parameters of kernel ``kind`` for the current device (a dict; do not mutate)."""
+    """Launch parameters of kernel ``kind`` for the current device (a dict; do not mutate).
+    ValueError where the ``tuning`` overrides name a kind or parameter no table has."""
     fam = family()
     key = (kind, fam)
     p = _CACHE.get(key)
     if p is None:
+        check_overrides(OVERRIDES)
         p = {}
         for name in reversed(fam):  # least specific first, more specific entries override
             p.update(TABLES.get(name, {}).get(kind, {}))

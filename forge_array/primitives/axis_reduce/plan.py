@@ -451,7 +451,7 @@ def _colflat_choice(pb, p, flat):
         want = max(1, min(cap, -(-nvec // block)))
         grid = max(gq, want // gq * gq)
         return grid, max(grid, 2), group
-    fargs = pb.head + (block, vec, modes, p.get("col_unroll", p["unroll"]), group > 0)
+    fargs = pb.head + (block, vec, modes, p.get("col_unroll") or p["unroll"], group > 0)
     return _Choice(_k.make_colflat_kernel, fargs, shape, head, 1, block)
 
 
@@ -462,14 +462,14 @@ def _col_choice(pb, p, sm, colvec):
     block, J, min_items = p["block"], pb.J, p["min_items"]
     occupancy = p.get("occupancy", False)
     if colvec is not None:
-        block = p.get("col_block", block)
+        block = p.get("col_block") or block
         vec, ph, modes = colvec
         nq = -(-(pb.nr + ph) // vec)
     else:
         # column kernel: the output index i must be the contiguous kept dim
         vec, ph, nq = 1, 0, pb.nr
     ct = p.get("col_tile", 0)
-    col_items = p.get("col_min_items", min_items)
+    col_items = min_items if p.get("col_min_items") is None else p["col_min_items"]
     if nq <= block // 4:
         CQ = nq
     elif ct:
@@ -487,7 +487,7 @@ def _col_choice(pb, p, sm, colvec):
     units = pb.nb * -(-nq // CQ)
     most = max(1, J // (RB * min_items))   # splits of the rows: min_items rows per thread
     waves = p.get("col_waves", 0)
-    cu = p.get("col_unroll", p["unroll"])
+    cu = p.get("col_unroll") or p["unroll"]
     col_round = p.get("col_round", False)
 
     def shape(cap, cu=cu):
@@ -604,7 +604,7 @@ def _sized(c, p, sm, build):
     occupancy = p.get("occupancy", False)
     grid, split, chunk = c.shape(sm * p["blocks_per_sm"])
     kernel = build(split)
-    depth = p.get("col_unroll", p["unroll"])   # rows in flight per thread of a column kernel
+    depth = p.get("col_unroll") or p["unroll"]   # rows in flight per thread of a column kernel
     if not occupancy:
         return kernel, grid, split, chunk, depth
     res = min(runtime.resident_blocks(kernel, c.block, p["blocks_per_sm"]), p["blocks_per_sm"])

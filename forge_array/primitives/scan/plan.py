@@ -384,7 +384,7 @@ def _plan_columns(p, pc, s: Scan, columns: bool, sync: tuple):
     n, nbatch, bx = s.n, s.nbatch, s.bx
     block = pc["block"]
     if columns and nbatch <= block and sum(d.itemsize for d in s.acc_dtypes) <= 8:
-        block = int(pc.get("strip_block", block))  # one strip of columns: its own block size
+        block = int(pc.get("strip_block") or block)  # one strip of columns: its own block size
     items = pc["items"] if columns else int(pc.get("rows_items", pc["items"]))
     cb = min(block, nbatch)
     G = block // cb
@@ -700,7 +700,7 @@ def _plan_direct(p, pc, s: Scan):
     the same 16-byte phase for every group of ``VC`` columns)."""
     in_dtypes, acc_dtypes, n, nbatch, nb1, bx, bo = s.in_dtypes, s.acc_dtypes, s.n, s.nbatch, s.nb1, s.bx, s.bo
     s_in, s_out = s.s_in, s.s_out
-    block = int(pc.get("direct_block", pc["block"]))
+    block = int(pc.get("direct_block") or pc["block"])
     rows = n  # compiled for the exact length ("direct_exact"), else a power of two >= n
     if not pc.get("direct_exact", True):
         rows = 4

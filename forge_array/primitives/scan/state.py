@@ -105,7 +105,7 @@ def items_for(p, acc_dtypes):
     8 bytes or more when given) over the value size, capped by ``items_max`` and by the
     padded tile's static shared memory, rounded down to a power of two."""
     nbytes = sum(d.itemsize for d in acc_dtypes)
-    ib = p.get("item_bytes_8", p["item_bytes"]) if nbytes >= 8 else p["item_bytes"]
+    ib = (p.get("item_bytes_8") or p["item_bytes"]) if nbytes >= 8 else p["item_bytes"]
     items = max(1, min(p.get("items_max", 32), ib // nbytes,
                        _SMEM_LIMIT * 32 // (33 * p["block"] * nbytes)))
     return 1 << (items.bit_length() - 1)  # a power of two
