@@ -373,9 +373,8 @@ def _rowtile_choice(pb, p, sm):
             # groups of gcd(J, 32) lanes: the lanes of a round read distinct banks (J = 10:
             # pairs instead of a thread per row, whose stride-10 reads conflict 2-way)
             G = max(G, math.gcd(J, 32))
-        # partial results per lane: only single-operand rows of <= 16 elements won
-        # (H200, tune-s13-rowacc-*: sum(axis=1) of (10^7, 10) 139 -> 125 us; of (10^6,
-        # 100) 131-133 -> 135-138, A @ x of (10^7, 10) 146-152 -> 149-164)
+        # partial results per lane: for single-operand rows of <= 16 elements only, where
+        # they won (docs/tuning.md, `row_tile_accs`)
         accs = int(p.get("row_tile_accs", 1)) if pb.K == 1 and J <= 16 else 1
     rt = tile // J if warp else min(tile // J, block // G)
     ntile = -(-pb.R // rt)
@@ -414,7 +413,7 @@ def _row_choice(pb, p, sm):
         # (100, 10^5)): split them further, down to a vector per thread, until there are
         # row_fill blocks per SM; min_items alone left those with 122 and 78 blocks on 132
         # SMs. (10^3, 10^4) (125 groups of 8 rows, each with loads enough in flight) was
-        # slower split (H200, tuning/tune-rowfill.md)
+        # slower split (docs/tuning.md, `row_fill`)
         if 4 * units <= sm:
             fill = -(-sm * p.get("row_fill", 0) // units)
             most = max(most, min(fill, max(1, J // (block * vec))))
