@@ -804,20 +804,22 @@ def test_rowtile_partial_accumulators(bk, fresh_plans, rowcol_params, warp, accs
     assert _kinds() == {"make_rowtile_kernel"}
 
 
-@pytest.mark.parametrize("lanes,accs,held", [(8, 1, 8), (2, 2, 0), (4, 1, 2)])
+@pytest.mark.parametrize("lanes,accs,held,fit", [(8, 1, 8, False), (2, 2, 0, False), (4, 1, 2, True)])
 @pytest.mark.parametrize("warp", [True, False])
-def test_rowtile_vector_rows(bk, fresh_plans, rowcol_params, warp, lanes, accs, held):
+def test_rowtile_vector_rows(bk, fresh_plans, rowcol_params, warp, lanes, accs, held, fit):
     """``row_tile_vrow``: lanes read whole 128-bit vectors of staged rows of a multiple of
     VEC elements and of the vector of ``A @ x``. Rows of 4 .. 100 float32 and 2 .. 50
     float64 (fewer vectors per row than lanes, remainders of every length), batches,
     several tiles; sums, argmax (the index of each element), a reduction without identity
     with init, ``A @ x`` and a min-plus product against NumPy, ``x`` held in registers
-    (``row_tile_held``) where its vectors per lane fit. A misaligned start or a row length
+    (``row_tile_held``) where its vectors per lane fit, warp tiles of whole rounds of rows
+    (``row_tile_vrow_fit``). A misaligned start or a row length
     that is not a multiple of VEC keeps the scalar reads, with the same results."""
     from forge_array.primitives import matvec as mv
 
     rowcol_params(**{**NEW_VARIANTS, **V4_VARIANTS, "row_tile_warp": warp, "row_tile_vrow": lanes,
-                     "row_tile_vrow_accs": accs, "row_tile_held": held, "row_tile_vrow_fill": 0})
+                     "row_tile_vrow_accs": accs, "row_tile_held": held, "row_tile_vrow_fill": 0,
+                     "row_tile_vrow_fit": fit})
     rng = np.random.default_rng(41 + lanes)
     for dtype, rows, p, off in [("float32", 70, 8, 0), ("float32", 33, 100, 0), ("float32", 9, 4, 0),
                                 ("float32", 31, 36, 0), ("float64", 40, 2, 0), ("float64", 21, 50, 0),

@@ -50,6 +50,7 @@ TABLES: dict = {
                    "col_flat_min_blocks": 0, "col_combine": 2, "col_split_group": 0, "col_deep": 0,
                    "row_tile_accs": 1, "row_tile_banks": False, "row_tile_wide": False, "row_tile_v4": False,
                    "row_tile_vrow": 0, "row_tile_vrow_fill": 0, "row_tile_vrow_accs": 1,
+                   "row_tile_vrow_fit": False,
                    "row_tile_held": 0, "col_unroll": None, "col_block": None, "col_min_items": None},
         # scan: the 1-D and batched tile scans and the warp-specialised pipeline
         "scan": {"block": 256, "item_bytes": 64, "items_max": 32, "min_blocks": 5, "ticket": "atomic",

@@ -122,6 +122,25 @@ def _vector_rows(pb, vec, modes, aux):
     return True
 
 
+#: the most shared memory (bytes per block) a fitted short-row tile may take
+_FIT_SHARED = 40 * 1024
+
+
+def _fitted_vectors(J, vec, G, tile):
+    """16-byte vectors per lane of a warp's staged tile holding a whole number of rounds of
+    rows of ``J`` elements (a round: ``32 // G`` rows), as near ``tile`` elements as that
+    allows.
+
+    >>> _fitted_vectors(100, 4, 4, 1024)   # 8 rows of 100 float32: one round of 8 groups
+    7
+    >>> _fitted_vectors(16, 4, 4, 1024)    # 64 rows of 16: already whole rounds
+    8
+    """
+    per_round = 32 // G
+    rows = per_round * max(1, round(tile / (J * per_round)))
+    return -(-rows * J // (32 * vec))
+
+
 def _held_vectors(pb, vec, modes, G, most):
     """How many 128-bit vectors of ``x`` each lane of ``A @ x``'s staged short-row kernel
     holds in registers (1, 2, 4 or 8; 0: none): two operands of one dtype, ``A`` staged, ``x``
@@ -364,6 +383,11 @@ def _rowtile_choice(pb, p, sm):
         # where the lanes' share of the vectors of a row is at least `row_tile_vrow_fill`
         accs = int(p.get("row_tile_vrow_accs", 1))
         held = _held_vectors(pb, vec, modes, G, p.get("row_tile_held", 0))
+        if warp and p.get("row_tile_vrow_fit", False):
+            # a warp's tile of whole rounds of rows (32 // G rows a round, no round part idle)
+            tv_fit = _fitted_vectors(J, vec, G, tile)
+            if tv_fit * block * 16 * sum(modes) <= _FIT_SHARED:
+                tv, tile = tv_fit, tv_fit * span * vec
     else:
         vrow = 0
         G = 1
