@@ -20,7 +20,7 @@ _NEEDS_GPU = re.compile(r"cuda|cupy|torch|dask|Sharding\(", re.I)
 
 
 def _blocks(page):
-    return [b for b in _BLOCK.findall(page.read_text(encoding="utf-8"))]
+    return _BLOCK.findall(page.read_text(encoding="utf-8"))
 
 
 def _runnable(block):
