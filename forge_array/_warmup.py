@@ -528,7 +528,8 @@ def prebuild(jobs: int, out_dir: str | None = None, device: str | None = None, o
     per compile target of :data:`.runtime.prebuilt.TARGETS`, run the ``operators`` part of
     :data:`PREBUILD_WARMUP` into an empty cache of its own (the stand-in user operators, each
     building in full and leaving its skeleton: :mod:`.runtime.linking`), then the standard
-    operations into another; pack the kernel files and the stand-ins' skeletons into
+    operations into another; link the cubins of :data:`.runtime.prebuilt.CUBIN_TARGETS`' kernels
+    (:func:`.runtime.prebuilt.make_cubins`); pack the kernel files, their cubins and the stand-ins' skeletons into
     ``out_dir`` (default: the package's ``prebuilt/`` folder), then check the archive in a
     fresh process on an empty cache. With ``skeletons_only`` the kernels are those of the
     shipped archive (which must match this install's kernel sources) and only the skeletons
@@ -594,6 +595,9 @@ def prebuild(jobs: int, out_dir: str | None = None, device: str | None = None, o
                     raise RuntimeError(f"prebuild: the warmup for sm_{target[0]}{target[1]} failed "
                                        f"(exit {done.returncode})")
                 print(f"sm_{target[0]}{target[1]}: {done.stdout}", file=out, end="")
+        t1 = time.perf_counter()
+        linked = prebuilt.make_cubins(cache, jobs)
+        print(f"cubins linked: {linked} ({time.perf_counter() - t1:.1f} s)", file=out)
         meta = {"command": "python -m forge_array prebuild" + (" --extend" if extend else ""),
                 "warmup": " ".join(PREBUILD_WARMUP),
                 "commit": commit or _commit(), "date": time.strftime("%Y-%m-%d"), "gpu": backend.device_info()["name"],
@@ -622,7 +626,7 @@ A = xp.ones((250, 400), dtype=xp.float32, device=dev)
 for r in (xp.sum(x), xp.max(x), xp.std(x), xp.cumulative_sum(x), xp.sum(A, axis=0), xp.sum(A, axis=1),
           A @ xp.ones(400, dtype=xp.float32, device=dev), xp.argmax(x)):
     r.to_device(xp.cpu)
-print(json.dumps({k: STATS[k] for k in ("compiled", "disk_hits", "prebuilt_hits")}))
+print(json.dumps({k: STATS[k] for k in ("compiled", "disk_hits", "prebuilt_hits", "cubin_loads")}))
 """
 
 

@@ -251,3 +251,75 @@ def test_pack_ships_every_skeleton_of_the_stand_in_caches_and_nothing_else(tmp_p
     assert prebuilt.skeleton("e" * 64) is None
     m = prebuilt.pack(cache, str(tmp_path / "out"), {})
     assert m["skeletons"] == 0
+
+
+# ----------------------------------------------------------------------------- cubins
+
+
+def _ptx_for(n, cc):
+    return _ptx(n).replace(".target sm_80", ".target sm_%d%d" % cc)
+
+
+def _fake_link(ptx, cc):
+    return b"\x7fELF cubin for sm_%d%d of " % tuple(cc) + ptx.encode()[-40:]
+
+
+def test_make_cubins_links_the_cubin_targets_kernels_once(tmp_path, monkeypatch):
+    cache = tmp_path / "cache"
+    keys = {cc: hashlib.sha256(repr(cc).encode()).hexdigest() for cc in ((8, 0), (9, 0), (10, 0))}
+    for n, (cc, key) in enumerate(keys.items()):
+        kernel_files.write_cached(str(cache / key[:2] / f"{key}.ptx"), f"k{n}", _ptx_for(n, cc))
+    calls = []
+    monkeypatch.setattr(prebuilt, "LINK", [lambda ptx, cc: calls.append(cc) or _fake_link(ptx, cc)])
+    assert prebuilt.CUBIN_TARGETS == ((9, 0),)
+    assert prebuilt.make_cubins(str(cache)) == 1 and calls == [(9, 0)]
+    made = sorted(p.name for p in cache.rglob("*.cubin"))
+    assert made == [keys[(9, 0)] + ".cubin"]
+    assert prebuilt.make_cubins(str(cache)) == 0 and calls == [(9, 0)]   # linked once
+
+
+def _archive_with_cubin(tmp_path, monkeypatch, spec, target=(9, 0)):
+    key = compiler._key(*spec, target)
+    cache = tmp_path / "cache"
+    kernel_files.write_cached(str(cache / key[:2] / f"{key}.ptx"), "k0", _ptx_for(0, target))
+    monkeypatch.setattr(prebuilt, "LINK", [_fake_link])
+    assert prebuilt.make_cubins(str(cache)) == 1
+    m = prebuilt.pack(str(cache), str(tmp_path / "out"), {})
+    prebuilt.use_archive(str(tmp_path / "out" / "kernels.zip"))
+    return key, m
+
+
+def test_pack_ships_the_cubins_and_lookup_checks_them(tmp_path, archive, monkeypatch):
+    key, m = _archive_with_cubin(tmp_path, monkeypatch, _spec())
+    assert m["kernels"] == 1 and m["cubins"] == 1 and m["cubin_bytes"] > 0 and m["cubin_targets"] == [[9, 0]]
+    assert prebuilt.lookup_cubin(key) == _fake_link(_ptx_for(0, (9, 0)), (9, 0))
+    assert prebuilt.lookup_cubin("f" * 64) is None
+    # a member whose checksum does not match is never returned
+    with zipfile.ZipFile(archive, "a") as z:
+        z.writestr("ab" * 32 + ".cubin", b"0" * 64 + b"\nnot this")
+    prebuilt.use_archive(archive)
+    assert prebuilt.lookup_cubin("ab" * 32) is None
+    # unpacking writes the cubins back beside the kernel files
+    out = tmp_path / "unpacked"
+    assert prebuilt.unpack_kernels(str(out)) == 1
+    assert (out / key[:2] / f"{key}.cubin").read_bytes() == prebuilt.lookup_cubin(key)
+
+
+def test_the_compiler_writes_the_cubin_a_device_runs(tmp_path, archive, device_cc, monkeypatch):
+    spec = _spec()
+    key, _ = _archive_with_cubin(tmp_path, monkeypatch, spec)
+    monkeypatch.setattr(runtime.backend, "device_info", lambda *a: {"cc": (9, 0)})
+    k = compiler._from_prebuilt(*spec, "make_copy_scalar", key)
+    assert k.entry == "k0"
+    assert open(kernel_files.cubin_path(key), "rb").read() == prebuilt.lookup_cubin(key)
+
+
+def test_a_device_of_another_major_capability_gets_the_ptx_alone(tmp_path, archive, device_cc, monkeypatch):
+    spec = _spec()
+    _archive_with_cubin(tmp_path, monkeypatch, spec)
+    monkeypatch.setattr(runtime.backend, "target_cc", lambda: (10, 0))
+    monkeypatch.setattr(runtime.backend, "device_info", lambda *a: {"cc": (10, 0)})
+    key = compiler._key(*spec, (10, 0))
+    assert compiler._from_prebuilt(*spec, "make_copy_scalar", key).entry == "k0"
+    assert kernel_files.read_cached(kernel_files.cache_path(key)) is not None
+    assert not os.path.exists(kernel_files.cubin_path(key))

@@ -204,6 +204,35 @@ def test_shipped_kernels_run_once_the_layer_has_loaded(sim, tmp_path):
             np.testing.assert_allclose(np.asarray(r), np.asarray(rounds[0][1]), rtol=1e-12, err_msg=name)
 
 
+def test_shipped_cubins_load_without_the_driver_compiling(sim, tmp_path):
+    """On a device the shipped cubins run (sm_90), a standard call on an empty cache loads its
+    kernel as machine code, beside the PTX in the disk cache, with the right result."""
+    if sim:
+        pytest.skip("needs a GPU")
+    import numba
+
+    from forge_array.runtime import backend, compiler, prebuilt
+
+    if not prebuilt.status(compiler.source_hash(), numba.__version__, compiler._NUMBA_CUDA_VERSION).endswith("in use"):
+        pytest.skip("the shipped kernels do not match this install")
+    cc = tuple(backend.device_info()["cc"])
+    if not any(prebuilt.runs_cubin(t, cc) for t in prebuilt.CUBIN_TARGETS):
+        pytest.skip("no shipped cubins for this GPU")
+    out = json.loads(_run(textwrap.dedent("""
+        import glob, json, os, sys
+        import forge_array as xp
+        from forge_array.runtime import STATS
+        x = xp.arange(1000, dtype=xp.float32, device="cuda:0")
+        r = [float(xp.sum(x)), float(xp.cumulative_sum(x)[-1]), int(xp.argmax(x))]
+        cubins = glob.glob(os.path.join(os.environ["FORGE_ARRAY_CACHE_DIR"], "*", "*.cubin"))
+        print(json.dumps({"r": r, "cubin_loads": STATS["cubin_loads"], "cubins": len(cubins),
+                          "compiled": STATS["compiled"]}))
+    """), FORGE_ARRAY_COMPILE="sync", FORGE_ARRAY_SIMULATE="0", FORGE_ARRAY_CACHE_DIR=str(tmp_path),
+        FORGE_ARRAY_PREBUILT="1"))
+    assert out["r"] == [499500.0, 499500.0, 999]
+    assert out["compiled"] == 0 and out["cubin_loads"] >= 3 and out["cubins"] >= 3
+
+
 _FUSED_BACKGROUND = textwrap.dedent("""
     import json, sys
     import numpy as np

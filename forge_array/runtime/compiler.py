@@ -541,8 +541,10 @@ def _from_caches(key, name, argtypes):
 
 def _from_prebuilt(factory, factory_args, argtypes, launch_bounds, name, key):
     """The shipped kernel of this specialisation (:mod:`.prebuilt`: PTX of the newest of its
-    compute capabilities this device runs), written into the disk cache under ``key``; None
-    where there is none or the ``prebuilt`` flag is off."""
+    compute capabilities this device runs), written into the disk cache under ``key`` with
+    its shipped cubin where the device runs that (the cubin first: the kernel file's
+    presence is what a later look-up checks); None where there is none or the ``prebuilt``
+    flag is off."""
     if not FLAGS["prebuilt"].cell[0]:
         return None
     cc = backend.target_cc()
@@ -555,6 +557,9 @@ def _from_prebuilt(factory, factory_args, argtypes, launch_bounds, name, key):
     if found is None:
         return None
     entry, ptx = found
+    cubin = prebuilt.lookup_cubin(target_key) if target in prebuilt.CUBIN_TARGETS else None
+    if cubin is not None and prebuilt.runs_cubin(target, tuple(backend.device_info()["cc"])):
+        kernel_files.write_cubin(key, cubin)
     kernel_files.write_cached(kernel_files.cache_path(key), entry, ptx)
     k = _BY_KEY[key] = Kernel(name, argtypes, key=key, entry=entry, ptx=ptx)
     return k

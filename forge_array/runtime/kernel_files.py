@@ -99,15 +99,40 @@ def write_cached(path: str, entry: str, ptx: str) -> None:
     write_atomic(path, f"{HEADER}{entry} {hashlib.sha256(ptx.encode()).hexdigest()}\n{ptx}")
 
 
+def cubin_path(key: str) -> str:
+    """The machine code beside kernel file ``key`` (a cubin for the device's compute
+    capability, written from the shipped archive: :mod:`.prebuilt`)."""
+    return os.path.join(config.CACHE_DIR, key[:2], key + ".cubin")
+
+
+def write_cubin(key: str, cubin: bytes) -> None:
+    """Write the cubin of kernel file ``key`` (atomically; the device loads it instead of
+    compiling the file's PTX)."""
+    write_atomic_bytes(cubin_path(key), cubin)
+
+
 def load_function(key, entry: str, ptx=None):
     """The ``cupy.RawModule`` function ``entry`` of kernel file ``key`` on the current
     device, or of the PTX text ``ptx`` where the file is missing or cannot be loaded; None
-    when neither can."""
+    when neither can.  A cubin beside the file (:func:`cubin_path`) comes first: the driver
+    loads it as it is, where PTX is compiled at load (tens to hundreds of milliseconds per
+    kernel on a machine whose driver cache is empty); a cubin that does not load is removed."""
     cp = backend.cupy()
     t0 = time.perf_counter()
     fn = None
     path = cache_path(key) if key else None
-    if path and os.path.exists(path):
+    cubin = cubin_path(key) if key else None
+    if cubin and os.path.exists(cubin):
+        try:
+            fn = cp.RawModule(path=cubin).get_function(entry)
+            STATS["cubin_loads"] += 1
+        except Exception:
+            fn = None
+            try:
+                os.unlink(cubin)
+            except OSError:
+                pass
+    if fn is None and path and os.path.exists(path):
         try:
             fn = cp.RawModule(path=path).get_function(entry)
         except Exception:

@@ -7,13 +7,17 @@ sm_80 (PTX the driver JITs for every later GPU) and sm_90, whose plans pick kern
 own (the pipelined scan's bulk copies).  It packs the kernel files into
 ``forge_array/prebuilt/kernels.zip`` (each file LZMA-compressed, named by its cache key) with
 ``manifest.json`` beside it: the command, the commit, the GPU, the versions, the kernel
-sources' hash, the number of kernels and their sizes.
+sources' hash, the number of kernels and their sizes.  The kernels of the targets in
+:data:`CUBIN_TARGETS` ship as machine code too (a cubin linked from the PTX by the prebuild's
+GPU machine): the driver compiles PTX when it loads it, tens to hundreds of milliseconds per
+kernel on a machine whose driver cache is empty, where a cubin loads in under a millisecond.
 
 A specialisation missing from the memory and disk caches is looked up here under the cache
 key it would have had when compiled for the newest target the device runs (the device's own
 capability where it is a target); a hit is written into the disk cache
-under the device's own key (a later process finds it there) and loaded through CuPy like any
-cached kernel, so numba neither types nor compiles it.  A key digests the kernel sources, the
+under the device's own key (a later process finds it there), with its cubin where the archive
+has one the device runs (same major compute capability, not newer), and loaded through CuPy
+like any cached kernel, so numba neither types nor compiles it.  A key digests the kernel sources, the
 factory and its constants, the argument types and the numba / numba-cuda versions, so a
 kernel whose generating source changed after the archive was made (or another numba) has
 another key and is never found: it is compiled as before.  :func:`status` says whether the
@@ -32,6 +36,7 @@ import hashlib
 import json
 import os
 import pickle
+import re
 import sys
 import threading
 import zipfile
@@ -39,12 +44,17 @@ import zlib
 
 from .counters import STATS
 
-__all__ = ["TARGETS", "BASE_CC", "ARCHIVE", "MANIFEST", "lookup", "manifest", "status", "pack", "use_archive"]
+__all__ = ["TARGETS", "BASE_CC", "CUBIN_TARGETS", "ARCHIVE", "MANIFEST", "lookup", "lookup_cubin", "runs_cubin",
+           "manifest", "status", "pack", "make_cubins", "use_archive"]
 
 #: the compute capabilities the shipped PTX is compiled for (the driver JITs it for later GPUs)
 TARGETS = ((8, 0), (9, 0))
 #: the oldest of them: a device below it compiles everything
 BASE_CC = TARGETS[0]
+#: the targets whose kernels ship as cubins too (machine code of that major capability): the
+#: sm_90 set, which H100 and H200 load without the driver's compile; GPUs of other
+#: capabilities compile the sm_80 or sm_90 PTX at load, once per machine (the driver caches it)
+CUBIN_TARGETS = ((9, 0),)
 
 _HERE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "prebuilt")
 #: the shipped archive of kernel files
@@ -97,6 +107,33 @@ def lookup(key: str):
         return None
     STATS["prebuilt_hits"] += 1
     return parts[0], ptx
+
+
+def lookup_cubin(key: str):
+    """The shipped cubin of cache key ``key`` (a key of one of :data:`CUBIN_TARGETS`), or
+    None. A member whose checksum does not match is never returned."""
+    opened = _archive()
+    if opened is None or key + ".cubin" not in opened[1]:
+        return None
+    try:
+        with _LOCK:
+            data = opened[0].read(key + ".cubin")
+    except (OSError, zipfile.BadZipFile, KeyError, ValueError):
+        return None
+    digest, _, cubin = data.partition(b"\n")
+    if hashlib.sha256(cubin).hexdigest().encode() != digest:
+        return None
+    return cubin
+
+
+def runs_cubin(target, device_cc) -> bool:
+    """Whether a device of compute capability ``device_cc`` runs machine code made for
+    ``target``: the same major capability, the device's minor not older.
+
+    >>> runs_cubin((9, 0), (9, 0)), runs_cubin((9, 0), (10, 0)), runs_cubin((8, 0), (8, 6))
+    (True, False, True)
+    """
+    return target[0] == device_cc[0] and target[1] <= device_cc[1]
 
 
 def skeleton(skey: str):
@@ -162,18 +199,19 @@ def pack(cache_dir: str, out_dir: str, meta: dict, skeleton_dirs=()) -> dict:
     and every skeleton (:mod:`.linking`) under ``skeleton_dirs`` (the caches of the warmup's
     stand-in user operators, each built there in full; a skeleton is keyed by everything but
     its operators, so any operator of the same kernel structure links into it) into
-    ``out_dir/kernels.zip`` and write ``out_dir/manifest.json`` from ``meta`` plus the counts
-    and sizes; returns the manifest. Members are written in key order with fixed dates, so
+    ``out_dir/kernels.zip``, with the cubins beside the kernel files (:func:`make_cubins`), and
+    write ``out_dir/manifest.json`` from ``meta`` plus the counts and sizes; returns the
+    manifest. Members are written in key order with fixed dates, so
     the same kernels give the same archive."""
     from . import kernel_files  # noqa: PLC0415
 
-    files = _cache_files(cache_dir, ".ptx")
+    files = _cache_files(cache_dir, ".ptx") + _cache_files(cache_dir, ".cubin")
     for folder in skeleton_dirs:
         files += _cache_files(folder, ".skeleton")
     os.makedirs(out_dir, exist_ok=True)
     archive = os.path.join(out_dir, "kernels.zip")
     tmp = archive + ".tmp"
-    raw = skeleton_bytes = count = skeletons = 0
+    raw = skeleton_bytes = count = skeletons = cubins = cubin_bytes = 0
     with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_LZMA) as z:
         for path in sorted(files, key=os.path.basename):
             if path.endswith(".skeleton"):
@@ -182,6 +220,12 @@ def pack(cache_dir: str, out_dir: str, meta: dict, skeleton_dirs=()) -> dict:
                     continue
                 skeleton_bytes += len(data)
                 skeletons += 1
+            elif path.endswith(".cubin"):
+                with open(path, "rb") as f:
+                    code = f.read()
+                data = hashlib.sha256(code).hexdigest().encode() + b"\n" + code
+                cubin_bytes += len(code)
+                cubins += 1
             else:
                 cached = kernel_files.read_cached(path)
                 if cached is None:
@@ -195,6 +239,7 @@ def pack(cache_dir: str, out_dir: str, meta: dict, skeleton_dirs=()) -> dict:
             z.writestr(info, data)
     os.replace(tmp, archive)
     m = dict(meta, kernels=count, ptx_bytes=raw, skeletons=skeletons, skeleton_bytes=skeleton_bytes,
+             cubins=cubins, cubin_bytes=cubin_bytes, cubin_targets=[list(t) for t in CUBIN_TARGETS],
              archive_bytes=os.path.getsize(archive), targets=[list(t) for t in TARGETS])
     with open(os.path.join(out_dir, "manifest.json"), "w", encoding="utf-8") as f:
         json.dump(m, f, indent=1, sort_keys=True)
@@ -217,7 +262,75 @@ def unpack_kernels(cache_dir: str) -> int:
             if found is not None:
                 kernel_files.write_cached(os.path.join(cache_dir, name[:2], name), *found)
                 n += 1
+        elif name.endswith(".cubin"):
+            code = lookup_cubin(name[:-6])
+            if code is not None:
+                kernel_files.write_atomic_bytes(os.path.join(cache_dir, name[:2], name), code)
     return n
+
+
+_TARGET_LINE = re.compile(r"^\.target\s+sm_(\d+)", re.M)
+
+
+def _ptx_target(ptx: str):
+    """The compute capability a PTX text is made for (``.target sm_90`` -> (9, 0)), or None."""
+    m = _TARGET_LINE.search(ptx)
+    if m is None:
+        return None
+    digits = m.group(1)
+    return int(digits[:-1]), int(digits[-1])
+
+
+def link_cubin(ptx: str, cc) -> bytes:
+    """The cubin of PTX text ``ptx`` for compute capability ``cc``, linked by CUDA's linker
+    (``cuda.core``: nvJitLink, or the driver's), with its default optimisation as the driver
+    applies when it loads PTX."""
+    try:
+        from cuda.core import Linker, LinkerOptions, ObjectCode  # noqa: PLC0415
+    except ImportError:  # cuda-core before 0.4
+        from cuda.core.experimental import Linker, LinkerOptions, ObjectCode  # noqa: PLC0415
+    obj = ObjectCode.from_ptx(ptx.encode(), name="kernel.ptx")
+    return bytes(Linker(obj, options=LinkerOptions(arch="sm_%d%d" % tuple(cc))).link("cubin").code)
+
+
+def _link_files(paths) -> int:
+    from . import kernel_files  # noqa: PLC0415
+
+    n = 0
+    for path in paths:
+        cached = kernel_files.read_cached(path)
+        if cached is None:
+            continue
+        code = LINK[0](cached[1], _ptx_target(cached[1]))
+        kernel_files.write_atomic_bytes(path[:-4] + ".cubin", code)
+        n += 1
+    return n
+
+
+#: the linker :func:`make_cubins` calls (tests put a stand-in here)
+LINK = [link_cubin]
+
+
+def make_cubins(cache_dir: str, jobs: int = 1) -> int:
+    """Link a cubin beside every kernel file under ``cache_dir`` made for one of
+    :data:`CUBIN_TARGETS` that has none yet (``jobs`` processes); returns how many were
+    linked.  Needs CUDA's linker (``cuda.core``, a GPU machine's driver)."""
+    todo = []
+    for path in _cache_files(cache_dir, ".ptx"):
+        if os.path.exists(path[:-4] + ".cubin"):
+            continue
+        with open(path, encoding="utf-8", errors="replace") as f:
+            head = f.read(4096)
+        if _ptx_target(head) in CUBIN_TARGETS:
+            todo.append(path)
+    if jobs <= 1 or len(todo) < 2 * jobs:
+        return _link_files(todo)
+    import concurrent.futures  # noqa: PLC0415
+    import multiprocessing  # noqa: PLC0415
+
+    chunks = [todo[i::jobs] for i in range(jobs)]
+    with concurrent.futures.ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as ex:
+        return sum(ex.map(_link_files, chunks))
 
 
 def _shipped_skeleton(path: str) -> bytes | None:
