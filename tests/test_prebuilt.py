@@ -278,10 +278,15 @@ def test_make_cubins_links_the_cubin_targets_kernels_once(tmp_path, monkeypatch)
     assert prebuilt.make_cubins(str(cache)) == 0 and calls == [(9, 0)]   # linked once
 
 
-def _archive_with_cubin(tmp_path, monkeypatch, spec, target=(9, 0)):
+def _archive_with_cubin(tmp_path, monkeypatch, spec, target=(9, 0), also_ptx_of=None):
+    """An archive of the kernel ``spec`` for ``target``, linked to a (made-up) cubin, and with
+    the PTX of ``also_ptx_of`` (another target) beside it."""
     key = compiler._key(*spec, target)
     cache = tmp_path / "cache"
     kernel_files.write_cached(str(cache / key[:2] / f"{key}.ptx"), "k0", _ptx_for(0, target))
+    if also_ptx_of:
+        other = compiler._key(*spec, also_ptx_of)
+        kernel_files.write_cached(str(cache / other[:2] / f"{other}.ptx"), "k1", _ptx_for(1, also_ptx_of))
     monkeypatch.setattr(prebuilt, "LINK", [_fake_link])
     assert prebuilt.make_cubins(str(cache)) == 1
     m = prebuilt.pack(str(cache), str(tmp_path / "out"), {})
@@ -289,37 +294,76 @@ def _archive_with_cubin(tmp_path, monkeypatch, spec, target=(9, 0)):
     return key, m
 
 
-def test_pack_ships_the_cubins_and_lookup_checks_them(tmp_path, archive, monkeypatch):
+def test_pack_ships_a_cubin_instead_of_the_ptx_and_lookup_checks_it(tmp_path, archive, monkeypatch):
     key, m = _archive_with_cubin(tmp_path, monkeypatch, _spec())
     assert m["kernels"] == 1 and m["cubins"] == 1 and m["cubin_bytes"] > 0 and m["cubin_targets"] == [[9, 0]]
-    assert prebuilt.lookup_cubin(key) == _fake_link(_ptx_for(0, (9, 0)), (9, 0))
+    assert m["ptx_bytes"] == 0 and prebuilt.lookup(key) is None
+    assert prebuilt.lookup_cubin(key) == ("k0", _fake_link(_ptx_for(0, (9, 0)), (9, 0)))
     assert prebuilt.lookup_cubin("f" * 64) is None
     # a member whose checksum does not match is never returned
     with zipfile.ZipFile(archive, "a") as z:
-        z.writestr("ab" * 32 + ".cubin", b"0" * 64 + b"\nnot this")
+        z.writestr("ab" * 32 + ".cubin", b"k9 " + b"0" * 64 + b"\nnot this")
     prebuilt.use_archive(archive)
     assert prebuilt.lookup_cubin("ab" * 32) is None
-    # unpacking writes the cubins back beside the kernel files
+    # unpacking writes it back as a kernel file without PTX beside its cubin, which packs again
     out = tmp_path / "unpacked"
     assert prebuilt.unpack_kernels(str(out)) == 1
-    assert (out / key[:2] / f"{key}.cubin").read_bytes() == prebuilt.lookup_cubin(key)
+    assert (out / key[:2] / f"{key}.cubin").read_bytes() == prebuilt.lookup_cubin(key)[1]
+    assert kernel_files.read_cached(str(out / key[:2] / f"{key}.ptx")) == ("k0", "")
+    again = prebuilt.pack(str(out), str(tmp_path / "again"), {})
+    assert again["kernels"] == again["cubins"] == 1
 
 
-def test_the_compiler_writes_the_cubin_a_device_runs(tmp_path, archive, device_cc, monkeypatch):
+def _loads(monkeypatch, ok=True):
+    """The driver stand-in: loading a cubin succeeds (``ok``) or fails as a driver's would."""
+    loaded = []
+
+    def load(key, entry, ptx=None):
+        if os.path.exists(kernel_files.cubin_path(key)) and ok:
+            loaded.append(key)
+            return ("function", entry)
+        return None
+
+    monkeypatch.setattr(kernel_files, "load_function", load)
+    monkeypatch.setattr(compiler, "_adopt", lambda k, fn: k._fns.__setitem__(0, fn))
+    return loaded
+
+
+def test_the_compiler_takes_the_cubin_a_device_runs(tmp_path, archive, device_cc, monkeypatch):
     spec = _spec()
     key, _ = _archive_with_cubin(tmp_path, monkeypatch, spec)
     monkeypatch.setattr(runtime.backend, "device_info", lambda *a: {"cc": (9, 0)})
+    loaded = _loads(monkeypatch)
     k = compiler._from_prebuilt(*spec, "make_copy_scalar", key)
-    assert k.entry == "k0"
-    assert open(kernel_files.cubin_path(key), "rb").read() == prebuilt.lookup_cubin(key)
+    assert k.entry == "k0" and k.ptx == "" and k._fns[0] == ("function", "k0") and loaded == [key]
+    assert open(kernel_files.cubin_path(key), "rb").read() == prebuilt.lookup_cubin(key)[1]
+    # a later process finds it in the disk cache: a kernel file without PTX beside the cubin
+    compiler._BY_KEY.clear()
+    k = compiler._from_caches(key, "make_copy_scalar", spec[2])
+    assert k.entry == "k0" and k._fns[0] == ("function", "k0")
 
 
-def test_a_device_of_another_major_capability_gets_the_ptx_alone(tmp_path, archive, device_cc, monkeypatch):
+def test_a_cubin_the_driver_refuses_is_never_used(tmp_path, archive, device_cc, monkeypatch):
     spec = _spec()
-    _archive_with_cubin(tmp_path, monkeypatch, spec)
+    key, _ = _archive_with_cubin(tmp_path, monkeypatch, spec)
+    monkeypatch.setattr(runtime.backend, "device_info", lambda *a: {"cc": (9, 0)})
+    _loads(monkeypatch, ok=False)
+    assert compiler._from_prebuilt(*spec, "make_copy_scalar", key) is None   # compiled instead
+    assert compiler._from_caches(key, "make_copy_scalar", spec[2]) is None
+    # a kernel file of machine code alone whose cubin fails is removed from the disk cache
+    kernel_files.write_cached(kernel_files.cache_path(key), "k0", "")
+    assert compiler._from_caches(key, "make_copy_scalar", spec[2]) is None
+    assert not os.path.exists(kernel_files.cache_path(key))
+
+
+def test_a_device_of_another_major_capability_takes_the_ptx_of_an_older_target(tmp_path, archive, device_cc,
+                                                                                monkeypatch):
+    spec = _spec()
+    _archive_with_cubin(tmp_path, monkeypatch, spec, also_ptx_of=(8, 0))
     monkeypatch.setattr(runtime.backend, "target_cc", lambda: (10, 0))
     monkeypatch.setattr(runtime.backend, "device_info", lambda *a: {"cc": (10, 0)})
+    loaded = _loads(monkeypatch)
     key = compiler._key(*spec, (10, 0))
-    assert compiler._from_prebuilt(*spec, "make_copy_scalar", key).entry == "k0"
-    assert kernel_files.read_cached(kernel_files.cache_path(key)) is not None
+    k = compiler._from_prebuilt(*spec, "make_copy_scalar", key)
+    assert k.entry == "k1" and k.ptx == _ptx_for(1, (8, 0)) and loaded == []
     assert not os.path.exists(kernel_files.cubin_path(key))

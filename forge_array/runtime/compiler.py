@@ -533,33 +533,56 @@ def _from_caches(key, name, argtypes):
     cached = kernel_files.read_cached(kernel_files.cache_path(key))
     if cached is None:
         return None
-    STATS["disk_hits"] += 1
     entry, ptx = cached
+    fn = None
+    if not ptx:
+        fn = kernel_files.load_function(key, entry)
+        if fn is None:
+            # a kernel file of machine code alone whose cubin is gone or not loaded by this driver
+            kernel_files.remove(key)
+            return None
+    STATS["disk_hits"] += 1
     k = _BY_KEY[key] = Kernel(name, argtypes, key=key, entry=entry, ptx=ptx)
+    if fn is not None:
+        _adopt(k, fn)
     return k
 
 
+def _adopt(k, fn) -> None:
+    """Give kernel ``k`` its function ``fn``, loaded on the current device."""
+    k._fns[backend.cupy().cuda.runtime.getDevice()] = fn
+
+
 def _from_prebuilt(factory, factory_args, argtypes, launch_bounds, name, key):
-    """The shipped kernel of this specialisation (:mod:`.prebuilt`: PTX of the newest of its
-    compute capabilities this device runs), written into the disk cache under ``key`` with
-    its shipped cubin where the device runs that (the cubin first: the kernel file's
-    presence is what a later look-up checks); None where there is none or the ``prebuilt``
-    flag is off."""
+    """The shipped kernel of this specialisation (:mod:`.prebuilt`: the newest of its compute
+    capabilities this device runs; machine code where the archive has it for this device and
+    the driver loads it, else PTX), written into the disk cache under ``key``; None where
+    there is none or the ``prebuilt`` flag is off."""
     if not FLAGS["prebuilt"].cell[0]:
         return None
     cc = backend.target_cc()
     found = None
     for target in sorted((t for t in prebuilt.TARGETS if t <= cc), reverse=True):
         target_key = key if target == cc else _key(factory, factory_args, argtypes, launch_bounds, target)
-        found = None if target_key is None else prebuilt.lookup(target_key)
+        if target_key is None:
+            continue
+        if target in prebuilt.CUBIN_TARGETS and prebuilt.runs_cubin(target, tuple(backend.device_info()["cc"])):
+            machine = prebuilt.lookup_cubin(target_key)
+            if machine is not None:
+                entry, cubin = machine
+                kernel_files.write_cubin(key, cubin)
+                fn = kernel_files.load_function(key, entry)
+                if fn is not None:   # the driver takes it
+                    kernel_files.write_cached(kernel_files.cache_path(key), entry, "")
+                    k = _BY_KEY[key] = Kernel(name, argtypes, key=key, entry=entry, ptx="")
+                    _adopt(k, fn)
+                    return k
+        found = prebuilt.lookup(target_key)
         if found is not None:
             break
     if found is None:
         return None
     entry, ptx = found
-    cubin = prebuilt.lookup_cubin(target_key) if target in prebuilt.CUBIN_TARGETS else None
-    if cubin is not None and prebuilt.runs_cubin(target, tuple(backend.device_info()["cc"])):
-        kernel_files.write_cubin(key, cubin)
     kernel_files.write_cached(kernel_files.cache_path(key), entry, ptx)
     k = _BY_KEY[key] = Kernel(name, argtypes, key=key, entry=entry, ptx=ptx)
     return k

@@ -111,6 +111,15 @@ def write_cubin(key: str, cubin: bytes) -> None:
     write_atomic_bytes(cubin_path(key), cubin)
 
 
+def remove(key: str) -> None:
+    """Remove kernel file ``key`` and its cubin (missing ones are fine)."""
+    for path in (cache_path(key), cubin_path(key)):
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+
+
 def load_function(key, entry: str, ptx=None):
     """The ``cupy.RawModule`` function ``entry`` of kernel file ``key`` on the current
     device, or of the PTX text ``ptx`` where the file is missing or cannot be loaded; None

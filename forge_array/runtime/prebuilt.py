@@ -8,16 +8,18 @@ own (the pipelined scan's bulk copies).  It packs the kernel files into
 ``forge_array/prebuilt/kernels.zip`` (each file LZMA-compressed, named by its cache key) with
 ``manifest.json`` beside it: the command, the commit, the GPU, the versions, the kernel
 sources' hash, the number of kernels and their sizes.  The kernels of the targets in
-:data:`CUBIN_TARGETS` ship as machine code too (a cubin linked from the PTX by the prebuild's
-GPU machine): the driver compiles PTX when it loads it, tens to hundreds of milliseconds per
-kernel on a machine whose driver cache is empty, where a cubin loads in under a millisecond.
+:data:`CUBIN_TARGETS` ship as machine code instead (a cubin linked from the PTX on the
+prebuild's GPU machine; the PTX where the linker fails): the driver compiles PTX when it loads
+it, tens to hundreds of milliseconds per kernel on a machine whose driver cache is empty, where
+a cubin loads in under a millisecond.  In the disk cache such a kernel is a kernel file without
+PTX (its entry point) beside its cubin.
 
 A specialisation missing from the memory and disk caches is looked up here under the cache
 key it would have had when compiled for the newest target the device runs (the device's own
 capability where it is a target); a hit is written into the disk cache
-under the device's own key (a later process finds it there), with its cubin where the archive
-has one the device runs (same major compute capability, not newer), and loaded through CuPy
-like any cached kernel, so numba neither types nor compiles it.  A key digests the kernel sources, the
+under the device's own key (a later process finds it there; a cubin only where the device
+runs it: the same major compute capability, not newer, and the driver loads it) and loaded
+through CuPy like any cached kernel, so numba neither types nor compiles it.  A key digests the kernel sources, the
 factory and its constants, the argument types and the numba / numba-cuda versions, so a
 kernel whose generating source changed after the archive was made (or another numba) has
 another key and is never found: it is compiled as before.  :func:`status` says whether the
@@ -51,9 +53,9 @@ __all__ = ["TARGETS", "BASE_CC", "CUBIN_TARGETS", "ARCHIVE", "MANIFEST", "lookup
 TARGETS = ((8, 0), (9, 0))
 #: the oldest of them: a device below it compiles everything
 BASE_CC = TARGETS[0]
-#: the targets whose kernels ship as cubins too (machine code of that major capability): the
-#: sm_90 set, which H100 and H200 load without the driver's compile; GPUs of other
-#: capabilities compile the sm_80 or sm_90 PTX at load, once per machine (the driver caches it)
+#: the targets whose kernels ship as cubins (machine code of that major capability) instead of
+#: PTX: the sm_90 set, which H100 and H200 load without the driver's compile; GPUs of other
+#: capabilities compile the sm_80 PTX at load, once per machine (the driver caches it)
 CUBIN_TARGETS = ((9, 0),)
 
 _HERE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "prebuilt")
@@ -110,8 +112,9 @@ def lookup(key: str):
 
 
 def lookup_cubin(key: str):
-    """The shipped cubin of cache key ``key`` (a key of one of :data:`CUBIN_TARGETS`), or
-    None. A member whose checksum does not match is never returned."""
+    """``(entry, cubin)`` of the shipped machine code of cache key ``key`` (a key of one of
+    :data:`CUBIN_TARGETS`), or None. A member whose checksum does not match is never
+    returned."""
     opened = _archive()
     if opened is None or key + ".cubin" not in opened[1]:
         return None
@@ -120,10 +123,12 @@ def lookup_cubin(key: str):
             data = opened[0].read(key + ".cubin")
     except (OSError, zipfile.BadZipFile, KeyError, ValueError):
         return None
-    digest, _, cubin = data.partition(b"\n")
-    if hashlib.sha256(cubin).hexdigest().encode() != digest:
+    first, _, cubin = data.partition(b"\n")
+    parts = first.split(b" ")
+    if len(parts) != 2 or hashlib.sha256(cubin).hexdigest().encode() != parts[1]:
         return None
-    return cubin
+    STATS["prebuilt_hits"] += 1
+    return parts[0].decode("ascii", "replace"), cubin
 
 
 def runs_cubin(target, device_cc) -> bool:
@@ -169,8 +174,10 @@ def status(source_hash: str, numba_version: str, numba_cuda_version: str, python
     m = manifest()
     if m is None or _archive() is None:
         return "prebuilt kernels: none shipped (every specialisation compiles at first use)"
-    ccs = ", ".join("sm_%d%d" % tuple(t) for t in m.get("targets", TARGETS))
-    what = f"{m.get('kernels', '?')} ({ccs} PTX), made on {m.get('gpu', '?')}"
+    cubin = [tuple(t) for t in m.get("cubin_targets", ())]
+    ccs = ", ".join("sm_%d%d %s" % (t[0], t[1], "cubins" if tuple(t) in cubin else "PTX")
+                    for t in m.get("targets", TARGETS))
+    what = f"{m.get('kernels', '?')} ({ccs}), made on {m.get('gpu', '?')}"
     stale = []
     if m.get("source_hash") != source_hash:
         stale.append("the kernel sources changed since")
@@ -205,7 +212,7 @@ def pack(cache_dir: str, out_dir: str, meta: dict, skeleton_dirs=()) -> dict:
     the same kernels give the same archive."""
     from . import kernel_files  # noqa: PLC0415
 
-    files = _cache_files(cache_dir, ".ptx") + _cache_files(cache_dir, ".cubin")
+    files = _cache_files(cache_dir, ".ptx")
     for folder in skeleton_dirs:
         files += _cache_files(folder, ".skeleton")
     os.makedirs(out_dir, exist_ok=True)
@@ -220,20 +227,25 @@ def pack(cache_dir: str, out_dir: str, meta: dict, skeleton_dirs=()) -> dict:
                     continue
                 skeleton_bytes += len(data)
                 skeletons += 1
-            elif path.endswith(".cubin"):
-                with open(path, "rb") as f:
-                    code = f.read()
-                data = hashlib.sha256(code).hexdigest().encode() + b"\n" + code
-                cubin_bytes += len(code)
-                cubins += 1
             else:
                 cached = kernel_files.read_cached(path)
                 if cached is None:
                     continue
                 entry, ptx = cached
-                data = f"{entry} {hashlib.sha256(ptx.encode()).hexdigest()}\n{ptx}".encode()
-                raw += len(data)
                 count += 1
+                if os.path.exists(path[:-4] + ".cubin"):
+                    with open(path[:-4] + ".cubin", "rb") as f:
+                        code = f.read()
+                    data = f"{entry} {hashlib.sha256(code).hexdigest()}\n".encode() + code
+                    cubin_bytes += len(code)
+                    cubins += 1
+                    path = path[:-4] + ".cubin"
+                elif not ptx:
+                    count -= 1   # a kernel file of a cubin that is gone
+                    continue
+                else:
+                    data = f"{entry} {hashlib.sha256(ptx.encode()).hexdigest()}\n{ptx}".encode()
+                    raw += len(data)
             info = zipfile.ZipInfo(os.path.basename(path), date_time=(2020, 1, 1, 0, 0, 0))
             info.compress_type = zipfile.ZIP_LZMA
             z.writestr(info, data)
@@ -263,9 +275,12 @@ def unpack_kernels(cache_dir: str) -> int:
                 kernel_files.write_cached(os.path.join(cache_dir, name[:2], name), *found)
                 n += 1
         elif name.endswith(".cubin"):
-            code = lookup_cubin(name[:-6])
-            if code is not None:
+            found = lookup_cubin(name[:-6])
+            if found is not None:
+                entry, code = found
                 kernel_files.write_atomic_bytes(os.path.join(cache_dir, name[:2], name), code)
+                kernel_files.write_cached(os.path.join(cache_dir, name[:2], name[:-6] + ".ptx"), entry, "")
+                n += 1
     return n
 
 
