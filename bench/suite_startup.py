@@ -13,8 +13,9 @@ fallback, waits for the background builds and counts the operations whose next c
 on our kernels (for the fused functions: whose next call fuses its expression). Configurations:
 forge_array as a user gets it (``FORGE_ARRAY_COMPILE`` unset: kernels built in the
 background) and with ``FORGE_ARRAY_COMPILE=sync`` (with the list of kernels compiled and
-their seconds), each with an empty kernel cache (fresh ``FORGE_ARRAY_CACHE_DIR``) and with
-the cache the first run filled (warm); forge_array after ``python -m forge_array warmup
+their seconds), each with empty caches (fresh ``FORGE_ARRAY_CACHE_DIR``, ``CUPY_CACHE_DIR``
+and ``CUDA_CACHE_PATH``, the driver's cache of PTX it compiled: a fresh machine, the
+package's shipped kernels aside) and with the caches the first run filled (warm); forge_array after ``python -m forge_array warmup
 --dtypes float32,float64 --jobs J``; the same script written against CuPy (its own kernel
 cache emptied, then warm). A last process measures ``xp.mapreduce(lambda v: v * v,
 xp.ops.add, x)`` at 10^6 elements written inline in a loop (a new function object per call)
@@ -138,10 +139,11 @@ def _median_runs(runs):
 
 
 def _env(cache, mode):
-    """The environment of a measured process: its own caches; ``mode`` "default" leaves
+    """The environment of a measured process: its own caches (forge_array's kernels, CuPy's,
+    and the driver's compiled PTX, as on a fresh machine); ``mode`` "default" leaves
     FORGE_ARRAY_COMPILE unset (what a user gets), else sets it."""
     env = dict(os.environ, FORGE_ARRAY_CACHE_DIR=os.path.join(cache, "forge"),
-               CUPY_CACHE_DIR=os.path.join(cache, "cupy"))
+               CUPY_CACHE_DIR=os.path.join(cache, "cupy"), CUDA_CACHE_PATH=os.path.join(cache, "driver"))
     env.pop("FORGE_ARRAY_COMPILE", None)
     if mode != "default":
         env["FORGE_ARRAY_COMPILE"] = mode

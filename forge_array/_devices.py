@@ -147,6 +147,18 @@ def _names_here() -> str:
     return ", ".join(repr(str(d)) for d in devices())
 
 
+#: called once, the first time this process names an available GPU or wraps a CuPy array
+#: (the routing seam starts loading the kernel layer then, off the calling thread)
+ON_FIRST_GPU: list = []
+_GPU_SEEN = [False]
+
+
+def _first_gpu() -> None:
+    _GPU_SEEN[0] = True
+    for hook in ON_FIRST_GPU:
+        hook()
+
+
 def _check_available(dev: Device) -> Device:
     if dev.is_cuda:
         n = cuda_device_count()
@@ -154,6 +166,8 @@ def _check_available(dev: Device) -> Device:
             why = "CuPy is not importable or sees no GPU" if n == 0 else f"{n} GPU(s) visible"
             raise ValueError(f"device {dev} is not available ({why}); the devices here are "
                              f"{_names_here()}")
+        if not _GPU_SEEN[0]:
+            _first_gpu()
     return dev
 
 
@@ -176,6 +190,8 @@ def default_device() -> Device:
         else:
             dev = Device("cuda", 0) if cuda_device_count() > 0 else cpu
         _default_state[key] = dev
+        if dev.is_cuda and not _GPU_SEEN[0]:
+            _first_gpu()
     return dev
 
 
@@ -216,6 +232,8 @@ def device_of(arr) -> Device:
         return cpu
     cp = cupy_module()
     if cp is not None and isinstance(arr, cp.ndarray):
+        if not _GPU_SEEN[0]:
+            _first_gpu()
         return Device("cuda", arr.device.id)
     raise TypeError(f"not a NumPy or CuPy array: {type(arr).__name__}")
 

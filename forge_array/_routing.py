@@ -29,6 +29,7 @@ import importlib
 
 import numpy as np
 
+from . import _devices
 from .runtime import array_module as _xp
 from .runtime import background, config, kernels_available
 from .runtime.lazy import module as _lazy
@@ -83,6 +84,17 @@ def layer_ready() -> bool:
         _layer_loaded()
         return True
     return False
+
+
+def _prefetch_layer() -> None:
+    """The first GPU of the process is named: in background compile mode, queue the kernel
+    layer's load now (numba, the kernel modules: a few hundred milliseconds off the calling
+    thread) so that the first standard call finds it loaded rather than running on CuPy."""
+    if not _LAYER[0] and background.mode() == "background":
+        layer_ready()
+
+
+_devices.ON_FIRST_GPU.append(_prefetch_layer)
 
 
 def _kernels(x) -> bool:
