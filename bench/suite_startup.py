@@ -9,18 +9,19 @@ float64), ``max``, ``mean`` + ``std``, ``cumulative_sum``, ``sum(axis=0)``, ``su
 ``A @ v``, ``argmax``, and two fused functions, ``xp.fuse`` of ``sum(x*y+1)`` and of
 ``cumulative_sum(x*y)`` (CuPy: the same expressions eagerly); it reports the import time,
 each first call's wall time and the total, then (forge_array) how many calls ran on their
-fallback, waits for the background builds and counts the operations whose next call runs
-on our kernels (for the fused functions: whose next call fuses its expression). Configurations:
+fallback, waits for the background builds and counts the operations whose next call runs on
+our kernels (for the fused functions: whose next call fuses its expression). Configurations:
 forge_array as a user gets it (``FORGE_ARRAY_COMPILE`` unset: kernels built in the
 background) and with ``FORGE_ARRAY_COMPILE=sync`` (with the list of kernels compiled and
 their seconds), each with empty caches (fresh ``FORGE_ARRAY_CACHE_DIR``, ``CUPY_CACHE_DIR``
 and ``CUDA_CACHE_PATH``, the driver's cache of PTX it compiled: a fresh machine, the
-package's shipped kernels aside) and with the caches the first run filled (warm); forge_array after ``python -m forge_array warmup
---dtypes float32,float64 --jobs J``; the same script written against CuPy (its own kernel
-cache emptied, then warm). A last process measures ``xp.mapreduce(lambda v: v * v,
-xp.ops.add, x)`` at 10^6 elements written inline in a loop (a new function object per call)
-against the same function reused. Medians over ``--runs`` processes; writes
-``startup.json`` and ``startup.md`` under ``<out>/<device-slug>/``.
+package's shipped kernels aside) and with the caches the first run filled (warm);
+forge_array after ``python -m forge_array warmup --dtypes float32,float64 --jobs J``; the
+same script written against CuPy (its own kernel cache emptied, then warm). A last process
+measures ``xp.mapreduce(lambda v: v * v, xp.ops.add, x)`` at 10^6 elements written inline in
+a loop (a new function object per call) against the same function reused. Medians over
+``--runs`` processes; writes ``startup.json`` and ``startup.md`` under
+``<out>/<device-slug>/``.
 """
 
 from __future__ import annotations
