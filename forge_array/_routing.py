@@ -90,7 +90,7 @@ def _prefetch_layer() -> None:
     """The first GPU of the process is named: in background compile mode, queue the kernel
     layer's load now (numba, the kernel modules: a few hundred milliseconds off the calling
     thread) so that the first standard call finds it loaded rather than running on CuPy."""
-    if not _LAYER[0] and background.mode() == "background":
+    if not _LAYER[0] and config.KERNELS_ENABLED and background.mode() == "background":
         layer_ready()
 
 

@@ -119,3 +119,39 @@ def test_mixed_device_error_names_both(monkeypatch):
     with pytest.raises(ValueError) as e:
         xp.add(a, b)
     assert "cpu" in str(e.value) and "cuda:3" in str(e.value)
+
+
+def test_the_first_gpu_named_calls_the_hooks_once(monkeypatch):
+    from forge_array import _devices
+
+    calls = []
+    monkeypatch.setattr(_devices, "_GPU_SEEN", [False])
+    monkeypatch.setattr(_devices, "ON_FIRST_GPU", [lambda: calls.append(1)])
+    monkeypatch.setattr(_devices, "cuda_device_count", lambda: 1)
+    assert _devices.as_device("cpu") is _devices.cpu and calls == []
+    assert _devices.as_device("cuda:0") is _devices.Device("cuda", 0) and calls == [1]
+    _devices.as_device("cuda:0")
+    assert calls == [1]
+
+
+def test_the_routing_seam_queues_the_kernel_layer_at_the_first_gpu(monkeypatch):
+    from forge_array import _devices, _routing
+    from forge_array.runtime import background, config
+
+    assert _routing._prefetch_layer in _devices.ON_FIRST_GPU
+    queued = []
+    monkeypatch.setattr(_routing, "layer_ready", lambda: queued.append(1) or False)
+    monkeypatch.setattr(_routing, "_LAYER", [False])
+    monkeypatch.setattr(config, "KERNELS_ENABLED", True)
+    old = background.set_mode("sync")
+    try:
+        _routing._prefetch_layer()
+        assert queued == []                 # sync mode loads the layer at the first call
+        background.set_mode("background")
+        _routing._prefetch_layer()
+        assert queued == [1]
+        monkeypatch.setattr(config, "KERNELS_ENABLED", False)
+        _routing._prefetch_layer()
+        assert queued == [1]                # our kernels off: nothing to load
+    finally:
+        background.set_mode(old)
