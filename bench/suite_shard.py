@@ -8,22 +8,23 @@ scaling, beside JAX's sharded arrays and Dask (one chunk per GPU) where they imp
 
 Operations: ``sum``, ``mean(axis=0)``, ``std(axis=0)``, ``argmax``, ``x @ v``, ``sum(x*y+1)``,
 ``cumulative_sum`` along the split axis of the matrix and of a vector, ``accumulate(maximum)``
-of a vector (JAX: ``lax.cummax``), and the affine scan
-``accumulate(lambda p, q: (p0*q0, q0*p1+q1), (a, b))`` of two vectors. The matrix is
-``(n, 100)`` float32 split along its rows; ``--per-gpu`` elements per GPU (``--scaling weak``)
-or in total (``strong``). A run is wall-clock from the call to every device having finished
-(``synchronize`` on each GPU), median of ``--reps`` after two unrecorded runs (the first
-compiles). GB/s per GPU counts each input read once and each output written once, divided
-by the GPU count; ``copy`` is a device-to-device copy of the matrix's per-GPU bytes on one
-GPU, timed in the same run (the roofline), and ``of copy`` the ratio. Results of the sharded
-runs are compared with the same operation on one unsharded array on ``cuda:0`` (strong
-scaling; argmax exactly, the rest to 1e-3 relative). JAX: ``NamedSharding`` over a ``Mesh``
-of the same GPUs, jitted ``jnp`` functions and ``jax.lax.associative_scan``. Dask: dask-cuda's
-``LocalCUDACluster`` with one worker and one chunk per GPU and ``forge_array.dask`` patching
-CuPy in the workers. Writes ``shard.json``, ``shard.md`` and ``shard-<scaling>.png`` (with
-``--tag T``: ``shard-T.json`` ...) under ``<out>/<device-slug>/``; exits 1 when a sharded
-result differs from the unsharded one, and at once when fewer GPUs than ``--gpus`` asks for
-are visible.
+of a vector (JAX: ``lax.cummax``), and the affine scan ``accumulate(lambda p, q: (p0*q0,
+q0*p1+q1), (a, b))`` of two vectors. The matrix is ``(n, 100)`` float32 split along its rows;
+``--per-gpu`` elements per GPU (``--scaling weak``) or in total (``strong``). A run is
+wall-clock from the call to every device having finished (``synchronize`` on each GPU), median
+of ``--reps`` after two unrecorded runs (the first compiles); ``host ms`` is the median time
+until the call returned, the host's share of issuing every block's work (JAX: until its
+asynchronous call returned). GB/s per GPU counts each input read once and each output written
+once, divided by the GPU count; ``copy`` is a device-to-device copy of the matrix's per-GPU
+bytes on one GPU, timed in the same run (the roofline), and ``of copy`` the ratio. Results of
+the sharded runs are compared with the same operation on one unsharded array on ``cuda:0``
+(strong scaling; argmax exactly, the rest to 1e-3 relative). JAX: ``NamedSharding`` over a
+``Mesh`` of the same GPUs, jitted ``jnp`` functions and ``jax.lax.associative_scan``. Dask:
+dask-cuda's ``LocalCUDACluster`` with one worker and one chunk per GPU and ``forge_array.dask``
+patching CuPy in the workers. Writes ``shard.json``, ``shard.md`` and ``shard-<scaling>.png``
+(with ``--tag T``: ``shard-T.json`` ...) under ``<out>/<device-slug>/``; exits 1 when a sharded
+result differs from the unsharded one, and at once when fewer GPUs than ``--gpus`` asks for are
+visible.
 """
 
 from __future__ import annotations
@@ -138,8 +139,10 @@ def _computed(r):
 
 
 def _timed(fn, dev, g, reps):
-    """(median seconds, last result): wall-clock from the call to every device idle."""
-    ts = []
+    """(median seconds, median host seconds, last result): wall-clock from the call to every
+    device idle, and from the call to its return (the host's time issuing every block's work;
+    what is left of the wall time ran on the devices after it)."""
+    ts, hs = [], []
     r = None
     for i in range(reps + 2):
         r = None
@@ -149,13 +152,15 @@ def _timed(fn, dev, g, reps):
         try:
             t0 = time.perf_counter()
             r = _computed(fn())
+            t1 = time.perf_counter()
             dev.sync(g)
             t = time.perf_counter() - t0
         finally:
             gc.enable()
         if i >= 2:
             ts.append(t)
-    return statistics.median(ts), r
+            hs.append(t1 - t0)
+    return statistics.median(ts), statistics.median(hs), r
 
 
 # --------------------------------------------------------------------------- forge_array
@@ -244,9 +249,9 @@ def run_forge(xp, dev, g, rows, ops, reps, ref=None, same_data=False):
     for op in ops:
         began = time.perf_counter()
         try:
-            t, r = _timed(table[op], dev, g, reps)
+            t, host, r = _timed(table[op], dev, g, reps)
             got = [_host(s) for s in _sample(op, r)]
-            rec = {"s": t}
+            rec = {"s": t, "host_s": host}
             if ref is not None and op in ref:
                 rec["ok"], rec["err"] = _compare(op, got, ref[op])
             out[op] = rec
@@ -329,13 +334,17 @@ def run_jax(g, rows, ops, reps):
                 fn, args = jax.jit(lambda a, b: jax.lax.associative_scan(aff, (a, b))), (a, b)
             else:
                 fn, args = fns[op]
-            ts = []
+            ts, hs = [], []
             for i in range(reps + 2):
                 t0 = time.perf_counter()
-                jax.block_until_ready(fn(*args))
+                res = fn(*args)
+                t1 = time.perf_counter()
+                jax.block_until_ready(res)
+                res = None
                 if i >= 2:
                     ts.append(time.perf_counter() - t0)
-            out[op] = {"s": statistics.median(ts)}
+                    hs.append(t1 - t0)
+            out[op] = {"s": statistics.median(ts), "host_s": statistics.median(hs)}
             args = fn = None
         except Exception as e:
             out[op] = {"error": f"{type(e).__name__}: {e}"[:300]}
@@ -425,6 +434,8 @@ def _records(scaling, g, impl, res, per_gpu_elems, copy):
             rec["error"] = r["error"]
         else:
             rec["wall_ms"] = r["s"] * 1e3
+            if "host_s" in r:
+                rec["host_ms"] = r["host_s"] * 1e3
             total = per_gpu_elems * g if scaling == "weak" else per_gpu_elems
             rec["gbps_per_gpu"] = _bytes(op, total) / r["s"] / 1e9 / g
             if copy:
@@ -439,17 +450,18 @@ def _records(scaling, g, impl, res, per_gpu_elems, copy):
 def _markdown(meta, recs):
     lines = [f"# Sharded arrays on {meta['device']}", "",
              f"`{meta['command']}`; copy roofline {meta['copy_gbps']} GB/s per GPU.", "",
-             "| scaling | op | GPUs | impl | wall ms | GB/s per GPU | of copy | check |",
-             "|---|---|---:|---|---:|---:|---:|---|"]
+             "| scaling | op | GPUs | impl | wall ms | host ms | GB/s per GPU | of copy | check |",
+             "|---|---|---:|---|---:|---:|---:|---:|---|"]
     for r in sorted(recs, key=lambda r: (r["scaling"], OPS.index(r["op"]), r["impl"], r["gpus"])):
         if "error" in r:
             lines.append(f"| {r['scaling']} | {LABELS[r['op']]} | {r['gpus']} | {r['impl']} | "
-                         f"error: {r['error'][:80]} | | | |")
+                         f"error: {r['error'][:80]} | | | | |")
             continue
         chk = "" if "ok" not in r else ("ok" if r["ok"] else f"DIFFERS ({r['err']:.1e})")
         frac = f"{r['of_copy']:.2f}" if "of_copy" in r else ""
+        host = f"{r['host_ms']:.2f}" if "host_ms" in r else ""
         lines.append(f"| {r['scaling']} | {LABELS[r['op']]} | {r['gpus']} | {r['impl']} | "
-                     f"{r['wall_ms']:.2f} | {r['gbps_per_gpu']:.4g} | {frac} | {chk} |")
+                     f"{r['wall_ms']:.2f} | {host} | {r['gbps_per_gpu']:.4g} | {frac} | {chk} |")
     return "\n".join(lines) + "\n"
 
 
