@@ -90,45 +90,52 @@ def _archive():
         return _OPEN["archive"]
 
 
+def _member(name: str):
+    """``(entry, body)`` of archive member ``name`` (a first line ``entry sha256-of-body``,
+    then the body's bytes), or None where it is missing, unreadable or its checksum does not
+    match."""
+    opened = _archive()
+    if opened is None or name not in opened[1]:
+        return None
+    try:
+        with _LOCK:
+            data = opened[0].read(name)
+    except (OSError, zipfile.BadZipFile, KeyError, ValueError):
+        return None
+    first, _, body = data.partition(b"\n")
+    parts = first.split(b" ")
+    if len(parts) != 2 or hashlib.sha256(body).hexdigest().encode() != parts[1]:
+        return None
+    return parts[0].decode("ascii", "replace"), body
+
+
+def _member_bytes(entry: str, body: bytes) -> bytes:
+    """The stored form of a kernel member (see :func:`_member`)."""
+    return f"{entry} {hashlib.sha256(body).hexdigest()}\n".encode() + body
+
+
 def lookup(key: str):
     """``(entry, ptx)`` of the shipped kernel of cache key ``key`` (its key for
     :data:`BASE_CC`), or None. A member whose checksum does not match is never returned."""
-    opened = _archive()
-    if opened is None or key + ".ptx" not in opened[1]:
+    found = _member(key + ".ptx")
+    if found is None:
         return None
-    z = opened[0]
     try:
-        with _LOCK:
-            data = z.read(key + ".ptx")
-        text = data.decode("utf-8")
-    except (OSError, zipfile.BadZipFile, KeyError, UnicodeDecodeError, ValueError):
-        return None
-    first, _, ptx = text.partition("\n")
-    parts = first.split(" ")
-    if len(parts) != 2 or hashlib.sha256(ptx.encode()).hexdigest() != parts[1]:
+        ptx = found[1].decode("utf-8")
+    except UnicodeDecodeError:
         return None
     STATS["prebuilt_hits"] += 1
-    return parts[0], ptx
+    return found[0], ptx
 
 
 def lookup_cubin(key: str):
     """``(entry, cubin)`` of the shipped machine code of cache key ``key`` (a key of one of
     :data:`CUBIN_TARGETS`), or None. A member whose checksum does not match is never
     returned."""
-    opened = _archive()
-    if opened is None or key + ".cubin" not in opened[1]:
-        return None
-    try:
-        with _LOCK:
-            data = opened[0].read(key + ".cubin")
-    except (OSError, zipfile.BadZipFile, KeyError, ValueError):
-        return None
-    first, _, cubin = data.partition(b"\n")
-    parts = first.split(b" ")
-    if len(parts) != 2 or hashlib.sha256(cubin).hexdigest().encode() != parts[1]:
-        return None
-    STATS["prebuilt_hits"] += 1
-    return parts[0].decode("ascii", "replace"), cubin
+    found = _member(key + ".cubin")
+    if found is not None:
+        STATS["prebuilt_hits"] += 1
+    return found
 
 
 def runs_cubin(target, device_cc) -> bool:
@@ -236,7 +243,7 @@ def pack(cache_dir: str, out_dir: str, meta: dict, skeleton_dirs=()) -> dict:
                 if os.path.exists(path[:-4] + ".cubin"):
                     with open(path[:-4] + ".cubin", "rb") as f:
                         code = f.read()
-                    data = f"{entry} {hashlib.sha256(code).hexdigest()}\n".encode() + code
+                    data = _member_bytes(entry, code)
                     cubin_bytes += len(code)
                     cubins += 1
                     path = path[:-4] + ".cubin"
@@ -244,7 +251,7 @@ def pack(cache_dir: str, out_dir: str, meta: dict, skeleton_dirs=()) -> dict:
                     count -= 1   # a kernel file of a cubin that is gone
                     continue
                 else:
-                    data = f"{entry} {hashlib.sha256(ptx.encode()).hexdigest()}\n{ptx}".encode()
+                    data = _member_bytes(entry, ptx.encode())
                     raw += len(data)
             info = zipfile.ZipInfo(os.path.basename(path), date_time=(2020, 1, 1, 0, 0, 0))
             info.compress_type = zipfile.ZIP_LZMA
