@@ -616,3 +616,31 @@ def test_first_use_inside_a_creation_call():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout
     assert out.strip() == "ShardedArray [(3,), (3,)] [(4, 1), (4, 1)]"
+
+
+def test_blocks_on_the_cpu_without_the_simulator():
+    """A process with no simulator (a CPU machine's default): every sharded reduction of CPU
+    blocks runs NumPy's functions and consults no GPU tuning."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("import numpy as np, forge_array as xp\n"
+            "a = np.random.default_rng(0).random((3001, 40)).astype(np.float32)\n"
+            "x = xp.asarray(a, device=xp.Sharding(['cpu'] * 3))\n"
+            "h = lambda r: np.asarray(r.to_device('cpu'))\n"
+            "for name in ('sum', 'mean', 'var', 'std', 'max', 'min', 'prod'):\n"
+            "    for axis in (None, 0, 1):\n"
+            "        got = h(getattr(xp, name)(x, axis=axis))\n"
+            "        ref = getattr(np, name)(a.astype(np.float64), axis=axis)\n"
+            "        assert np.allclose(got, ref, rtol=1e-4), (name, axis)\n"
+            "assert int(h(xp.argmax(x))) == int(np.argmax(a))\n"
+            "assert np.allclose(h(xp.cumulative_sum(x, axis=0)), np.cumsum(a, axis=0), rtol=1e-5)\n"
+            "v = xp.asarray(np.ones(40, np.float32))\n"
+            "assert np.allclose(h(x @ v), a.sum(axis=1), rtol=1e-5)\n"
+            "print('ok')")
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    env.update(FORGE_ARRAY_SIMULATE="0", FORGE_ARRAY_DEVICE="cpu")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "ok"

@@ -33,7 +33,7 @@ from .._array import Array
 from .._helpers import normalize_axes, normalize_axis
 from ..fusion import auto as _auto
 from ..primitives.reductions import named as _named
-from ..runtime import array_module
+from ..runtime import array_module, kernels_available
 from ._core import ShardedArray, refusal
 from ._dispatch import original, register
 from ._elementwise import Blocks, mismatch, wrap
@@ -180,7 +180,9 @@ def _spread(name, x, axis, correction, keepdims):
     # one pass per block: (count, mean, M2) of the block, merged across blocks with Chan's
     # formula; the block's triple from its shifted float64 sums where the single array's
     # var / std would take them (float16, large float32 arrays), else Welford triples
-    if all(type(x._shards[i]) is Array for i in idx) and _named.shifted_pays(x._shards[idx[0]]._array, axes):
+    first = x._shards[idx[0]]._array if idx else None
+    if (all(type(x._shards[i]) is Array for i in idx) and kernels_available(first)
+            and _named.shifted_pays(first, axes)):
         parts = _shifted_triples(x, idx, axes)
     else:
         wmap = _ops.welford_map(dt)
