@@ -21,7 +21,8 @@ Every measurement runs in fresh Python processes with their own empty caches
   NVVM, forge_array's own code (factories, intrinsics), CuPy (module load), the rest.
 - ``gil`` (GPU): a loop of ``torch.sum`` (when PyTorch is installed) and ``cupy.cumsum`` of
   1,000 float32 (each call synchronised) timed alone, then while forge_array's first calls
-  of standard operations (an empty cache) build their kernels in the background: with the
+  of standard operations and of fused expressions (an empty cache; the fused kernels are
+  never shipped, so they build) build their kernels in the background: with the
   build process (the default) and with builds on the background thread
   (``FORGE_ARRAY_BUILD_PROCESS=0``); separate rows while the kernel layer (numba) loads
   and while kernels build.  The ratio to the loop alone is the cost to the user's work.
@@ -173,6 +174,13 @@ t0 = time.perf_counter()
 for a in (x32, x64):
     xp.sum(a); xp.max(a); xp.cumulative_sum(a); xp.argmax(a); xp.mean(a); xp.std(a)
 xp.sum(A, axis=0); xp.sum(A, axis=1); A @ v
+# fused expressions (plain-code fusion at any size): kernels of generated functions, never shipped
+xp.set_flags(fusion_min_size=0)
+f32 = xp.asarray(cp.asarray(h), copy=True)      # private memory: deferred, then fused
+B = xp.asarray(cp.asarray(rng.random((40, 25), dtype=np.float32)), copy=True)
+for r in (xp.sum(f32 * f32 + 1), xp.sum((B - xp.mean(B, axis=0)) ** 2, axis=0),
+          xp.max(xp.where(xp.isnan(f32), -xp.inf, f32)), xp.std(f32 * 2.0 + 1.0), xp.sum(B * B, axis=1)):
+    r._array
 calls_s = time.perf_counter() - t0
 during = {"layer": {name: [] for name, _ in ops}, "builds": {name: [] for name, _ in ops}}
 deadline = time.perf_counter() + 300

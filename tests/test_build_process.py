@@ -242,3 +242,94 @@ def test_a_fresh_process_finds_the_same_keys(monkeypatch, tmp_path):
                        env=_child_env(same_mode=True), timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     assert r.stdout.split() == ["0"]
+
+
+def test_fused_kernels_go_to_the_build_process_with_the_same_keys(monkeypatch, tmp_path):
+    """The kernels of fused expressions (generated functions: a fused element map, a fused
+    pass's combined operator and finishing step, a row program's steps) are sent to the
+    build process as the calls that make them again, and fingerprint alike there."""
+    import forge_array as xp
+
+    specs = []
+    original = compiler.compile_kernel
+
+    def record(factory, factory_args, argtypes, *, launch_bounds=None):
+        specs.append((factory, factory_args, tuple(argtypes), launch_bounds))
+        return original(factory, factory_args, argtypes, launch_bounds=launch_bounds)
+
+    monkeypatch.setattr(compiler, "compile_kernel", record)
+    monkeypatch.setattr(runtime, "compile_kernel", record)
+    for mod in list(sys.modules.values()):   # the layers' own references to it
+        if getattr(mod, "__name__", "").startswith("forge_array.") and callable(getattr(mod, "compile_kernel", None)):
+            monkeypatch.setattr(mod, "compile_kernel", record)
+    old = xp.set_flags(fusion_min_size=0)
+    try:
+        rng = np.random.default_rng(2)
+        m = _backend()
+        X = xp.asarray(m.asarray(rng.random((61, 7), dtype=np.float32)), copy=True)   # private: deferred
+        y = xp.asarray(m.asarray(rng.random(1231, dtype=np.float32)), copy=True)
+        mu = xp.mean(X, axis=0)
+        for r in (xp.sum((X - mu) ** 2, axis=0), xp.sum(y * y + 1), xp.sum(X * X, axis=1),
+                  xp.max(xp.where(xp.isnan(X), -xp.inf, X), axis=0)):
+            r._array  # noqa: B018 - computes the deferred result
+        xp.fuse(lambda a: (xp.mean(a * a), xp.std(a), xp.argmax(a + 1)))(y)
+    finally:
+        xp.set_flags(**old)
+    fused = [s for s in specs if "<forge_array" in repr([getattr(f, "__code__", None) for f in _functions(s[1])])]
+    assert fused, "no kernel of a generated function was built"
+    payloads = [build_process._dumps(s) for s in fused]
+    keys = [compiler._key(*s, (9, 0)) for s in fused]
+    assert None not in keys
+    path = tmp_path / "specs.pkl"
+    path.write_bytes(__import__("pickle").dumps((payloads, keys)))
+    code = textwrap.dedent(f"""
+        import pickle
+        from forge_array.runtime import compiler
+        payloads, keys = pickle.loads(open({str(path)!r}, "rb").read())
+        print(sum(compiler._key(*pickle.loads(p), (9, 0)) != k for p, k in zip(payloads, keys)))
+    """)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       env=_child_env(same_mode=True), timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.split() == ["0"]
+
+
+def _functions(obj):
+    """The Python functions inside a specialisation's constants (tuples, specs, operators)."""
+    import types
+
+    if isinstance(obj, types.FunctionType):
+        yield obj
+    elif isinstance(obj, (tuple, list)):
+        for o in obj:
+            yield from _functions(o)
+    elif hasattr(obj, "_fields"):  # a named tuple of constants (a reduction's spec)
+        for o in obj:
+            yield from _functions(o)
+
+
+def test_the_build_process_links_a_cubin_beside_what_it_builds(monkeypatch, tmp_path):
+    """After a build the build process links the kernel's cubin for the build's compute
+    capability beside the kernel file (the user's process then loads machine code); a linker
+    that refuses leaves the PTX alone, and a cubin already there is kept."""
+    from forge_array.runtime import build_worker, kernel_files, prebuilt
+
+    monkeypatch.setattr(config, "CACHE_DIR", str(tmp_path))
+    calls = []
+
+    def link(ptx, cc):
+        calls.append((ptx, tuple(cc)))
+        if "refuse" in ptx:
+            raise RuntimeError("ERROR_INTERNAL")
+        return b"cubin of " + ptx.encode()
+
+    monkeypatch.setattr(prebuilt, "LINK", [link])
+    for key, ptx in (("a1" * 32, "// kernel one"), ("b2" * 32, "// refuse")):
+        kernel_files.write_cached(kernel_files.cache_path(key), "entry", ptx)
+        build_worker._link_machine_code(key, (9, 0))
+    assert calls == [("// kernel one", (9, 0)), ("// refuse", (9, 0))]
+    with open(kernel_files.cubin_path("a1" * 32), "rb") as f:
+        assert f.read() == b"cubin of // kernel one"
+    assert not os.path.exists(kernel_files.cubin_path("b2" * 32))
+    build_worker._link_machine_code("a1" * 32, (9, 0))   # linked before: not again
+    assert len(calls) == 2

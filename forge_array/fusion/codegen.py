@@ -32,6 +32,7 @@ from numba import cuda
 
 from .. import intrinsics as _fi
 from .. import ops as _ops
+from ..runtime.build_process import rebuilt_by
 from ..runtime.caches import Cache
 from ..runtime.config import SIMULATE
 from .expr import PLAIN, Const, Node, const_key
@@ -419,7 +420,7 @@ def function_of(program):
         fn = loc["fused"]
         if SIMULATE:
             fn = _quiet(fn)
-        _FUNCTIONS[program] = fn
+        _FUNCTIONS[program] = fn = rebuilt_by(fn, function_of, program)
     return fn
 
 

@@ -28,6 +28,7 @@ from numba import cuda
 from .. import ops as _ops
 from ..kernels import reduce as _k
 from ..runtime import array_module
+from ..runtime.build_process import rebuilt_by
 from ..runtime.caches import Cache
 from . import axis_reduce as _axis
 from .reductions import launch as _kl
@@ -151,8 +152,16 @@ def _combined(expr, terms, with_index, nleaves):
         loc: dict = {}
         exec(compile(_sources(terms, with_index, nleaves), "<forge_array fused reduction>",
                      "exec"), g, loc)
-        fns = _COMBINED[key] = (loc["_elem"], loc["_op"], loc["_post"])
+        fns = _COMBINED[key] = tuple(rebuilt_by(loc[name], combined_function, expr, terms, with_index,
+                                                nleaves, i)
+                                     for i, name in enumerate(("_elem", "_op", "_post")))
     return fns
+
+
+def combined_function(expr, terms, with_index, nleaves, i):
+    """Function ``i`` (0: the element map, 1: the operator, 2: the finishing step) of the
+    fused pass of ``terms`` over ``expr`` (how the build process makes it again)."""
+    return _combined(expr, terms, with_index, nleaves)[i]
 
 
 def _sqrt_fn():
@@ -273,7 +282,7 @@ def _scalar_elem(expr, name, nleaves):
         g = {"_expr": cuda.jit(device=True)(expr)}
         loc: dict = {}
         exec(compile(src, "<forge_array fused reduction>", "exec"), g, loc)
-        fn = _SCALAR_ELEMS[key] = loc["_elem"]
+        fn = _SCALAR_ELEMS[key] = rebuilt_by(loc["_elem"], _scalar_elem, expr, name, nleaves)
     return fn
 
 

@@ -15,7 +15,7 @@ memory (where numba needs more of the device, it asks the driver from then on).
 A build is sent as its kernel factory, constants and argument types, pickled by reference:
 only specialisations whose functions are module-level functions of forge_array, NumPy, numba
 or the standard library (or made by such a function, which then names itself and its
-arguments in ``__forge_rebuild__``) go there: the standard operations; a user's operator is
+arguments: :func:`rebuilt_by`) go there: the standard operations; a user's operator is
 built in the user's process as before.  Where the build process cannot start (no
 ``fork``/``exec``, a sandbox), builds run on the background thread as before, after one warning
 (``FORGE_ARRAY_BUILD_PROCESS=0`` asks for that without the warning); where it dies
@@ -46,7 +46,7 @@ from . import config
 from .counters import STATS
 from .flags import FLAGS
 
-__all__ = ["MAX_RESTARTS", "build", "prestart", "shutdown", "stats"]
+__all__ = ["MAX_RESTARTS", "build", "prestart", "rebuilt_by", "shutdown", "stats"]
 
 #: deaths of the build process after which builds stay on the background thread
 MAX_RESTARTS = 3
@@ -80,12 +80,14 @@ class _NotPortable(pickle.PicklingError):
 class _Pickler(pickle.Pickler):
     def reducer_override(self, obj):
         # Python functions (pickled by name) only from modules the build process imports
-        # as they are here; no class of the user's script.  A function made by a factory of
-        # such a module says how to make it again: ``__forge_rebuild__ = (factory, args)``
-        if isinstance(obj, (types.FunctionType, types.MethodType)):
-            recipe = getattr(obj, "__forge_rebuild__", None)
+        # as they are here; no class of the user's script.  A function or object made by a
+        # factory of such a module says how to make it again (see :func:`rebuilt_by`)
+        own = getattr(obj, "__dict__", None)
+        if type(own) is dict and not isinstance(obj, type):
+            recipe = own.get("__forge_rebuild__")
             if recipe is not None:
                 return recipe
+        if isinstance(obj, (types.FunctionType, types.MethodType)):
             mod = getattr(obj, "__module__", None) or ""
             top = mod.split(".")[0]
             if top not in _MODULES and top not in _STDLIB:
@@ -93,6 +95,22 @@ class _Pickler(pickle.Pickler):
         elif isinstance(obj, type) and obj.__module__ == "__main__":
             raise _NotPortable(f"__main__.{obj.__qualname__}")
         return NotImplemented
+
+
+def rebuilt_by(obj, factory, *args):
+    """Mark ``obj`` (a function or object that ``factory(*args)`` made: generated source, a
+    closure) as made again in the build process by that call, so that a kernel taking it can
+    be built there; ``factory`` is a module-level function of forge_array and ``args``
+    pickle.  Returns ``obj``.
+
+    >>> def make(k):
+    ...     return lambda v: v * k
+    >>> f = rebuilt_by(make(3), make, 3)
+    >>> f.__forge_rebuild__[1]
+    (3,)
+    """
+    obj.__forge_rebuild__ = (factory, args)
+    return obj
 
 
 def _dumps(obj) -> bytes:

@@ -3,9 +3,11 @@ JOB_FD RESULT_FD``.
 
 Reads pickled builds from the job pipe, compiles each into the disk cache with
 :func:`.compiler.build_to_disk` (numba shown a device of the build's compute capability;
-where that is not enough for numba, from then on the GPU itself, through the driver) and
-answers ``("done", key)``, ``("mismatch", key)`` (its own key of the build differs from the
-sender's: another source tree or settings) or ``("error", message, whether it is the
+where that is not enough for numba, from then on the GPU itself, through the driver), links
+its cubin for that capability beside it (CUDA's linker, where present: the waiting process
+then loads machine code instead of compiling PTX at load) and answers ``("done", key)``,
+``("mismatch", key)`` (its own key of the build differs from the sender's: another source
+tree or settings) or ``("error", message, whether it is the
 operator's compile error)`` on the result pipe.
 Exits when the job pipe closes or the process that started it is gone; ignores the
 terminal's interrupt (its parent decides when it ends).
@@ -59,6 +61,25 @@ def _compile_error(exc) -> bool:
     return isinstance(exc, TypeError) and str(exc).startswith("cannot compile")
 
 
+def _link_machine_code(key, cc) -> None:
+    """Write the cubin of kernel file ``key`` (built for ``cc``) beside it, before the answer
+    that the waiting process acts on: that process then loads machine code, well under a
+    millisecond, where the driver would compile the PTX at load in that process's own thread
+    (tens to hundreds of milliseconds, a second for a large fused kernel).  Where CUDA's
+    linker is missing or refuses the PTX, the kernel file holds PTX alone, as before."""
+    from forge_array.runtime import kernel_files, prebuilt
+
+    if os.path.exists(kernel_files.cubin_path(key)):
+        return
+    cached = kernel_files.read_cached(kernel_files.cache_path(key))
+    if not cached or not cached[1]:
+        return
+    try:
+        kernel_files.write_cubin(key, prebuilt.LINK[0](cached[1], cc))
+    except Exception:  # noqa: BLE001 - the PTX still loads
+        pass
+
+
 def main(argv) -> int:
     from multiprocessing.connection import Connection
 
@@ -97,6 +118,8 @@ def main(argv) -> int:
             _, factory, factory_args, argtypes, launch_bounds, cc, key, cache_dir = pickle.loads(data)
             config.CACHE_DIR = cache_dir
             got = build(factory, factory_args, argtypes, launch_bounds, cc)
+            if got is not None:
+                _link_machine_code(got, cc)
             reply = ("done", got) if got == key else ("mismatch", got)
         except BaseException as exc:  # noqa: BLE001  (reported; the sender builds it itself)
             reply = ("error", f"{type(exc).__name__}: {exc}", _compile_error(exc))
