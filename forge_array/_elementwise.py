@@ -51,9 +51,27 @@ def _backend_fn(device, name):
     key = (device.kind, name)
     fn = _fn_cache.get(key)
     if fn is None:
-        fn = getattr(_dev.compat(device), name)
+        own = _WITHOUT_SYNC.get(name) if device.is_cuda else None
+        fn = own(_dev.backend(device)) if own is not None else getattr(_dev.compat(device), name)
         _fn_cache[key] = fn
     return fn
+
+
+def _sign_without_sync(m):
+    """``sign`` of CuPy arrays with NaNs kept and ``sign(0j) == 0``, as array-api-compat's
+    ``sign`` makes CuPy's, but selected with ``where`` where array-api-compat writes through a
+    boolean mask (a wait for the GPU in every call)."""
+    def sign(x):
+        if x.dtype.kind == "c":
+            return m.where(x == 0, x.dtype.type(0), x / m.abs(x))
+        res = m.sign(x)
+        return m.where(m.isnan(x), x, res) if x.dtype.kind == "f" else res
+    return sign
+
+
+#: the element-wise functions of GPU arrays that are ours rather than array-api-compat's
+#: (name -> maker taking the CuPy module): the same values, without waiting for the GPU
+_WITHOUT_SYNC = {"sign": _sign_without_sync}
 
 
 def _check_kind(name, dtype, kinds, arg="x"):

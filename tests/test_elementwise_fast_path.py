@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import forge_array as xp
+from forge_array.runtime import SIMULATE
 
 DTYPES = ["float32", "float64", "int32", "int64", "uint8", "bool"]
 
@@ -96,3 +97,25 @@ def test_different_devices_are_refused():
         g = xp.asarray(np.arange(3.0))
         with pytest.raises(ValueError, match="different devices"):
             a + g
+
+
+def test_gpu_sign_keeps_nans_without_a_boolean_mask():
+    """``sign`` of GPU arrays (NaNs kept, ``sign(0j) == 0``) selects with ``where``; run here
+    with NumPy as the module, as the same code runs CuPy's functions on a GPU."""
+    from forge_array import _elementwise
+
+    sign = _elementwise._sign_without_sync(np)
+    x = np.array([np.nan, -0.0, 0.0, 2.5, -3.0, np.inf, -np.inf], dtype=np.float32)
+    got = sign(x)
+    assert got.dtype == np.float32
+    np.testing.assert_array_equal(got, np.array([np.nan, 0, 0, 1, -1, 1, -1], dtype=np.float32))
+    z = np.array([0j, 3 + 4j, -2j, complex(np.nan, 0)], dtype=np.complex128)
+    with np.errstate(invalid="ignore"):   # NumPy warns of 0 / 0 where CuPy does not
+        got = sign(z)
+    np.testing.assert_allclose(got[:3], [0, 0.6 + 0.8j, -1j])
+    assert np.isnan(got[3])
+    k = np.array([-5, 0, 7], dtype=np.int16)
+    assert sign(k).dtype == np.int16 and sign(k).tolist() == [-1, 0, 1]
+    if not SIMULATE:
+        g = xp.sign(xp.asarray(x, device="cuda:0"))
+        np.testing.assert_array_equal(np.asarray(g.to_device("cpu")), sign(x))
