@@ -113,7 +113,7 @@ __all__ = [
     "layer_ready", "reduce_sum", "reduce_prod", "reduce_max", "reduce_min", "reduce_mean", "reduce_var",
     "reduce_std", "reduce_any", "reduce_all", "argmax", "argmin", "cumulative_sum",
     "cumulative_prod", "matmul", "vecdot", "tensordot", "copy", "full_fast", "axis_fast",
-    "matmul_fast", "vecdot_fast", "tensordot_fast", "nonzero",
+    "matmul_fast", "vecdot_fast", "tensordot_fast", "nonzero", "unique",
 ]
 
 
@@ -503,6 +503,18 @@ def nonzero(x):
         if r is not _PENDING:
             return r
     return tuple(r.astype(np.int64, copy=False) for r in _xp(x).nonzero(x))
+
+
+def unique(x, index, inverse, counts):
+    """``(values, index, inverse, counts)`` of ``x`` flattened through our scan's compaction
+    (:func:`forge_array.primitives.compaction.unique`: each of the last three None unless
+    asked), or None where our kernels do not take ``x`` now (the caller takes the backend's
+    own function)."""
+    if _kernels(x):
+        r = _attempt(_compaction.unique, x, index, inverse, counts)
+        if r is not _PENDING:
+            return r
+    return None
 
 
 def copy(x):

@@ -13,6 +13,7 @@ from typing import NamedTuple
 
 from . import _devices as _dev
 from . import _dtypes as _dt
+from . import _routing
 from ._array import Array, is_scalar, py_scalar, values_read
 from ._helpers import check_array
 
@@ -36,12 +37,22 @@ class UniqueInverseResult(NamedTuple):
     inverse_indices: Array
 
 
-def _call(name, x):
+def _call(name, x, index=False, inverse=False, counts=False):
+    """``(values, index, inverse, counts)`` of ``x`` (None where not asked): our compaction
+    on a GPU (:func:`._routing.unique`), else the backend's function ``name``."""
     check_array(x, name)
     values_read()  # the values decide the result's shape
-    ns = _dev.compat(x.device)
     with _dev.on(x.device):
-        return getattr(ns, name)(x._array)
+        r = _routing.unique(x._array, index, inverse, counts)
+        if r is not None:
+            return r
+        r = getattr(_dev.compat(x.device), name)(x._array)
+    if name == "unique_values":
+        return r, None, None, None
+    it = iter(r)
+    v = next(it)
+    return (v, next(it) if index else None, next(it) if inverse else None,
+            next(it) if counts else None)
 
 
 def _w(a, x, index=False):
@@ -58,9 +69,8 @@ def unique_all(x, /):
     >>> r.counts
     Array([1, 2], dtype=int64, device=cpu)
     """
-    r = _call("unique_all", x)
-    return UniqueAllResult(_w(r[0], x), _w(r[1], x, True),
-                           _w(r[2].reshape(x.shape), x, True), _w(r[3], x, True))
+    v, i, inv, c = _call("unique_all", x, index=True, inverse=True, counts=True)
+    return UniqueAllResult(_w(v, x), _w(i, x, True), _w(inv.reshape(x.shape), x, True), _w(c, x, True))
 
 
 def unique_counts(x, /):
@@ -70,8 +80,8 @@ def unique_counts(x, /):
     >>> xp.unique_counts(xp.asarray([2, 1, 2], device="cpu")).values
     Array([1, 2], dtype=int64, device=cpu)
     """
-    r = _call("unique_counts", x)
-    return UniqueCountsResult(_w(r[0], x), _w(r[1], x, True))
+    v, _, _, c = _call("unique_counts", x, counts=True)
+    return UniqueCountsResult(_w(v, x), _w(c, x, True))
 
 
 def unique_inverse(x, /):
@@ -81,8 +91,8 @@ def unique_inverse(x, /):
     >>> xp.unique_inverse(xp.asarray([2, 1, 2], device="cpu")).inverse_indices
     Array([1, 0, 1], dtype=int64, device=cpu)
     """
-    r = _call("unique_inverse", x)
-    return UniqueInverseResult(_w(r[0], x), _w(r[1].reshape(x.shape), x, True))
+    v, _, inv, _ = _call("unique_inverse", x, inverse=True)
+    return UniqueInverseResult(_w(v, x), _w(inv.reshape(x.shape), x, True))
 
 
 def unique_values(x, /):
@@ -92,7 +102,7 @@ def unique_values(x, /):
     >>> xp.unique_values(xp.asarray([3, 3, 1], device="cpu"))
     Array([1, 3], dtype=int64, device=cpu)
     """
-    return _w(_call("unique_values", x), x)
+    return _w(_call("unique_values", x)[0], x)
 
 
 def isin(x1, x2, /, *, invert=False):

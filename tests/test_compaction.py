@@ -66,3 +66,62 @@ def test_mask_indexing_of_gpu_arrays(shape, axis):
         np.testing.assert_array_equal(np.asarray(xp.asarray(g, device="cpu")), w)
     with pytest.raises(IndexError, match="did not match"):
         x[xp.asarray(np.ones(shape[0] + 1, dtype=bool), device="cuda:0")]
+
+
+def _np_unique(a):
+    """NumPy's unique with every NaN a value of its own (the standard's rule)."""
+    v, i, inv, c = np.unique(a.reshape(-1), return_index=True, return_inverse=True, return_counts=True,
+                             equal_nan=False)
+    return v, i, inv.reshape(-1), c
+
+
+@pytest.mark.parametrize("n", [0, 1, 31, 32, 33, 257])
+@pytest.mark.parametrize("dtype", ["int64", "int8", "uint16", "float32", "float64", "bool"])
+def test_unique_against_numpy(bk, n, dtype):
+    if dtype == "bool":
+        a = _RNG.random(n) < 0.5
+    elif dtype.startswith("float"):
+        a = _RNG.integers(-4, 5, size=n).astype(dtype)
+        a[_RNG.random(n) < 0.2] = np.nan                 # NaNs: each one a value of its own
+        a[_RNG.random(n) < 0.1] = -0.0
+    else:
+        a = _RNG.integers(0, 9, size=n).astype(dtype)
+    want = _np_unique(a)
+    got = compaction.unique(bk.asarray(a), index=True, inverse=True, counts=True)
+    for g, w, what in zip(got, want, ("values", "index", "inverse", "counts")):
+        g = np.asarray(g.get() if hasattr(g, "get") else g)
+        assert g.dtype == (a.dtype if what == "values" else np.int64), what
+        np.testing.assert_array_equal(g, w, err_msg=what)
+    values_only = compaction.unique(bk.asarray(a))
+    np.testing.assert_array_equal(np.asarray(values_only[0].get() if hasattr(values_only[0], "get")
+                                             else values_only[0]), want[0])
+    assert values_only[1:] == (None, None, None)
+
+
+@pytest.mark.parametrize("view", ["2-D", "reversed", "strided", "transposed"])
+def test_unique_of_views(bk, view):
+    a = _RNG.integers(0, 6, size=(6, 10))
+    b = bk.asarray(a)
+    src, ref = {"2-D": (b, a), "reversed": (b[::-1, ::-1], a[::-1, ::-1]),
+                "strided": (b[:, ::3], a[:, ::3]), "transposed": (b.T, a.T)}[view]
+    got = compaction.unique(src, index=True, inverse=True, counts=True)
+    for g, w in zip(got, _np_unique(np.ascontiguousarray(ref))):
+        np.testing.assert_array_equal(np.asarray(g.get() if hasattr(g, "get") else g), w)
+
+
+def test_unique_functions_of_the_namespace(bk):
+    """The namespace's ``unique_*`` take the compaction where our kernels run (the simulator,
+    a GPU) and the backend's functions elsewhere: the same results."""
+    a = np.array([[3.0, np.nan, 1.0], [3.0, 2.0, np.nan]])
+    dev = "cpu" if config.SIMULATE else "cuda:0"
+    x = xp.asarray(a, device=dev)
+    host = lambda r: np.asarray(xp.asarray(r, device="cpu"))  # noqa: E731
+    r = xp.unique_all(x)
+    v, i, inv, c = _np_unique(a)
+    np.testing.assert_array_equal(host(r.values), v)
+    np.testing.assert_array_equal(host(r.indices), i)
+    np.testing.assert_array_equal(host(r.inverse_indices), inv.reshape(a.shape))
+    np.testing.assert_array_equal(host(r.counts), c)
+    np.testing.assert_array_equal(host(xp.unique_counts(x).counts), c)
+    np.testing.assert_array_equal(host(xp.unique_inverse(x).inverse_indices), inv.reshape(a.shape))
+    np.testing.assert_array_equal(host(xp.unique_values(x)), v)

@@ -1,5 +1,5 @@
 """Stream compaction: the positions of a boolean mask's true elements through our scan, what
-``x[mask]`` and ``nonzero(x)`` run on a GPU.
+``x[mask]``, ``nonzero(x)`` and the ``unique_*`` functions run on a GPU.
 
 The mask's running count (an inclusive ``cumulative_sum`` in int64, one pass at the copy
 rate) ends in the number of true elements, which the caller needs on the host anyway to
@@ -13,6 +13,10 @@ makes eight of them).
 >>> import numpy as np
 >>> [a.tolist() for a in nonzero(np.array([[True, False], [False, True]]))]
 [[0, 1], [0, 1]]
+
+``unique`` sorts, marks where a run of equal values begins and compacts those marks the same
+way (CuPy's ``unique`` compacts them with its boolean indexing: 0.3-0.5 ms per call on 200,000
+labels on an H200 against PyTorch's 0.15 ms).
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ import numpy as np
 
 from ..runtime import array_module
 from .scan.cumulative import cumulative_sum
+
+__all__ = ["nonzero", "unique"]
 
 
 def nonzero(mask):
@@ -45,3 +51,62 @@ def nonzero(mask):
     if mask.ndim == 1:
         return (flat,)
     return tuple(a.astype(np.int64, copy=False) for a in xp.unravel_index(flat, mask.shape))
+
+
+def _positions(flags, xp):
+    """The positions of the true elements of 1-D bool backend array ``flags`` (non-empty)."""
+    counts = cumulative_sum(flags, dtype=np.int64)
+    total = int(counts[-1])
+    return counts, xp.searchsorted(counts, xp.arange(1, total + 1, dtype=np.int64),
+                                   side="left").astype(np.int64, copy=False)
+
+
+def unique(x, index=False, inverse=False, counts=False):
+    """``(values, index, inverse, counts)`` of backend array ``x`` flattened: its distinct
+    values in ascending order (each NaN a value of its own, NaNs last), and where asked (else
+    None) the position of each value's first occurrence, the position in ``values`` of each
+    element of ``x`` (flat) and how often each value occurs, all int64: the standard's
+    ``unique_*`` functions.
+
+    >>> import numpy as np
+    >>> v, i, inv, c = unique(np.array([3, 1, 3, 2, 1]), index=True, inverse=True, counts=True)
+    >>> v.tolist(), i.tolist(), inv.tolist(), c.tolist()
+    ([1, 2, 3], [1, 3, 0], [2, 0, 2, 1, 0], [2, 1, 2])
+    """
+    xp = array_module(x)
+    flat = x.reshape(-1)
+    n = flat.size
+    as_bool = flat.dtype == np.bool_
+    if as_bool:
+        flat = flat.view(np.uint8)
+    perm = None
+    if index or inverse:
+        perm = xp.argsort(flat, kind="stable")   # equal values keep their order: the first comes first
+        ordered = flat[perm]
+    else:
+        ordered = xp.sort(flat)
+    if n == 0:
+        empty = xp.zeros(0, dtype=np.int64)
+        starts = empty
+        run = None
+    else:
+        begins = xp.empty(n, dtype=np.bool_)
+        begins[:1] = True
+        xp.not_equal(ordered[1:], ordered[:-1], out=begins[1:])   # NaN != NaN: each NaN begins a run
+        run, starts = _positions(begins, xp)
+    values = ordered[starts]
+    if as_bool:
+        values = values.view(np.bool_)
+    first = perm[starts].astype(np.int64, copy=False) if index else None
+    where = None
+    if inverse:
+        where = xp.empty(n, dtype=np.int64)
+        if n:
+            where[perm] = run - 1
+    many = None
+    if counts:
+        ends = xp.empty(starts.size, dtype=np.int64)
+        ends[:-1] = starts[1:]
+        ends[-1:] = n
+        many = ends - starts
+    return values, first, where, many
