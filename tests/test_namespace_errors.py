@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 import forge_array as xp
+from forge_array.runtime import SIMULATE
 
 # Namespace semantics are checked against NumPy; the kernels have their own tests.
 pytestmark = pytest.mark.usefixtures("numpy_routes")
@@ -222,3 +223,18 @@ def test_fftn_unsorted_axes(device, name):
             assert got.shape == want.shape, (s, axes, norm)
             np.testing.assert_allclose(np.asarray(xp.asarray(got, device="cpu")), want, rtol=1e-10,
                                        atol=1e-10)
+
+
+@pytest.mark.parametrize("dtype", ["int64", "int32", "uint8"])
+def test_take_checks_both_bounds(dtype):
+    dev = "cpu" if SIMULATE else "cuda:0"
+    x = xp.asarray(np.arange(12.0).reshape(3, 4), device=dev)
+    ok = [3, 0] if dtype == "uint8" else [3, -4, 0]
+    got = xp.take(x, xp.asarray(np.array(ok, dtype=dtype), device=dev), axis=1)
+    np.testing.assert_array_equal(np.asarray(got.to_device("cpu")), np.take(np.arange(12.0).reshape(3, 4), ok, axis=1))
+    for bad in ([4], [0, 200]) if dtype == "uint8" else ([4], [-5], [0, 7, 1]):
+        with pytest.raises(IndexError, match=r"take\(\): index out of bounds for an axis of size 4"):
+            xp.take(x, xp.asarray(np.array(bad, dtype=dtype), device=dev), axis=1)
+    with pytest.raises(IndexError, match=r"take_along_axis\(\): index out of bounds for an axis of size 3"):
+        xp.take_along_axis(x, xp.asarray(np.array([[3, 0, 1, 2]], dtype=dtype), device=dev), axis=0)
+    assert xp.take(x, xp.asarray(np.zeros(0, dtype=dtype), device=dev), axis=0).shape == (0, 4)
