@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from . import _devices as _dev
 from . import _dtypes as _dt
-from . import _routing
-from ._array import Array
+from ._array import Array, indices_outside
 from ._helpers import check_array, normalize_axis
 
 __all__ = ["take", "take_along_axis"]
@@ -21,14 +20,9 @@ def _check_indices(name, idx, n, device):
         raise TypeError(f"{name}(): indices must have an integer dtype, got {idx.dtype}")
     if idx.size == 0:
         return
-    # the two bounds by a reduction each (our kernels on a GPU), no temporaries: the host
-    # waits for the device once per bound, where a mask of bad indices costs four launches
-    arr = idx._array
-    axes = tuple(range(arr.ndim))
     with _dev.on(device):
-        lo = int(_routing.reduce_min(arr, axes, False))
-        hi = int(_routing.reduce_max(arr, axes, False))
-    if lo < -n or hi >= n:
+        bad = indices_outside(idx._array, n)
+    if bad:
         raise IndexError(f"{name}(): index out of bounds for an axis of size {n}")
 
 
