@@ -162,6 +162,29 @@ def indices_outside(k, n) -> bool:
             or builtins.int(_routing.reduce_max(k, axes, False)) >= n)
 
 
+def _masked_fill(a, k, v) -> builtins.bool:
+    """``a[k] = v`` for CuPy array ``a`` where ``k`` is one boolean mask over ``a``'s leading
+    dimensions and ``v`` a single value: written through ``copyto(..., where=mask)``, one
+    kernel, where CuPy's boolean assignment compacts the mask first and waits for the GPU
+    (``std[std == 0] = 1.0``, scikit-learn's guard before every division by a scale).  False
+    (nothing written) for any other key or value.
+
+    >>> import numpy as np
+    >>> _masked_fill(np.zeros(3), (np.array([True, False, True]),), np.float64(2.0))
+    False
+    """
+    if type(k) is tuple:
+        if len(k) != 1:
+            return False
+        k = k[0]
+    if not _dev.is_cupy_array(k) or k.dtype != np.bool_ or k.ndim == 0 or getattr(v, "ndim", 0) != 0:
+        return False
+    if k.shape != a.shape[:k.ndim]:
+        return False   # the backend raises its IndexError
+    _dev.cupy_module().copyto(a, v, where=k.reshape(k.shape + (1,) * (a.ndim - k.ndim)))
+    return True
+
+
 def _basic_key(k):
     if isinstance(k, tuple):
         return all(_basic_key(i) for i in k)
@@ -618,6 +641,8 @@ class Array:
                             f"{type(value).__name__}")
         if BEFORE_WRITE[0] is not None:
             BEFORE_WRITE[0]()
+        if self._device.is_cuda and _masked_fill(self._array, k, v):
+            return
         self._array[k] = v
 
     # ------------------------------------------------------------------ operators

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import forge_array as xp
+from forge_array.runtime import SIMULATE
 
 # Namespace semantics are checked against NumPy; the kernels have their own tests.
 pytestmark = pytest.mark.usefixtures("numpy_routes")
@@ -210,3 +211,27 @@ def test_to_device_same():
     x = arr([1])
     assert x.to_device("cpu") is x
     assert x.to_device(xp.cpu) is x
+
+
+@pytest.mark.skipif(SIMULATE, reason="CuPy arrays: the GPU run")
+def test_masked_fill_of_gpu_arrays():
+    """``x[mask] = value`` on a GPU: a single value goes through ``copyto(where=mask)``
+    (full masks and masks of the leading dimensions), anything else through CuPy."""
+    a = np.arange(12.0).reshape(3, 4)
+    for mask, value in ((a > 5, 1.5), (a[:, 0] > 3, -2.0), (a > 100, 9.0)):
+        x = xp.asarray(a, device="cuda:0")
+        want = a.copy()
+        want[mask] = value
+        x[xp.asarray(mask, device="cuda:0")] = value
+        np.testing.assert_array_equal(np.asarray(x.to_device("cpu")), want)
+        x = xp.asarray(a, device="cuda:0")
+        x[xp.asarray(mask, device="cuda:0")] = xp.asarray(value, device="cuda:0")   # a 0-d array
+        np.testing.assert_array_equal(np.asarray(x.to_device("cpu")), want)
+    x = xp.asarray(a, device="cuda:0")
+    m = a > 8
+    x[xp.asarray(m, device="cuda:0")] = xp.asarray([-1.0, -2.0, -3.0], device="cuda:0")   # one per element
+    want = a.copy()
+    want[m] = [-1.0, -2.0, -3.0]
+    np.testing.assert_array_equal(np.asarray(x.to_device("cpu")), want)
+    with pytest.raises(IndexError):
+        x[xp.asarray(np.ones(5, dtype=bool), device="cuda:0")] = 1.0
