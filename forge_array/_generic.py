@@ -17,11 +17,11 @@ from __future__ import annotations
 
 from ._array import Array
 from ._helpers import AxisError, named_axis_error
-from .runtime.lazy import module as _lazy
+from ._kernel_layer import binding
 
 __all__ = ["reduce", "mapreduce"]
 
-_prim = _lazy("forge_array.primitives.reductions", __name__, "_prim")  # loads numba at first use
+_prim = binding("reductions", __name__, "_prim")  # loads numba at first use
 
 
 def _unwrap(a, devices):

@@ -13,11 +13,11 @@ call the primitive, wrap the result. See docs/matvec.md.
 from __future__ import annotations
 
 from ._array import Array
-from .runtime.lazy import module as _lazy
+from ._kernel_layer import binding
 
 __all__ = ["matvec", "vecmat"]
 
-_prim = _lazy("forge_array.primitives.matvec", __name__, "_prim")  # loads numba at first use
+_prim = binding("matvec", __name__, "_prim")  # loads numba at first use
 
 
 def _unwrap(a, what, name):

@@ -30,19 +30,19 @@ import importlib
 import numpy as np
 
 from . import _devices
+from ._kernel_layer import binding
 from .runtime import array_module as _xp
 from .runtime import background, config, kernels_available
 from .runtime.lazy import module as _lazy
 
 # the kernel layer, imported at first use (it loads numba); ``primitives.reductions`` is the
 # module, not the generic function of the same name
-_red = _lazy("forge_array.primitives.reductions", __name__, "_red")
-_scan = _lazy("forge_array.primitives.scan", __name__, "_scan")
-_mv = _lazy("forge_array.primitives.matvec", __name__, "_mv")
-_copy = _lazy("forge_array.primitives.strided_copy", __name__, "_copy")
-_compaction = _lazy("forge_array.primitives.compaction", __name__, "_compaction")
-# the stored launches: a GPU's first calls only (nothing of it on a CPU-only machine)
-_stored_mod = _lazy("forge_array.runtime.stored", __name__, "_stored_mod")
+_red = binding("reductions", __name__, "_red")
+_scan = binding("scan", __name__, "_scan")
+_mv = binding("matvec", __name__, "_mv")
+_copy = binding("strided_copy", __name__, "_copy")
+_compaction = binding("compaction", __name__, "_compaction")
+_stored_mod = binding("stored", __name__, "_stored_mod")
 
 #: imports the layers above this module register to run with the kernel layer's load, off
 #: the calling thread in background compile mode

@@ -18,10 +18,10 @@ import weakref
 import numpy as np
 
 from .._array import Array, py_scalar
+from .._kernel_layer import binding
 from .._ownership import is_private
 from ..runtime.caches import Cache
 from ..runtime.config import SIMULATE
-from ..runtime.lazy import module as _lazy
 from . import auto as _auto
 from . import expr as _expr
 from . import state as _state
@@ -39,7 +39,7 @@ from .state import (  # noqa: F401 - the builders' switches, read through this m
     untraced,
 )
 
-_fr = _lazy("forge_array.primitives.fused_reduce", __name__, "_fr")  # loads numba at first use
+_fr = binding("fused_reduce", __name__, "_fr")  # loads numba at first use
 
 __all__ = ["ACTIVE", "ON", "PY_SCALARS", "tracing", "wanted", "binary", "unary", "where",
            "astype", "clip", "wanted_mode", "reduction", "scan", "Trace", "current", "begin_trace",

@@ -23,23 +23,34 @@ class module:  # noqa: N801  (used like the ``module`` it stands for)
     """Stand-in for module ``name``, imported at the first attribute access.
 
     With ``owner`` (a module's ``__name__``) and ``as_name`` (the global that holds this
-    stand-in), the import rebinds that global to the real module.
+    stand-in), the import rebinds that global to the real module; :meth:`bind` adds further
+    such globals (one stand-in shared by several modules).
     """
 
-    __slots__ = ("_name", "_owner", "_as")
+    __slots__ = ("_name", "_owners")
 
     def __init__(self, name: str, owner: str | None = None, as_name: str | None = None):
         self._name = name
-        self._owner = owner
-        self._as = as_name
+        self._owners = [] if owner is None else [(owner, as_name)]
+
+    def bind(self, owner: str, as_name: str):
+        """This stand-in as global ``as_name`` of module ``owner``, which the import rebinds
+        to the real module.
+
+        >>> m = module("json")
+        >>> m.bind(__name__, "_unused") is m
+        True
+        """
+        self._owners.append((owner, as_name))
+        return self
 
     def load(self):
         """The real module (imported now if it was not)."""
         mod = importlib.import_module(self._name)
-        if self._owner is not None:
-            owner = sys.modules.get(self._owner)
-            if owner is not None and owner.__dict__.get(self._as) is self:
-                owner.__dict__[self._as] = mod
+        for owner_name, as_name in self._owners:
+            owner = sys.modules.get(owner_name)
+            if owner is not None and owner.__dict__.get(as_name) is self:
+                owner.__dict__[as_name] = mod
         return mod
 
     def __getattr__(self, attr):
