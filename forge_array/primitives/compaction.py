@@ -15,8 +15,10 @@ makes eight of them).
 [[0, 1], [0, 1]]
 
 ``unique`` sorts, marks where a run of equal values begins and compacts those marks the same
-way (CuPy's ``unique`` compacts them with its boolean indexing: 0.3-0.5 ms per call on 200,000
-labels on an H200 against PyTorch's 0.15 ms).
+way, where CuPy's ``unique`` compacts them with its boolean indexing: on 200,000 int64 labels
+on an H200, ``unique_values`` / ``unique_inverse`` / ``unique_counts`` 0.31 / 0.42 / 0.55 ms
+against CuPy's 0.33 / 0.51 / 0.61 (PyTorch's 0.13-0.17: what is left is the host time of
+CuPy's sort and search calls).
 """
 
 from __future__ import annotations
