@@ -55,12 +55,15 @@ def nonzero(mask):
     return tuple(a.astype(np.int64, copy=False) for a in xp.unravel_index(flat, mask.shape))
 
 
-def _positions(flags, xp):
-    """The positions of the true elements of 1-D bool backend array ``flags`` (non-empty)."""
-    counts = cumulative_sum(flags, dtype=np.int64)
-    total = int(counts[-1])
-    return counts, xp.searchsorted(counts, xp.arange(1, total + 1, dtype=np.int64),
-                                   side="left").astype(np.int64, copy=False)
+def _run_bounds(begins, xp):
+    """``(run, bounds)`` of 1-D bool backend array ``begins`` (non-empty, true where a run of
+    equal values begins): the running count of the beginnings, and where each run begins
+    followed by the length (``bounds[j + 1] - bounds[j]``: run ``j``'s length), from one
+    search."""
+    run = cumulative_sum(begins, dtype=np.int64)
+    total = int(run[-1])
+    bounds = xp.searchsorted(run, xp.arange(1, total + 2, dtype=np.int64), side="left")
+    return run, bounds.astype(np.int64, copy=False)
 
 
 def unique(x, index=False, inverse=False, counts=False):
@@ -88,14 +91,13 @@ def unique(x, index=False, inverse=False, counts=False):
     else:
         ordered = xp.sort(flat)
     if n == 0:
-        empty = xp.zeros(0, dtype=np.int64)
-        starts = empty
-        run = None
+        run, bounds = None, xp.zeros(1, dtype=np.int64)
     else:
         begins = xp.empty(n, dtype=np.bool_)
         begins[:1] = True
         xp.not_equal(ordered[1:], ordered[:-1], out=begins[1:])   # NaN != NaN: each NaN begins a run
-        run, starts = _positions(begins, xp)
+        run, bounds = _run_bounds(begins, xp)
+    starts = bounds[:-1]
     values = ordered[starts]
     if as_bool:
         values = values.view(np.bool_)
@@ -105,10 +107,5 @@ def unique(x, index=False, inverse=False, counts=False):
         where = xp.empty(n, dtype=np.int64)
         if n:
             where[perm] = run - 1
-    many = None
-    if counts:
-        ends = xp.empty(starts.size, dtype=np.int64)
-        ends[:-1] = starts[1:]
-        ends[-1:] = n
-        many = ends - starts
+    many = bounds[1:] - starts if counts else None
     return values, first, where, many
