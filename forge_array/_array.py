@@ -17,7 +17,7 @@ import numpy as np
 
 from . import _devices as _dev
 from . import _dtypes as _dt
-from . import _routing
+from . import _ownership, _routing
 from ._interop import (
     COMPARISONS,
     SYMBOLS,
@@ -109,6 +109,14 @@ NAMESPACE = [None]
 #: in-place operators): :mod:`forge_array.fusion` computes what is pending first, so that
 #: no deferred step reads values written after it.
 BEFORE_WRITE = [None]
+
+def before_write() -> None:
+    """What every write into existing memory through the namespace does first: run
+    :data:`BEFORE_WRITE` and count the write (:func:`forge_array._ownership.note_write`)."""
+    if BEFORE_WRITE[0] is not None:
+        BEFORE_WRITE[0]()
+    _ownership.note_write()
+
 
 #: Called as ``f(source, view_of, view)`` when a view of an array is taken through the
 #: namespace (basic indexing, ``.T``, ``permute_dims``...): ``view_of(source)`` gives the
@@ -639,8 +647,7 @@ class Array:
         else:
             raise TypeError(f"value must be an array or a Python scalar, got "
                             f"{type(value).__name__}")
-        if BEFORE_WRITE[0] is not None:
-            BEFORE_WRITE[0]()
+        before_write()
         if self._device.is_cuda and _masked_fill(self._array, k, v):
             return
         self._array[k] = v
@@ -677,8 +684,7 @@ class Array:
 
     def _write_in_place(self, res):
         r = res._array
-        if BEFORE_WRITE[0] is not None:
-            BEFORE_WRITE[0]()
+        before_write()
         self._array[...] = r
         return self
 
@@ -720,8 +726,7 @@ class Array:
             raise ValueError("in-place matmul would change the shape or dtype of the left "
                              "operand")
         r = res._array
-        if BEFORE_WRITE[0] is not None:
-            BEFORE_WRITE[0]()
+        before_write()
         self._array[...] = r
         return self
 

@@ -62,8 +62,8 @@ def accumulate(op, x, /, *, axis=None, init=None, include_initial=False, exclusi
         >>> np.from_dlpack(r).tolist()
         [[1, 12, 103], [5, 17, 109]]
     """
-    if out is not None and _array_module.BEFORE_WRITE[0] is not None:
-        _array_module.BEFORE_WRITE[0]()  # pending expressions that read out: computed first
+    if out is not None:
+        _array_module.before_write()  # pending expressions that read out: computed first
     if type(x) is Array and init is None and (out is None or type(out) is Array):
         dev = x._device  # one array, a replayed plan: no argument checks but the devices'
         if out is None or out._device == dev:

@@ -23,7 +23,7 @@ from __future__ import annotations
 import threading
 import weakref
 
-__all__ = ["share", "is_private", "root", "BEFORE_SHARE"]
+__all__ = ["share", "is_private", "root", "note_write", "writes", "BEFORE_SHARE"]
 
 #: Called with no arguments before memory becomes shared by an export:
 #: :mod:`forge_array.fusion.auto` computes what is deferred first, while the memory it
@@ -33,6 +33,25 @@ BEFORE_SHARE = [None]
 # id(root array) -> weak reference to it (the entry leaves with the root)
 _SHARED: dict = {}
 _LOCK = threading.Lock()
+# writes into memory through forge_array so far (see note_write)
+_WRITES = 0
+
+
+def note_write() -> None:
+    """Count a write into existing memory through forge_array (``x[k] = v``, an in-place
+    operator, an ``out=`` argument): what is kept about private memory's values (a copy of it
+    on another device) holds while :func:`writes` has not changed."""
+    global _WRITES
+    _WRITES += 1
+
+
+def writes() -> int:
+    """The number of writes :func:`note_write` has counted.
+
+    >>> before = writes(); note_write(); writes() - before
+    1
+    """
+    return _WRITES
 
 
 def root(a):

@@ -644,3 +644,42 @@ def test_blocks_on_the_cpu_without_the_simulator():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip() == "ok"
+
+
+def test_replicated_operands_are_copied_once_while_nothing_is_written(monkeypatch):
+    """A small private array replicated to another device (``v`` of a sharded ``x @ v``)
+    keeps its copy for later calls until anything is written through forge_array; shared
+    memory (another library can write it) and large arrays are copied at every call."""
+    from forge_array import _ownership
+    from forge_array.sharding import _transfer
+
+    moves = []
+
+    def move(arr, src, dst):
+        moves.append((src, dst))
+        return arr.copy()
+
+    monkeypatch.setattr(_transfer, "move", move)
+    _transfer._REPLICAS.clear()
+    v = np.arange(4.0)
+    first = _transfer.replica(v, "gpu0", "gpu1")
+    assert _transfer.replica(v, "gpu0", "gpu1") is first and len(moves) == 1
+    _transfer.replica(v, "gpu0", "gpu2")                      # another destination: its own copy
+    assert len(moves) == 2
+    assert _transfer.replica(v[1:], "gpu0", "gpu1") is not first and len(moves) == 3   # a view elsewhere
+    x = xp.asarray(np.zeros(3))
+    x[0] = 1.0                                                # any write through forge_array
+    assert _transfer.replica(v, "gpu0", "gpu1") is not first and len(moves) == 4
+    assert _transfer.replica(v, "gpu0", "gpu1") is _transfer.replica(v, "gpu0", "gpu1") and len(moves) == 4
+    _ownership.share(v)                                       # now another library can write it
+    _transfer.replica(v, "gpu0", "gpu1")
+    _transfer.replica(v, "gpu0", "gpu1")
+    assert len(moves) == 6
+    big = np.zeros(_transfer.REPLICA_BYTES // 8 + 1)
+    _transfer.replica(big, "gpu0", "gpu1")
+    _transfer.replica(big, "gpu0", "gpu1")
+    assert len(moves) == 8
+    w = np.arange(3.0)
+    _transfer.replica(w, "gpu0", "gpu0")
+    _transfer.replica(w, "gpu0", "gpu0")                      # the same device: move's (no copy), never kept
+    assert moves[-2:] == [("gpu0", "gpu0")] * 2 and len(_transfer._REPLICAS) == 3

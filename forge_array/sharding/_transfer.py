@@ -27,12 +27,15 @@ import threading
 import numpy as np
 
 from .. import _devices as _dev
+from .. import _ownership as _own
 from .._array import Array
 from .._interop import transfer
+from ..runtime.caches import Cache
+from ..runtime.memory import data_address
 from . import _core
 from ._core import ShardedArray, Sharding, block_sizes
 
-__all__ = ["move", "stack_on", "scatter", "gather", "reshard", "replicate", "block_slice"]
+__all__ = ["move", "stack_on", "scatter", "gather", "reshard", "replicate", "replica", "block_slice"]
 
 
 def _cupy():
@@ -251,7 +254,8 @@ def reshard(x: ShardedArray, sharding: Sharding) -> ShardedArray:
 
 
 class replicate:
-    """Copies of one unsharded array on the devices that ask for it (each made once)."""
+    """Copies of one unsharded array on the devices that ask for it (each made once; a
+    small array of private memory keeps them across calls, see :func:`replica`)."""
 
     __slots__ = ("x", "_copies")
 
@@ -262,8 +266,50 @@ class replicate:
     def on(self, dev) -> Array:
         c = self._copies.get(dev)
         if c is None:
-            c = self._copies[dev] = Array._new(move(self.x._array, self.x.device, dev), dev)
+            c = self._copies[dev] = Array._new(replica(self.x._array, self.x.device, dev), dev)
         return c
+
+
+#: arrays of at most this many bytes keep their copies on other devices across calls (the
+#: replicated operands of sharded calls: vectors, scalars)
+REPLICA_BYTES = 1 << 20
+#: (id of the root array, address, dtype, shape, strides, source, destination, the
+#: destination's stream) -> (the root, the count of writes when copied, the copy); the entry
+#: holds the root, so its id stays its own
+_REPLICAS = Cache("sharding.transfer.REPLICAS", 64)
+
+
+def _stream_on(dev) -> int:
+    """The current stream of GPU ``dev`` (0 for the CPU): a copy made on one stream is only
+    known to be finished for later work on the same stream."""
+    if not getattr(dev, "is_cuda", False):
+        return 0
+    cp = _cupy()
+    with cp.cuda.Device(dev.index):
+        return cp.cuda.get_current_stream().ptr
+
+
+def replica(arr, src, dst):
+    """:func:`move` of backend array ``arr`` from device ``src`` to ``dst``, kept for the
+    calls after this one where ``arr`` is small and private memory
+    (:func:`forge_array._ownership.is_private`: only forge_array can write it) and nothing has
+    been written through forge_array since the copy (:func:`forge_array._ownership.writes`):
+    a sharded ``x @ v`` called again with the same ``v`` then issues no copy of it, as an
+    array placed on every device beforehand would not.  The copy is only read."""
+    if src == dst or arr.nbytes > REPLICA_BYTES or not _own.is_private(arr):
+        return move(arr, src, dst)
+    r = _own.root(arr)
+    try:
+        key = (id(r), data_address(arr), arr.dtype.str, arr.shape, arr.strides, src, dst, _stream_on(dst))
+        hit = _REPLICAS.get(key)
+    except TypeError:   # devices that do not hash
+        return move(arr, src, dst)
+    n = _own.writes()
+    if hit is not None and hit[0] is r and hit[1] == n:
+        return hit[2]
+    out = move(arr, src, dst)
+    _REPLICAS[key] = (r, n, out)
+    return out
 
 _core.METHODS["scatter"] = scatter
 _core.METHODS["reshard"] = reshard
