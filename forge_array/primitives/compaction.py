@@ -16,9 +16,9 @@ makes eight of them).
 
 ``unique`` sorts, marks where a run of equal values begins and compacts those marks the same
 way, where CuPy's ``unique`` compacts them with its boolean indexing: on 200,000 int64 labels
-on an H200, ``unique_values`` / ``unique_inverse`` / ``unique_counts`` 0.31 / 0.42 / 0.55 ms
-against CuPy's 0.33 / 0.51 / 0.61 (PyTorch's 0.13-0.17: what is left is the host time of
-CuPy's sort and search calls).
+on an H200, ``unique_values`` / ``unique_inverse`` / ``unique_counts`` 0.27 / 0.37 / 0.51 ms
+against CuPy's 0.27 / 0.46 / 0.68 in the same process (PyTorch's 0.12-0.16: what is left is
+the host time of CuPy's sort and search calls).
 """
 
 from __future__ import annotations
