@@ -333,3 +333,27 @@ def test_the_build_process_links_a_cubin_beside_what_it_builds(monkeypatch, tmp_
     assert not os.path.exists(kernel_files.cubin_path("b2" * 32))
     build_worker._link_machine_code("a1" * 32, (9, 0))   # linked before: not again
     assert len(calls) == 2
+
+
+def test_the_build_process_links_only_through_nvjitlink(monkeypatch, tmp_path):
+    """CUDA's own linker is used in the build process only where it is nvJitLink: the
+    driver's linker would make that process a CUDA context on the user's GPU."""
+    from forge_array.runtime import build_worker, kernel_files, prebuilt
+
+    monkeypatch.setattr(config, "CACHE_DIR", str(tmp_path))
+    calls = []
+
+    def link_cubin(ptx, cc):
+        calls.append(cc)
+        return b"cubin"
+
+    monkeypatch.setattr(prebuilt, "link_cubin", link_cubin)
+    monkeypatch.setattr(prebuilt, "LINK", [link_cubin])
+    key = "c3" * 32
+    kernel_files.write_cached(kernel_files.cache_path(key), "entry", "// kernel")
+    monkeypatch.setattr(build_worker, "_links_without_a_gpu", lambda: False)
+    build_worker._link_machine_code(key, (9, 0))
+    assert calls == [] and not os.path.exists(kernel_files.cubin_path(key))
+    monkeypatch.setattr(build_worker, "_links_without_a_gpu", lambda: True)
+    build_worker._link_machine_code(key, (9, 0))
+    assert calls == [(9, 0)] and os.path.exists(kernel_files.cubin_path(key))

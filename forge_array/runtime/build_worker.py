@@ -4,8 +4,8 @@ JOB_FD RESULT_FD``.
 Reads pickled builds from the job pipe, compiles each into the disk cache with
 :func:`.compiler.build_to_disk` (numba shown a device of the build's compute capability;
 where that is not enough for numba, from then on the GPU itself, through the driver), links
-its cubin for that capability beside it (CUDA's linker, where present: the waiting process
-then loads machine code instead of compiling PTX at load) and answers ``("done", key)``,
+its cubin for that capability beside it (CUDA's linker where it is nvJitLink, which touches
+no GPU: the waiting process then loads machine code instead of compiling PTX at load) and answers ``("done", key)``,
 ``("mismatch", key)`` (its own key of the build differs from the sender's: another source
 tree or settings) or ``("error", message, whether it is the
 operator's compile error)`` on the result pipe.
@@ -15,6 +15,7 @@ terminal's interrupt (its parent decides when it ends).
 
 from __future__ import annotations
 
+import functools
 import os
 import pickle
 import signal
@@ -61,6 +62,20 @@ def _compile_error(exc) -> bool:
     return isinstance(exc, TypeError) and str(exc).startswith("cannot compile")
 
 
+@functools.lru_cache(maxsize=1)
+def _links_without_a_gpu() -> bool:
+    """Whether CUDA's linker here is nvJitLink (a library: no device touched), which
+    ``cuda.core``'s linker takes wherever nvJitLink 12.3 or later is installed, rather than
+    the driver's, which would make this process a CUDA context on the user's GPU (and
+    time-slice the GPU with the user's work): only then does this process link cubins."""
+    try:
+        from cuda.bindings import nvjitlink
+
+        return tuple(nvjitlink.version()) >= (12, 3)
+    except Exception:  # noqa: BLE001 - no nvJitLink: no cubins here
+        return False
+
+
 def _link_machine_code(key, cc) -> None:
     """Write the cubin of kernel file ``key`` (built for ``cc``) beside it, before the answer
     that the waiting process acts on: that process then loads machine code, well under a
@@ -70,6 +85,8 @@ def _link_machine_code(key, cc) -> None:
     from forge_array.runtime import kernel_files, prebuilt
 
     if os.path.exists(kernel_files.cubin_path(key)):
+        return
+    if prebuilt.LINK[0] is prebuilt.link_cubin and not _links_without_a_gpu():
         return
     cached = kernel_files.read_cached(kernel_files.cache_path(key))
     if not cached or not cached[1]:
