@@ -640,3 +640,31 @@ def test_small_eager_steps_never_ask_the_builders(monkeypatch):
     w = xp.where(c, x, 0.0)                       # a pending condition, small operands
     assert isinstance(w, Deferred) and calls[-1] == "where"
     np.testing.assert_allclose(_np(w), np.where(a > 0.5, a, 0.0))
+
+
+def test_a_settlement_waiting_for_a_build_falls_back_at_once(monkeypatch):
+    """A settlement that fell back because a kernel it needs is being built takes the eager
+    fallback at once while no background build has finished (no walk and plan of its
+    expressions again), and tries our kernels again after one has."""
+    from forge_array.fusion import evaluate
+    from forge_array.runtime import background
+
+    tries = []
+
+    def attempt(fn, *args):
+        tries.append(fn)
+        return background.PENDING          # a kernel of it is being built
+
+    monkeypatch.setattr(evaluate, "_outermost_background_call", lambda: True)
+    monkeypatch.setattr(background, "attempt", attempt)
+    a = np.arange(6.0)
+    x = _private(a)
+    for _ in range(3):
+        assert float(xp.sum(x * 3 + 1)) == float(np.sum(a * 3 + 1))
+    assert len(tries) == 1
+    monkeypatch.setattr(background, "_FINISHED", background.finished() + 1)   # a build finished
+    assert float(xp.sum(x * 3 + 1)) == float(np.sum(a * 3 + 1))
+    assert len(tries) == 2
+    y = _private(np.arange(7.0))                                              # another layout
+    assert float(xp.sum(y * 3 + 1)) == float(np.sum(np.arange(7.0) * 3 + 1))
+    assert len(tries) == 3

@@ -108,8 +108,39 @@ def settle(nodes, rec=None, forced=True):
         _compute(nodes, rec)
     elif rec is None and replayed_settlement(nodes):  # built kernels only: nothing to wait for
         return
-    elif _background.attempt(_compute, nodes, rec) is _background.PENDING:
+    elif rec is None and _still_building(nodes):
         _eagerly(nodes, rec)
+    else:
+        done = _background.finished()
+        if _background.attempt(_compute, nodes, rec) is _background.PENDING:
+            if rec is None:
+                _building(nodes, done)
+            _eagerly(nodes, rec)
+
+
+#: settlements that fell back while a kernel they need was being built: their
+#: :func:`.resettle.find` key -> :func:`forge_array.runtime.background.finished` before the try
+_BUILDING = Cache("fusion.evaluate.BUILDING", 1024)
+
+
+def _building(roots, done) -> None:
+    """Note that settling ``roots`` fell back to eager evaluation: a kernel it needs was queued
+    while ``done`` background jobs had finished."""
+    with _dev.on(roots[0].device):
+        found = _resettle.find(roots)
+    if found is not None:
+        _BUILDING[found[0]] = done
+
+
+def _still_building(roots) -> bool:
+    """Whether a settlement of these signatures and layouts fell back before and no
+    background job has finished since: the kernels it waits for are still being built, so it
+    takes the eager fallback at once instead of walking and planning the expressions again."""
+    if not _BUILDING:
+        return False
+    with _dev.on(roots[0].device):
+        found = _resettle.find(roots)
+    return found is not None and _BUILDING.get(found[0], -1) == _background.finished()
 
 
 def _outermost_background_call():

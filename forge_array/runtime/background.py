@@ -33,7 +33,7 @@ from . import config
 from .counters import STATS
 from .flags import FLAGS, set_flags
 
-__all__ = ["PENDING", "Pending", "attempt", "deferring", "failures", "mode", "on_worker_thread", "ready",
+__all__ = ["PENDING", "Pending", "attempt", "deferring", "failures", "finished", "mode", "on_worker_thread", "ready",
            "set_mode", "state", "submit", "usable", "wait"]
 
 _MODES = ("background", "sync")
@@ -107,6 +107,19 @@ _ERRORS: dict = {}       # job key -> the exception a failed job raised
 _WORKER: list = []
 _BUSY = [0]
 _STOP = [False]
+_FINISHED = 0            # jobs finished (built or failed) so far
+
+
+def finished() -> int:
+    """How many background jobs have finished (built or failed) so far: a call that ran on
+    its fallback because a kernel was being built needs not try our kernels again before this
+    changes (what it waits for cannot have arrived).
+
+    Examples:
+        >>> finished() >= 0
+        True
+    """
+    return _FINISHED
 
 
 def submit(key, job) -> None:
@@ -195,6 +208,7 @@ def on_worker_thread() -> bool:
 
 
 def _work() -> None:
+    global _FINISHED
     _LOCAL.worker = True
     while True:
         with _COND:
@@ -219,6 +233,7 @@ def _work() -> None:
         with _COND:
             _BUSY[0] -= 1
             _STATE[key] = "done" if ok else "failed"
+            _FINISHED += 1
             if not _QUEUE and _SAVED_INTERVAL:
                 sys.setswitchinterval(_SAVED_INTERVAL.pop())
             _COND.notify_all()
