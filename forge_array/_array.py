@@ -18,6 +18,7 @@ import numpy as np
 from . import _devices as _dev
 from . import _dtypes as _dt
 from . import _ownership, _routing
+from ._backend_indexing import indices_outside, masked_fill
 from ._interop import (
     COMPARISONS,
     SYMBOLS,
@@ -154,43 +155,6 @@ def mask_indices(mask, dims, axis):
     if len(dims) != mask.ndim:
         raise IndexError(f"too many indices for array: a {mask.ndim}-D boolean index at axis {axis}")
     return list(_routing.nonzero(mask))
-
-
-def indices_outside(k, n) -> bool:
-    """Whether non-empty backend integer array ``k`` holds an index outside ``[-n, n)``: its
-    two bounds by a reduction each (our kernels on a GPU) and no temporaries, so the host
-    waits for the device once per bound (a mask of the bad indices costs four launches).
-
-    >>> import numpy as np
-    >>> indices_outside(np.array([2, -3]), 3), indices_outside(np.array([0, 3]), 3)
-    (False, True)
-    """
-    axes = tuple(range(k.ndim))
-    return (builtins.int(_routing.reduce_min(k, axes, False)) < -n
-            or builtins.int(_routing.reduce_max(k, axes, False)) >= n)
-
-
-def _masked_fill(a, k, v) -> builtins.bool:
-    """``a[k] = v`` for CuPy array ``a`` where ``k`` is one boolean mask over ``a``'s leading
-    dimensions and ``v`` a single value: written through ``copyto(..., where=mask)``, one
-    kernel, where CuPy's boolean assignment compacts the mask first and waits for the GPU
-    (``std[std == 0] = 1.0``, scikit-learn's guard before every division by a scale).  False
-    (nothing written) for any other key or value.
-
-    >>> import numpy as np
-    >>> _masked_fill(np.zeros(3), (np.array([True, False, True]),), np.float64(2.0))
-    False
-    """
-    if type(k) is tuple:
-        if len(k) != 1:
-            return False
-        k = k[0]
-    if not _dev.is_cupy_array(k) or k.dtype != np.bool_ or k.ndim == 0 or getattr(v, "ndim", 0) != 0:
-        return False
-    if k.shape != a.shape[:k.ndim]:
-        return False   # the backend raises its IndexError
-    _dev.cupy_module().copyto(a, v, where=k.reshape(k.shape + (1,) * (a.ndim - k.ndim)))
-    return True
 
 
 def _basic_key(k):
@@ -648,7 +612,7 @@ class Array:
             raise TypeError(f"value must be an array or a Python scalar, got "
                             f"{type(value).__name__}")
         before_write()
-        if self._device.is_cuda and _masked_fill(self._array, k, v):
+        if self._device.is_cuda and masked_fill(self._array, k, v):
             return
         self._array[k] = v
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from . import _devices as _dev
 from . import _dtypes as _dt
-from ._array import Array, indices_outside
+from ._array import Array
+from ._backend_indexing import indices_outside
 from ._helpers import check_array, normalize_axis
 
 __all__ = ["take", "take_along_axis"]
