@@ -205,11 +205,9 @@ def test_the_build_process_writes_ptx_the_caller_finds(offline_ptx, tmp_path):
     assert out.split() == ["True", "True", "True"]
 
 
-def test_a_fresh_process_finds_the_same_keys(monkeypatch, tmp_path):
-    """The build process keys what it compiles itself: the specialisations the standard
-    operations send must fingerprint alike in a fresh process (no state of this one in them)."""
-    import forge_array as xp
-
+def _record_specs(monkeypatch):
+    """The specialisations compiled from now on (``compile_kernel``'s arguments), through
+    every reference the layers hold to it."""
     specs = []
     original = compiler.compile_kernel
 
@@ -219,14 +217,15 @@ def test_a_fresh_process_finds_the_same_keys(monkeypatch, tmp_path):
 
     monkeypatch.setattr(compiler, "compile_kernel", record)
     monkeypatch.setattr(runtime, "compile_kernel", record)
-    rng = np.random.default_rng(1)
-    m = _backend()
-    x = xp.asarray(m.asarray(rng.random(1237, dtype=np.float32)))       # sizes no other test's plans hold
-    A = xp.asarray(m.asarray(rng.random((23, 19), dtype=np.float32)))
-    v = xp.asarray(m.asarray(rng.random(19, dtype=np.float32)))
-    for call in (lambda: xp.sum(x), lambda: xp.cumulative_sum(x), lambda: xp.argmax(x), lambda: xp.std(x),
-                 lambda: xp.sum(A, axis=0), lambda: A @ v):
-        call()
+    for mod in list(sys.modules.values()):
+        if getattr(mod, "__name__", "").startswith("forge_array.") and callable(getattr(mod, "compile_kernel", None)):
+            monkeypatch.setattr(mod, "compile_kernel", record)
+    return specs
+
+
+def _keys_match_in_a_fresh_process(specs, tmp_path):
+    """Every specialisation of ``specs`` pickles as the build process receives it and keys
+    there (a fresh process, this one's mode) as here."""
     payloads = [build_process._dumps(s) for s in specs]
     keys = [compiler._key(*s, (9, 0)) for s in specs]
     assert payloads and None not in keys
@@ -244,24 +243,30 @@ def test_a_fresh_process_finds_the_same_keys(monkeypatch, tmp_path):
     assert r.stdout.split() == ["0"]
 
 
+def test_a_fresh_process_finds_the_same_keys(monkeypatch, tmp_path):
+    """The build process keys what it compiles itself: the specialisations the standard
+    operations send must fingerprint alike in a fresh process (no state of this one in them)."""
+    import forge_array as xp
+
+    specs = _record_specs(monkeypatch)
+    rng = np.random.default_rng(1)
+    m = _backend()
+    x = xp.asarray(m.asarray(rng.random(1237, dtype=np.float32)))       # sizes no other test's plans hold
+    A = xp.asarray(m.asarray(rng.random((23, 19), dtype=np.float32)))
+    v = xp.asarray(m.asarray(rng.random(19, dtype=np.float32)))
+    for call in (lambda: xp.sum(x), lambda: xp.cumulative_sum(x), lambda: xp.argmax(x), lambda: xp.std(x),
+                 lambda: xp.sum(A, axis=0), lambda: A @ v):
+        call()
+    _keys_match_in_a_fresh_process(specs, tmp_path)
+
+
 def test_fused_kernels_go_to_the_build_process_with_the_same_keys(monkeypatch, tmp_path):
     """The kernels of fused expressions (generated functions: a fused element map, a fused
     pass's combined operator and finishing step, a row program's steps) are sent to the
     build process as the calls that make them again, and fingerprint alike there."""
     import forge_array as xp
 
-    specs = []
-    original = compiler.compile_kernel
-
-    def record(factory, factory_args, argtypes, *, launch_bounds=None):
-        specs.append((factory, factory_args, tuple(argtypes), launch_bounds))
-        return original(factory, factory_args, argtypes, launch_bounds=launch_bounds)
-
-    monkeypatch.setattr(compiler, "compile_kernel", record)
-    monkeypatch.setattr(runtime, "compile_kernel", record)
-    for mod in list(sys.modules.values()):   # the layers' own references to it
-        if getattr(mod, "__name__", "").startswith("forge_array.") and callable(getattr(mod, "compile_kernel", None)):
-            monkeypatch.setattr(mod, "compile_kernel", record)
+    specs = _record_specs(monkeypatch)
     old = xp.set_flags(fusion_min_size=0)
     try:
         rng = np.random.default_rng(2)
@@ -277,21 +282,7 @@ def test_fused_kernels_go_to_the_build_process_with_the_same_keys(monkeypatch, t
         xp.set_flags(**old)
     fused = [s for s in specs if "<forge_array" in repr([getattr(f, "__code__", None) for f in _functions(s[1])])]
     assert fused, "no kernel of a generated function was built"
-    payloads = [build_process._dumps(s) for s in fused]
-    keys = [compiler._key(*s, (9, 0)) for s in fused]
-    assert None not in keys
-    path = tmp_path / "specs.pkl"
-    path.write_bytes(__import__("pickle").dumps((payloads, keys)))
-    code = textwrap.dedent(f"""
-        import pickle
-        from forge_array.runtime import compiler
-        payloads, keys = pickle.loads(open({str(path)!r}, "rb").read())
-        print(sum(compiler._key(*pickle.loads(p), (9, 0)) != k for p, k in zip(payloads, keys)))
-    """)
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                       env=_child_env(same_mode=True), timeout=300)
-    assert r.returncode == 0, r.stderr[-2000:]
-    assert r.stdout.split() == ["0"]
+    _keys_match_in_a_fresh_process(fused, tmp_path)
 
 
 def _functions(obj):
