@@ -46,24 +46,21 @@ def nonzero(mask):
         mask = mask != 0
     if mask.size == 0:
         return tuple(xp.zeros(0, dtype=np.int64) for _ in range(mask.ndim))
-    counts = cumulative_sum(mask.reshape(-1), dtype=np.int64)
-    total = int(counts[-1])
-    flat = xp.searchsorted(counts, xp.arange(1, total + 1, dtype=np.int64), side="left")
-    flat = flat.astype(np.int64, copy=False)
+    flat = _true_positions(mask.reshape(-1), xp)[1][:-1]
     if mask.ndim == 1:
         return (flat,)
     return tuple(a.astype(np.int64, copy=False) for a in xp.unravel_index(flat, mask.shape))
 
 
-def _run_bounds(begins, xp):
-    """``(run, bounds)`` of 1-D bool backend array ``begins`` (non-empty, true where a run of
-    equal values begins): the running count of the beginnings, and where each run begins
-    followed by the length (``bounds[j + 1] - bounds[j]``: run ``j``'s length), from one
-    search."""
-    run = cumulative_sum(begins, dtype=np.int64)
-    total = int(run[-1])
-    bounds = xp.searchsorted(run, xp.arange(1, total + 2, dtype=np.int64), side="left")
-    return run, bounds.astype(np.int64, copy=False)
+def _true_positions(flags, xp):
+    """``(count, positions)`` of 1-D bool backend array ``flags`` (non-empty): the running
+    count of its true elements (int64), and the positions of the true elements followed by
+    the length of ``flags`` (the ``k``-th true element is where the count first reaches
+    ``k + 1``: one binary search per result element, and one more for the end)."""
+    count = cumulative_sum(flags, dtype=np.int64)
+    total = int(count[-1])
+    found = xp.searchsorted(count, xp.arange(1, total + 2, dtype=np.int64), side="left")
+    return count, found.astype(np.int64, copy=False)
 
 
 def unique(x, index=False, inverse=False, counts=False):
@@ -96,7 +93,7 @@ def unique(x, index=False, inverse=False, counts=False):
         begins = xp.empty(n, dtype=np.bool_)
         begins[:1] = True
         xp.not_equal(ordered[1:], ordered[:-1], out=begins[1:])   # NaN != NaN: each NaN begins a run
-        run, bounds = _run_bounds(begins, xp)
+        run, bounds = _true_positions(begins, xp)   # where each run begins, then n
     starts = bounds[:-1]
     values = ordered[starts]
     if as_bool:
