@@ -31,6 +31,19 @@ def metadata(ctx: _Backend, args: dict, elapsed_s: float | None = None) -> dict:
     return meta
 
 
+def run_labels(dry: bool = False) -> tuple:
+    """``(device, commit)`` that a suite's results are labelled with: the first GPU's name
+    (``"cpu (dry run)"`` for a dry run on the CPU) and ``FORGE_ARRAY_GIT`` (``"unknown"``
+    where it is not set, as on the lent GPU machine's copy of the tree)."""
+    if dry:
+        device = "cpu (dry run)"
+    else:
+        import cupy as cp
+
+        device = cp.cuda.runtime.getDeviceProperties(0)["name"].decode()
+    return device, os.environ.get("FORGE_ARRAY_GIT", "unknown")
+
+
 def write_named(out: str, device: str, stem: str, data: dict, md: str) -> str:
     """Write ``data`` as ``<stem>.json`` and ``md`` as ``<stem>.md`` under
     ``<out>/<device-slug>/`` (the suites that keep their own tables); returns that folder."""

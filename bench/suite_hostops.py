@@ -24,13 +24,12 @@ and ``hostops.md`` under ``<out>/<device-slug>/``.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import time
 
 import numpy as np
 
-from .report import write_named
+from .report import run_labels, write_named
 
 ROWS, COLS = 200_000, 128
 
@@ -203,14 +202,8 @@ def main(argv=None):
     ap.add_argument("--out", default="bench/results")
     a = ap.parse_args(argv)
     only = a.only.split(",") if a.only else None
-    if a.dry_run:
-        device = "cpu (dry run)"
-    else:
-        import cupy as cp
-
-        device = cp.cuda.runtime.getDeviceProperties(0)["name"].decode()
+    device, commit = run_labels(a.dry_run)
     res = measure(a.reps, only, a.dry_run)
-    commit = os.environ.get("FORGE_ARRAY_GIT", "unknown")
     md = report(res, device, commit, a.reps)
     print(md)
     if not a.dry_run:

@@ -34,7 +34,7 @@ import traceback
 
 import numpy as np
 
-from .report import write_named
+from .report import run_labels, write_named
 
 
 class _Skip(Exception):
@@ -337,14 +337,8 @@ def main(argv=None):
     ap.add_argument("--out", default="bench/results")
     a = ap.parse_args(argv)
     only = set(a.only.split(",")) if a.only else None
-    if a.dry_run:
-        device = "cpu (dry run)"
-    else:
-        import cupy as cp
-
-        device = cp.cuda.runtime.getDeviceProperties(0)["name"].decode()
+    device, commit = run_labels(a.dry_run)
     res = measure(a.reps, only, a.dry_run)
-    commit = os.environ.get("FORGE_ARRAY_GIT", "unknown")
     md = report(res, device, commit)
     print(md)
     write_named(a.out, device, "linalg", {"device": device, "commit": commit, "reps": a.reps,

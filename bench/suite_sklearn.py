@@ -36,7 +36,7 @@ import time
 
 import numpy as np
 
-from .report import write_named
+from .report import run_labels, write_named
 
 # scikit-learn's array API support needs SciPy's, which is read when SciPy is imported
 os.environ.setdefault("SCIPY_ARRAY_API", "1")
@@ -237,11 +237,8 @@ def main(argv=None):
     ap.add_argument("--out", default="bench/results")
     a = ap.parse_args(argv)
     only = set(a.only.split(",")) if a.only else None
-    import cupy as cp
-
-    device = cp.cuda.runtime.getDeviceProperties(0)["name"].decode()
+    device, commit = run_labels()
     res = measure(a.rows, a.cols, a.reps, only)
-    commit = os.environ.get("FORGE_ARRAY_GIT", "unknown")
     md = report(res, a.rows, a.cols, device, commit)
     print(md)
     write_named(a.out, device, "sklearn", {"device": device, "rows": a.rows, "cols": a.cols,
