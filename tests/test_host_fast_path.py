@@ -1,5 +1,5 @@
 """The host fast path of full reductions and copies: a repeated call replays a cached launch
-(``primitives.reductions.full_fast``, ``primitives.reductions.launch.plan``/``replay``, the namespace's record
+(``primitives.reductions.full_fast``, ``dispatch.reduce.plan``/``replay``, the namespace's record
 of checked arguments).  A replay must give what the first call gives, on new data, for every
 layout, and must never let through arguments the checked path rejects."""
 
@@ -70,7 +70,7 @@ def test_reversed_and_transposed_views_replay(name, layout, monkeypatch):
     """An order-free full reduction of a reversed or transposed view reads the view forwards
     from its lowest address: its launch replays (the general path is not taken again) on the
     input's address plus the layout's offset, with new values in the same memory."""
-    launch = importlib.import_module("forge_array.primitives.reductions.launch")
+    launch = importlib.import_module("forge_array.dispatch.reduce")
     rng = np.random.default_rng(5)
     host = rng.standard_normal(70).astype(np.float32)
     def view(a):

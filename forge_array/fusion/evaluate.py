@@ -24,10 +24,10 @@ import functools
 import numpy as np
 
 from .. import _devices as _dev
+from ..dispatch import reduce as _kl
 from ..kernels.elementwise import map_arrays, map_plan
 from ..primitives import fused_reduce as _fr
 from ..primitives import scan as _scan
-from ..primitives.reductions import launch as _kl
 from ..runtime import STATS, kernels_available, layout_key, stream_key
 from ..runtime import background as _background
 from ..runtime.caches import Cache
@@ -338,7 +338,7 @@ def _run(step, leaves, fused, rec, direct=None, key=None):
 
 
 class _DirectReduce:
-    """A full fused reduction replayed from its :class:`~forge_array.primitives.reductions.launch.Launch`
+    """A full fused reduction replayed from its :class:`~forge_array.dispatch.reduce.Launch`
     (the leaves' layouts are fixed by the signature)."""
 
     __slots__ = ("launch", "single")

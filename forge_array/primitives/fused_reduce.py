@@ -26,12 +26,12 @@ import numpy as np
 from numba import cuda
 
 from .. import ops as _ops
+from ..dispatch import reduce as _kl
 from ..kernels import reduce as _k
 from ..runtime import array_module
 from ..runtime.build_process import rebuilt_by
 from ..runtime.caches import Cache
 from . import axis_reduce as _axis
-from .reductions import launch as _kl
 
 __all__ = ["Term", "TERM_NAMES", "reduce_terms", "full_launch", "axis_launch", "term_dtype",
            "pass_functions"]
@@ -254,7 +254,7 @@ def reduce_terms(expr, leaves, terms, axes, keepdims):
 
 
 def full_launch(expr, leaves, terms, keepdims):
-    """The :class:`~forge_array.primitives.reductions.launch.Launch` of ``reduce_terms(expr, leaves,
+    """The :class:`~forge_array.dispatch.reduce.Launch` of ``reduce_terms(expr, leaves,
     terms, None, keepdims)`` for leaves of these layouts (replay it on their addresses), or
     None (bool leaves, or views the kernel takes another way)."""
     if any(a.dtype.kind == "b" for a in leaves):

@@ -23,11 +23,9 @@ from .arguments import (
     operand_types,
 )
 from .cpu import cpu_mapreduce
-from .fast_paths import SPECS, hot_key, remember
 
-# the kernel modules (numba.cuda) load at first use: CPU arrays never need them
-_k = lazy.module("forge_array.kernels.reduce", __name__, "_k")
-_kl = lazy.module("forge_array.primitives.reductions.launch", __name__, "_kl")
+# the dispatch tier (and with it numba.cuda) loads at first use: CPU arrays never need it
+_kl = lazy.module("forge_array.dispatch.reduce", __name__, "_kl")
 
 #: most arrays the axis kernels take in one mapreduce
 _AXIS_MAX_INPUTS = 3
@@ -116,36 +114,15 @@ def _kernel_full(f, op, flat, struct, acc, is_tuple, init_v, keepdims, x0, hot=N
             raise ValueError(f"reduction of an empty array with operator {op.name}, which has "
                              "no identity: pass init")
         return full_outputs(xp, init_v if init_v is not None else ident, acc, is_tuple, shape)
-    key = (f, op, struct, acc, is_tuple, init_v is not None)
-    spec = SPECS.get(key)
-    if spec is None:
-        spec = SPECS[key] = _k.ReduceSpec(
-            op=op.fn, acc_dtypes=tuple(d.str for d in acc),
-            identity=identity_of(op, acc, is_tuple), f=f, struct=struct,
-            acc_tuple=is_tuple, commutative=op.commutative, has_init=init_v is not None)
+    spec = _kl.generic_spec(f, op, struct, acc, is_tuple, init_v is not None,
+                            lambda: identity_of(op, acc, is_tuple))
     init_bufs = None
     if init_v is not None:
         init_bufs = tuple(xp.asarray([v], dtype=d) for v, d in zip(init_v, acc))
     elif hot is not None and len(flat) == 1 and not struct[0]:
-        p = _kl.plan(spec, x0, 0.0, shape)
-        if p is not None:
-            try:
-                remember(hot_key("mapreduce", x0, None, keepdims, hot), (p, is_tuple))
-            except TypeError:  # an unhashable function: no fast path
-                pass
-            outs = _kl.replay(p, x0)
+        outs = _kl.launch_generic(spec, x0, shape, keepdims, is_tuple, hot)
+        if outs is not None:
             return outs if is_tuple else outs[0]
-    outs = launch_full(spec, flat, init_bufs, 0.0, op.name, shape)
+    outs = _kl.launch_full(spec, flat, init_bufs, 0.0, op.name, shape)
     return outs if is_tuple else outs[0]
-
-
-
-def launch_full(spec, flat, init_bufs=None, param=0.0, what="", shape=(1,)):
-    try:
-        return _kl.full_reduce(spec, flat, init_bufs, param, shape)
-    except TypeError as exc:
-        msg = str(exc)
-        if what and what not in msg:
-            raise TypeError(f"reduction with operator {what}: {msg}") from exc
-        raise
 

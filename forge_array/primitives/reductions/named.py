@@ -11,38 +11,19 @@ import math
 import numpy as np
 
 from ... import ops as _ops
+from ...dispatch.reduce import full_fast, named_spec
 from ...runtime import SIMULATE, kernels_available, lazy, stored
 from ...runtime import tuning as _tuning
 from ...runtime.accumulation import accumulation_dtype
 from .. import axis_reduce as _axis
 from .arguments import array_module, python_scalar
-from .fast_paths import axis_hot_key, full_fast, hot_key, named_spec, remember
-from .generic import launch_full
+from .fast_paths import axis_hot_key
 
-_kl = lazy.module("forge_array.primitives.reductions.launch", __name__, "_kl")
+_kl = lazy.module("forge_array.dispatch.reduce", __name__, "_kl")
 
 _builtin_max = max
 _builtin_min = min
 _builtin_any = any
-
-
-def _launch_named(spec, x, param, keepdims, hot=None):
-    """Full reduction of ``x`` alone with ``spec``; with ``hot = (name, dtype, extra)`` (the
-    caller's arguments) its launch is cached for :func:`full_fast`."""
-    shape = (1,) * x.ndim if keepdims else ()
-    p = _kl.plan(spec, x, param, shape)
-    if p is None:
-        return launch_full(spec, [x], None, param, shape=shape)[0]
-    if hot is not None:
-        try:
-            remember(hot_key(hot[0], x, hot[1], keepdims, hot[2]), p)
-        except TypeError:  # unhashable argument: no fast path
-            pass
-        else:
-            if not SIMULATE:   # for a later process's first call (runtime.stored)
-                stored.save(stored.full_key(hot[0], x, hot[1], keepdims, hot[2]), _kl.stored_form(p, x))
-    return _kl.replay(p, x)[0]
-
 
 
 def _full(x, axis):
@@ -100,7 +81,7 @@ def _sum_or_prod(name, op, identity, x, axis, dtype, keepdims):
     dtype = np.dtype(dtype) if dtype is not None else accumulation_dtype(x.dtype)
     if _use_kernel(x, axis):
         spec = named_spec(name, op, (dtype,), (python_scalar(dtype.type(identity)),))
-        return _launch_named(spec, x, 0.0, keepdims, (name, arg, None))
+        return _kl.launch_named(spec, x, 0.0, keepdims, (name, arg, None))
     r = _axis_named(x, axis, None, op, dtype, keepdims, (name, arg))
     if r is not None:
         return r
@@ -127,7 +108,7 @@ def _extremum(x, axis, keepdims, op, name):
     if _use_kernel(x, axis):
         ident = op.identity(x.dtype)
         spec = named_spec(name, op, (x.dtype,), (python_scalar(ident),))
-        return _launch_named(spec, x, 0.0, keepdims, (name, None, None))
+        return _kl.launch_named(spec, x, 0.0, keepdims, (name, None, None))
     r = _axis_named(x, axis, None, op, x.dtype, keepdims, (name, None))
     if r is not None:
         return r
@@ -161,7 +142,7 @@ def _logical(x, axis, keepdims, op, name):
             return r
     if _use_kernel(x, axis):
         spec = named_spec(name, op, (np.bool_,), (python_scalar(op.identity(np.dtype(np.bool_))),))
-        return _launch_named(spec, x, 0.0, keepdims, (name, None, None))
+        return _kl.launch_named(spec, x, 0.0, keepdims, (name, None, None))
     r = _axis_named(x, axis, _truth, op, np.bool_, keepdims, (name, None))
     if r is not None:
         return r
@@ -235,7 +216,7 @@ def mean(x, axis=None, keepdims=False):
     if _use_kernel(x, axis):
         spec = named_spec("mean", _ops.add, (dt,), (python_scalar(dt.type(0)),), post=_mean_post,
                            out_dtypes=(dt,))
-        return _launch_named(spec, x, float(x.size), keepdims, ("mean", None, None))
+        return _kl.launch_named(spec, x, float(x.size), keepdims, ("mean", None, None))
     r = _axis_named(x, axis, None, _ops.add, dt, keepdims)
     if r is not None:
         r /= math.prod(x.shape[d] for d in axis)
@@ -261,7 +242,7 @@ def _moments(x, axis, correction, keepdims, post, name):
         if p < 0:
             p = 0.0
         # no fast path for a degenerate count (the namespace silences its warnings)
-        return _launch_named(spec, x, p, keepdims, (name, None, correction) if p > 0 else None)
+        return _kl.launch_named(spec, x, p, keepdims, (name, None, correction) if p > 0 else None)
     if kernels_available(x) and x.size > 0:
         count = math.prod(x.shape[d] for d in axis)
         if shifted_pays(x, axis):
@@ -400,7 +381,7 @@ def _arg(x, axis, keepdims, op, name):
                            out_dtypes=(_ops.INDEX_DTYPE,))
         # the fast path replays on x itself: not for a bool array (viewed as uint8 here)
         hot = (name, None, None) if axis is None and xv is x else None
-        return _launch_named(spec, xv, 0.0, keepdims, hot)
+        return _kl.launch_named(spec, xv, 0.0, keepdims, hot)
     if kernels_available(x):
         return getattr(_axis, name)(x, axis, keepdims)
     fn = getattr(xp, name)

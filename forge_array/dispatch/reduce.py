@@ -1,17 +1,24 @@
-"""The full reductions' dispatch: launching the full reduction kernel
-(:mod:`forge_array.kernels.reduce`) from the host.
+"""The full reduction's dispatch tier: the kernel specification of a call, the launch plan of a
+layout, the plan caches, compiling (through :mod:`forge_array.kernels.reduce`) and launching.
 
+- :func:`named_spec` / :func:`generic_spec`: the kernel specification
+  (``kernels.reduce.ReduceSpec``) of a named reduction or of ``reduce`` / ``mapreduce``,
+  cached per call;
 - :func:`plan` / :func:`replay`: the launch of a full reduction of one array, or of the
   arrays of a mapreduce, is a :class:`Launch` (kernel, grid, block and every argument but
   the arrays' and outputs' addresses), cached per layout of the arrays; replaying it costs
-  a dictionary look-up, the output allocations and the launch.
+  a dictionary look-up, the output allocations and the launch;
+- :func:`full_fast` / :func:`mapreduce_fast`: the host fast paths, a call's cached plan
+  (``HOT``) replayed with no planning; :func:`launch_named` / :func:`launch_generic` plan,
+  remember and launch a call (and describe it for a later process, :mod:`..runtime.stored`);
 - :func:`full_reduce`: the general path (any number of arrays, an ``init``, views that
   need a copy first).
 
+The kernel module (numba's CUDA target) loads at the first plan: CPU arrays never need it.
+
 >>> import numpy as np
 >>> from forge_array import ops
->>> from forge_array.kernels.reduce import ReduceSpec
->>> spec = ReduceSpec(op=ops.add.fn, acc_dtypes=("float64",), identity=(0.0,))
+>>> spec = named_spec("sum", ops.add, ("float64",), (0.0,))
 >>> full_reduce(spec, [np.arange(10.0)])   # doctest: +SKIP
 (array([45.]),)
 """
@@ -22,13 +29,19 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ...kernels.reduce import MODE_STRIDED, _normalise_commutative, buffer_dtype, kernel_plan, layout, scratch
-from ...runtime import buffer_of, data_address, device_allocator, launch, stream_key
-from ...runtime import stored_form as stored_form_of
-from ...runtime.caches import Cache
-from ...runtime.config import SIMULATE as _SIM
+from .. import ops as _ops
+from ..runtime import buffer_of, data_address, device_allocator, launch, lazy, stored, stream_key
+from ..runtime import stored_form as stored_form_of
+from ..runtime.caches import Cache
+from ..runtime.config import SIMULATE as _SIM
+from ..runtime.functions import compilable
 
-__all__ = ["Launch", "plan", "replay", "stored_form", "full_reduce"]
+__all__ = ["Launch", "plan", "replay", "stored_form", "full_reduce", "named_spec", "generic_spec",
+           "full_fast", "mapreduce_fast", "launch_named", "launch_generic", "launch_full", "HOT"]
+
+_k = lazy.module("forge_array.kernels.reduce", __name__, "_k")
+#: whether a call's launch is described for a later process's first call (on a GPU)
+STORES = not _SIM
 
 
 class Launch(NamedTuple):
@@ -56,7 +69,7 @@ class Launch(NamedTuple):
 
 
 _MAX_CACHED = 4096
-_REPLAY = Cache("primitives.reductions.launch.REPLAY", _MAX_CACHED)
+_REPLAY = Cache("dispatch.reduce.REPLAY", _MAX_CACHED)
 
 
 def plan(spec, x, param=0.0, out_shape=(1,)):
@@ -93,14 +106,14 @@ def plan(spec, x, param=0.0, out_shape=(1,)):
     if many and spec.f is None and any(a.dtype.kind == "b" for a in arrays):
         return None
     try:
-        mode, ndim, strides, shape, peel, uniform = layout(spec, arrays)
+        mode, ndim, strides, shape, peel, uniform = _k.layout(spec, arrays)
     except ValueError:  # too many dims after collapsing, or strides not whole elements
         return None
     # an order-free reduction of a reversed or transposed view reads the view layout()
     # chose, whose address is the input's plus a constant of the layout
     normalised = not many and arrays[0] is not xv
     offset = data_address(arrays[0]) - data_address(xv) if normalised else 0
-    kernel, block, per_block, gmax = kernel_plan(spec, tuple(a.dtype.str for a in arrays), mode,
+    kernel, block, per_block, gmax = _k.kernel_plan(spec, tuple(a.dtype.str for a in arrays), mode,
                                                  ndim, uniform)
     n = x0.size
     if spec.commutative:
@@ -108,12 +121,12 @@ def plan(spec, x, param=0.0, out_shape=(1,)):
     else:
         grid = max(1, min(gmax, (n + block - 1) // block))
     head = (n, peel)
-    if mode == MODE_STRIDED:
+    if mode == _k.MODE_STRIDED:
         head += tuple(shape) + tuple(s for st in strides for s in st)
-    partials, pf, ticket = scratch(spec.acc_dtypes, gmax, x0)
+    partials, pf, ticket = _k.scratch(spec.acc_dtypes, gmax, x0)
     tail = tuple(buffer_of(b) for b in partials) + (buffer_of(pf), buffer_of(ticket))
     out_dtypes = tuple(np.dtype(d) for d in (spec.out_dtypes or spec.acc_dtypes))
-    bufs = tuple(buffer_dtype(d) for d in out_dtypes)
+    bufs = tuple(_k.buffer_dtype(d) for d in out_dtypes)
     empty = np.ndarray if isinstance(x0, np.ndarray) else _cupy().ndarray
     count = int(np.prod(out_shape, dtype=np.int64))
     p = Launch(kernel, grid, block, head + tail, tuple(out_shape), out_dtypes, empty, float(param),
@@ -146,7 +159,7 @@ def replay(p, x, on=None):
         ins = tuple(map(buffer_of, x))
     else:
         xv = x if in_view is None else x.view(in_view)
-        ins = (buffer_of(_normalise_commutative([xv])[0] if norm else xv),)
+        ins = (buffer_of(_k._normalise_commutative([xv])[0] if norm else xv),)
     if out_views is None:
         obs = tuple(map(buffer_of, outs))
     else:
@@ -195,22 +208,22 @@ def full_reduce(spec, arrays, init=None, param=0.0, out_shape=(1,)):
     x0 = arrays[0]
     n = x0.size
     try:
-        mode, ndim, strides, shape, peel, uniform = layout(spec, arrays)
+        mode, ndim, strides, shape, peel, uniform = _k.layout(spec, arrays)
     except ValueError:  # too many dims after collapsing, or strides not whole elements
         arrays = [a.copy() for a in arrays]
-        mode, ndim, strides, shape, peel, uniform = layout(spec, arrays)
+        mode, ndim, strides, shape, peel, uniform = _k.layout(spec, arrays)
     in_dtypes = tuple(a.dtype.str for a in arrays)
-    kernel, block, per_block, gmax = kernel_plan(spec, in_dtypes, mode, ndim, uniform)
+    kernel, block, per_block, gmax = _k.kernel_plan(spec, in_dtypes, mode, ndim, uniform)
     if spec.commutative:
         grid = max(1, min(gmax, (n + per_block - 1) // per_block))
     else:
         grid = max(1, min(gmax, (n + block - 1) // block))
-    partials, pf, ticket = scratch(spec.acc_dtypes, gmax, x0)
+    partials, pf, ticket = _k.scratch(spec.acc_dtypes, gmax, x0)
     out_dtypes = [np.dtype(d) for d in (spec.out_dtypes or spec.acc_dtypes)]
     xp = np if isinstance(x0, np.ndarray) else _cupy()
-    outs = [xp.empty(out_shape, buffer_dtype(d)) for d in out_dtypes]
+    outs = [xp.empty(out_shape, _k.buffer_dtype(d)) for d in out_dtypes]
     args = [buffer_of(a) for a in arrays] + [n, peel]
-    if mode == MODE_STRIDED:
+    if mode == _k.MODE_STRIDED:
         args += list(shape) + [s for st in strides for s in st]
     args += [buffer_of(p) for p in partials] + [buffer_of(pf), buffer_of(ticket)]
     args += [buffer_of(o) for o in outs]
@@ -222,6 +235,154 @@ def full_reduce(spec, arrays, init=None, param=0.0, out_shape=(1,)):
 
 
 def _cupy():
-    from ...runtime import cupy  # noqa: PLC0415
+    from ..runtime import cupy  # noqa: PLC0415
 
     return cupy()
+
+
+# --------------------------------------------------------------------------- specifications
+
+#: kernel specifications (``kernels.reduce.ReduceSpec``) of named reductions by call
+NAMED_SPECS = Cache("dispatch.reduce.NAMED_SPECS")
+#: kernel specifications of ``reduce`` / ``mapreduce`` by (function, operator, operands)
+GENERIC_SPECS = Cache("dispatch.reduce.GENERIC_SPECS")
+
+
+def named_spec(name, op, acc, identity, f=None, with_index=False, acc_tuple=False, post=None,
+               out_dtypes=None):
+    """The commutative kernel specification of named reduction ``name`` (operator ``op``,
+    accumulator dtypes ``acc``, ``identity``, element map ``f``, finishing step ``post``),
+    cached per call."""
+    key = (name, tuple(acc), f, post, out_dtypes)
+    spec = NAMED_SPECS.get(key)
+    if spec is None:
+        spec = NAMED_SPECS[key] = _k.ReduceSpec(
+            op=op.fn, acc_dtypes=tuple(np.dtype(d).str for d in acc), identity=identity, f=f,
+            with_index=with_index, acc_tuple=acc_tuple, post=post,
+            out_dtypes=None if out_dtypes is None else tuple(np.dtype(d).str for d in out_dtypes),
+            commutative=True)
+    return spec
+
+
+def generic_spec(f, op, struct, acc, is_tuple, has_init, identity):
+    """The kernel specification of ``mapreduce(f, op, ...)`` over operands of structure
+    ``struct`` accumulating in ``acc`` (a tuple when ``is_tuple``), cached per call;
+    ``identity()`` gives the operator's identity in those dtypes (called for a new call only)."""
+    key = (f, op, struct, acc, is_tuple, has_init)
+    spec = GENERIC_SPECS.get(key)
+    if spec is None:
+        spec = GENERIC_SPECS[key] = _k.ReduceSpec(
+            op=op.fn, acc_dtypes=tuple(d.str for d in acc), identity=identity(), f=f, struct=struct,
+            acc_tuple=is_tuple, commutative=op.commutative, has_init=has_init)
+    return spec
+
+
+# --------------------------------------------------------------------------- the fast paths
+
+#: Launch plans of full reductions by call: (name, array type, dtype, shape, strides,
+#: address mod 16, dtype argument, keepdims, extra argument, stream) -> :class:`Launch` for
+#: the named reductions, (:class:`Launch`, whether the result is a tuple) under "mapreduce"
+HOT = Cache("dispatch.reduce.HOT", 4096)
+
+
+def hot_key(name, x, dtype, keepdims, extra):
+    return (name, type(x), x.dtype, x.shape, x.strides, data_address(x) & 15, dtype, keepdims,
+            extra, stream_key())
+
+
+def full_fast(name, x, dtype=None, keepdims=False, extra=None):
+    """The host fast path of a full named reduction (``name``: "sum", "max", "var", ...) of
+    backend array ``x``: replay the launch cached by an earlier call with the same arguments
+    (``dtype`` of sum / prod, ``correction`` of var / std as ``extra``) on an array of the
+    same layout.  Returns the result, or None when no launch is cached for the call (then
+    call the reduction itself, which caches it).
+
+    >>> import numpy as np
+    >>> x = np.arange(4.0)
+    >>> r = full_fast("sum", x)          # None until sum(x) has run on our kernels
+    >>> r is None or float(r) == 6.0
+    True
+    """
+    try:
+        key = hot_key(name, x, dtype, keepdims, extra)
+        p = HOT.get(key)
+    except (TypeError, AttributeError):  # an unhashable argument; not an array
+        return None
+    if p is None:
+        return None
+    return replay(p, x, key[-1])[0]
+
+
+def mapreduce_fast(f, op, x, keepdims=False):
+    """The host fast path of ``mapreduce(f, op, x, keepdims=keepdims)`` (``reduce`` when
+    ``f`` is None) of one backend array ``x`` over all axes without ``init``: replay the
+    launch cached by an earlier call with the same ``f`` and ``op`` (the same objects) on an
+    array of the same layout.  Returns the result (a tuple when ``f`` returns tuples), or
+    None when no launch is cached for the call.
+
+    >>> import numpy as np
+    >>> from forge_array import ops
+    >>> x = np.arange(4.0)
+    >>> r = mapreduce_fast(None, ops.add, x)   # None until reduce(ops.add, x) has run on our kernels
+    >>> r is None or float(r) == 6.0
+    True
+    """
+    try:
+        key = hot_key("mapreduce", x, None, keepdims, (None if f is None else compilable(f, 1),
+                                                        _ops.as_operator(op)))
+        hit = HOT.get(key)
+    except (TypeError, AttributeError):  # an unhashable function; not an array
+        return None
+    if hit is None:
+        return None
+    outs = replay(hit[0], x, key[-1])
+    return outs if hit[1] else outs[0]
+
+
+# --------------------------------------------------------------------------- launching a call
+
+def launch_named(spec, x, param, keepdims, hot=None):
+    """Full reduction of backend array ``x`` alone with ``spec``; with ``hot = (name, dtype,
+    extra)`` (the caller's arguments) its launch is cached for :func:`full_fast` and described
+    for a later process's first call (:mod:`forge_array.runtime.stored`)."""
+    shape = (1,) * x.ndim if keepdims else ()
+    p = plan(spec, x, param, shape)
+    if p is None:
+        return launch_full(spec, [x], None, param, shape=shape)[0]
+    if hot is not None:
+        try:
+            HOT[hot_key(hot[0], x, hot[1], keepdims, hot[2])] = p
+        except TypeError:  # unhashable argument: no fast path
+            pass
+        else:
+            if STORES:
+                stored.save(stored.full_key(hot[0], x, hot[1], keepdims, hot[2]), stored_form(p, x))
+    return replay(p, x)[0]
+
+
+def launch_generic(spec, x, shape, keepdims, is_tuple, hot=None):
+    """Full ``mapreduce`` of backend array ``x`` alone with ``spec`` (no ``init``); with
+    ``hot = (f, op)`` (the caller's objects) its launch is cached for :func:`mapreduce_fast`.
+    Returns the tuple of outputs, or None when the layout has no plan (then
+    :func:`launch_full`)."""
+    p = plan(spec, x, 0.0, shape)
+    if p is None:
+        return None
+    if hot is not None:
+        try:
+            HOT[hot_key("mapreduce", x, None, keepdims, hot)] = (p, is_tuple)
+        except TypeError:  # an unhashable function: no fast path
+            pass
+    return replay(p, x)
+
+
+def launch_full(spec, flat, init_bufs=None, param=0.0, what="", shape=(1,)):
+    """:func:`full_reduce`, with the operator's name ``what`` in a TypeError from the kernel's
+    compilation."""
+    try:
+        return full_reduce(spec, flat, init_bufs, param, shape)
+    except TypeError as exc:
+        msg = str(exc)
+        if what and what not in msg:
+            raise TypeError(f"reduction with operator {what}: {msg}") from exc
+        raise
