@@ -138,12 +138,13 @@ def numpy_routes(monkeypatch):
 def rowcol_params(monkeypatch):
     """``set(**params)``: override the row / column kernels' tuning parameters for this test,
     with fresh launch plans (the plan caches are cleared on entry and exit)."""
+    from forge_array.dispatch import axis_reduce as dispatch_axis
     from forge_array.primitives import axis_reduce as ar
     from forge_array.runtime import tuning
 
     def clear():
         tuning._CACHE.clear()
-        ar.layout.PLANS.clear()
+        dispatch_axis.PLANS.clear()
         ar.FAST.clear()
 
     def set_params(**params):

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import forge_array as xp
+from forge_array.dispatch import axis_reduce as dispatch_axis
 from forge_array.primitives import axis_reduce as ar
 from forge_array.primitives import matvec as mv
 from forge_array.runtime import config
@@ -45,10 +46,10 @@ def _counting(monkeypatch, owner, name):
 
 @pytest.fixture
 def fresh():
-    ar.layout.PLANS.clear()
+    dispatch_axis.PLANS.clear()
     ar.FAST.clear()
     yield
-    ar.layout.PLANS.clear()
+    dispatch_axis.PLANS.clear()
     ar.FAST.clear()
 
 
@@ -59,7 +60,7 @@ def _close(r, exp, rtol=1e-4):
 
 
 def test_axis_reduction_replays_its_plan(fresh, monkeypatch):
-    plans = _counting(monkeypatch, ar.layout, "plan_launch")
+    plans = _counting(monkeypatch, dispatch_axis.layout, "plan_launch")
     slow = _counting(monkeypatch, ar, "axis_mapreduce")
     host = _data((40, 12), 0)
     X = _x(host.copy())
@@ -88,7 +89,7 @@ def test_axis_reduction_replays_its_plan(fresh, monkeypatch):
 
 
 def test_axis_replays_never_serve_another_layout(fresh, monkeypatch):
-    plans = _counting(monkeypatch, ar.layout, "plan_launch")
+    plans = _counting(monkeypatch, dispatch_axis.layout, "plan_launch")
     host = _data((40, 12), 1)
     X = _x(host.copy())
     _close(xp.sum(X, axis=0), host.sum(0, dtype=np.float64))
@@ -150,7 +151,7 @@ def test_kernels_off_after_warm_up(fresh, monkeypatch):
 
 def test_matmul_replays_its_plan(fresh, monkeypatch):
     routed = _counting(monkeypatch, mv, "route_matmul")
-    plans = _counting(monkeypatch, ar.layout, "plan_launch")
+    plans = _counting(monkeypatch, dispatch_axis.layout, "plan_launch")
     A, vp = _data((6, 300), 5), _data(300, 6)
     B = _data((300, 8), 8)
     cases = [
@@ -178,7 +179,7 @@ def test_matmul_replays_its_plan(fresh, monkeypatch):
 
 
 def test_matmul_replays_never_serve_another_layout(fresh, monkeypatch):
-    plans = _counting(monkeypatch, ar.layout, "plan_launch")
+    plans = _counting(monkeypatch, dispatch_axis.layout, "plan_launch")
     A, v = _data((6, 300), 9), _data(300, 10)
     _close(_x(A) @ _x(v), A.astype(np.float64) @ v)
     shifted = np.concatenate([np.zeros(1, np.float32), A.ravel()])
@@ -223,7 +224,7 @@ def test_errors_survive_warm_matmul_caches():
 
 
 def test_vecdot_and_tensordot_replay(fresh, monkeypatch):
-    plans = _counting(monkeypatch, ar.layout, "plan_launch")
+    plans = _counting(monkeypatch, dispatch_axis.layout, "plan_launch")
     a, b = _data((5, 40), 14), _data(40, 15)
     xa, xb = _x(a.copy()), _x(b.copy())
     exp = a.astype(np.float64) @ b
@@ -260,4 +261,4 @@ def test_split_launches_share_the_stream_scratch(fresh):
         _close(V3 @ X3, v3.astype(np.float64) @ h3)
         _close(xp.max(X2, axis=0), h2.max(0))
         _close(xp.sum(X1, axis=0), h1.sum(0, dtype=np.float64))
-    assert any(p["split"] > 1 for p in ar.layout.PLANS.values() if isinstance(p, dict))
+    assert any(p["split"] > 1 for p in dispatch_axis.PLANS.values() if isinstance(p, dict))

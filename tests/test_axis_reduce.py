@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from forge_array import ops
+from forge_array.dispatch import axis_reduce as dispatch_axis
 from forge_array.primitives import axis_reduce as ar
 from forge_array.testing import axes as st_axes
 from forge_array.testing import shapes, views
@@ -199,20 +200,20 @@ def test_hypothesis_views_argmax_max(bk, data, shape):
 
 
 def _kinds():
-    return {p["kind"] for p in ar.layout.PLANS.values() if isinstance(p, dict)}
+    return {p["kind"] for p in dispatch_axis.PLANS.values() if isinstance(p, dict)}
 
 
 def _vector_rows():
-    return {p["vector_rows"] for p in ar.layout.PLANS.values() if isinstance(p, dict)}
+    return {p["vector_rows"] for p in dispatch_axis.PLANS.values() if isinstance(p, dict)}
 
 
 @pytest.fixture
 def fresh_plans():
     """Plans made from scratch, so that the test can see which kernel each call chose."""
-    ar.layout.PLANS.clear()
+    dispatch_axis.PLANS.clear()
     ar.FAST.clear()
     yield
-    ar.layout.PLANS.clear()
+    dispatch_axis.PLANS.clear()
     ar.FAST.clear()
 
 
@@ -259,7 +260,7 @@ def test_column_kernel_vectorised_row_tail(bk, fresh_plans, rowcol_params, rows,
 
 def _colvec_args(monkeypatch, pick):
     """``pick(fargs)`` of every vectorised column kernel the plans ask for, as they ask."""
-    from forge_array.primitives.axis_reduce import plan
+    from forge_array.dispatch.axis_reduce import plan
 
     seen = []
     real = plan._compile
@@ -327,7 +328,7 @@ def test_column_kernel_wave_filling_split(bk, fresh_plans, rowcol_params, sm_cou
     np.testing.assert_array_equal(_host(ar.argmax(x, 0)), np.argmax(h, axis=0))
     np.testing.assert_array_equal(_host(ar.axis_mapreduce(None, _noident, (x,), 0, None, False, F64)),
                                   h.astype(F64).max(axis=0))
-    plans = [p for p in ar.layout.PLANS.values() if isinstance(p, dict)]
+    plans = [p for p in dispatch_axis.PLANS.values() if isinstance(p, dict)]
     assert {p["kind"] for p in plans} == {"make_colvec_kernel"}
     assert {p["split"] for p in plans} == ({2} if waves else {1})
 
@@ -349,7 +350,7 @@ def test_column_kernel_vectorised_batches_tuples_and_fallbacks(bk, fresh_plans, 
     np.testing.assert_allclose(_host(r), (y.astype(F64) * w + y[::-1]).sum(axis=0), rtol=1e-5)
     assert _kinds() == {"make_colvec_kernel"}
     # odd row stride (phase changes from row to row) and different phases: the scalar kernel
-    ar.layout.PLANS.clear()
+    dispatch_axis.PLANS.clear()
     z = rng.standard_normal((30, 13)).astype(np.float32)
     np.testing.assert_allclose(_sum(bk, _dev(bk, z), 0), z.astype(F64).sum(axis=0), rtol=1e-5)
     zz = rng.standard_normal((30, 24)).astype(np.float32)
@@ -385,7 +386,7 @@ def test_column_kernel_reads_a_row_constant_operand_of_another_item_size(
     wbase = rng.standard_normal(cols + 4).astype(np.float32)
     for shift, mode in ((c0, 1), ((c0 + 1) % 4, 2)):   # w at X's 16-byte phase, or not
         seen.clear()
-        ar.layout.PLANS.clear()
+        dispatch_axis.PLANS.clear()
         ar.FAST.clear()
         wdev = _dev(bk, np.concatenate([np.zeros(shift, np.float32), wbase]))[shift:shift + cols]
         W = bk.broadcast_to(wdev, (rows, cols))
@@ -444,7 +445,7 @@ def test_column_kernel_tile_rows_and_block(bk, fresh_plans, rowcol_params, sm_co
                         col_block=128, **extra)
     rng = np.random.default_rng(31)
     for cols, rows_shared in [(512, 4 if items is None else 2), (256, 4)]:
-        ar.layout.PLANS.clear()
+        dispatch_axis.PLANS.clear()
         h = (rng.standard_normal((40, cols)) * 10).astype(np.float32)
         w = rng.standard_normal(40).astype(np.float32)
         np.testing.assert_allclose(_sum(bk, _dev(bk, h), 0), h.astype(F64).sum(axis=0), rtol=1e-5, atol=1e-4)
@@ -452,7 +453,7 @@ def test_column_kernel_tile_rows_and_block(bk, fresh_plans, rowcol_params, sm_co
                               None, False, F64)
         np.testing.assert_allclose(_host(r), (h.astype(F64) * w[:, None]).sum(axis=0), rtol=1e-5, atol=1e-4)
         np.testing.assert_array_equal(_host(ar.argmax(_dev(bk, h), 0)), np.argmax(h, axis=0))
-        plans = [pl for pl in ar.layout.PLANS.values() if isinstance(pl, dict)]
+        plans = [pl for pl in dispatch_axis.PLANS.values() if isinstance(pl, dict)]
         assert {pl["kind"] for pl in plans} == {"make_colvec_kernel"}
         assert {pl["block"] for pl in plans} == {128}
         # aux = CQ * 16 + phase: CQ = 128 / rows_shared threads side by side, each of 4 columns
@@ -477,7 +478,7 @@ def test_column_kernel_split_combine(bk, fresh_plans, rowcol_params, sm_count, f
     np.testing.assert_array_equal(_host(ar.argmax(_dev(bk, h), 0)), np.argmax(h, axis=0))
     np.testing.assert_array_equal(_host(ar.axis_mapreduce(None, _noident, (_dev(bk, h),), 0, None, False, F64)),
                                   h.astype(F64).max(axis=0))
-    plans = [pl for pl in ar.layout.PLANS.values() if isinstance(pl, dict)]
+    plans = [pl for pl in dispatch_axis.PLANS.values() if isinstance(pl, dict)]
     assert {pl["kind"] for pl in plans} == {"make_colvec_kernel"}
     assert {(pl["split"], pl["scalars"][13]) for pl in plans if pl["acc_full"] == np.dtype("float32")
             or pl["acc_full"] == np.dtype("float64")} >= {(34, 9)}
@@ -496,12 +497,12 @@ def test_column_kernel_eight_rows_in_flight(bk, fresh_plans, rowcol_params, sm_c
     np.testing.assert_allclose(_sum(bk, _dev(bk, h), 0), h.astype(F64).sum(axis=0), rtol=1e-5, atol=1e-4)
     np.testing.assert_array_equal(_sum(bk, _dev(bk, z), 0, dtype=np.int64), z.sum(axis=0))
     np.testing.assert_array_equal(_host(ar.argmax(_dev(bk, h), 0)), np.argmax(h, axis=0))
-    plans = [pl for pl in ar.layout.PLANS.values() if isinstance(pl, dict)]
+    plans = [pl for pl in dispatch_axis.PLANS.values() if isinstance(pl, dict)]
     assert {(pl["kind"], pl["split"]) for pl in plans} == {("make_colvec_kernel", 1)}
     rowcol_params(blocks_per_sm=3)   # 6 block slots: float32's 2 tiles split 3 ways (int64: 4 x 2)
     np.testing.assert_allclose(_sum(bk, _dev(bk, h), 0), h.astype(F64).sum(axis=0), rtol=1e-5, atol=1e-4)
     np.testing.assert_array_equal(_sum(bk, _dev(bk, z), 0, dtype=np.int64), z.sum(axis=0))
-    plans = [pl for pl in ar.layout.PLANS.values() if isinstance(pl, dict)]
+    plans = [pl for pl in dispatch_axis.PLANS.values() if isinstance(pl, dict)]
     assert {(pl["kind"], pl["split"]) for pl in plans} == {("make_colvec_kernel", 3), ("make_colvec_kernel", 2)}
 
 
@@ -524,15 +525,15 @@ def test_column_kernel_deep_variant_per_launch(bk, fresh_plans, rowcol_params, s
     np.testing.assert_array_equal(_host(ar.argmax(_dev(bk, tall), 0)), np.argmax(tall, axis=0))
     np.testing.assert_allclose(_host(mv.vecmat(_dev(bk, v), _dev(bk, tall))),
                                v.astype(F64) @ tall.astype(F64), rtol=1e-4, atol=1e-3)
-    plans = [pl for pl in ar.layout.PLANS.values() if isinstance(pl, dict)]
+    plans = [pl for pl in dispatch_axis.PLANS.values() if isinstance(pl, dict)]
     # int64: two 16 x 2 tiles split 2 ways
     assert {(pl["kind"], pl["depth"], pl["split"]) for pl in plans} == {("make_colvec_kernel", 8, 4),
                                                                         ("make_colvec_kernel", 8, 2)}
-    ar.layout.PLANS.clear()
+    dispatch_axis.PLANS.clear()
     ar.FAST.clear()
     wide = (rng.standard_normal((20, 1300)) * 10).astype(np.float32)
     np.testing.assert_allclose(_sum(bk, _dev(bk, wide), 0), wide.astype(F64).sum(axis=0), rtol=1e-5, atol=1e-4)
-    plans = [pl for pl in ar.layout.PLANS.values() if isinstance(pl, dict)]
+    plans = [pl for pl in dispatch_axis.PLANS.values() if isinstance(pl, dict)]
     assert {(pl["kind"], pl["depth"], pl["split"]) for pl in plans} == {("make_colvec_kernel", 4, 1)}
     # the row kernels under the same table (col_deep is the column kernel's alone)
     u = rng.standard_normal(1300).astype(np.float32)
@@ -561,7 +562,7 @@ def test_column_kernel_split_two_level_combine(bk, fresh_plans, rowcol_params, s
     b = rng.integers(-1000, 1000, (3, 300, 64)).astype(np.int64)
     np.testing.assert_array_equal(_host(ar.axis_mapreduce(None, ops.add, (_dev(bk, b),), 1, None, False,
                                                           np.dtype("int64"))), b.sum(axis=1))
-    plans = [pl for pl in ar.layout.PLANS.values() if isinstance(pl, dict)]
+    plans = [pl for pl in dispatch_axis.PLANS.values() if isinstance(pl, dict)]
     assert {pl["kind"] for pl in plans} == {"make_colvec_kernel"}
     assert 34 in {pl["split"] for pl in plans}
     for pl in plans:   # one tile per batch; 8-byte values: 38 parts (7 groups of 6, the last 2)
@@ -585,7 +586,7 @@ def test_column_kernel_flat_many_partials(bk, fresh_plans, rowcol_params, sm_cou
     np.testing.assert_allclose(_sum(bk, _dev(bk, a), 0), a.astype(F64).sum(axis=0), rtol=1e-5, atol=1e-4)
     np.testing.assert_array_equal(_host(ar.axis_mapreduce(None, ops.add, (_dev(bk, z),), 0, None, False,
                                                           np.dtype("int64"))), z.sum(axis=0))
-    plans = [pl for pl in ar.layout.PLANS.values() if isinstance(pl, dict)]
+    plans = [pl for pl in dispatch_axis.PLANS.values() if isinstance(pl, dict)]
     assert {pl["kind"] for pl in plans} == {"make_colflat_kernel"}
     # groups of (rows per position) * U blocks (U = 4 positions per column for float32, 2 for
     # int64), a group row and a ticket per group
@@ -593,13 +594,13 @@ def test_column_kernel_flat_many_partials(bk, fresh_plans, rowcol_params, sm_cou
     assert {(pl["grid"], pl["nticks"], pl["nslots"]) for pl in plans} == (
         {(40, 1, 64 * 40)} if not group else {(40, 1 + g, 64 * (40 + g)) for g in ng})
     # x @ A through the row-indexed operand, 40 columns, 25 blocks: a last group of 1 (group 1)
-    ar.layout.PLANS.clear()
+    dispatch_axis.PLANS.clear()
     b = (rng.standard_normal((170, 40)) * 20).astype(np.float32)
     w = rng.standard_normal(170).astype(np.float32)
     r = ar.axis_mapreduce(lambda u, v: u * v, ops.add, (_dev(bk, b), _bcast_rows(bk, _dev(bk, w), 40)), 0,
                           None, False, F64)
     np.testing.assert_allclose(_host(r), (b.astype(F64) * w[:, None]).sum(axis=0), rtol=1e-5, atol=1e-4)
-    plans = [pl for pl in ar.layout.PLANS.values() if isinstance(pl, dict)]
+    plans = [pl for pl in dispatch_axis.PLANS.values() if isinstance(pl, dict)]
     assert [(pl["kind"], pl["grid"]) for pl in plans] == [("make_colflat_kernel", 25)]
     # the tickets are left at zero: the same plan again
     r = ar.axis_mapreduce(lambda u, v: u * v, ops.add, (_dev(bk, b), _bcast_rows(bk, _dev(bk, w), 40)), 0,
@@ -751,7 +752,7 @@ def test_new_variants_rows(bk, new_variants, dtype):
                                b.astype(acc).sum(axis=2), rtol=1e-5)
     assert _kinds() == {"make_rowtile_kernel"}
     # long rows split over several blocks (grid sized by the resident blocks), 4 vectors in flight
-    ar.layout.PLANS.clear()
+    dispatch_axis.PLANS.clear()
     y = (rng.standard_normal((2, 2000)) * 9).astype(dtype)
     np.testing.assert_allclose(_host(ar.axis_mapreduce(None, ops.add, (_dev(bk, y)[:, 1:],), 1, None, False,
                                                        acc)), y[:, 1:].astype(acc).sum(axis=1), rtol=1e-5)
@@ -827,7 +828,7 @@ def test_rowtile_vector_rows(bk, fresh_plans, rowcol_params, warp, lanes, accs, 
         flat = (rng.standard_normal(rows * p + 8) * 20).astype(dtype)
         h = flat[off:off + rows * p].reshape(rows, p)
         x = _dev(bk, flat)[off:off + rows * p].reshape(rows, p)
-        ar.layout.PLANS.clear()
+        dispatch_axis.PLANS.clear()
         np.testing.assert_allclose(_host(ar.axis_mapreduce(None, ops.add, (x,), 1, None, False, F64)),
                                    h.astype(F64).sum(axis=1), rtol=1e-6, atol=1e-9)
         vec = 16 // np.dtype(dtype).itemsize
@@ -837,19 +838,19 @@ def test_rowtile_vector_rows(bk, fresh_plans, rowcol_params, warp, lanes, accs, 
         np.testing.assert_array_equal(_host(ar.axis_mapreduce(None, _noident, (x,), 1, 5, False, F64)),
                                       np.maximum(h.astype(F64).max(axis=1), 5))
         v = rng.standard_normal(p).astype(dtype)
-        ar.layout.PLANS.clear()
+        dispatch_axis.PLANS.clear()
         np.testing.assert_allclose(_host(mv.matvec(x, _dev(bk, v))), h.astype(F64) @ v.astype(F64),
                                    rtol=1e-4, atol=1e-3)
         g = min(lanes, 1 << max(0, p // vec - 1).bit_length())   # lanes per row
         per_lane = 1 << max(0, -(-(p // vec) // g) - 1).bit_length()
         want = per_lane if off == 0 and p % vec == 0 and per_lane <= held else 0
-        assert {pl["held_vectors"] for pl in ar.layout.PLANS.values() if isinstance(pl, dict)} == {want}
+        assert {pl["held_vectors"] for pl in dispatch_axis.PLANS.values() if isinstance(pl, dict)} == {want}
         d = mv.matvec(x, _dev(bk, v), f=lambda a, b: a + b, op=ops.minimum)
         np.testing.assert_array_equal(_host(d), (h + v[None, :]).min(axis=1))
     # three operands (two staged, one read from global memory), integers
     a3, b3 = (rng.integers(-50, 50, (2, 18, 8)).astype(np.int32) for _ in range(2))
     c3 = rng.integers(-50, 50, 8).astype(np.int32)
-    ar.layout.PLANS.clear()
+    dispatch_axis.PLANS.clear()
     c3d = bk.broadcast_to(_dev(bk, c3), a3.shape)   # the same row for every row: stride 0
     r = ar.axis_mapreduce(lambda u, v, w: u * v - w, ops.add, (_dev(bk, a3), _dev(bk, b3), c3d), 2,
                           None, False, np.dtype("int64"))
@@ -881,7 +882,7 @@ def test_new_variants_columns(bk, new_variants, dtype):
     np.testing.assert_allclose(_host(m2) / _host(n), base.astype(F64).var(axis=0), rtol=1e-9)
     assert _kinds() == {"make_colvec_kernel"}
     # scalar column kernel (odd row stride, not one flat run), split over many blocks
-    ar.layout.PLANS.clear()
+    dispatch_axis.PLANS.clear()
     z = (rng.standard_normal((300, 15)) * 20).astype(dtype)
     np.testing.assert_allclose(_sum(bk, _dev(bk, z)[:, :13], 0, dtype=acc), z[:, :13].astype(acc).sum(axis=0),
                                rtol=1e-5)
@@ -937,7 +938,7 @@ from forge_array import ops
 from forge_array.runtime import compile_ptx_offline, ptr_t, i64
 from forge_array.kernels import rowcol as k
 from forge_array.primitives.axis_reduce.arguments import _f_identity, _f_pair_index
-from forge_array.primitives.axis_reduce.plan import _buf_t
+from forge_array.dispatch.axis_reduce.plan import _buf_t
 from forge_array.primitives.matvec import _mul as _f_mul
 
 def argt(ins, acc, K):

@@ -648,7 +648,7 @@ def test_device_functions_compile_to_ptx(offline_ptx):
         from forge_array._dropin import rules as D
         from forge_array.kernels import reduce as K
         from forge_array.kernels import rowcol as k
-        from forge_array.primitives.axis_reduce.plan import _buf_t
+        from forge_array.dispatch.axis_reduce.plan import _buf_t
         from forge_array.runtime import compile_ptx_offline, ptr_t, i64
         from numba import types as nt
         S = K.ReduceSpec

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 import forge_array as xp
 from forge_array import ops
+from forge_array.dispatch import axis_reduce as dispatch_axis
 from forge_array.primitives import axis_reduce as ar
 from forge_array.primitives import matvec as mv
 from forge_array.testing import shapes, views
@@ -224,15 +225,15 @@ def test_hypothesis_views(bk, data, dtype, shape):
 
 @pytest.fixture
 def fresh_plans():
-    ar.layout.PLANS.clear()
+    dispatch_axis.PLANS.clear()
     ar.FAST.clear()
     yield
-    ar.layout.PLANS.clear()
+    dispatch_axis.PLANS.clear()
     ar.FAST.clear()
 
 
 def _kinds():
-    return {p["kind"] for p in ar.layout.PLANS.values() if isinstance(p, dict)}
+    return {p["kind"] for p in dispatch_axis.PLANS.values() if isinstance(p, dict)}
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64", "int32"])
@@ -386,7 +387,7 @@ from numba import types as nt
 from forge_array import ops
 from forge_array.runtime import compile_ptx_offline, ptr_t, i64
 from forge_array.kernels import rowcol as k
-from forge_array.primitives.axis_reduce.plan import _buf_t
+from forge_array.dispatch.axis_reduce.plan import _buf_t
 from forge_array.primitives.matvec import _swap, _mul
 
 def argt(ins, acc, K):
@@ -462,5 +463,5 @@ def test_row_fill_splits_few_long_rows(bk, rowcol_params, sm_count, dtype):
                                        rtol=1e-5)
             np.testing.assert_allclose(_h(ar.axis_mapreduce(None, ops.add, (bk.asarray(A),), 1, None, False, big)),
                                        A.astype(big).sum(axis=1), rtol=1e-5)
-        grids[fill] = sorted(pl["grid"] for pl in ar.layout.PLANS.values() if isinstance(pl, dict) and "grid" in pl)
+        grids[fill] = sorted(pl["grid"] for pl in dispatch_axis.PLANS.values() if isinstance(pl, dict) and "grid" in pl)
     assert grids[2] != grids[0] and max(grids[2]) > max(grids[0])

@@ -29,7 +29,7 @@ def test_warmup_runs_every_layout_class():
 
 def test_row_classes_take_every_rows_per_block_of_the_multi_row_kernel():
     from forge_array._warmup import ROW_CLASS_COLUMNS, _row_class_shapes
-    from forge_array.primitives.axis_reduce.plan import _rows_per_block
+    from forge_array.dispatch.axis_reduce.plan import _rows_per_block
     from forge_array.runtime import tuning
 
     most = tuning.params("rowcol")["row_multi"]

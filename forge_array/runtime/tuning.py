@@ -40,7 +40,7 @@ TABLES: dict = {
         # rows: row programs (kernels/row_programs.py): about `target` threads per row
         "rows": {"target": 128, "block_max": 1024, "min_row": 256, "blocks_per_sm": 32},
         # rowcol: the row and column kernels of reductions along axes and matrix-vector
-        # products (primitives/axis_reduce/plan.py reads the keys)
+        # products (dispatch/axis_reduce/plan.py reads the keys)
         "rowcol": {"block": 256, "blocks_per_sm": 8, "max_blocks_per_sm": 8, "unroll": 4, "row_items": 2,
                    "warp_rows": 32, "min_items": 16, "row_tile_max": 128, "row_tile_vecs": 4,
                    "row_tile_min_blocks": 4, "col_vec": True, "occupancy": False, "row_tile_warp": False,

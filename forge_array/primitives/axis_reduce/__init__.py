@@ -37,10 +37,9 @@ Example
 [[14.0], [126.0], [366.0]]
 """
 
+from ...dispatch.axis_reduce import FAST, Replay, fast_key, layout_key, remember
 from .arguments import normalize_axes
-from .layout import layout_key
 from .mapreduce import argmax, argmin, axis_mapreduce
-from .replay import FAST, Replay, fast_key, remember
 
 __all__ = ["axis_mapreduce", "argmax", "argmin", "normalize_axes", "FAST", "Replay", "fast_key", "remember",
            "layout_key"]

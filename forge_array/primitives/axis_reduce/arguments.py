@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ... import runtime
+from ...dispatch._common import components, first_component, hashable_key, zeros_of
 
 try:
     from numpy.exceptions import AxisError
@@ -42,14 +43,6 @@ def normalize_axes(axis, ndim):
 array_module = runtime.array_module
 
 
-def components(entry):
-    return entry if isinstance(entry, tuple) else (entry,)
-
-
-def first_component(entry):
-    return entry[0] if isinstance(entry, tuple) else entry
-
-
 def dtypes_of(dt):
     return tuple(np.dtype(d) for d in dt) if isinstance(dt, (tuple, list)) else np.dtype(dt)
 
@@ -62,12 +55,6 @@ def scalars_of(v, dt):
         return tuple(scalars_of(a, d) for a, d in zip(v, dt))
     with np.errstate(all="ignore"):
         return np.asarray(v).astype(dt)[()]
-
-
-def zeros_of(dt):
-    if isinstance(dt, tuple):
-        return tuple(d.type(0) for d in dt)
-    return dt.type(0)
 
 
 # the maps below are kernel constants: their module and name are part of the kernels' cache
@@ -92,13 +79,5 @@ def _f_pair_index(v, k):
 
 DEFAULT_MAPS = {1: _f_identity, 2: _f_tuple2, 3: _f_tuple3}
 
-
-def hashable_key(v):
-    """A key for a value that tells float32(0) from float64(0) and equals itself for NaN."""
-    if isinstance(v, tuple):
-        return tuple(hashable_key(x) for x in v)
-    if v is None:
-        return None
-    return (v.dtype.str, v.tobytes())
-
-
+__all__ = ["normalize_axes", "array_module", "components", "first_component", "dtypes_of", "scalars_of",
+           "zeros_of", "hashable_key", "DEFAULT_MAPS"]

@@ -9,10 +9,10 @@ import numpy as np
 from numba import types as nt
 
 from ... import runtime
+from ...dispatch.axis_reduce import entry_dtype
 from ...runtime import cpu_cache
 from ...runtime.caches import Cache
 from .arguments import first_component, hashable_key, zeros_of
-from .plan import entry_dtype
 
 # --------------------------------------------------------------------------- CPU (numba)
 

@@ -11,6 +11,7 @@ import numpy as np
 
 from ... import ops as _ops
 from ... import runtime
+from ...dispatch.axis_reduce import FAST, Replay, fast_key, remember, run_kernels
 from ...runtime.functions import compilable
 from .arguments import (
     DEFAULT_MAPS,
@@ -23,8 +24,6 @@ from .arguments import (
     scalars_of,
 )
 from .cpu import run_cpu
-from .layout import run_kernels
-from .replay import FAST, Replay, fast_key, remember
 
 #: the row and column kernels' ``MAX_INPUTS`` (checked against it where they are built)
 _MAX_INPUTS = 3

@@ -24,9 +24,9 @@ numba infers it.
 (1.0, 4.0)
 """
 
+from ...dispatch.axis_reduce import axis_fast
 from ...dispatch.reduce import full_fast, mapreduce_fast
 from .arguments import normalize_axis
-from .fast_paths import axis_fast
 from .generic import mapreduce, reduce
 from .named import all, any, argmax, argmin, max, mean, min, prod, std, sum, var
 

@@ -11,13 +11,13 @@ import math
 import numpy as np
 
 from ... import ops as _ops
+from ...dispatch.axis_reduce import axis_hot_key
 from ...dispatch.reduce import full_fast, named_spec
 from ...runtime import SIMULATE, kernels_available, lazy, stored
 from ...runtime import tuning as _tuning
 from ...runtime.accumulation import accumulation_dtype
 from .. import axis_reduce as _axis
 from .arguments import array_module, python_scalar
-from .fast_paths import axis_hot_key
 
 _kl = lazy.module("forge_array.dispatch.reduce", __name__, "_kl")
 

@@ -1,6 +1,6 @@
 """Replayable launches of axis reductions and matrix-vector products: ``Replay`` (one planned
-launch, replayed on new operands of the same layout with no planning) and the cache of them by
-call, ``FAST``.
+launch, replayed on new operands of the same layout with no planning), the cache of them by
+call, ``FAST``, and the named reductions' host fast path along axes (``axis_fast``).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from .plan import execute, plan_scratch
 #: Replayable launches (:class:`Replay`) by call: ``fast_key`` of axis_mapreduce, matvec
 #: and vecmat calls, and the keys of the callers' own hot paths (named reductions along an
 #: axis, ``matmul``)
-FAST = Cache("primitives.axis_reduce.FAST")
+FAST = Cache("dispatch.axis_reduce.FAST")
 
 
 def fast_key(tag, f, op, arrays, axis, keepdims, out_dtype, index):
@@ -148,3 +148,37 @@ class Replay:
         out = empty(self.kshape, dtype=self.dtype)
         execute(self.plan, arrays, out)
         return out if self.fshape is None else out.reshape(self.fshape)
+
+
+# --------------------------------------------------------------------------- named reductions
+
+def axis_hot_key(name, x, axes, dtype, keepdims):
+    try:
+        key = ("axis", name, axes, dtype, keepdims, layout_key(x))
+        hash(key)
+    except (TypeError, AttributeError):  # an unhashable argument; not an array
+        return None
+    return key
+
+
+def axis_fast(name, x, axes, dtype=None, keepdims=False):
+    """The host fast path of the named reduction ``name`` ("sum", "prod", "max", "min",
+    "any", "all") of backend array ``x`` along ``axes`` (a sorted tuple of non-negative
+    ints, not all of them): replay the launch an earlier call with the same arguments
+    (``dtype`` of sum / prod) left for an array of the same layout (dtype, shape, strides,
+    16-byte phase, device).  Returns the result, or None when there is none (then call the
+    reduction itself, which leaves one).
+
+    >>> import numpy as np
+    >>> x = np.ones((2, 3))
+    >>> r = axis_fast("sum", x, (0,), np.dtype("float64"))   # None until sum(x, (0,)) ran
+    >>> r is None or r.tolist() == [2.0, 2.0, 2.0]
+    True
+    """
+    try:
+        ent = FAST.get(("axis", name, axes, dtype, keepdims, layout_key(x)))
+    except (TypeError, AttributeError):
+        return None
+    if ent is None:
+        return None
+    return ent((x,))

@@ -9,8 +9,10 @@ import numpy as np
 
 from ... import runtime
 from ...runtime.caches import Cache
-from .arguments import array_module, components, first_component, hashable_key
+from .._common import components, first_component, hashable_key
 from .plan import execute, plan_launch
+
+array_module = runtime.array_module
 
 # --------------------------------------------------------------------------- layout
 
@@ -55,7 +57,7 @@ def _collapse(dims):
     return out
 
 
-PLANS = Cache("primitives.axis_reduce.layout.PLANS")  # new lambdas per call evict
+PLANS = Cache("dispatch.axis_reduce.PLANS")  # new lambdas per call evict
 
 
 def layout_key(entry):

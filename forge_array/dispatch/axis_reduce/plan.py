@@ -12,7 +12,7 @@ from numba import types as nt
 from ... import runtime
 from ...runtime import lazy, temp, tuning
 from ...runtime.caches import Cache
-from .arguments import first_component, hashable_key, zeros_of
+from .._common import first_component, hashable_key, zeros_of
 
 # the kernel modules (numba.cuda) load at first use: CPU arrays never need them
 _k = lazy.module("forge_array.kernels.rowcol", __name__, "_k")
@@ -750,7 +750,7 @@ def _unflatten(items, dt):
     return rec(dt)
 
 
-_KERNELS = Cache("primitives.axis_reduce.plan.KERNELS")
+_KERNELS = Cache("dispatch.axis_reduce.KERNELS")
 
 
 def _compile(factory, fargs, fkey, argtypes, op, launch_bounds=None):

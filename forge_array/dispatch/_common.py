@@ -1,0 +1,39 @@
+"""What the dispatch modules share: an operand entry's components (an array, or a tuple of
+them for struct-of-arrays elements), plan-cache keys of values, zeros of accumulator dtypes.
+
+>>> import numpy as np
+>>> components(np.zeros(2)) [0].shape, first_component((np.zeros(3), np.ones(3))).shape
+((2,), (3,))
+>>> hashable_key(np.float32(0)) == hashable_key(np.float64(0))
+False
+"""
+
+from __future__ import annotations
+
+__all__ = ["components", "first_component", "hashable_key", "zeros_of"]
+
+
+def components(entry):
+    """The arrays of an operand entry: ``entry`` itself as a 1-tuple, or the tuple it is."""
+    return entry if isinstance(entry, tuple) else (entry,)
+
+
+def first_component(entry):
+    """The first array of an operand entry (``entry`` itself when it is not a tuple)."""
+    return entry[0] if isinstance(entry, tuple) else entry
+
+
+def zeros_of(dt):
+    """A zero of dtype ``dt`` (a tuple of zeros for a tuple of dtypes)."""
+    if isinstance(dt, tuple):
+        return tuple(d.type(0) for d in dt)
+    return dt.type(0)
+
+
+def hashable_key(v):
+    """A key for a value that tells float32(0) from float64(0) and equals itself for NaN."""
+    if isinstance(v, tuple):
+        return tuple(hashable_key(x) for x in v)
+    if v is None:
+        return None
+    return (v.dtype.str, v.tobytes())
