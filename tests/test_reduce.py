@@ -557,8 +557,8 @@ def test_failed_launch_leaves_later_launches_correct(bk, sim):
     # kernels built after the failure compile (numba.cuda is back in the modules' globals)
     np.testing.assert_allclose(np.asarray(xp.cumulative_sum(xp.asarray(h[::-3]))),
                                np.cumsum(h[::-3]), rtol=1e-12)
-    pscan = importlib.import_module("forge_array.primitives.scan")
-    states = list(getattr(pscan.state.THREAD_LOCAL, "states", {}).values())
+    dispatch_scan = importlib.import_module("forge_array.dispatch.scan")
+    states = list(getattr(dispatch_scan.state.THREAD_LOCAL, "states", {}).values())
     assert states and any(st.base for st in states)
     temp.discard()  # what a failed launch calls: the scan's tile states start afresh too
     assert all(st.base == 0 and st.epoch == 1 and not st.counter.any() for st in states)

@@ -235,13 +235,13 @@ def test_a_scan_looks_up_the_key_its_primitive_stores(monkeypatch, sim, name, in
     if not sim:
         pytest.skip("NumPy arrays reach the kernels in the simulator only")
     pscan = importlib.import_module("forge_array.primitives.scan")
-    pplan = importlib.import_module("forge_array.primitives.scan.plan")
+    pplan = importlib.import_module("forge_array.dispatch.scan.plan")
     x = np.linspace(0.5, 1.5, 100, dtype=np.float32)
     saved, looked = [], []
     monkeypatch.setattr(pscan.generic, "SIMULATE", False)
     monkeypatch.setattr(pplan._Plan, "stored_form", lambda self, a, o: {"d": 1})
     monkeypatch.setattr(stored, "save", lambda key, desc, device=None: saved.append(key))
-    pscan.plan.fast_plans().clear()
+    pplan.fast_plans().clear()
     getattr(pscan, name)(x, axis=0, dtype=np.dtype("float32"), include_initial=include_initial)
     _while_the_layer_loads(monkeypatch, looked)
     getattr(_routing, name)(x, 0, np.dtype("float32"), include_initial)

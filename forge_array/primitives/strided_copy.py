@@ -14,9 +14,9 @@ from __future__ import annotations
 import numpy as np
 
 from .. import runtime
+from ..dispatch._common import collapse
 from ..runtime import lazy, tuning
 from ..runtime.caches import Cache
-from ._layout import collapse
 
 # the kernel module (numba.cuda) loads at first use: CPU arrays never need it
 kcopy = lazy.module("forge_array.kernels.copy", __name__, "kcopy")

@@ -16,9 +16,9 @@ Example
 [1.0, 1.5, 1.75]
 """
 
+from ...dispatch.scan import scan_statistics
 from .cumulative import cumulative_fast, cumulative_mapped, cumulative_prod, cumulative_sum, mapped_launch
 from .generic import accumulate, accumulate_fast
-from .state import scan_statistics
 
 __all__ = ["accumulate", "accumulate_fast", "cumulative_sum", "cumulative_prod", "cumulative_mapped", "mapped_launch",
            "cumulative_fast", "scan_statistics"]

@@ -9,11 +9,10 @@ import threading
 
 import numpy as np
 
+from ...dispatch.scan import fast_key, fast_plans, layout_key, run_fast, state_key
 from ...runtime.accumulation import accumulation_dtype
 from ...runtime.caches import Cache
 from .generic import scan_arrays
-from .plan import fast_key, fast_plans, layout_key, run_fast
-from .state import state_key
 
 _CUMULATIVE = Cache("primitives.scan.CUMULATIVE")
 

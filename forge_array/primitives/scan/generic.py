@@ -14,12 +14,12 @@ from types import ModuleType as _ModuleType
 import numpy as np
 
 from ... import runtime
+from ...dispatch.scan import fast_key, fast_plans, launch_scan, out_key, remember, run_fast, run_into
 from ...ops import Operator as _Operator
 from ...runtime import SIMULATE, stored
 from ...runtime.caches import Cache
 from .arguments import AxisError, array_module, check_op, inputs, normalize_axis, resolve_operator, scalars_of
 from .cpu import scan_cpu
-from .plan import fast_key, fast_plans, launch_scan, out_key, remember, run_fast, run_into
 
 
 def accumulate(op, x, /, *, axis=None, init=None, include_initial=False, exclusive=False,

@@ -11,8 +11,7 @@ import numpy as np
 from ... import runtime
 from ...runtime import lazy, tuning
 from ...runtime.caches import Cache
-from .._layout import collapse
-from .arguments import array_module
+from .._common import collapse
 from .state import (
     THREAD_LOCAL,
     after_launch,
@@ -123,7 +122,7 @@ def fast_plans():
     ``runtime.caches.clear_all()`` empties every thread's."""
     d = getattr(THREAD_LOCAL, "plans", None)
     if d is None:
-        d = THREAD_LOCAL.plans = Cache(f"primitives.scan.plan.PLANS.{threading.get_ident()}", PLANS_PER_THREAD)
+        d = THREAD_LOCAL.plans = Cache(f"dispatch.scan.PLANS.{threading.get_ident()}", PLANS_PER_THREAD)
     return d
 
 
@@ -211,7 +210,7 @@ def launch_scan(fn, tuple_op, xs, outs, in_dtypes, acc_dtypes, axis, init, shift
     be replayed for operands of the same layouts (no temporary copies were needed).
     ``init_batch``: ``init`` is a tuple of C-contiguous 1-D arrays, one value per batch row
     (the rows of ``moveaxis(x, axis, -1)`` in C order)."""
-    xp = array_module(xs[0])
+    xp = runtime.array_module(xs[0])
     xv = [xp.moveaxis(a, axis, -1) for a in xs]
     ov = [xp.moveaxis(o, axis, -1) for o in outs]
     if reverse:

@@ -8,10 +8,9 @@ import threading
 import numpy as np
 
 from ... import runtime
-from ...runtime import lazy
+from ...runtime import lazy, temp
 from ...runtime.caches import Cache
 from ...runtime.scan_state import TileState, zeros16
-from .arguments import array_module
 
 # the kernel modules (numba.cuda) load at first use: CPU arrays never need them
 kscan = lazy.module("forge_array.kernels.scan", __name__, "kscan")
@@ -22,7 +21,7 @@ kscan = lazy.module("forge_array.kernels.scan", __name__, "kscan")
 def _new_state(like, packed, acc_dtypes, slots):
     """The :class:`forge_array.runtime.scan_state.TileState` of the kernel layer on ``like``'s
     device (a buffer per word array, the counter of the kernels' statistics words)."""
-    return TileState(array_module(like), packed, acc_dtypes, slots, kscan.STAT_WORDS, runtime.buffer_of)
+    return TileState(runtime.array_module(like), packed, acc_dtypes, slots, kscan.STAT_WORDS, runtime.buffer_of)
 
 
 _zeros16 = zeros16
@@ -60,7 +59,7 @@ def reset_states():
 
 
 # a failed launch (simulator) may have taken fewer tickets than its tiles
-runtime.temp.on_discard(reset_states)
+temp.on_discard(reset_states)
 
 
 def after_launch(st, ntiles):
@@ -83,14 +82,14 @@ def scan_statistics():
     return {"spins": spins, "agg_steps": agg}
 
 
-_INIT_CACHE = Cache("primitives.scan.state.INIT_CACHE", 256)
+_INIT_CACHE = Cache("dispatch.scan.INIT_CACHE", 256)
 
 
 def init_buffers(like, acc_dtypes, init):
     key = (state_key(like), acc_dtypes, None if init is None else tuple(v.tobytes() for v in init))
     b = _INIT_CACHE.get(key)
     if b is None:
-        xp = array_module(like)
+        xp = runtime.array_module(like)
         vals = init if init is not None else tuple(d.type(0) for d in acc_dtypes)
         b = tuple(xp.asarray(np.array([v], dtype=d)) for v, d in zip(vals, acc_dtypes))
         _INIT_CACHE[key] = b
