@@ -66,7 +66,7 @@ def test_clear_all_forgets_plans_and_results_stay_the_same(bk):
 def test_package_caches_are_of_the_one_type():
     for expected in ("_statistical.VALID", "dispatch.reduce.HOT", "dispatch.reduce.REPLAY",
                      "dispatch.axis_reduce.FAST", "runtime.stored.LIVE", "fusion.evaluate.LAUNCHES",
-                     "fusion.resettle.PLANS", "primitives.strided_copy.PLANS", "runtime.tuning.CACHE"):
+                     "fusion.resettle.PLANS", "dispatch.copy.PLANS", "runtime.tuning.CACHE"):
         if expected.split(".")[0] in ("primitives", "dispatch", "kernels", "runtime", "fusion"):
             __import__("forge_array." + expected.rsplit(".", 1)[0])
         assert expected in caches.caches(), expected

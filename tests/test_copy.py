@@ -11,7 +11,7 @@ from forge_array import primitives, runtime
 from forge_array.runtime import tuning
 from forge_array.testing import dtypes, shapes, views
 
-pcopy = importlib.import_module("forge_array.primitives.strided_copy")
+pcopy = importlib.import_module("forge_array.dispatch.copy")
 
 DTYPES = ["bool", "int8", "uint16", "int32", "float32", "float64", "complex64", "complex128"]
 
@@ -97,7 +97,7 @@ def _check_copy(bk, dtype, n, src_off, dst_off, seed=0):
 
 
 def _plan_names():
-    return sorted({p[0].name for p in pcopy._PLANS.values() if type(p) is tuple})
+    return sorted({p[0].name for p in pcopy.PLANS.values() if type(p) is tuple})
 
 
 @pytest.fixture
@@ -107,12 +107,12 @@ def copy_tuning(monkeypatch):
     def set_(**params):
         monkeypatch.setitem(tuning.OVERRIDES, "copy", {**tuning.OVERRIDES.get("copy", {}), **params})
         tuning._CACHE.clear()
-        pcopy._PLANS.clear()
+        pcopy.PLANS.clear()
 
-    pcopy._PLANS.clear()
+    pcopy.PLANS.clear()
     yield set_
     tuning._CACHE.clear()
-    pcopy._PLANS.clear()
+    pcopy.PLANS.clear()
 
 
 @pytest.mark.parametrize("dtype", SIZED)
@@ -140,12 +140,12 @@ def test_kernel_choice(bk, copy_tuning):
     assert _plan_names() == ["make_copy_contiguous"]
     primitives.copy(bk.asarray(f4)[1:])
     assert _plan_names() == ["make_copy_contiguous", "make_copy_realign"]
-    pcopy._PLANS.clear()
+    pcopy.PLANS.clear()
     primitives.copy(bk.asarray(f4)[::-1])
     primitives.copy(bk.asarray(f4)[::2])
     primitives.copy(bk.asarray(f4.reshape(40, 25))[:, 1:])
     assert _plan_names() == ["make_copy_strided"]
-    pcopy._PLANS.clear()
+    pcopy.PLANS.clear()
     copy_tuning(realign="")
     primitives.copy(bk.asarray(f4)[1:])
     assert _plan_names() == ["make_copy_scalar"]

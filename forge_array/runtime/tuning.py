@@ -28,7 +28,7 @@ from .flags import FLAGS, on_change
 TABLES: dict = {
     "default": {
         # copy: vecs (128-bit vectors per thread), one_pass, load / store cache hints, realign
-        # (how a misaligned view is realigned): primitives/strided_copy.py
+        # (how a misaligned view is realigned): dispatch/copy.py
         "copy": {"block": 256, "items": 4, "blocks_per_sm": 8, "vecs": 2, "one_pass": True,
                  "load_hint": "", "store_hint": "", "realign": "shfl"},
         "reduce": {"block": 256, "items": 4, "blocks_per_sm": 4},
