@@ -23,19 +23,9 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-
-from ..kernels import row_programs as _rk
+from ..dispatch import rows as _rows
 from ..primitives import fused_reduce as _fr
-from ..runtime import (
-    array_module,
-    buffer_of,
-    compile_kernel,
-    device_info,
-    element_strides,
-    launch,
-    tuning,
-)
+from ..runtime import element_strides
 from .codegen import function_of, linearize
 from .expr import Node
 
@@ -99,25 +89,6 @@ def _row_strides(a, S):
     return s0, full[-1]
 
 
-class _RowLaunch:
-    """One row program's launch, replayed on new leaves of the same layouts (replays are
-    keyed by the leaves' layouts, so their strides are computed once): ``(*leaves)``
-    returns the full outputs, the row outputs and the reductions' results."""
-
-    __slots__ = ("kernel", "block", "grid", "S", "n", "p", "full_dtypes", "row_shapes",
-                 "red_shapes", "bools", "strides")
-
-    def __call__(self, *leaves):
-        xp = array_module(leaves[0])
-        outs = [xp.empty(self.S, dtype=d) for d in self.full_dtypes]
-        outs += [xp.empty(s, dtype=d) for s, d in self.row_shapes]
-        outs += [xp.empty(s, dtype=d) for s, d in self.red_shapes]
-        bufs = [buffer_of(a.view(np.uint8) if b else a) for a, b in zip(leaves, self.bools)]
-        bufs += [buffer_of(o.view(np.uint8) if o.dtype.kind == "b" else o) for o in outs]
-        launch(self.kernel, self.grid, self.block, tuple(bufs) + (self.n, self.p) + self.strides)
-        return tuple(outs)
-
-
 def _program(roots, stops, slot_of, leaves):
     """(program, leaf map) of ``roots`` with pending reductions read from ``stops``; new
     arrays are appended to ``leaves`` (``slot_of`` maps their ids to positions)."""
@@ -162,9 +133,7 @@ def row_program(nodes, reds):
         if r.args[0].shape != S or r.extra[1] != (last,):
             return None
     p = S[-1]
-    n = math.prod(S[:-1])
-    pt = tuning.params("rows")
-    if n == 0 or p < int(pt["min_row"]) or p > _rk.MAX_ROW:
+    if not _rows.fits(math.prod(S[:-1]), p):
         return None
     stops = {id(r): _Result(r.dtype, m) for m, r in enumerate(reds)}
     full, rows = [], []
@@ -205,8 +174,8 @@ def row_program(nodes, reds):
         program, fmap = _program(rows, stops, slot_of, leaves)
         row_outs = (function_of(program), fmap, tuple(nd.dtype.str for nd in rows))
         key.append(("rows", program, fmap))
-    shape = _rk.row_shape(p, nrow_leaves, int(pt["block_max"]), int(pt["target"]))
-    if shape is None or len(leaves) > _rk.MAX_LEAVES:
+    shape = _rows.shape_of(p, nrow_leaves, len(leaves))
+    if shape is None:
         return None
     strides = [_row_strides(a, S) for a in leaves]
     if any(st is None for st in strides):
@@ -214,24 +183,7 @@ def row_program(nodes, reds):
     block, items = shape
 
     def make_step():
-        leaf_dtypes = tuple(a.dtype.str for a in leaves)
-        red_dtypes = tuple(r.dtype.str for r in reds)
-        out_dtypes = outs[2] if outs else ()
-        row_dtypes = row_outs[2] if row_outs else ()
-        step = _RowLaunch()
-        step.kernel = compile_kernel(
-            _rk.make_row_kernel,
-            (tuple(rounds), outs, row_outs, leaf_dtypes, red_dtypes, block, items),
-            _rk.row_argtypes(leaf_dtypes, out_dtypes, row_dtypes, red_dtypes),
-            launch_bounds=(block, 1))  # registers capped so that a block of any size launches
-        step.block, step.S, step.n, step.p = block, S, n, p
-        step.grid = max(1, min(n, device_info()["sm_count"] * int(pt["blocks_per_sm"])))
-        step.full_dtypes = out_dtypes
-        step.row_shapes = tuple((nd.shape, nd.dtype) for nd in rows)
-        step.red_shapes = tuple((r.shape, r.dtype) for r in reds)
-        step.bools = tuple(a.dtype.kind == "b" for a in leaves)
-        step.strides = tuple(v for st in strides for v in st)
-        return step
+        return _rows.plan(rounds, outs, row_outs, leaves, reds, rows, S, block, items, strides)
 
     fused = len(full) + len(rows) + sum(
         1 for r in reds if isinstance(r.args[0], Node) and r.args[0].value is None)
