@@ -86,6 +86,25 @@ def test_tuning_flag_overrides_parameters_and_forgets_cached_ones():
     assert tuning.params("copy")["block"] == block
 
 
+def test_a_tuning_change_replans_a_launch_planned_before_it(bk):
+    """The launch a call cached under the old tuning is not replayed under the new one: the
+    same call plans again with the new block (and the result stays the same)."""
+    from forge_array.dispatch import reduce as dispatch_reduce
+
+    x = xp.asarray(bk.arange(1000, dtype=np.float64))
+    block = tuning.params("reduce")["block"]
+
+    def planned_blocks():
+        dispatch_reduce.HOT.clear()   # the fast path replays; plan() shows what a new call gets
+        assert float(xp.sum(x)) == 499500.0
+        return {p.block for p in dispatch_reduce._REPLAY.values()}
+
+    assert planned_blocks() == {block}
+    with xp.flags(tuning={"reduce": {"block": block * 2}}):
+        assert planned_blocks() == {block * 2}
+    assert planned_blocks() == {block}
+
+
 @pytest.mark.parametrize("over, named", [({"rowcol": {"row_tile_vrw": 4}}, "'row_tile_vrw' of 'rowcol'"),
                                          ({"rowcols": {"block": 64}}, "kernel kind 'rowcols'")])
 def test_tuning_overrides_of_unknown_parameters_are_refused(over, named):

@@ -19,7 +19,7 @@ Example
 from __future__ import annotations
 
 from . import backend, config
-from .caches import Cache
+from .caches import Cache, clear_all
 from .flags import FLAGS, on_change
 
 #: Launch parameters. A GPU's entry is ``default`` overridden, key by key, by its
@@ -122,9 +122,11 @@ OVERRIDES: dict = FLAGS["tuning"].cell[0]
 
 @on_change("tuning")
 def _retuned(old, new):
+    """New overrides: every cache forgets what it holds (the plans made with the old
+    parameters, with them the launches replayed from those plans)."""
     global OVERRIDES
     OVERRIDES = new
-    _CACHE.clear()
+    clear_all()
 
 
 def family() -> tuple:
