@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from forge_array import ops
 from forge_array.runtime import kernels_available
-from forge_array.runtime.accumulation import accumulation_dtype
+from forge_array.runtime.accumulation import accumulation_dtype, float_result
 
 R = importlib.import_module("forge_array.primitives.reductions")
 K = importlib.import_module("forge_array.kernels.reduce")
@@ -127,7 +127,7 @@ def test_mean_var_std(bk, dtype):
     x = (data(dtype, 300) * (3 if np.dtype(dtype).kind == "f" else 1)).astype(dtype) + 5
     xb = to_bk(bk, x)
     x64 = x.astype(np.float64)
-    out = R.named._float_result(np.dtype(dtype))
+    out = float_result(np.dtype(dtype))
     r = R.mean(xb)
     assert r.dtype == out
     close(host(r), x64.mean(), out)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import ops as _ops
+from ..runtime.accumulation import accumulation_dtype, float_result
 from ..runtime.caches import Cache
 
 #: returned by a core when our kernels do not cover the call: the original runs instead
@@ -16,37 +17,17 @@ _KINDS = frozenset("biuf")          # dtypes every kernel path takes (not float1
 _KINDS_C = frozenset("biufc")       # ... plus complex, for sums / products / any / all
 _F16 = np.dtype(np.float16)
 _INT64 = np.dtype(np.int64)
-_UINT64 = np.dtype(np.uint64)
-_FLOAT64 = np.dtype(np.float64)
 _BOOL = np.dtype(np.bool_)
 
 
 # --------------------------------------------------------------------------- dtype rules
 
 
-def sum_dtype(dt):
-    """NumPy's / CuPy's accumulation dtype of ``sum``, ``prod``, ``cumsum`` and ``cumprod``
-    without ``dtype=``: bool and integers narrower than 64 bits widen to int64 / uint64.
-
-    >>> sum_dtype(np.dtype("int32")), sum_dtype(np.dtype("uint8")), sum_dtype(np.dtype("float32"))
-    (dtype('int64'), dtype('uint64'), dtype('float32'))
-    """
-    k = dt.kind
-    if k == "b" or (k == "i" and dt.itemsize < 8):
-        return _INT64
-    if k == "u" and dt.itemsize < 8:
-        return _UINT64
-    return dt
-
-
-def float_dtype(dt):
-    """Result dtype of ``mean`` / ``var`` / ``std`` without ``dtype=``: float64 for bool and
-    integers, the dtype itself for floats.
-
-    >>> float_dtype(np.dtype("int8")), float_dtype(np.dtype("float32"))
-    (dtype('float64'), dtype('float32'))
-    """
-    return dt if dt.kind in "fc" else _FLOAT64
+#: NumPy's / CuPy's accumulation dtype of ``sum``, ``prod``, ``cumsum`` and ``cumprod``
+#: without ``dtype=`` (bool and integers narrower than 64 bits widen to int64 / uint64), and
+#: the float dtype of ``mean`` / ``var`` / ``std``: the rules of :mod:`..runtime.accumulation`
+sum_dtype = accumulation_dtype
+float_dtype = float_result
 
 
 def _ok(dt, kinds=_KINDS):

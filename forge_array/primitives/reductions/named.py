@@ -15,7 +15,7 @@ from ...dispatch.axis_reduce import axis_hot_key
 from ...dispatch.reduce import full_fast, named_spec
 from ...runtime import SIMULATE, kernels_available, lazy, stored
 from ...runtime import tuning as _tuning
-from ...runtime.accumulation import accumulation_dtype
+from ...runtime.accumulation import accumulation_dtype, float_result
 from .. import axis_reduce as _axis
 from .arguments import array_module, python_scalar
 
@@ -194,12 +194,6 @@ def _welford_map(dt):
     return _ops.welford_map(dt)
 
 
-def _float_result(dt):
-    if dt.kind in "fc":
-        return dt
-    return np.dtype(np.float64)
-
-
 def mean(x, axis=None, keepdims=False):
     """Arithmetic mean over ``axis`` (sum in the float dtype, divided by the count); NaN for
     an empty reduction.
@@ -212,7 +206,7 @@ def mean(x, axis=None, keepdims=False):
         r = full_fast("mean", x, None, keepdims)
         if r is not None:
             return r
-    dt = _float_result(x.dtype)
+    dt = float_result(x.dtype)
     if _use_kernel(x, axis):
         spec = named_spec("mean", _ops.add, (dt,), (python_scalar(dt.type(0)),), post=_mean_post,
                            out_dtypes=(dt,))
@@ -230,7 +224,7 @@ def _moments(x, axis, correction, keepdims, post, name):
         r = full_fast(name, x, None, keepdims, correction)
         if r is not None:
             return r
-    dt = _float_result(x.dtype)
+    dt = float_result(x.dtype)
     if dt.kind == "c":
         xp = array_module(x)
         fn = xp.var if name == "var" else xp.std
