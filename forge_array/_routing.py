@@ -229,15 +229,7 @@ def _stored_full(x, name, args):
         axis, extra, keepdims = args
     else:
         axis, keepdims = args
-    key = None
-    if name == "argmax" or name == "argmin":
-        if axis is None:
-            key = _stored_mod.full_key(name, x, dtype, keepdims, extra)
-    elif len(axis) != x.ndim:
-        if name in _AXIS_STORED:
-            key = _stored_mod.axis_key(name, x, axis, dtype, keepdims)
-    else:
-        key = _stored_mod.full_key(name, x, dtype, keepdims, extra)
+    key = _stored_mod.reduction_key(name, x, axis, dtype, keepdims, extra)
     r = None if key is None else _stored(key, (x,))
     if r is None:
         _prepare_later(key or (name, _stored_mod.layout(x), repr(args)),
@@ -266,10 +258,6 @@ def _prepare_later(key, call, nbytes):
     _PREPARED[0] += 1
     layer_ready()   # the layer's load first
     background.submit(("prepare", key), call)
-
-
-#: the reductions along axes whose launches are stored
-_AXIS_STORED = frozenset(("sum", "prod", "max", "min", "any", "all"))
 
 
 def _stored(key, operands):

@@ -356,7 +356,7 @@ def launch_named(spec, x, param, keepdims, hot=None):
             pass
         else:
             if STORES:
-                stored.save(stored.full_key(hot[0], x, hot[1], keepdims, hot[2]), stored_form(p, x))
+                stored.save(stored.reduction_key(hot[0], x, None, hot[1], keepdims, hot[2]), stored_form(p, x))
     return replay(p, x)[0]
 
 

@@ -38,7 +38,8 @@ from .counters import STATS
 from .memory import data_address
 from .scan_state import TileState
 
-__all__ = ["full_key", "axis_key", "scan_key", "pair_key", "lookup", "save", "drop", "flush", "MAX_ENTRIES"]
+__all__ = ["full_key", "axis_key", "reduction_key", "AXIS_NAMES", "scan_key", "pair_key", "lookup", "save", "drop",
+           "flush", "MAX_ENTRIES"]
 
 #: stored launches kept per environment (the newest when there are more)
 MAX_ENTRIES = 4096
@@ -74,6 +75,28 @@ def axis_key(name, x, axes, dtype, keepdims) -> tuple:
     """The key of the reduction ``name`` of backend array ``x`` along ``axes`` (a sorted
     tuple, not every axis) with the primitive's ``dtype`` argument and ``keepdims``."""
     return ("axis", name, tuple(axes), layout(x), _dt(dtype), bool(keepdims))
+
+
+#: the reductions whose launches along some axes are stored (argmax / argmin: over all axes)
+AXIS_NAMES = frozenset(("sum", "prod", "max", "min", "any", "all"))
+
+
+def reduction_key(name, x, axis, dtype=None, keepdims=False, extra=None):
+    """The key of the named reduction ``name`` of backend array ``x`` over ``axis`` (None or
+    a sorted tuple; argmax / argmin: None or an int) with the primitive's ``dtype``,
+    ``keepdims`` and ``extra`` arguments, or None when such launches are not stored: the one
+    rule of the primitives, which store launches, and the routing, which looks them up.
+
+    >>> import numpy as np
+    >>> x = np.zeros((2, 3), "float32")
+    >>> reduction_key("sum", x, (0, 1))[0], reduction_key("max", x, (1,))[0], reduction_key("argmax", x, 1)
+    ('full', 'axis', None)
+    """
+    if name == "argmax" or name == "argmin":
+        return full_key(name, x, dtype, keepdims, extra) if axis is None else None
+    if axis is None or len(axis) == x.ndim:
+        return full_key(name, x, dtype, keepdims, extra)
+    return axis_key(name, x, axis, dtype, keepdims) if name in AXIS_NAMES else None
 
 
 def scan_key(name, x, axis, dtype, include_initial) -> tuple:

@@ -49,7 +49,7 @@ def _axis_named(x, axis, f, op, out_dtype, keepdims, hot=None):
     if key is not None and not SIMULATE:   # for a later process's first call (runtime.stored)
         ent = _axis.FAST.get(key)
         if ent is not None:
-            stored.save(stored.axis_key(hot[0], x, axis, hot[1], keepdims), ent.stored_form((x,), (x,)))
+            stored.save(stored.reduction_key(hot[0], x, axis, hot[1], keepdims), ent.stored_form((x,), (x,)))
     return r
 
 
