@@ -56,10 +56,6 @@ from ._transfer import move
 
 __all__ = ["apply_carry"]
 
-#: ``accumulate`` of a tuple of arrays along the split axis with the totals first (as for
-#: one array), not in two phases
-TUPLES_TOTALS_FIRST = True
-
 _NAMED = {"add", "multiply", "maximum", "minimum", "logaddexp", "bitwise_and", "bitwise_or",
           "bitwise_xor"}
 
@@ -146,19 +142,8 @@ def apply_carry(op, carry, y, axis):
 
 
 def _host_value(t):
-    """An array's values on the host (a NumPy scalar for a 0-d array; a tuple of them for a
-    tuple of arrays)."""
-    if isinstance(t, tuple):
-        return tuple(_host_value(c) for c in t)
+    """An array's values on the host (a NumPy scalar for a 0-d array)."""
     return np.asarray(t._array.get() if hasattr(t._array, "get") else t._array)[()]
-
-
-def _stacked(values):
-    """The blocks' totals (NumPy values, or tuples of them) stacked along a new first axis
-    (a tuple of stacks for tuples)."""
-    if isinstance(values[0], tuple):
-        return tuple(np.stack([v[j] for v in values]) for j in range(len(values[0])))
-    return np.stack(values)
 
 
 def _carried_scan(x, axis, reduce_block, scan_block, prefixes, first_kwargs):
@@ -167,8 +152,7 @@ def _carried_scan(x, axis, reduce_block, scan_block, prefixes, first_kwargs):
     for a vector); ``prefixes(totals)`` the running combinations of the blocks' totals (NumPy
     values, stacked along a new first axis) on the host; ``scan_block(block, **kw)`` scans a
     block (``kw``: ``init``, the carry of the blocks before it, a NumPy scalar or array of
-    the totals' shape (a tuple of them for a tuple operator), and ``first_kwargs`` for the
-    first block)."""
+    the totals' shape, and ``first_kwargs`` for the first block)."""
     k = len(x._shards)
     off = x._offsets
     devices = x._sharding.devices
@@ -179,14 +163,13 @@ def _carried_scan(x, axis, reduce_block, scan_block, prefixes, first_kwargs):
     for i in summed:  # every block's reduction launched before any total is read
         with _dev.on(devices[i]):
             totals.append(reduce_block(x._shards[i]))
-    pref = prefixes(_stacked([_host_value(t) for t in totals])) if totals else None
+    pref = prefixes(np.stack([_host_value(t) for t in totals])) if totals else None
     ys = []
     for i, s in enumerate(x._shards):
         kw = dict(first_kwargs) if i == lead else {}
         before = sum(1 for j in summed if j < i)  # blocks whose totals come before block i
         if before:
-            kw["init"] = (tuple(c[before - 1] for c in pref) if isinstance(pref, tuple)
-                          else pref[before - 1])
+            kw["init"] = pref[before - 1]
         with _dev.on(devices[i]):
             ys.append(scan_block(s, **kw))
     return wrap(ys, x, axis)
@@ -316,13 +299,8 @@ def accumulate(op, x, /, *, axis=None, init=None, include_initial=False, exclusi
         _sharding = ref._sharding
         _axis = ref._axis
         ndim = ref.ndim
-        dtypes = tuple(c.dtype for c in xt) if isinstance(xt, tuple) else None
 
     view = _View()
-    if not deterministic and TUPLES_TOTALS_FIRST and ref.ndim == 1:
-        # (a scan kernel starts every scan of a tuple operator from one init: arrays of more
-        # dimensions take the two phases)
-        return _accumulate_carried(op, view, ax, init, first)
     if init is not None:
         first["init"] = init
     res = _split_scan(view, ax, lambda s, **k: fn(op, s, axis=ax, deterministic=deterministic, **k),
@@ -331,42 +309,24 @@ def accumulate(op, x, /, *, axis=None, init=None, include_initial=False, exclusi
 
 
 def _accumulate_carried(op, x, axis, init, first):
-    """``accumulate`` along the split axis with totals first, of one sharded array or of the
-    blocks of a tuple of them (``x.dtypes``: their dtypes): every block's ``reduce`` with the
-    operator along the axis, the totals scanned on the host (from ``init``), each block
-    scanned from its carry."""
+    """``accumulate`` of one sharded array along its split axis with totals first: every
+    block's ``reduce`` with the operator along the axis, the totals scanned on the host (from
+    ``init``), each block scanned from its carry."""
     fn = original("accumulate")
     red = original("reduce")
     from ..primitives import scan as prim_scan  # noqa: PLC0415  (loads numba)
 
-    dtypes = getattr(x, "dtypes", None)
-
-    def host_init(v):
-        return _host_value(v) if isinstance(v, Array) else v
-
     def prefixes(t):
         start = None
         if init is not None:
-            start = tuple(host_init(v) for v in init) if dtypes else host_init(init)
-        if dtypes:
-            r = prim_scan.accumulate(op, tuple(c.astype(d, copy=False) for c, d in zip(t, dtypes)),
-                                     axis=0, init=start)
-            return tuple(np.asarray(c) for c in r)
+            start = _host_value(init) if isinstance(init, Array) else init
         return np.asarray(prim_scan.accumulate(op, t.astype(x.dtype, copy=False), axis=0,
                                                init=start))
 
-    def device_carry(v, s):
-        if isinstance(v, Array):
-            return v
-        v = _device_init(v, s)
-        return Array._new(v, s.device) if np.ndim(v) else v
-
     def scan_block(s, **kw):
-        if "init" in kw:   # a carry from the host (or the caller's init for the first block)
-            s0 = s[0] if isinstance(s, tuple) else s
-            c = kw["init"]
-            kw["init"] = tuple(device_carry(v, s0) for v in c) if isinstance(c, tuple) \
-                else device_carry(c, s0)
+        if "init" in kw and not isinstance(kw["init"], Array):  # a carry from the host
+            init = _device_init(kw["init"], s)
+            kw["init"] = Array._new(init, s.device) if np.ndim(init) else init
         return fn(op, s, axis=axis, **kw)
 
     if init is not None:
