@@ -393,6 +393,23 @@ def test_generic_scans(k):
         xp.accumulate(ops.add, m, axis=0, exclusive=True)
 
 
+@pytest.mark.parametrize("k", [2, 3, 5])
+@pytest.mark.parametrize("include_initial", [False, True])
+def test_tuple_scans_along_the_split_axis_of_matrices(k, include_initial):
+    """A tuple operator's scan along the split axis of (n, 3) arrays (uneven and empty blocks
+    at k = 5), from ``init`` and with the initial row: the blocks' totals per column carried
+    into each block's scan, as on one device."""
+    rng = np.random.default_rng(11)
+    A, B = rng.uniform(0.5, 1.0, (7, 3)), rng.standard_normal((7, 3))
+    ref = xp.accumulate(ops.affine, (xp.asarray(A), xp.asarray(B)), axis=0, init=(1.0, 0.5),
+                        include_initial=include_initial)
+    s = sh(k)
+    got = xp.accumulate(ops.affine, (xp.asarray(A, device=s), xp.asarray(B, device=s)), axis=0,
+                        init=(1.0, 0.5), include_initial=include_initial)
+    for g, r in zip(got, ref):
+        close(g, np.asarray(r))
+
+
 # ---- products
 
 
