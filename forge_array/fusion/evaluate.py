@@ -262,11 +262,8 @@ MAX_LAUNCH_OPERANDS = 24
 #: most values in the state of one launch's reductions (one flat tuple: 3 values for var
 #: and std, 2 for argmax and argmin, 1 for the others)
 MAX_LAUNCH_STATE = 24
-_STATE_SIZE = {"var": 3, "std": 3, "argmax": 2, "argmin": 2}
-
-
 def _state_size(group):
-    return sum(_STATE_SIZE.get(r.extra[0].name, 1) for r in group)
+    return sum(_fr.state_size(r.extra[0].name) for r in group)
 
 
 def _launchable(group, roots_of, state=None):

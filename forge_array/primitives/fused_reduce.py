@@ -33,7 +33,7 @@ from ..runtime.build_process import rebuilt_by
 from ..runtime.caches import Cache
 from . import axis_reduce as _axis
 
-__all__ = ["Term", "TERM_NAMES", "reduce_terms", "full_launch", "axis_launch", "term_dtype",
+__all__ = ["Term", "TERM_NAMES", "reduce_terms", "full_launch", "axis_launch", "term_dtype", "state_size",
            "pass_functions"]
 
 
@@ -63,6 +63,13 @@ def term_dtype(t):
     if t.name in ("any", "all"):
         return np.dtype(np.bool_)
     return np.dtype(t.dtype)
+
+
+def state_size(name):
+    """The number of accumulator values of a term named ``name``: a Welford triple for
+    ``var`` / ``std``, a (value, index) pair for ``argmax`` / ``argmin``, one value otherwise
+    (the accumulator of :func:`_state`)."""
+    return 3 if name in ("var", "std") else 2 if name in ("argmax", "argmin") else 1
 
 
 def _state(t):
