@@ -139,13 +139,12 @@ def rowcol_params(monkeypatch):
     """``set(**params)``: override the row / column kernels' tuning parameters for this test,
     with fresh launch plans (the plan caches are cleared on entry and exit)."""
     from forge_array.dispatch import axis_reduce as dispatch_axis
-    from forge_array.primitives import axis_reduce as ar
     from forge_array.runtime import tuning
 
     def clear():
         tuning._CACHE.clear()
         dispatch_axis.PLANS.clear()
-        ar.FAST.clear()
+        dispatch_axis.FAST.clear()
 
     def set_params(**params):
         monkeypatch.setitem(tuning.OVERRIDES, "rowcol", {**tuning.OVERRIDES.get("rowcol", {}), **params})

@@ -47,10 +47,10 @@ def _counting(monkeypatch, owner, name):
 @pytest.fixture
 def fresh():
     dispatch_axis.PLANS.clear()
-    ar.FAST.clear()
+    dispatch_axis.FAST.clear()
     yield
     dispatch_axis.PLANS.clear()
-    ar.FAST.clear()
+    dispatch_axis.FAST.clear()
 
 
 def _close(r, exp, rtol=1e-4):
@@ -142,7 +142,7 @@ def test_kernels_off_after_warm_up(fresh, monkeypatch):
     X = _x(_data((8, 6), 3))
     A, v = _x(_data((5, 6), 4)), _x(_data(6, 5))
     xp.sum(X, axis=0), A @ v, A @ v
-    replays = _counting(monkeypatch, ar.Replay, "__call__")
+    replays = _counting(monkeypatch, dispatch_axis.Replay, "__call__")
     monkeypatch.setattr(config, "KERNELS_ENABLED", False)
     _close(xp.sum(X, axis=0), _np(X).sum(0, dtype=np.float64))
     _close(A @ v, _np(A).astype(np.float64) @ _np(v))

@@ -211,10 +211,10 @@ def _vector_rows():
 def fresh_plans():
     """Plans made from scratch, so that the test can see which kernel each call chose."""
     dispatch_axis.PLANS.clear()
-    ar.FAST.clear()
+    dispatch_axis.FAST.clear()
     yield
     dispatch_axis.PLANS.clear()
-    ar.FAST.clear()
+    dispatch_axis.FAST.clear()
 
 
 # (rows, columns, first column): odd column counts, misaligned first columns, several
@@ -387,7 +387,7 @@ def test_column_kernel_reads_a_row_constant_operand_of_another_item_size(
     for shift, mode in ((c0, 1), ((c0 + 1) % 4, 2)):   # w at X's 16-byte phase, or not
         seen.clear()
         dispatch_axis.PLANS.clear()
-        ar.FAST.clear()
+        dispatch_axis.FAST.clear()
         wdev = _dev(bk, np.concatenate([np.zeros(shift, np.float32), wbase]))[shift:shift + cols]
         W = bk.broadcast_to(wdev, (rows, cols))
         r = ar.axis_mapreduce(lambda a, m, w: (a - m) * w, ops.add, (X, M, W), 0, None, False, F64)
@@ -530,7 +530,7 @@ def test_column_kernel_deep_variant_per_launch(bk, fresh_plans, rowcol_params, s
     assert {(pl["kind"], pl["depth"], pl["split"]) for pl in plans} == {("make_colvec_kernel", 8, 4),
                                                                         ("make_colvec_kernel", 8, 2)}
     dispatch_axis.PLANS.clear()
-    ar.FAST.clear()
+    dispatch_axis.FAST.clear()
     wide = (rng.standard_normal((20, 1300)) * 10).astype(np.float32)
     np.testing.assert_allclose(_sum(bk, _dev(bk, wide), 0), wide.astype(F64).sum(axis=0), rtol=1e-5, atol=1e-4)
     plans = [pl for pl in dispatch_axis.PLANS.values() if isinstance(pl, dict)]

@@ -226,10 +226,10 @@ def test_hypothesis_views(bk, data, dtype, shape):
 @pytest.fixture
 def fresh_plans():
     dispatch_axis.PLANS.clear()
-    ar.FAST.clear()
+    dispatch_axis.FAST.clear()
     yield
     dispatch_axis.PLANS.clear()
-    ar.FAST.clear()
+    dispatch_axis.FAST.clear()
 
 
 def _kinds():

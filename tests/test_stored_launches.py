@@ -18,6 +18,7 @@ from forge_array.runtime import compiler, config, kernel_files, stored
 
 red = importlib.import_module("forge_array.primitives.reductions")   # the module, not the function
 dispatch_reduce = importlib.import_module("forge_array.dispatch.reduce")
+dispatch_axis = importlib.import_module("forge_array.dispatch.axis_reduce")
 
 DESC = {"key": "ab" + "0" * 62, "entry": "k", "fmt": "<QQq", "grid": 2, "block": 64, "shared": 0,
         "args": [["in", 0], ["out", 0], ["v", 7]], "outs": [[[], "<f4"]], "reshape": None}
@@ -192,10 +193,10 @@ def test_a_call_looks_up_the_key_its_primitive_stores(monkeypatch, sim, routed, 
     monkeypatch.setattr(red.named, "SIMULATE", False)
     monkeypatch.setattr(dispatch_reduce, "STORES", True)
     monkeypatch.setattr(dispatch_reduce, "stored_form", lambda p, a: {"d": 1})
-    monkeypatch.setattr(red.named._axis.Replay, "stored_form", lambda self, arrays, operands: {"d": 1})
+    monkeypatch.setattr(dispatch_axis.Replay, "stored_form", lambda self, arrays, operands: {"d": 1})
     monkeypatch.setattr(stored, "save", lambda key, desc, device=None: saved.append(key))
     dispatch_reduce.HOT.clear()
-    red.named._axis.FAST.clear()
+    dispatch_axis.FAST.clear()
     getattr(red, prim)(x, *pargs)
     # the routed call's side while the kernel layer loads
     _while_the_layer_loads(monkeypatch, looked)

@@ -26,6 +26,7 @@ import numpy as np
 from numba import cuda
 
 from .. import ops as _ops
+from ..dispatch import axis_reduce as _dax
 from ..dispatch import reduce as _kl
 from ..kernels import reduce as _k
 from ..runtime import array_module
@@ -310,9 +311,9 @@ def axis_launch(expr, leaves, terms, axes, keepdims):
     t = terms[0]
     arrays = tuple(a.view(np.uint8) if a.dtype.kind == "b" else a for a in leaves)
     acc = _state(t)[0][0]
-    key = _axis.fast_key("amr", _scalar_elem(expr, t.name, len(leaves)), _OPS[t.name], arrays,
+    key = _dax.fast_key("amr", _scalar_elem(expr, t.name, len(leaves)), _OPS[t.name], arrays,
                           axes, keepdims, acc, False)
-    ent = _axis.FAST.get(key) if key is not None else None
+    ent = _dax.FAST.get(key) if key is not None else None
     return ent if ent is not None and getattr(ent, "lean", False) else None
 
 

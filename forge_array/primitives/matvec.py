@@ -37,10 +37,11 @@ from numba.np import numpy_support
 
 from .. import ops as _ops
 from .. import runtime
+from ..dispatch.axis_reduce import FAST, fast_key, layout_key, remember
 from ..runtime import stored
 from ..runtime.caches import Cache
 from ..runtime.functions import compilable
-from .axis_reduce import FAST, axis_mapreduce, fast_key, layout_key, remember
+from .axis_reduce import axis_mapreduce
 
 __all__ = ["matvec", "vecmat", "result_dtype", "route_matmul", "route_vecdot", "route_tensordot",
            "matmul_fast", "vecdot_fast", "tensordot_fast"]

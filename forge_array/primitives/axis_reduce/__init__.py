@@ -37,9 +37,7 @@ Example
 [[14.0], [126.0], [366.0]]
 """
 
-from ...dispatch.axis_reduce import FAST, Replay, fast_key, layout_key, remember
 from .arguments import normalize_axes
 from .mapreduce import argmax, argmin, axis_mapreduce
 
-__all__ = ["axis_mapreduce", "argmax", "argmin", "normalize_axes", "FAST", "Replay", "fast_key", "remember",
-           "layout_key"]
+__all__ = ["axis_mapreduce", "argmax", "argmin", "normalize_axes"]

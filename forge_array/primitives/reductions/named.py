@@ -11,6 +11,7 @@ import math
 import numpy as np
 
 from ... import ops as _ops
+from ...dispatch.axis_reduce import FAST as _AXIS_FAST
 from ...dispatch.axis_reduce import axis_hot_key
 from ...dispatch.reduce import full_fast, named_spec
 from ...runtime import SIMULATE, kernels_available, lazy, stored
@@ -47,7 +48,7 @@ def _axis_named(x, axis, f, op, out_dtype, keepdims, hot=None):
         key = axis_hot_key(hot[0], x, axis, hot[1], keepdims)
     r = _axis.axis_mapreduce(f, op, (x,), axis, None, keepdims, np.dtype(out_dtype), _replay=key)
     if key is not None and not SIMULATE:   # for a later process's first call (runtime.stored)
-        ent = _axis.FAST.get(key)
+        ent = _AXIS_FAST.get(key)
         if ent is not None:
             stored.save(stored.reduction_key(hot[0], x, axis, hot[1], keepdims), ent.stored_form((x,), (x,)))
     return r
