@@ -6,8 +6,8 @@ and its block, items per thread and grid for a layout from the tuning tables, co
 epochs, counters, look-back statistics, the tile sizes that fit shared memory).
 """
 
-from .plan import fast_key, fast_plans, launch_scan, layout_key, out_key, remember, run_fast, run_into
+from .plan import cumulative_key, fast_key, fast_plans, launch_scan, layout_key, out_key, remember, run_fast, run_into
 from .state import THREAD_LOCAL, scan_statistics, state_key
 
-__all__ = ["fast_key", "fast_plans", "launch_scan", "layout_key", "out_key", "remember", "run_fast", "run_into",
-           "THREAD_LOCAL", "scan_statistics", "state_key"]
+__all__ = ["cumulative_key", "fast_key", "fast_plans", "launch_scan", "layout_key", "out_key", "remember",
+           "run_fast", "run_into", "THREAD_LOCAL", "scan_statistics", "state_key"]

@@ -133,12 +133,26 @@ def fast_key(fn, tuple_op, xs, acc_dtypes, axis, include_initial, exclusive, rev
     if not (axis is None or type(axis) is int) or not runtime.kernels_available(xs[0]):
         return None
     try:
-        key = (fn, tuple_op, acc_dtypes, axis, include_initial, exclusive, reverse, det,
-               flatten, tuple(layout_key(a) for a in xs), state_key(xs[0]))
+        key = _key(fn, tuple_op, acc_dtypes, axis, include_initial, exclusive, reverse, det,
+                   flatten, tuple(layout_key(a) for a in xs), xs[0])
         hash(key)
     except (TypeError, AttributeError):
         return None
     return key
+
+
+def cumulative_key(fn, acc_dtypes, axis, include_initial, x):
+    """:func:`fast_key` of a scan of one array ``x`` our kernels take, with no flag but
+    ``include_initial`` and no flattening, without :func:`fast_key`'s checks: the key the
+    cumulative functions' host fast path looks up."""
+    return _key(fn, False, acc_dtypes, axis, include_initial, False, False, False, False,
+                (layout_key(x),), x)
+
+
+def _key(fn, tuple_op, acc_dtypes, axis, include_initial, exclusive, reverse, det, flatten,
+         layouts, x0):
+    return (fn, tuple_op, acc_dtypes, axis, include_initial, exclusive, reverse, det, flatten,
+            layouts, state_key(x0))
 
 
 def out_key(fkey, out, tuple_op):

@@ -9,7 +9,7 @@ import threading
 
 import numpy as np
 
-from ...dispatch.scan import fast_key, fast_plans, layout_key, run_fast, state_key
+from ...dispatch.scan import cumulative_key, fast_key, fast_plans, run_fast
 from ...runtime.accumulation import accumulation_dtype
 from ...runtime.caches import Cache
 from .generic import scan_arrays
@@ -119,9 +119,7 @@ def cumulative_fast(opname, x, axis, dtype, include_initial):
     if ent is None:
         return None
     op, _, acc = ent
-    # the key fast_key builds for this call (one operand, no flags but include_initial)
-    fkey = (op.fn, False, acc, axis, include_initial, False, False, False, False,
-            (layout_key(x),), state_key(x))
+    fkey = cumulative_key(op.fn, acc, axis, include_initial, x)
     plan = fast_plans().get(fkey)
     if plan is None:
         return None
