@@ -468,7 +468,7 @@ def test_plan_replay(bk, monkeypatch):
     for k, call in enumerate(calls):
         got, want = call(rand(bk, (n,), "float32", seed=50 + k), rand(bk, (n,), "float32", seed=60 + k))
         close(got, want.astype(np.float64), rtol=1e-4, atol=1e-4)
-    plans = dict(dispatch_scan.plan.fast_plans())
+    plans = dict(dispatch_scan.fast_plans())
 
     def no_planning(*a, **kw):
         raise AssertionError("planned again")
@@ -477,7 +477,7 @@ def test_plan_replay(bk, monkeypatch):
     for k, call in enumerate(calls):
         got, want = call(rand(bk, (n,), "float32", seed=70 + k), rand(bk, (n,), "float32", seed=80 + k))
         close(got, want.astype(np.float64), rtol=1e-4, atol=1e-4)
-    assert len(dispatch_scan.plan.fast_plans()) == len(plans)
+    assert len(dispatch_scan.fast_plans()) == len(plans)
     states = {id(p.state): p.state for p in plans.values() if p.state is not None}
     for st_ in states.values():  # tile states grown in place by a larger scan: still valid
         st_.grow(st_.slots + 64)
@@ -725,7 +725,7 @@ def test_out_replay(bk, monkeypatch):
     for k, (call, ref) in enumerate(calls()):
         x, y = rand(bk, (n,), "float32", seed=150 + k), rand(bk, (n,), "float32", seed=160 + k)
         close(call(x, y), ref(x, y), rtol=1e-4, atol=1e-4)
-    plans = len(dispatch_scan.plan.fast_plans())
+    plans = len(dispatch_scan.fast_plans())
 
     def no_planning(*a, **kw):
         raise AssertionError("planned again")
@@ -735,7 +735,7 @@ def test_out_replay(bk, monkeypatch):
         x, y = rand(bk, (n,), "float32", seed=170 + k), rand(bk, (n,), "float32", seed=180 + k)
         got = call(x, y)
         close(got, ref(x, y), rtol=1e-4, atol=1e-4)
-    assert len(dispatch_scan.plan.fast_plans()) == plans
+    assert len(dispatch_scan.fast_plans()) == plans
     x = rand(bk, (n,), "float32", seed=190)
     r = accumulate(ops.add, x, out=big[1::2][:n])   # the replay returns out itself
     assert r.shape == (n,) and _np(big)[0] == 0.0
@@ -1040,7 +1040,7 @@ def test_row_scan_staged_shifted_reversed(bk, monkeypatch, dtype, long):
               (True, False, True), (False, True, True)]
     add = lambda a, b: a + b   # noqa: E731
     for i, (rows, n, off) in enumerate(shapes):
-        dispatch_scan.plan.fast_plans().clear()
+        dispatch_scan.fast_plans().clear()
         flat = rng.integers(-50, 50, rows * n + 8) if exact else rng.standard_normal(rows * n + 8)
         flat = flat.astype(dt)
         h = flat[off:off + rows * n].reshape(rows, n)
@@ -1067,7 +1067,7 @@ def test_row_scan_staged_shifted_reversed(bk, monkeypatch, dtype, long):
             r = cumulative_sum(x, axis=1, dtype=np.float64, include_initial=True)
             close(r, ref_scan(add, ref, 1, 0, include_initial=True).astype(np.float64),
                   rtol=1e-9, atol=1e-9)
-        kernels = {p.kernel.name for p in dispatch_scan.plan.fast_plans().values() if getattr(p, "kernel", None)}
+        kernels = {p.kernel.name for p in dispatch_scan.fast_plans().values() if getattr(p, "kernel", None)}
         assert kernels == {"make_row_scan"}, (n, kernels)
 
 
@@ -1086,7 +1086,7 @@ def test_row_scan_staged_conversions(bk, monkeypatch, src, dst):
     tw = 32 * (16 // dd.itemsize)
     rng = np.random.default_rng(49)
     for rows, n, off in [(70, 2, 0), (66, 7, 1), (65, tw - 1, 3), (64, tw + 5, 1)]:
-        dispatch_scan.plan.fast_plans().clear()
+        dispatch_scan.fast_plans().clear()
         flat = rng.integers(0 if sd.kind == "u" else -50, 50, rows * n + 8).astype(sd)
         h = flat[off:off + rows * n].reshape(rows, n)
         x = bk.asarray(flat)[off:off + rows * n].reshape(rows, n)
@@ -1097,7 +1097,7 @@ def test_row_scan_staged_conversions(bk, monkeypatch, src, dst):
         small = bk.asarray((flat % 3).astype(sd))[off:off + rows * n].reshape(rows, n)
         close(cumulative_prod(small, axis=1, dtype=dd),
               np.cumprod((flat % 3).astype(dd)[off:off + rows * n].reshape(rows, n), axis=1))
-        kernels = {p.kernel.name for p in dispatch_scan.plan.fast_plans().values() if getattr(p, "kernel", None)}
+        kernels = {p.kernel.name for p in dispatch_scan.fast_plans().values() if getattr(p, "kernel", None)}
         assert kernels == {"make_row_scan"}, (src, dst, n, kernels)
     if sd == np.dtype("int32") and dd == np.dtype("int64"):
         y = rng.integers(-9, 9, (100, 5)).astype(np.int32)
@@ -1120,7 +1120,7 @@ def test_row_scan_staged_long_rows(bk, monkeypatch):
     for dtype, rows, n, block, full in [("float32", 70, 128, 128, True), ("float32", 65, 131, 64, True),
                                         ("float64", 66, 129, 32, False), ("float32", 64, 516, None, False)]:
         dt = np.dtype(dtype)
-        dispatch_scan.plan.fast_plans().clear()
+        dispatch_scan.fast_plans().clear()
         h = rng.standard_normal((rows, n)).astype(dt)
         x = bk.asarray(h)
         tol = dict(rtol=1e-4 if dt.itemsize == 4 else 1e-9, atol=1e-4 * math.sqrt(n))
@@ -1129,7 +1129,7 @@ def test_row_scan_staged_long_rows(bk, monkeypatch):
             close(accumulate(lambda a, b: b, x, axis=1), h)
             close(accumulate(ops.add, x, axis=1, init=dt.type(2)),
                   np.cumsum(h.astype(np.float64), axis=1) + 2, **tol)
-        plans = [p for p in dispatch_scan.plan.fast_plans().values() if getattr(p, "kernel", None)]
+        plans = [p for p in dispatch_scan.fast_plans().values() if getattr(p, "kernel", None)]
         if block is None:
             assert all(p.kernel.name != "make_row_scan" for p in plans)
         else:
@@ -1222,7 +1222,7 @@ def test_direct_columns(bk, sim, cols, n):
               ref_scan(lambda a, b: a + b, _np(v).astype(np.float64), axis=0, init=0.0, include_initial=True),
               rtol=1e-5, atol=1e-5)
     if cols > 1:  # the direct kernel took it (no tile states), also for columns of one row
-        assert any(p.state is None for p in dispatch_scan.plan.fast_plans().values())
+        assert any(p.state is None for p in dispatch_scan.fast_plans().values())
 
 
 def test_direct_columns_generic(bk, sim):
@@ -1244,11 +1244,11 @@ def test_direct_columns_generic(bk, sim):
               ref_scan(lambda a, b: a + b, _np(g).astype(np.float64), axis=0, init=2.5, reverse=rev),
               rtol=1e-5, atol=1e-5)
     for w in (rand(bk, (64, 1), "float32", seed=10), rand(bk, (1, 64), "float64", seed=11)[:, 1:]):
-        dispatch_scan.plan.fast_plans().clear()  # scans of length 1 along either axis: the direct kernel
+        dispatch_scan.fast_plans().clear()  # scans of length 1 along either axis: the direct kernel
         close(cumulative_sum(w, axis=w.shape.index(1)), _np(w))
         close(cumulative_sum(w, axis=w.shape.index(1), include_initial=True),
               np.concatenate([np.zeros_like(_np(w)), _np(w)], axis=w.shape.index(1)))
-        assert all(p.state is None for p in dispatch_scan.plan.fast_plans().values())
+        assert all(p.state is None for p in dispatch_scan.fast_plans().values())
     big = rand(bk, (17, 40), "float32", seed=7)     # n > direct_rows: the chunked kernel
     close(cumulative_sum(big, axis=0), np.cumsum(_np(big).astype(np.float64), axis=0), rtol=1e-5, atol=1e-5)
     a, b = rand(bk, (5, 33), "float32", seed=8), rand(bk, (5, 33), "float32", seed=9)   # tuples
@@ -1370,7 +1370,7 @@ def test_narrow_scan(bk, monkeypatch, dtype, packed):
 
 
 def _pipeline_kernels():
-    return {p.kernel.name for p in dispatch_scan.plan.fast_plans().values() if getattr(p, "kernel", None)}
+    return {p.kernel.name for p in dispatch_scan.fast_plans().values() if getattr(p, "kernel", None)}
 
 
 @pytest.mark.parametrize("dtype,lookers,group", [("float32", 1, 1), ("float64", 1, 1), ("int32", 1, 1),
@@ -1475,7 +1475,7 @@ def test_pipeline_trace_stamps(bk, sim, monkeypatch):
     x = _phased(bk, n, "float32", 0, seed=21)
     close(accumulate(ops.add, x), np.cumsum(_np(x).astype(np.float64)), rtol=1e-4,
           atol=1e-3 * math.sqrt(n))
-    plan = next(q for q in dispatch_scan.plan.fast_plans().values() if "pipeline" in q.kernel.name)
+    plan = next(q for q in dispatch_scan.fast_plans().values() if "pipeline" in q.kernel.name)
     ntiles, grid = plan.tail[0], plan.grid
     assert ntiles == 7
     c = _np(plan.state.counter)
@@ -1496,7 +1496,7 @@ def test_pipelined_scan_keeps_short_rows_on_the_tile_scan(bk, sim, monkeypatch, 
     p = tuning.params("scan")
     T = p["pipe_warps"] * 32 * p["pipe_vectors"] * 4
     for k, (frac, pipelined) in enumerate(((short, False), (long, True))):
-        dispatch_scan.plan.fast_plans().clear()
+        dispatch_scan.fast_plans().clear()
         n = -(-int(frac * T) // 4) * 4      # rows of one 16-byte phase (pipeline: needed)
         x = rand(bk, (3, n), "float32", seed=11 + k)
         close(accumulate(ops.add, x, axis=-1), np.cumsum(_np(x).astype(np.float64), axis=-1),
@@ -1513,7 +1513,7 @@ def test_short_rows_column_kernel_cap(bk, sim, monkeypatch, rcm, kernel):
     if rcm is not None:
         cols["rows_column_max"] = rcm
     _override(monkeypatch, scan={"pipeline": False}, scan_columns=cols)
-    dispatch_scan.plan.fast_plans().clear()
+    dispatch_scan.fast_plans().clear()
     x = rand(bk, (70, 3), "float32", seed=5)
     close(accumulate(ops.add, x, axis=1), np.cumsum(_np(x).astype(np.float64), axis=1),
           rtol=1e-5, atol=1e-5)
@@ -1576,10 +1576,10 @@ def test_mid_size_scans_take_smaller_tiles(monkeypatch, bk, n):
     items = state.items_for(p, f32)
     small = state.items_for_size(p, items, n, f32)
     assert small <= items and (small == 1 or n >= 8 * p["block"] * small)
-    dispatch_scan.plan.fast_plans().clear()  # plan these launches with the parameters above
+    dispatch_scan.fast_plans().clear()  # plan these launches with the parameters above
     a = np.random.default_rng(n).random(n, dtype=np.float32)
     got = cumulative_sum(bk.asarray(a))
-    dispatch_scan.plan.fast_plans().clear()
+    dispatch_scan.fast_plans().clear()
     np.testing.assert_allclose(got if bk is np else got.get(), np.cumsum(a, dtype=np.float64),
                                rtol=1e-4)
 

@@ -38,8 +38,8 @@ from .counters import STATS
 from .memory import data_address
 from .scan_state import TileState
 
-__all__ = ["full_key", "axis_key", "reduction_key", "AXIS_NAMES", "scan_key", "pair_key", "lookup", "save", "drop",
-           "flush", "MAX_ENTRIES"]
+__all__ = ["full_key", "axis_key", "reduction_key", "AXIS_NAMES", "SCAN_NAMES", "scan_key", "pair_key", "lookup",
+           "save", "drop", "flush", "MAX_ENTRIES"]
 
 #: stored launches kept per environment (the newest when there are more)
 MAX_ENTRIES = 4096
@@ -79,6 +79,9 @@ def axis_key(name, x, axes, dtype, keepdims) -> tuple:
 
 #: the reductions whose launches along some axes are stored (argmax / argmin: over all axes)
 AXIS_NAMES = frozenset(("sum", "prod", "max", "min", "any", "all"))
+#: the scans whose launches are stored (of one array, without out=, exclusive, reverse or
+#: deterministic scans, as the cumulative functions call them)
+SCAN_NAMES = frozenset(("cumulative_sum", "cumulative_prod"))
 
 
 def reduction_key(name, x, axis, dtype=None, keepdims=False, extra=None):

@@ -9,7 +9,8 @@ import threading
 
 import numpy as np
 
-from ...dispatch.scan import cumulative_key, fast_key, fast_plans, run_fast
+from ...dispatch.scan import cumulative_key, fast_plans, run_fast
+from ...dispatch.scan.replay import fast_key
 from ...runtime.accumulation import accumulation_dtype
 from ...runtime.caches import Cache
 from .generic import scan_arrays

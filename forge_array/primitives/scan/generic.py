@@ -14,9 +14,9 @@ from types import ModuleType as _ModuleType
 import numpy as np
 
 from ... import runtime
-from ...dispatch.scan import fast_key, fast_plans, launch_scan, out_key, remember, run_fast, run_into
+from ...dispatch.scan import launch, replayed
 from ...ops import Operator as _Operator
-from ...runtime import SIMULATE, stored
+from ...runtime import stored
 from ...runtime.caches import Cache
 from .arguments import AxisError, array_module, check_op, inputs, normalize_axis, resolve_operator, scalars_of
 from .cpu import scan_cpu
@@ -94,29 +94,8 @@ def accumulate_fast(op, x, axis, include_initial, exclusive, reverse, out, deter
         return None
     if fn is None:
         return None
-    return _replayed(fn, False, (x,), (x.dtype,), axis, include_initial, exclusive, reverse,
+    return replayed(fn, False, (x,), (x.dtype,), axis, include_initial, exclusive, reverse,
                      deterministic, True, out)[1]
-
-
-def _replayed(key_fn, tuple_op, xs, acc_dtypes, axis, include_initial, exclusive, reverse,
-              deterministic, flatten, out):
-    """``(key, result)``: the plan key of a call without ``init`` (with the outputs' layouts
-    when ``out`` is given; None when unhashable) and the result of replaying the plan kept
-    under it, or None when there is none (or the fresh output is not aligned as planned)."""
-    fkey = fast_key(key_fn, tuple_op, xs, acc_dtypes, axis, include_initial, exclusive,
-                     reverse, deterministic, flatten)
-    if fkey is None:
-        return None, None
-    if out is None:
-        plan = fast_plans().get(fkey)
-        return fkey, (None if plan is None else run_fast(plan, xs, acc_dtypes, tuple_op, fkey[-1]))
-    okey = out_key(fkey, out, tuple_op)
-    plan = fast_plans().get(okey) if okey is not None else None
-    return okey, (None if plan is None else run_into(plan, xs, out, tuple_op, fkey[-1]))
-
-
-#: the scans whose launches are stored (runtime.stored)
-_STORED = frozenset(("cumulative_sum", "cumulative_prod"))
 
 
 def scan_arrays(fn, tuple_op, xs, in_dtypes, acc_dtypes, ident, name, *, axis, init,
@@ -124,14 +103,14 @@ def scan_arrays(fn, tuple_op, xs, in_dtypes, acc_dtypes, ident, name, *, axis, i
     """The scan dispatch every scan of the package goes through (``accumulate``,
     ``cumulative_sum`` / ``prod``, mapped scans): the plan of an earlier call of the same
     layouts replayed, else the arguments checked, the output allocated and the scan kernels
-    planned and launched (:func:`.plan.launch_scan`), or NumPy / numba on the CPU. ``xs``:
+    planned and launched (:func:`forge_array.dispatch.scan.launch`), or NumPy / numba on the CPU. ``xs``:
     the operands (``tuple_op``: an operator on tuples of their elements), scanned in
     ``acc_dtypes``; ``ident``: the operator's identity function or None; ``name``: the
     operation's name for errors; ``flatten``: ``axis=None`` scans the C-order flattening;
     ``mapfn``: an element-wise expression of the operands scanned in their place."""
     fkey = None
     if init is None:  # replay the plan of an earlier call
-        fkey, r = _replayed(fn if mapfn is None else (fn, mapfn), tuple_op, xs, acc_dtypes, axis,
+        fkey, r = replayed(fn if mapfn is None else (fn, mapfn), tuple_op, xs, acc_dtypes, axis,
                             include_initial, exclusive, reverse, deterministic, flatten, out)
         if r is not None:
             return r
@@ -187,15 +166,12 @@ def scan_arrays(fn, tuple_op, xs, in_dtypes, acc_dtypes, ident, name, *, axis, i
                 o[tuple(idx)] = v
         return tuple(outs) if tuple_op else outs[0]
     if runtime.kernels_available(xs[0]) and all(d.itemsize <= 16 for d in acc_dtypes):
-        plan = launch_scan(fn, tuple_op, xs, outs, in_dtypes, acc_dtypes, axis, init, shift,
-                            m, reverse, deterministic, mapfn, init_batch)
-        if plan is not None and fkey is not None:
-            plan.flat = flat
-            remember(fkey, plan)
-            if (not SIMULATE and name in _STORED and mapfn is None and not tuple_op and out is None
-                    and len(xs) == 1 and not (exclusive or reverse or deterministic)):
-                stored.save(stored.scan_key(name, xs[0], axis, acc_dtypes[0], include_initial),
-                            plan.stored_form(xs[0], outs[0]))   # for a later process's first call
+        skey = None
+        if (name in stored.SCAN_NAMES and mapfn is None and not tuple_op and out is None
+                and len(xs) == 1 and not (exclusive or reverse or deterministic)):
+            skey = stored.scan_key(name, xs[0], axis, acc_dtypes[0], include_initial)
+        launch(fn, tuple_op, xs, outs, in_dtypes, acc_dtypes, axis, init, shift, m, reverse,
+               deterministic, mapfn, init_batch, flat, fkey, skey)
     else:
         if mapfn is not None:
             raise ValueError(f"{name}: a mapped scan needs the kernels")
