@@ -8,7 +8,7 @@ later calls of the same layout replay with no planning.
 
 from .layout import PLANS, layout_key, run_kernels
 from .plan import entry_dtype
-from .replay import FAST, Replay, axis_fast, axis_hot_key, fast_key, remember
+from .replay import FAST, Replay, axis_fast, axis_hot_key, fast_key, launch, remember, replayed
 
 __all__ = ["PLANS", "layout_key", "run_kernels", "entry_dtype", "FAST", "Replay", "fast_key", "remember",
-           "axis_fast", "axis_hot_key"]
+           "axis_fast", "axis_hot_key", "replayed", "launch"]

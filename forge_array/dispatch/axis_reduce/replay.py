@@ -12,7 +12,7 @@ import numpy as np
 
 from ... import runtime
 from ...runtime.caches import Cache
-from .layout import layout_key
+from .layout import layout_key, run_kernels
 from .plan import execute, plan_scratch
 
 #: Replayable launches (:class:`Replay`) by call: ``fast_key`` of axis_mapreduce, matvec
@@ -148,6 +148,36 @@ class Replay:
         out = empty(self.kshape, dtype=self.dtype)
         execute(self.plan, arrays, out)
         return out if self.fshape is None else out.reshape(self.fshape)
+
+
+def replayed(f, op, arrays, axis, keepdims, out_dtype, index, alias=None):
+    """``(key, result)`` of an ``axis_mapreduce`` call without ``init``: its :func:`fast_key`
+    (None when unhashable) and the result of replaying the launch kept under it, or None when
+    there is none. ``alias``: a caller's own key the replayed launch is also kept under."""
+    fkey = fast_key("amr", f, op, arrays, axis, keepdims, out_dtype, index)
+    ent = FAST.get(fkey) if fkey is not None else None
+    if ent is None:
+        return fkey, None
+    if alias is not None:
+        remember(alias, ent)
+    return fkey, ent(arrays)
+
+
+def launch(f, op, arrays, outs, axes, acc, ident, init_v, index, shape, keepdims, keys=()):
+    """Plan and launch the reduction of ``arrays`` (of ``shape``) along ``axes`` into
+    ``outs`` (a tuple of arrays: one per accumulator component when ``acc`` is a tuple), and
+    keep the planned launch, replayable, under each of ``keys`` (None entries skipped)."""
+    is_tuple = isinstance(acc, tuple)
+    plan = run_kernels(f, op, arrays, outs if is_tuple else outs[0], axes, acc, ident, init_v,
+                       index)
+    keys = [k for k in keys if k is not None]
+    if plan is None or not keys:
+        return
+    fshape = tuple(1 if d in axes else n for d, n in enumerate(shape)) if keepdims else None
+    ent = Replay(plan, tuple(outs[0].shape), tuple(o.dtype for o in outs), is_tuple, fshape,
+                 not any(isinstance(e, tuple) for e in arrays))
+    for k in keys:
+        remember(k, ent)
 
 
 # --------------------------------------------------------------------------- named reductions

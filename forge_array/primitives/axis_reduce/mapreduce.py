@@ -11,7 +11,7 @@ import numpy as np
 
 from ... import ops as _ops
 from ... import runtime
-from ...dispatch.axis_reduce import FAST, Replay, fast_key, remember, run_kernels
+from ...dispatch.axis_reduce import launch, replayed
 from ...runtime.functions import compilable
 from .arguments import (
     DEFAULT_MAPS,
@@ -47,12 +47,9 @@ def axis_mapreduce(f, op, arrays, axis, init, keepdims, out_dtype, *, index=Fals
     fkey = None
     if init is None and isinstance(arrays, tuple):
         # replay a cached launch plan: same operators, axes and operand layouts
-        fkey = fast_key("amr", f, op, arrays, axis, keepdims, out_dtype, index)
-        ent = FAST.get(fkey) if fkey is not None else None
-        if ent is not None:
-            if _replay is not None:
-                remember(_replay, ent)
-            return ent(arrays)
+        fkey, r = replayed(f, op, arrays, axis, keepdims, out_dtype, index, _replay)
+        if r is not None:
+            return r
     op = _ops.as_operator(op)
     if not isinstance(arrays, (tuple, list)) or not arrays:
         raise TypeError("arrays must be a non-empty tuple of arrays")
@@ -98,15 +95,8 @@ def axis_mapreduce(f, op, arrays, axis, init, keepdims, out_dtype, *, index=Fals
             for o, v in zip(outs, fill if is_tuple else (fill,)):
                 o[...] = v
         elif runtime.kernels_available(x0):
-            plan = run_kernels(f, op, arrays, outs if is_tuple else outs[0], axes, acc, ident,
-                                init_v, index)
-            if plan is not None and init is None:
-                fshape = tuple(1 if d in axes else n for d, n in enumerate(shape)) if keepdims else None
-                ent = Replay(plan, out_shape, tuple(o.dtype for o in outs), is_tuple, fshape,
-                              not any(isinstance(e, tuple) for e in arrays))
-                for k in (fkey, _replay):
-                    if k is not None:
-                        remember(k, ent)
+            launch(f, op, arrays, outs, axes, acc, ident, init_v, index, shape, keepdims,
+                   (fkey, _replay) if init is None else ())
         else:
             run_cpu(f, op, arrays, outs if is_tuple else outs[0], axes, acc, ident, init_v,
                      index)
