@@ -116,10 +116,7 @@ def plan(spec, x, param=0.0, out_shape=(1,)):
     kernel, block, per_block, gmax = _k.kernel_plan(spec, tuple(a.dtype.str for a in arrays), mode,
                                                  ndim, uniform)
     n = x0.size
-    if spec.commutative:
-        grid = max(1, min(gmax, (n + per_block - 1) // per_block))
-    else:
-        grid = max(1, min(gmax, (n + block - 1) // block))
+    grid = _grid(spec, n, block, per_block, gmax)
     head = (n, peel)
     if mode == _k.MODE_STRIDED:
         head += tuple(shape) + tuple(s for st in strides for s in st)
@@ -214,10 +211,7 @@ def full_reduce(spec, arrays, init=None, param=0.0, out_shape=(1,)):
         mode, ndim, strides, shape, peel, uniform = _k.layout(spec, arrays)
     in_dtypes = tuple(a.dtype.str for a in arrays)
     kernel, block, per_block, gmax = _k.kernel_plan(spec, in_dtypes, mode, ndim, uniform)
-    if spec.commutative:
-        grid = max(1, min(gmax, (n + per_block - 1) // per_block))
-    else:
-        grid = max(1, min(gmax, (n + block - 1) // block))
+    grid = _grid(spec, n, block, per_block, gmax)
     partials, pf, ticket = _k.scratch(spec.acc_dtypes, gmax, x0)
     out_dtypes = [np.dtype(d) for d in (spec.out_dtypes or spec.acc_dtypes)]
     xp = np if isinstance(x0, np.ndarray) else _cupy()
@@ -232,6 +226,12 @@ def full_reduce(spec, arrays, init=None, param=0.0, out_shape=(1,)):
     args.append(float(param))
     launch(kernel, grid, block, tuple(args))
     return tuple(o.view(d) if o.dtype != d else o for o, d in zip(outs, out_dtypes))
+
+
+def _grid(spec, n, block, per_block, gmax):
+    """Blocks of a launch over ``n`` elements, at most ``gmax``: an order-free reduction's
+    blocks take ``per_block`` elements each, an ordered one's ``block`` (one per thread)."""
+    return max(1, min(gmax, -(-n // (per_block if spec.commutative else block))))
 
 
 def _cupy():
