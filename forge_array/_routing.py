@@ -197,7 +197,9 @@ def _ours(x, name, *args, moments=False):
     """The primitive ``name`` of ``primitives.reductions`` on ``(x, *args)``, or
     :data:`_PENDING` when our kernels do not take ``x`` now (not on its device, complex
     moments, the layer or a kernel still being built).  While the layer loads, a full
-    reduction whose launch an earlier process stored (:mod:`.runtime.stored`) runs it."""
+    reduction whose launch an earlier process stored (:mod:`.runtime.stored`) runs it; a
+    call without one waits for the load where its fallback would compile
+    (:func:`_await_layer`), else runs on the fallback and is prepared for later."""
     if not kernels_available(x) or (moments and x.dtype.kind == "c"):
         return _PENDING
     if not _LAYER[0]:
@@ -205,8 +207,15 @@ def _ours(x, name, *args, moments=False):
             # a stored launch, looked up before the load is queued (the first look-up reads
             # the index without a loading thread competing for the interpreter)
             r = _stored_full(x, name, args)
-            if not layer_ready() or r is not _PENDING:   # the load queued now in any case
+            if r is not None:
+                layer_ready()   # the load queued now in any case
                 return r
+            if x.size == 0:   # nothing to prepare: the fallback's result at once
+                layer_ready()
+                return _PENDING
+            if not (layer_ready() or _await_layer()):
+                _prepare_later(_full_key(x, name, args), lambda: getattr(_red, name)(x, *args), x.nbytes)
+                return _PENDING
         elif not layer_ready():
             return _PENDING
     r = _attempt(getattr(_red, name), x, *args)
@@ -216,12 +225,9 @@ def _ours(x, name, *args, moments=False):
     return r
 
 
-def _stored_full(x, name, args):
-    """The stored launch of the reduction ``name`` on ``(x, *args)`` (the arguments of the
-    routed function), or :data:`_PENDING` when there is none (then the call is prepared
-    for later, see :func:`_prepare_later`)."""
-    if x.size == 0:
-        return _PENDING
+def _full_key(x, name, args):
+    """The stored-launch key of the reduction ``name`` on ``(x, *args)`` (the arguments of
+    the routed function), or None where such launches are not stored."""
     dtype = extra = None
     if name == "sum" or name == "prod":
         axis, dtype, keepdims = args
@@ -229,13 +235,56 @@ def _stored_full(x, name, args):
         axis, extra, keepdims = args
     else:
         axis, keepdims = args
-    key = _stored_mod.reduction_key(name, x, axis, dtype, keepdims, extra)
-    r = None if key is None else _stored(key, (x,))
-    if r is None:
-        _prepare_later(key or (name, _stored_mod.layout(x), repr(args)),
-                       lambda: getattr(_red, name)(x, *args), x.nbytes)
-        return _PENDING
-    return r
+    return _stored_mod.reduction_key(name, x, axis, dtype, keepdims, extra)
+
+
+def _stored_full(x, name, args):
+    """The result of the stored launch of the reduction ``name`` on ``(x, *args)``, or
+    None when there is none."""
+    key = _full_key(x, name, args)
+    return None if key is None else _stored(key, (x,))
+
+
+#: how long, in seconds, a call that finds no stored launch while the kernel layer loads
+#: waits for the load when its fallback would compile (:func:`_await_layer`); past it the
+#: call runs on the fallback
+LAYER_WAIT_S = 10.0
+_FALLBACK_COMPILES: list = []   # [bool], decided once per process
+
+
+def _fallback_compiles() -> bool:
+    """Whether CuPy's fallback would compile its kernels with NVRTC now: its kernel cache
+    (``CUPY_CACHE_DIR``, else ``~/.cupy/kernel_cache``, CuPy's rule) holds nothing, as on a
+    fresh machine.  Decided at the first call that asks, once per process."""
+    if not _FALLBACK_COMPILES:
+        import os  # noqa: PLC0415
+
+        folder = os.environ.get("CUPY_CACHE_DIR") or os.path.expanduser(os.path.join("~", ".cupy", "kernel_cache"))
+        try:
+            with os.scandir(folder) as entries:
+                empty = next(entries, None) is None
+        except OSError:   # missing or unreadable: nothing cached there
+            empty = True
+        _FALLBACK_COMPILES.append(empty)
+    return _FALLBACK_COMPILES[0]
+
+
+def _await_layer() -> bool:
+    """For a call that found no stored launch while the kernel layer loads: wait for the
+    load (at most :data:`LAYER_WAIT_S`) where the call's fallback would compile
+    (:func:`_fallback_compiles`); True when the layer is loaded now.
+
+    On a fresh machine CuPy compiles a reduction kernel at its first use (0.2-0.8 s each on
+    an H200: a first ``mean`` 0.48 s, ``std`` 0.82 s, ``sum(axis=0)`` 0.21 s), holding the
+    interpreter while the layer's load (numba and the kernel modules, about half a second)
+    waits for it; once loaded, the shipped kernels (:mod:`.runtime.prebuilt`) run those
+    calls with no compile.  Where CuPy's cache holds kernels, its fallback is quick and the
+    call takes it as before."""
+    if not _fallback_compiles():
+        return False
+    layer_ready()   # queued, if it was not
+    background.wait_for("kernel layer", LAYER_WAIT_S)
+    return layer_ready()
 
 
 #: calls prepared for later in this process (see :func:`_prepare_later`), at most MAX_PREPARED,
@@ -420,11 +469,11 @@ def _cumulative(name, backend_name, initial, x, axis, dtype, include_initial):
     if kernels_available(x) and _layer_loading():
         key = _stored_mod.scan_key(name, x, axis, dtype, include_initial)
         r = _stored(key, (x,))
-        if r is None:
-            _prepare_later(key, ours, x.nbytes)
-        layer_ready()   # the load queued now in any case
         if r is not None:
+            layer_ready()   # the load queued now in any case
             return r
+        if not (layer_ready() or _await_layer()):
+            _prepare_later(key, ours, x.nbytes)
     if _kernels(x):
         r = _attempt(ours)
         if r is not _PENDING:
@@ -453,7 +502,7 @@ def matmul(a, b):
         if _layer_loading():   # a launch an earlier process stored (see _ours)
             key = _stored_mod.pair_key("matmul", a, b)
             r = _stored(key, (a, b))
-            if r is None:
+            if r is None and not (layer_ready() or _await_layer()):
                 _prepare_later(key, lambda: _mv.route_matmul(a, b), a.nbytes + b.nbytes)
         if (_LAYER[0] or layer_ready()) and r is None:
             r = _attempt(_mv.route_matmul, a, b)

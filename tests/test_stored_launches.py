@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import types
 import warnings
 
 import numpy as np
@@ -284,3 +285,73 @@ def test_a_launch_whose_kernel_file_is_gone_falls_back_without_looking_again(sto
     ent = stored.StoredLaunch(DESC)
     assert ent((np.ones(3),)) is None and ent((np.ones(3),)) is None
     assert loads == [DESC["key"]]
+
+
+def _layer_loading_without_stored_launches(monkeypatch, compiles):
+    """The routing seam while the kernel layer loads with no stored launch, CuPy's fallback
+    compiling (``compiles``) or not; returns (waits, prepared calls, whether loaded)."""
+    _while_the_layer_loads(monkeypatch, [])
+    waited, prepared, loaded = [], [], []
+    monkeypatch.setattr(_routing, "layer_ready", lambda: bool(loaded))
+    monkeypatch.setattr(_routing, "_fallback_compiles", lambda: compiles)
+
+    def wait_for(key, timeout):
+        waited.append((key, timeout))
+        loaded.append(True)
+        return True
+
+    monkeypatch.setattr(_routing.background, "wait_for", wait_for)
+    monkeypatch.setattr(_routing, "_prepare_later", lambda key, call, nbytes: prepared.append(key))
+    monkeypatch.setattr(_routing, "_red", types.SimpleNamespace(sum=lambda x, *a: "ours"))
+    monkeypatch.setattr(_routing, "_scan", types.SimpleNamespace(cumulative_sum=lambda x, **kw: "ours"))
+    monkeypatch.setattr(_routing, "_mv", types.SimpleNamespace(route_matmul=lambda a, b: np.ones(2, np.float32)))
+    return waited, prepared, loaded
+
+
+_FIRST_CALLS = [
+    ("sum", lambda x: _routing._ours(x, "sum", (0,), None, False), "ours"),
+    ("cumulative_sum", lambda x: _routing.cumulative_sum(x, 0, np.dtype("float32"), False), "ours"),
+    ("matmul", lambda x: _routing.matmul(x.reshape(2, 4), x[:4]).tolist(), [1.0, 1.0]),
+]
+
+
+@pytest.mark.parametrize("name, call, ours", _FIRST_CALLS, ids=[c[0] for c in _FIRST_CALLS])
+def test_a_call_without_a_stored_launch_waits_for_the_layer_where_the_fallback_would_compile(
+        monkeypatch, name, call, ours):
+    waited, prepared, loaded = _layer_loading_without_stored_launches(monkeypatch, compiles=True)
+    assert call(np.arange(8, dtype=np.float32)) == ours
+    assert waited == [("kernel layer", _routing.LAYER_WAIT_S)] and prepared == [] and loaded
+
+
+@pytest.mark.parametrize("name, call, ours", _FIRST_CALLS, ids=[c[0] for c in _FIRST_CALLS])
+def test_a_call_without_a_stored_launch_runs_on_a_quick_fallback_and_is_prepared(monkeypatch, name, call, ours):
+    waited, prepared, loaded = _layer_loading_without_stored_launches(monkeypatch, compiles=False)
+    monkeypatch.setattr(_routing, "_xp", lambda a: np)
+    assert repr(call(np.arange(8, dtype=np.float32))) != repr(ours)   # the fallback's result
+    assert waited == [] and len(prepared) == 1 and not loaded
+
+
+def test_the_fallback_compiles_where_cupys_kernel_cache_is_empty(monkeypatch, tmp_path):
+    monkeypatch.setenv("CUPY_CACHE_DIR", str(tmp_path / "cupy"))
+    for content, compiles in [(None, True), ("", True), ("kernel.cubin", False)]:
+        monkeypatch.setattr(_routing, "_FALLBACK_COMPILES", [])
+        if content is not None:
+            (tmp_path / "cupy").mkdir(exist_ok=True)
+            if content:
+                (tmp_path / "cupy" / content).write_bytes(b"\0")
+        assert _routing._fallback_compiles() is compiles
+        assert _routing._fallback_compiles() is compiles   # decided once
+
+
+def test_wait_for_a_background_job():
+    import threading
+
+    from forge_array.runtime import background
+
+    assert background.wait_for(("never queued", object()), 5.0) is False   # at once
+    gate = threading.Event()
+    key = ("test job", object())
+    background.submit(key, gate.wait)
+    assert background.wait_for(key, 0.05) is False   # still running
+    gate.set()
+    assert background.wait_for(key, 10.0) is True and background.state(key) == "done"

@@ -34,7 +34,7 @@ from .counters import STATS
 from .flags import FLAGS, set_flags
 
 __all__ = ["PENDING", "Pending", "attempt", "deferring", "failures", "finished", "mode", "on_worker_thread", "ready",
-           "set_mode", "state", "submit", "usable", "wait"]
+           "set_mode", "state", "submit", "usable", "wait", "wait_for"]
 
 _MODES = ("background", "sync")
 
@@ -169,6 +169,20 @@ def usable(key) -> bool:
     """Whether what one-time job ``key`` provides may be used in this thread now without
     waiting for it: it has run, or the mode is sync (the user builds it on the spot)."""
     return _MODE[0] != "background" or _STATE.get(key) == "done"
+
+
+def wait_for(key, timeout: float | None = None) -> bool:
+    """Wait until job ``key`` has finished (run or failed); False when ``timeout`` seconds
+    passed first, or at once when no job of that key was queued.
+
+    Examples:
+        >>> wait_for("never queued", 1.0)
+        False
+    """
+    with _COND:
+        if key not in _STATE:
+            return False
+        return _COND.wait_for(lambda: _STATE.get(key) != "queued", timeout)
 
 
 def wait(timeout: float | None = None) -> bool:

@@ -115,18 +115,28 @@ def pair_key(tag, a, b) -> tuple:
 
 def _source_stamp() -> str:
     """Path, size and modification time of every source file of the package (a stat each:
-    a content hash would cost more than the launch it serves)."""
-    import glob  # noqa: PLC0415  (the stdlib modules of this module load at its first use)
-
+    a content hash would cost more than the launch it serves; ``os.scandir`` hands the
+    stats over with the listing, where ``glob`` costs about 20 ms on a GPU machine)."""
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     parts = []
-    for path in sorted(glob.glob(os.path.join(root, "**", "*.py"), recursive=True)):
+    folders = [root]
+    while folders:
+        folder = folders.pop()
         try:
-            st = os.stat(path)
+            entries = list(os.scandir(folder))
         except OSError:
             continue
-        parts.append(f"{os.path.relpath(path, root)}:{st.st_size}:{st.st_mtime_ns}")
-    return "\n".join(parts)
+        for e in entries:
+            if e.is_dir(follow_symlinks=False):
+                if e.name != "__pycache__":
+                    folders.append(e.path)
+            elif e.name.endswith(".py"):
+                try:
+                    st = e.stat()
+                except OSError:
+                    continue
+                parts.append(f"{os.path.relpath(e.path, root)}:{st.st_size}:{st.st_mtime_ns}")
+    return "\n".join(sorted(parts))
 
 
 _SOURCES: list = []
