@@ -213,7 +213,7 @@ def _ours(x, name, *args, moments=False):
             if x.size == 0:   # nothing to prepare: the fallback's result at once
                 layer_ready()
                 return _PENDING
-            if not (layer_ready() or _await_layer()):
+            if not (layer_ready() or _await_layer(_cub_reduction(name, x, args[0]))):
                 _prepare_later(_full_key(x, name, args), lambda: getattr(_red, name)(x, *args), x.nbytes)
                 return _PENDING
         elif not layer_ready():
@@ -269,18 +269,30 @@ def _fallback_compiles() -> bool:
     return _FALLBACK_COMPILES[0]
 
 
-def _await_layer() -> bool:
+def _cub_reduction(name, x, axis) -> bool:
+    """Whether CuPy runs the reduction ``name`` of ``x`` over ``axis`` (None or a tuple) with
+    CUB's reductions built into it, compiling nothing: ``sum``, ``prod``, ``max``, ``min``
+    of a C-contiguous array over all its axes or its trailing ones."""
+    if name not in ("sum", "prod", "max", "min") or not x.flags.c_contiguous:
+        return False
+    return axis is None or tuple(axis) == tuple(range(x.ndim - len(axis), x.ndim))
+
+
+def _await_layer(built_in=False) -> bool:
     """For a call that found no stored launch while the kernel layer loads: wait for the
-    load (at most :data:`LAYER_WAIT_S`) where the call's fallback would compile
-    (:func:`_fallback_compiles`); True when the layer is loaded now.
+    load (at most :data:`LAYER_WAIT_S`) where the call's fallback would compile, i.e. CuPy
+    does not run it from kernels built into it (``built_in``: CUB's reductions and scans)
+    and its kernel cache is empty (:func:`_fallback_compiles`); True when the layer is
+    loaded now.
 
     On a fresh machine CuPy compiles a reduction kernel at its first use (0.2-0.8 s each on
     an H200: a first ``mean`` 0.48 s, ``std`` 0.82 s, ``sum(axis=0)`` 0.21 s), holding the
     interpreter while the layer's load (numba and the kernel modules, about half a second)
     waits for it; once loaded, the shipped kernels (:mod:`.runtime.prebuilt`) run those
-    calls with no compile.  Where CuPy's cache holds kernels, its fallback is quick and the
-    call takes it as before."""
-    if not _fallback_compiles():
+    calls with no compile (``python -m bench.suite_startup``: the first ``mean`` + ``std``
+    of an empty-cache process 0.005 s, CuPy's 0.79).  A fallback that is quick takes the
+    call as before."""
+    if built_in or not _fallback_compiles():
         return False
     layer_ready()   # queued, if it was not
     background.wait_for("kernel layer", LAYER_WAIT_S)
@@ -472,7 +484,7 @@ def _cumulative(name, backend_name, initial, x, axis, dtype, include_initial):
         if r is not None:
             layer_ready()   # the load queued now in any case
             return r
-        if not (layer_ready() or _await_layer()):
+        if not (layer_ready() or _await_layer(x.ndim == 1)):   # 1-D: CuPy's CUB scan
             _prepare_later(key, ours, x.nbytes)
     if _kernels(x):
         r = _attempt(ours)
@@ -502,7 +514,7 @@ def matmul(a, b):
         if _layer_loading():   # a launch an earlier process stored (see _ours)
             key = _stored_mod.pair_key("matmul", a, b)
             r = _stored(key, (a, b))
-            if r is None and not (layer_ready() or _await_layer()):
+            if r is None:   # cuBLAS runs it meanwhile, with no compile: no wait
                 _prepare_later(key, lambda: _mv.route_matmul(a, b), a.nbytes + b.nbytes)
         if (_LAYER[0] or layer_ready()) and r is None:
             r = _attempt(_mv.route_matmul, a, b)

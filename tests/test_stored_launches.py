@@ -302,16 +302,19 @@ def _layer_loading_without_stored_launches(monkeypatch, compiles):
 
     monkeypatch.setattr(_routing.background, "wait_for", wait_for)
     monkeypatch.setattr(_routing, "_prepare_later", lambda key, call, nbytes: prepared.append(key))
-    monkeypatch.setattr(_routing, "_red", types.SimpleNamespace(sum=lambda x, *a: "ours"))
+    monkeypatch.setattr(_routing, "_red", types.SimpleNamespace(sum=lambda x, *a: "ours", mean=lambda x, *a: "ours"))
     monkeypatch.setattr(_routing, "_scan", types.SimpleNamespace(cumulative_sum=lambda x, **kw: "ours"))
     monkeypatch.setattr(_routing, "_mv", types.SimpleNamespace(route_matmul=lambda a, b: np.ones(2, np.float32)))
+    monkeypatch.setattr(_routing, "_xp", lambda a: np)
     return waited, prepared, loaded
 
 
-_FIRST_CALLS = [
-    ("sum", lambda x: _routing._ours(x, "sum", (0,), None, False), "ours"),
-    ("cumulative_sum", lambda x: _routing.cumulative_sum(x, 0, np.dtype("float32"), False), "ours"),
-    ("matmul", lambda x: _routing.matmul(x.reshape(2, 4), x[:4]).tolist(), [1.0, 1.0]),
+_FIRST_CALLS = [   # calls CuPy compiles a kernel for
+    ("sum of a view", lambda x: _routing._ours(x[::2], "sum", (0,), None, False), "ours"),
+    ("sum along axis 0", lambda x: _routing._ours(x.reshape(2, 4), "sum", (0,), None, False), "ours"),
+    ("mean", lambda x: _routing._ours(x, "mean", (0,), False), "ours"),
+    ("cumulative_sum along axis 0", lambda x: _routing.cumulative_sum(x.reshape(2, 4), 0, np.dtype("float32"),
+                                                                      False), "ours"),
 ]
 
 
@@ -326,8 +329,22 @@ def test_a_call_without_a_stored_launch_waits_for_the_layer_where_the_fallback_w
 @pytest.mark.parametrize("name, call, ours", _FIRST_CALLS, ids=[c[0] for c in _FIRST_CALLS])
 def test_a_call_without_a_stored_launch_runs_on_a_quick_fallback_and_is_prepared(monkeypatch, name, call, ours):
     waited, prepared, loaded = _layer_loading_without_stored_launches(monkeypatch, compiles=False)
-    monkeypatch.setattr(_routing, "_xp", lambda a: np)
     assert repr(call(np.arange(8, dtype=np.float32))) != repr(ours)   # the fallback's result
+    assert waited == [] and len(prepared) == 1 and not loaded
+
+
+_BUILT_IN_CALLS = [   # calls CuPy runs from CUB and cuBLAS, built into it
+    ("sum", lambda x: _routing._ours(x, "sum", (0,), None, False)),
+    ("max along the last axis", lambda x: _routing._ours(x.reshape(2, 4), "max", (1,), False)),
+    ("cumulative_sum", lambda x: _routing.cumulative_sum(x, 0, np.dtype("float32"), False)),
+    ("matmul", lambda x: _routing.matmul(x.reshape(2, 4), x[:4])),
+]
+
+
+@pytest.mark.parametrize("name, call", _BUILT_IN_CALLS, ids=[c[0] for c in _BUILT_IN_CALLS])
+def test_a_call_cupy_runs_from_its_built_in_kernels_does_not_wait(monkeypatch, name, call):
+    waited, prepared, loaded = _layer_loading_without_stored_launches(monkeypatch, compiles=True)
+    assert repr(call(np.arange(8, dtype=np.float32))) != repr("ours")
     assert waited == [] and len(prepared) == 1 and not loaded
 
 
