@@ -171,9 +171,11 @@ def _report(name, args, results):
             ("sync, warm cache", s["warm_cache"]), ("CuPy, empty cache", c["empty_cache"]),
             ("CuPy, warm cache", c["warm_cache"])]
     lines = [f"# Startup: a fresh process's first calls ({name}, n = {args.n}, medians of {args.runs} processes)", "",
-             "`python -m bench.suite_startup`; seconds. forge_array as a user gets it (kernels built in the "
-             "background, first calls on CuPy meanwhile) and with `FORGE_ARRAY_COMPILE=sync` (every first call "
-             "waits for its kernels); the import includes `import cupy`.", "",
+             "`python -m bench.suite_startup`; seconds. forge_array as a user gets it (the kernel layer loads and "
+             "kernels build in the background; meanwhile a first call runs a stored launch, or on CuPy where CuPy "
+             "runs it without compiling, or waits for the layer's load where CuPy would compile) and with "
+             "`FORGE_ARRAY_COMPILE=sync` (every first call waits for its kernels); the import includes "
+             "`import cupy`.", "",
              "| | " + " | ".join(label for label, _ in cols) + " |",
              "|---" * (len(cols) + 1) + "|"]
     for label, key in (("import", "import_s"), ("four arrays put on the GPU", "setup_s"),
