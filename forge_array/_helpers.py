@@ -40,6 +40,21 @@ def normalize_axis(axis, ndim: int, name: str) -> int:
     return a % ndim if ndim else a
 
 
+def scan_axis(axis, ndim: int, name: str) -> int:
+    """The axis of a cumulative function (``cumulative_sum``, ``cumulative_prod``) as a
+    non-negative int: ``axis`` normalized, or 0 for ``None``, which only a 1-D array
+    allows (ValueError otherwise); ``ndim`` >= 1.
+
+    >>> scan_axis(None, 1, "cumulative_sum"), scan_axis(-1, 2, "cumulative_sum")
+    (0, 1)
+    """
+    if axis is None:
+        if ndim > 1:
+            raise ValueError(f"{name}(): axis must be given for a {ndim}-D array")
+        return 0
+    return normalize_axis(axis, ndim, name)
+
+
 def normalize_axes(axis, ndim: int, name: str) -> tuple:
     """``None``, an int or a sequence of ints -> a sorted tuple of distinct non-negative
     axes (IndexError when out of range, ValueError when repeated)."""

@@ -17,7 +17,7 @@ from . import _devices as _dev
 from . import _dtypes as _dt
 from . import _routing
 from ._array import Array
-from ._helpers import check_array, normalize_axes, normalize_axis
+from ._helpers import check_array, normalize_axes, scan_axis
 from .fusion import build as _fusion
 from .fusion.expr import Deferred
 from .runtime import current_device
@@ -409,12 +409,7 @@ def _cumulative(name, x, axis, dtype, include_initial):
     _check(x, name, "any")
     if x.ndim == 0:
         raise ValueError(f"{name}() requires an array with at least one dimension")
-    if axis is None:
-        if x.ndim > 1:
-            raise ValueError(f"{name}(): axis must be given for a {x.ndim}-D array")
-        ax = 0
-    else:
-        ax = normalize_axis(axis, x.ndim, name)
+    ax = scan_axis(axis, x.ndim, name)
     if not isinstance(include_initial, bool):
         raise TypeError(f"{name}(): include_initial must be a bool")
     dt = accumulation_dtype(x.dtype, dtype, name)

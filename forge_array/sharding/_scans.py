@@ -44,7 +44,7 @@ import numpy as np
 
 from .. import _devices as _dev
 from .._array import Array
-from .._helpers import normalize_axis
+from .._helpers import normalize_axis, scan_axis
 from ..fusion import auto as _auto
 from ..runtime import kernels_available
 from ..runtime.caches import Cache
@@ -225,12 +225,7 @@ def _cumulative(name, opname):
     combine = np.add if opname == "add" else np.multiply
 
     def impl(x, /, *, axis=None, dtype=None, include_initial=False):
-        if axis is None:
-            if x.ndim > 1:
-                raise ValueError(f"{name}(): axis must be given for a {x.ndim}-D array")
-            ax = 0
-        else:
-            ax = normalize_axis(axis, x.ndim, name)
+        ax = scan_axis(axis, x.ndim, name)
         if ax != x._axis:
             res = []
             for s in x._shards:
