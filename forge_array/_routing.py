@@ -248,7 +248,7 @@ def _stored_full(x, name, args):
 #: how long, in seconds, a call that finds no stored launch while the kernel layer loads
 #: waits for the load when its fallback would compile (:func:`_await_layer`); past it the
 #: call runs on the fallback
-LAYER_WAIT_S = 10.0
+LAYER_WAIT_S = 5.0
 _FALLBACK_COMPILES: list = []   # [bool], decided once per process
 
 
