@@ -26,6 +26,7 @@ array(6)
 from __future__ import annotations
 
 import importlib
+import os
 
 import numpy as np
 
@@ -206,13 +207,13 @@ def _ours(x, name, *args, moments=False):
         if _layer_loading():
             # a stored launch, looked up before the load is queued (the first look-up reads
             # the index without a loading thread competing for the interpreter)
+            if x.size == 0:   # nothing stored, nothing to prepare: the fallback's result at once
+                layer_ready()
+                return _PENDING
             r = _stored_full(x, name, args)
             if r is not None:
                 layer_ready()   # the load queued now in any case
                 return r
-            if x.size == 0:   # nothing to prepare: the fallback's result at once
-                layer_ready()
-                return _PENDING
             if not (layer_ready() or _await_layer(_cub_reduction(name, x, args[0]))):
                 _prepare_later(_full_key(x, name, args), lambda: getattr(_red, name)(x, *args), x.nbytes)
                 return _PENDING
@@ -257,8 +258,6 @@ def _fallback_compiles() -> bool:
     (``CUPY_CACHE_DIR``, else ``~/.cupy/kernel_cache``, CuPy's rule) holds nothing, as on a
     fresh machine.  Decided at the first call that asks, once per process."""
     if not _FALLBACK_COMPILES:
-        import os  # noqa: PLC0415
-
         folder = os.environ.get("CUPY_CACHE_DIR") or os.path.expanduser(os.path.join("~", ".cupy", "kernel_cache"))
         try:
             with os.scandir(folder) as entries:
