@@ -6,8 +6,8 @@
 
 Cases: ``svd`` (reduced) of a tall (200000, 128), a square (2048, 2048), a wide
 (128, 200000) float32 matrix, of a tall float64 one, of (100000, 1024) and (4096, 2048)
-float32 ones (where the Jacobi SVD's cost grows with the columns; the second is the
-smallest aspect ratio forge_array sends to it) and of a stack (4096, 16, 16);
+float32 ones (where the Jacobi SVD's cost grows with the columns), of a stack
+(4096, 16, 16) and of a small (4, 128) one (where the Jacobi path's host steps dominate);
 ``svdvals`` (tall, square); ``qr`` (tall, square); ``eigh`` (128, 2048, stack of
 (4096, 32, 32)); ``lstsq`` (tall, one right-hand side); ``solve`` (2048 with 16
 right-hand sides, stack of (4096, 32, 32) with one); ``inv`` (2048, stack); ``cholesky``
@@ -57,6 +57,7 @@ def _cases(dry):
          dict(shape=(s(100_000), 64 if dry else 1024), dtype="float32")),
         ("svd (4096, 2048) f32", "svd", dict(shape=(2 * sq[0], sq[0]), dtype="float32")),
         ("svd stack 16x16 f32", "svd", dict(shape=(b(4096), 16, 16), dtype="float32")),
+        ("svd (4, 128) f32", "svd", dict(shape=(4, 128), dtype="float32")),
         ("svdvals tall f32", "svdvals", dict(shape=tall, dtype="float32")),
         ("svdvals square f32", "svdvals", dict(shape=sq, dtype="float32")),
         ("qr tall f32", "qr", dict(shape=tall, dtype="float32")),

@@ -353,10 +353,11 @@ def solve(x1, x2, /):
 def svd(x, /, *, full_matrices=True):
     """Singular value decomposition ``x = U @ diag(S) @ Vh``.
 
-    On a GPU, tall and wide matrices (one side at least twice the other) and stacks of
-    small ones (both sides at most 32) go through cuSOLVER's Jacobi SVD (``gesvdj``,
-    ``gesvdjBatched``), any matrix it does not converge on through CuPy's ``gesvd``; other
-    matrices, and the CPU, use CuPy's and NumPy's ``svd``.
+    On a GPU, tall and wide matrices (one side at least twice the other), square ones of
+    1024 rows or more and stacks of small ones (both sides at most 32) go through
+    cuSOLVER's Jacobi SVD (``gesvdj``, ``gesvdjBatched``), any matrix it does not converge
+    on through CuPy's ``gesvd``; other matrices (a single one of fewer than 4096 elements
+    among them), and the CPU, use CuPy's and NumPy's ``svd``.
 
     >>> import forge_array as xp
     >>> xp.linalg.svd(xp.eye(2, device="cpu")).S
@@ -380,15 +381,30 @@ def svdvals(x, /):
         return _w(_svd(x, False, False), x, _dt.real_of(x.dtype))
 
 
-def _svd_driver(shape, cuda):
+#: a single matrix of fewer elements goes to CuPy's ``gesvd``: the Jacobi path's host steps cost more
+#: than they save (the (4, 128) float32 matrix of LinearDiscriminantAnalysis's second SVD on
+#: an H200: 868 us through gesvdj against 554 through CuPy's gesvd, ``python -m
+#: bench.suite_hostops``; ``python -m bench.suite_linalg --only svd`` has the case)
+SVD_JACOBI_MIN_ELEMENTS = 4096
+#: square-ish matrices (neither side twice the other) with this many rows and columns or more
+#: go to the Jacobi SVD when the vectors are wanted (2048 x 2048 float32 on an H100: 228 ms
+#: through gesvdj against 349 through gesvd, ``python -m bench.suite_linalg --only svd``);
+#: their singular values alone stay on gesvd (184 against 201 ms for torch's gesvdj)
+SVD_JACOBI_MIN_SQUARE = 1024
+
+
+def _svd_driver(shape, cuda, compute_uv=True):
     """Which SVD computes matrices of ``shape``: ``"backend"`` (NumPy's or CuPy's svd),
     ``"empty"`` (no element: nothing to compute), ``"gesvdj"`` (cuSOLVER's Jacobi SVD,
-    matrix by matrix: tall or wide matrices) or ``"gesvdj_batched"`` (its batched form:
-    a stack of matrices of at most 32 rows and columns).
+    matrix by matrix: tall or wide matrices, large square ones when ``compute_uv``) or
+    ``"gesvdj_batched"`` (its batched form: a stack of matrices of at most 32 rows and
+    columns).  A small single matrix (:data:`SVD_JACOBI_MIN_ELEMENTS`) goes to the backend.
 
     >>> _svd_driver((200000, 128), cuda=True), _svd_driver((200000, 128), cuda=False)
     ('gesvdj', 'backend')
-    >>> _svd_driver((2048, 2048), cuda=True), _svd_driver((100, 8, 8), cuda=True)
+    >>> _svd_driver((2048, 2048), cuda=True), _svd_driver((2048, 2048), cuda=True, compute_uv=False)
+    ('gesvdj', 'backend')
+    >>> _svd_driver((4, 128), cuda=True), _svd_driver((100, 8, 8), cuda=True)
     ('backend', 'gesvdj_batched')
     """
     if not cuda:
@@ -399,7 +415,11 @@ def _svd_driver(shape, cuda):
     batch = math.prod(shape[:-2])
     if batch > 1 and max(m, n) <= 32:
         return "gesvdj_batched"
+    if batch == 1 and m * n < SVD_JACOBI_MIN_ELEMENTS:
+        return "backend"
     if max(m, n) >= 2 * min(m, n):
+        return "gesvdj"
+    if compute_uv and min(m, n) >= SVD_JACOBI_MIN_SQUARE:
         return "gesvdj"
     return "backend"
 
@@ -407,7 +427,7 @@ def _svd_driver(shape, cuda):
 def _svd(x, full_matrices, compute_uv):
     """(U, S, Vh) of ``x`` as backend arrays (S alone when not ``compute_uv``)."""
     a = x._array
-    driver = _svd_driver(tuple(a.shape), x.device.is_cuda)
+    driver = _svd_driver(tuple(a.shape), x.device.is_cuda, compute_uv)
     m = _dev.backend(x.device)
     if driver == "gesvdj" or driver == "gesvdj_batched":
         solve = _gesvdj_solver()

@@ -48,8 +48,13 @@ def test_driver_choice():
     assert d((200000, 128), cuda=True) == "gesvdj"
     assert d((128, 200000), cuda=True) == "gesvdj"
     assert d((4, 1000, 100), cuda=True) == "gesvdj"
-    assert d((2048, 2048), cuda=True) == "backend"
+    assert d((2048, 2048), cuda=True) == "gesvdj"                       # square, vectors wanted
+    assert d((2048, 2048), cuda=True, compute_uv=False) == "backend"     # values alone
+    assert d((512, 512), cuda=True) == "backend"
     assert d((300, 200), cuda=True) == "backend"
+    assert d((4, 128), cuda=True) == "backend"                          # small: CuPy's gesvd
+    assert d((128, 4), cuda=True) == "backend"
+    assert d((32, 128), cuda=True) == "gesvdj"
     assert d((50, 8, 8), cuda=True) == "gesvdj_batched"
     assert d((50, 32, 3), cuda=True) == "gesvdj_batched"
     assert d((1, 8, 8), cuda=True) == "backend"          # one matrix, square
