@@ -144,7 +144,8 @@ def _has_gpu():
 gpu = pytest.mark.skipif(not _has_gpu(), reason="needs CuPy and a GPU")
 
 GPU_SHAPES = [(2000, 16), (16, 2000), (300, 128), (128, 300), (5, 400, 20), (64, 8, 8),
-              (10, 32, 5), (10, 5, 32), (1, 1), (9, 1), (1, 9), (2, 3, 4, 4), (50, 50)]
+              (10, 32, 5), (10, 5, 32), (1, 1), (9, 1), (1, 9), (2, 3, 4, 4), (50, 50),
+              (4, 128), (1024, 1024)]   # a small single matrix (gesvd), a large square one (gesvdj)
 
 
 @gpu
