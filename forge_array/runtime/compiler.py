@@ -23,8 +23,6 @@ Example
 from __future__ import annotations
 
 import contextlib
-import glob
-import hashlib
 import os
 import re
 import threading
@@ -33,7 +31,7 @@ import time
 import numba
 import numpy as np
 
-from . import backend, background, config, cpu_cache, kernel_files, lazy, linking, prebuilt
+from . import backend, background, config, cpu_cache, kernel_files, kernel_sources, lazy, linking, prebuilt
 from .caches import Cache
 from .counters import STATS
 from .fingerprint import Unfingerprintable, digest
@@ -51,41 +49,6 @@ try:
     _NUMBA_CUDA_VERSION = _pkg_version("numba-cuda")
 except Exception:  # pragma: no cover
     _NUMBA_CUDA_VERSION = "unknown"
-
-# --------------------------------------------------------------------------- cache
-
-_SOURCE_HASH = None
-
-
-#: the files whose code becomes kernel code, or shapes it: the kernel factories and the
-#: intrinsics (with their subfolders), and of the runtime the compiler (compile options, PTX
-#: post-processing) and what kernel modules read from it (types, alignment, the simulator switch)
-KERNEL_SOURCES = ("intrinsics/**/*.py", "kernels/**/*.py", "runtime/compiler.py", "runtime/linking.py",
-                  "runtime/memory.py", "runtime/config.py", "runtime/kernel_types.py")
-#: of those, the simulator's own intrinsics: they never become GPU code (the simulator runs
-#: kernels as Python and keeps no compiled kernel)
-SIMULATOR_SOURCES = "intrinsics/sim_*.py"
-
-
-def source_hash() -> str:
-    """Hash of :data:`KERNEL_SOURCES` of this install (less :data:`SIMULATOR_SOURCES`) and the
-    build switches the kernel modules read at import: part of every kernel's cache key, so a
-    kernel whose generating source changed is compiled again, never loaded from the disk
-    cache or the prebuilt archive."""
-    global _SOURCE_HASH
-    if _SOURCE_HASH is None:
-        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-        h = hashlib.sha256()
-        skip = set(glob.glob(os.path.join(root, SIMULATOR_SOURCES)))
-        for pattern in KERNEL_SOURCES:
-            for path in sorted(set(glob.glob(os.path.join(root, pattern), recursive=True)) - skip):
-                with open(path, "rb") as f:
-                    h.update(os.path.relpath(path, root).encode() + b"\0" + f.read())
-        # build switches read by the kernel modules at import
-        h.update(b"count=%d trace=%d" % (FLAGS["scan_count"].cell[0], FLAGS["scan_trace"].cell[0]))
-        _SOURCE_HASH = h.hexdigest()
-    return _SOURCE_HASH
-
 
 _MEMORY: dict = {}
 _BY_KEY: dict = {}
@@ -161,8 +124,8 @@ def _key(factory, factory_args, argtypes, launch_bounds, cc):
     """The disk cache's key of a specialisation, or None when it cannot be fingerprinted."""
     try:
         return digest(
-            "forge_array-kernel-v1",
-            source_hash(),
+            "forge_array-kernel-v2",
+            kernel_sources.factory_hash(factory),
             factory,
             factory_args,
             str(argtypes),

@@ -1,6 +1,6 @@
 """The kernel argument types: numba types of scalars, buffers (``CPointer``) and tuples of
 buffers (struct-of-arrays), memoised, and the scalar aliases the kernel modules use.  A
-kernel source (:data:`.compiler.KERNEL_SOURCES`): kernel code is typed with these.
+kernel source (:data:`.kernel_sources.KERNEL_SOURCES`): kernel code is typed with these.
 
 >>> ptr_t("float32")
 float32*
