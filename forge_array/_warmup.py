@@ -584,9 +584,10 @@ def prebuild(jobs: int, out_dir: str | None = None, device: str | None = None, o
             runs = [("operators", skeletons)] + ([] if skeletons_only else [(standard, cache)])
             for ops, folder in runs:
                 # extending: the standard operations' kernels still current load from the
-                # shipped archive into the cache (the stand-ins always build in full)
+                # shipped archive into the cache, each made for this very target (the
+                # stand-ins always build in full)
                 reuse = extend and folder == cache
-                env = dict(os.environ, FORGE_ARRAY_CACHE_DIR=folder, FORGE_ARRAY_PREBUILT="1" if reuse else "0",
+                env = dict(os.environ, FORGE_ARRAY_CACHE_DIR=folder, FORGE_ARRAY_PREBUILT="exact" if reuse else "0",
                            FORGE_ARRAY_COMPILE="sync", FORGE_ARRAY_TARGET_CC="%d.%d" % target)
                 cmd = [sys.executable, "-m", "forge_array", "warmup", *PREBUILD_WARMUP, "--ops", ops,
                        "--jobs", str(jobs)]

@@ -140,6 +140,17 @@ def test_the_compiler_loads_a_shipped_kernel_into_the_disk_cache(tmp_path, archi
     assert kernel_files.read_cached(kernel_files.cache_path(key)) == ("k0", _ptx(0))
 
 
+def test_the_exact_mode_loads_the_compile_target_s_own_kernel_only(tmp_path, archive, device_cc):
+    """A prebuild extending the archive reuses a kernel made for the target it builds, never
+    an older target's PTX under the newer target's key."""
+    spec = _spec()
+    _archive_of(tmp_path, spec)   # made for sm_80 alone; the device compiles for 9.0
+    key = compiler._key(*spec, device_cc)
+    with flags(prebuilt="exact"):
+        assert compiler._from_prebuilt(*spec, "make_copy_scalar", key) is None
+    assert compiler._from_prebuilt(*spec, "make_copy_scalar", key) is not None   # a user's process takes it
+
+
 def test_the_prebuilt_flag_turns_the_lookup_off(tmp_path, archive, device_cc):
     spec = _spec()
     _archive_of(tmp_path, spec)

@@ -186,12 +186,15 @@ def _from_prebuilt(factory, factory_args, argtypes, launch_bounds, name, key):
     """The shipped kernel of this specialisation (:mod:`.prebuilt`: the newest of its compute
     capabilities this device runs; machine code where the archive has it for this device and
     the driver loads it, else PTX), written into the disk cache under ``key``; None where
-    there is none or the ``prebuilt`` flag is off."""
-    if not FLAGS["prebuilt"].cell[0]:
+    there is none or the ``prebuilt`` flag is off (``"exact"``: the kernel made for the
+    compile target itself only, never an older target's PTX: what a prebuild reuses)."""
+    mode = FLAGS["prebuilt"].cell[0]
+    if not mode:
         return None
     cc = backend.target_cc()
     found = None
-    for target in sorted((t for t in prebuilt.TARGETS if t <= cc), reverse=True):
+    targets = [cc] if mode == "exact" else sorted((t for t in prebuilt.TARGETS if t <= cc), reverse=True)
+    for target in targets:
         target_key = key if target == cc else _key(factory, factory_args, argtypes, launch_bounds, target)
         if target_key is None:
             continue
