@@ -72,12 +72,12 @@ def main(argv=None):
     pt = runtime.ptr_t("uint32")
     k = runtime.compile_kernel(kcopy.make_copy_scalar, (cp.dtype("uint32"), 4), (pt, pt, runtime.i64))
     px, py = x.data.ptr, y.data.ptr
-    from forge_array.runtime import compiler
+    from forge_array.runtime import launching
 
     res["host_us_runtime_launch"] = host_times(lambda: runtime.launch(k, 1, 256, (px, py, 1000)))
-    compiler._FAST_LAUNCH = False
+    launching._FAST_LAUNCH = False
     res["host_us_runtime_launch_via_cupy_function"] = host_times(lambda: runtime.launch(k, 1, 256, (px, py, 1000)))
-    compiler._FAST_LAUNCH = True
+    launching._FAST_LAUNCH = True
     y[:] = 0
     runtime.launch(k, 1, 256, (px, py, 1000))
     assert bool((y == x).all()), "packed-parameter launch computed a wrong copy"

@@ -43,9 +43,10 @@ def _prebuilt_status() -> str:
     try:
         import numba  # noqa: PLC0415
 
-        from forge_array.runtime import compiler, prebuilt  # noqa: PLC0415
+        from forge_array.runtime import compiler, kernel_sources, prebuilt  # noqa: PLC0415
 
-        return prebuilt.status(compiler.source_hash(), numba.__version__, compiler._NUMBA_CUDA_VERSION)
+        return prebuilt.status(kernel_sources.source_hash(), numba.__version__, compiler._NUMBA_CUDA_VERSION,
+                               module_hashes=kernel_sources.module_hashes())
     except Exception as e:
         return f"prebuilt kernels: status unavailable ({type(e).__name__}: {e})"
 
@@ -133,9 +134,9 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--work", default=None, help="folder of the build's caches (default: temporary "
                                                "ones); a build stopped on the way resumes there")
     b.add_argument("--extend", action="store_true",
-                   help="start from the shipped archive (it must match this install's kernel "
-                        "sources): its kernels load from the build's cache, only the "
-                        "specialisations the standard operations plan beyond it compile")
+                   help="start from the shipped archive: its kernels whose sources did not change "
+                        "load into the build's cache, only the others (and specialisations the "
+                        "standard operations plan beyond it) compile")
     return p
 
 

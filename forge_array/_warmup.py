@@ -537,9 +537,11 @@ def prebuild(jobs: int, out_dir: str | None = None, device: str | None = None, o
     ``commit`` is recorded in the manifest (default: the checkout's ``git rev-parse HEAD``).
     ``work``: the folder of the build's caches (default: temporary ones); a build stopped on
     the way resumes there, the kernels it already built loading from the disk. ``extend``:
-    the shipped archive's kernels are written into that cache first (the archive must match
-    this install's kernel sources), so that only specialisations the standard operations plan
-    beyond it compile; the manifest records the commit it extends.
+    the warmups look the shipped archive up, so that the kernels whose keys it still holds
+    (the kernel families whose sources did not change since it was made,
+    :mod:`.runtime.kernel_sources`) load into the cache and only the others compile: after an
+    edit of one kernel family, its kernels alone are built again; the manifest records the
+    commit it extends.
 
     ```python
     from forge_array._warmup import prebuild
@@ -553,16 +555,15 @@ def prebuild(jobs: int, out_dir: str | None = None, device: str | None = None, o
 
     import numba
 
-    from forge_array.runtime import backend, compiler, config, prebuilt
+    from forge_array.runtime import backend, compiler, config, kernel_sources, prebuilt
 
     out = sys.stderr if out is None else out
     if config.SIMULATE or nothing_to_build(device) is not None or backend.device_info()["cc"] < prebuilt.BASE_CC:
         raise ValueError("prebuild: needs a GPU of compute capability "
                          f"{prebuilt.BASE_CC[0]}.{prebuilt.BASE_CC[1]} or later")
     shipped = prebuilt.manifest() or {}
-    for wanted, option in ((skeletons_only, "--skeletons-only"), (extend, "--extend")):
-        if wanted and shipped.get("source_hash") != compiler.source_hash():
-            raise ValueError(f"prebuild {option}: the shipped kernels do not match this install's kernel sources")
+    if skeletons_only and shipped.get("source_hash") != kernel_sources.source_hash():
+        raise ValueError("prebuild --skeletons-only: the shipped kernels do not match this install's kernel sources")
     out_dir = out_dir or os.path.dirname(prebuilt.ARCHIVE)
     standard = ",".join(o for o in OPS if o != "operators")
     with contextlib.ExitStack() as stack:
@@ -574,7 +575,7 @@ def prebuild(jobs: int, out_dir: str | None = None, device: str | None = None, o
             os.makedirs(cache, exist_ok=True)
             os.makedirs(skeletons, exist_ok=True)
         t0 = time.perf_counter()
-        if skeletons_only or extend:
+        if skeletons_only:
             n = prebuilt.unpack_kernels(cache)
             print(f"kernels of the shipped archive: {n}", file=out)
         for target in prebuilt.TARGETS:
@@ -582,7 +583,11 @@ def prebuild(jobs: int, out_dir: str | None = None, device: str | None = None, o
                 raise ValueError(f"prebuild: the GPU here cannot run sm_{target[0]}{target[1]} kernels")
             runs = [("operators", skeletons)] + ([] if skeletons_only else [(standard, cache)])
             for ops, folder in runs:
-                env = dict(os.environ, FORGE_ARRAY_CACHE_DIR=folder, FORGE_ARRAY_PREBUILT="0",
+                # extending: the standard operations' kernels still current load from the
+                # shipped archive into the cache, each made for this very target (the
+                # stand-ins always build in full)
+                reuse = extend and folder == cache
+                env = dict(os.environ, FORGE_ARRAY_CACHE_DIR=folder, FORGE_ARRAY_PREBUILT="exact" if reuse else "0",
                            FORGE_ARRAY_COMPILE="sync", FORGE_ARRAY_TARGET_CC="%d.%d" % target)
                 cmd = [sys.executable, "-m", "forge_array", "warmup", *PREBUILD_WARMUP, "--ops", ops,
                        "--jobs", str(jobs)]
@@ -602,7 +607,8 @@ def prebuild(jobs: int, out_dir: str | None = None, device: str | None = None, o
                 "warmup": " ".join(PREBUILD_WARMUP),
                 "commit": commit or _commit(), "date": time.strftime("%Y-%m-%d"), "gpu": backend.device_info()["name"],
                 "python": platform.python_version(), "numba": numba.__version__,
-                "numba_cuda": compiler._NUMBA_CUDA_VERSION, "source_hash": compiler.source_hash(),
+                "numba_cuda": compiler._NUMBA_CUDA_VERSION, "source_hash": kernel_sources.source_hash(),
+                "module_hashes": kernel_sources.module_hashes(),
                 "build_seconds": round(time.perf_counter() - t0, 1)}
         if extend:
             meta = dict(meta, extends=shipped.get("commit"))

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from forge_array import runtime
-from forge_array.runtime import STATS, background, build_process, compiler, config
+from forge_array.runtime import STATS, background, build_process, compiler, config, launching
 
 _ITEMS = iter(range(3, 10_000))
 
@@ -51,7 +51,7 @@ def _background_build(spec):
     assert background.wait(300)
     assert background.failures() == {} or all(k[0] != "kernel" for k in background.failures())
     k = background.attempt(lambda: runtime.compile_kernel(factory, args, argtypes))
-    assert isinstance(k, compiler.Kernel)
+    assert isinstance(k, launching.Kernel)
     return k
 
 

@@ -568,7 +568,7 @@ def test_replays_follow_the_layout_of_each_argument():
 
 @pytest.mark.parametrize("items", [1, 2, 3])
 def test_map_kernel_covers_every_element_for_any_unroll(monkeypatch, bk, items):
-    from forge_array.kernels import elementwise
+    from forge_array.dispatch import elementwise
     from forge_array.runtime import tuning
 
     p = dict(tuning.params("map"), items=items)

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from forge_array import runtime
-from forge_array.runtime import STATS, compiler, config, kernel_files, prebuilt
+from forge_array.runtime import STATS, compiler, config, kernel_files, kernel_sources, prebuilt
 from forge_array.runtime.flags import flags
 
 
@@ -89,6 +89,20 @@ def test_status_says_whether_the_archive_matches(tmp_path, archive, monkeypatch)
     assert "none shipped" in prebuilt.status("h", "1", "2")
 
 
+def test_status_names_the_kernel_modules_whose_shipped_kernels_are_stale(tmp_path, archive, monkeypatch):
+    out = tmp_path / "out"
+    shipped = {"kernels/copy.py": "c", "kernels/reduce.py": "r", "kernels/scan/tile.py": "t"}
+    prebuilt.pack(_cache_with(tmp_path, ["ab" * 32]), str(out),
+                  {"source_hash": "h", "numba": "1", "numba_cuda": "2", "python": "3.12.3", "module_hashes": shipped})
+    prebuilt.use_archive(archive)
+    monkeypatch.setattr(prebuilt, "MANIFEST", str(out / "manifest.json"))
+    line = prebuilt.status("other", "1", "2", "3.12", module_hashes=dict(shipped, **{"kernels/scan/tile.py": "t2"}))
+    assert "in use but for the kernels of kernels/scan/tile.py" in line
+    everything = {k: v + "2" for k, v in shipped.items()}
+    assert "the kernel sources changed since" in prebuilt.status("other", "1", "2", "3.12", module_hashes=everything)
+    assert "the kernel sources changed since" in prebuilt.status("other", "1", "2", "3.12")   # no hashes to compare
+
+
 # ----------------------------------------------------------------------------- the compiler
 
 
@@ -126,6 +140,17 @@ def test_the_compiler_loads_a_shipped_kernel_into_the_disk_cache(tmp_path, archi
     assert kernel_files.read_cached(kernel_files.cache_path(key)) == ("k0", _ptx(0))
 
 
+def test_the_exact_mode_loads_the_compile_target_s_own_kernel_only(tmp_path, archive, device_cc):
+    """A prebuild extending the archive reuses a kernel made for the target it builds, never
+    an older target's PTX under the newer target's key."""
+    spec = _spec()
+    _archive_of(tmp_path, spec)   # made for sm_80 alone; the device compiles for 9.0
+    key = compiler._key(*spec, device_cc)
+    with flags(prebuilt="exact"):
+        assert compiler._from_prebuilt(*spec, "make_copy_scalar", key) is None
+    assert compiler._from_prebuilt(*spec, "make_copy_scalar", key) is not None   # a user's process takes it
+
+
 def test_the_prebuilt_flag_turns_the_lookup_off(tmp_path, archive, device_cc):
     spec = _spec()
     _archive_of(tmp_path, spec)
@@ -136,8 +161,8 @@ def test_the_prebuilt_flag_turns_the_lookup_off(tmp_path, archive, device_cc):
 def test_a_kernel_whose_sources_changed_is_never_loaded(tmp_path, archive, device_cc, monkeypatch):
     spec = _spec()
     _archive_of(tmp_path, spec)
-    # the kernel sources change after the archive was made: every key changes with them
-    monkeypatch.setattr(compiler, "_SOURCE_HASH", "0" * 64)
+    # the kernel's sources change after the archive was made: its key changes with them
+    monkeypatch.setattr(kernel_sources, "factory_hash", lambda factory: "0" * 64)
     key = compiler._key(*spec, device_cc)
     assert compiler._from_prebuilt(*spec, "make_copy_scalar", key) is None
     assert not os.path.exists(kernel_files.cache_path(key))
@@ -197,28 +222,76 @@ def test_target_cc_refuses_a_newer_capability(monkeypatch):
 
 
 def test_the_source_hash_covers_the_kernel_sources_only():
-    assert {"kernels/**/*.py", "intrinsics/**/*.py", "runtime/compiler.py"} <= set(compiler.KERNEL_SOURCES)
-    assert not any(p.startswith("runtime/prebuilt") or p == "runtime/**/*.py" for p in compiler.KERNEL_SOURCES)
+    assert {"kernels/**/*.py", "intrinsics/**/*.py", "runtime/compiler.py", "runtime/kernel_types.py"} <= set(
+        kernel_sources.KERNEL_SOURCES)
+    assert not any(p.startswith("runtime/prebuilt") or p.startswith("runtime/launching") or p == "runtime/**/*.py"
+                   for p in kernel_sources.KERNEL_SOURCES)
+    assert "kernels/**/*.py" not in kernel_sources.SHARED_SOURCES
 
 
-def test_editing_the_simulator_leaves_the_source_hash(monkeypatch, tmp_path):
-    """The simulator's intrinsics never become GPU code: a change there keeps every shipped
-    and cached kernel; a change to a CUDA intrinsic does not."""
+@pytest.fixture
+def source_tree(monkeypatch, tmp_path):
+    """A copy of the kernel sources that :mod:`forge_array.runtime.kernel_sources` reads."""
     import shutil
 
     root = tmp_path / "forge_array"
+    here = os.path.join(os.path.dirname(compiler.__file__), "..")
     for part in ("intrinsics", "kernels", "runtime"):
-        shutil.copytree(os.path.join(os.path.dirname(compiler.__file__), "..", part), root / part)
-    fake = root / "runtime" / "compiler.py"
-    hashes = []
-    for edit in (None, "sim_threads.py", "cuda_warp.py"):
-        if edit is not None:
-            with open(root / "intrinsics" / edit, "a") as f:
-                f.write("\n# edited\n")
-        monkeypatch.setattr(compiler, "__file__", str(fake))
-        monkeypatch.setattr(compiler, "_SOURCE_HASH", None)
-        hashes.append(compiler.source_hash())
+        shutil.copytree(os.path.join(here, part), root / part, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(kernel_sources, "__file__", str(root / "runtime" / "kernel_sources.py"))
+    kernel_sources.forget()
+    yield root
+    kernel_sources.forget()
+
+
+def _edited(root, rel):
+    with open(root / rel, "a") as f:
+        f.write("\n# edited\n")
+    kernel_sources.forget()
+
+
+def test_editing_the_simulator_leaves_the_source_hash(source_tree):
+    """The simulator's intrinsics never become GPU code: a change there keeps every shipped
+    and cached kernel; a change to a CUDA intrinsic does not."""
+    hashes = [kernel_sources.source_hash()]
+    for edit in ("intrinsics/sim_threads.py", "intrinsics/cuda_warp.py"):
+        _edited(source_tree, edit)
+        hashes.append(kernel_sources.source_hash())
     assert hashes[0] == hashes[1] != hashes[2]
+
+
+_FAMILIES = ("kernels/scan/tile.py", "kernels/reduce.py", "kernels/elementwise.py", "kernels/rowcol/rows.py",
+             "kernels/copy.py")
+
+
+@pytest.mark.parametrize("edit, changed", [
+    ("kernels/scan/tile.py", {"kernels/scan/tile.py"}),
+    ("kernels/reduce.py", {"kernels/reduce.py", "kernels/elementwise.py"}),   # the map imports its modes
+    ("kernels/copy.py", {"kernels/copy.py"}),
+    ("kernels/__init__.py", set(_FAMILIES)),
+    ("intrinsics/cuda_warp.py", set(_FAMILIES)),
+    ("runtime/compiler.py", set(_FAMILIES)),
+    ("intrinsics/sim_threads.py", set()),
+    ("runtime/launching.py", set()),   # the launch path shapes no kernel code
+])
+def test_a_kernel_family_s_key_follows_its_own_sources(source_tree, edit, changed):
+    """Editing one kernel module changes the source hash of the kernels of that module and
+    of the modules that import it, and of no other: their disk-cached and shipped kernels
+    stay valid; a shared source (intrinsics, compiler, package) changes every kernel's."""
+    before = {m: kernel_sources.module_hash(source_tree / m) for m in _FAMILIES}
+    _edited(source_tree, edit)
+    after = {m: kernel_sources.module_hash(source_tree / m) for m in _FAMILIES}
+    assert {m for m in _FAMILIES if before[m] != after[m]} == changed
+
+
+def test_the_key_of_a_kernel_takes_its_factory_s_sources():
+    from forge_array.kernels import copy as kcopy
+    from forge_array.kernels import reduce as kreduce
+
+    fh = kernel_sources.factory_hash
+    assert fh(kcopy.make_copy_scalar) == kernel_sources.module_hash(kcopy.__file__)
+    assert fh(kcopy.make_copy_scalar) != fh(kreduce.make_reduce_kernel)
+    assert fh(print) == kernel_sources.shared_hash()   # no source file
 
 
 def test_pack_ships_every_skeleton_of_the_stand_in_caches_and_nothing_else(tmp_path, archive):

@@ -9,7 +9,7 @@ import pytest
 from numba import types as nt
 
 from forge_array import runtime
-from forge_array.runtime import compiler, kernel_files, tuning
+from forge_array.runtime import kernel_files, launching, tuning
 from forge_array.runtime.fingerprint import digest, fingerprint
 
 
@@ -42,9 +42,9 @@ def test_disk_cache_round_trip_and_corrupt_entries(tmp_path):
 def test_packed_parameters_follow_cuda_alignment():
     argtypes = (runtime.ptr_t("float32"), runtime.i32, runtime.i64, runtime.f32,
                 runtime.tuple_ptr_t(["float32", "int64"]), nt.complex128)
-    st = compiler._param_struct(argtypes)
+    st = launching._param_struct(argtypes)
     assert st.format == "<QixxxxqfxxxxQQdd"
-    flatten = compiler._make_flattener(argtypes)
+    flatten = launching._make_flattener(argtypes)
     flat = flatten((10, 2, 3, 1.5, (20, 30), 4 + 5j))
     assert flat == (10, 2, 3, 1.5, 20, 30, 4.0, 5.0)
     buf = bytearray(st.size)

@@ -15,7 +15,7 @@ import pytest
 from numba import types as nt
 
 from forge_array import _routing
-from forge_array.runtime import compiler, config, kernel_files, stored
+from forge_array.runtime import config, kernel_files, kernel_types, launching, stored
 
 red = importlib.import_module("forge_array.primitives.reductions")   # the module, not the function
 dispatch_reduce = importlib.import_module("forge_array.dispatch.reduce")
@@ -135,16 +135,17 @@ def test_read_only_cache_directory_warns_once(read_only_dir, monkeypatch, store)
 
 
 def test_stored_form_names_every_pointer():
-    argtypes = (compiler.ptr_t("float32"), compiler.i64, nt.Tuple((compiler.ptr_t("float32"), compiler.ptr_t("int32"))),
-                compiler.f64, nt.complex64)
-    k = compiler.Kernel("k", argtypes, key="cd" + "1" * 62, entry="e", ptx="")
+    ptr = kernel_types.ptr_t
+    argtypes = (ptr("float32"), kernel_types.i64, nt.Tuple((ptr("float32"), ptr("int32"))), kernel_types.f64,
+                nt.complex64)
+    k = launching.Kernel("k", argtypes, key="cd" + "1" * 62, entry="e", ptx="")
     pointers = {1000: ("in", 0), 2000: ("uninit", 0, 64), 3000: ("counter", 1, "uint32")}
-    d = compiler.stored_form(k, 4, 128, (1000, 5, (2000, 3000), 2.5, 1 + 2j), pointers)
+    d = launching.stored_form(k, 4, 128, (1000, 5, (2000, 3000), 2.5, 1 + 2j), pointers)
     assert d["fmt"] == k._struct.format and (d["grid"], d["block"], d["shared"]) == (4, 128, 0)
     assert d["args"] == [["in", 0], ["v", 5], ["uninit", 0, 64], ["counter", 1, "uint32"], ["v", 2.5],
                          ["v", 1.0], ["v", 2.0]]
-    assert compiler.stored_form(k, 4, 128, (1001, 5, (2000, 3000), 2.5, 1j), pointers) is None  # unknown pointer
-    assert compiler.stored_form(compiler.Kernel("k", argtypes, key=None, entry="e", ptx=""), 4, 128,
+    assert launching.stored_form(k, 4, 128, (1001, 5, (2000, 3000), 2.5, 1j), pointers) is None  # unknown pointer
+    assert launching.stored_form(launching.Kernel("k", argtypes, key=None, entry="e", ptx=""), 4, 128,
                                 (1000, 5, (2000, 3000), 2.5, 1j), pointers) is None          # no disk key
 
 

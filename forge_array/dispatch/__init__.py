@@ -9,12 +9,9 @@ module              algorithm
 ``axis_reduce``     reductions along axes, and the products built on them (``A @ v``)
 ``scan``            scans (``cumulative_*``, ``accumulate``)
 ``copy``            strided copies
+``elementwise``     the element-wise map of materialised fused expressions
 ``rows``            fused row programs
 ==================  ===============================================================
-
-The element-wise map's plans sit with its kernel (:mod:`forge_array.kernels.elementwise`),
-and the full reduction's layout and grid rules with its kernel
-(:mod:`forge_array.kernels.reduce`, which ``reduce`` calls).
 
 The primitives (:mod:`forge_array.primitives`) check arguments, apply the dtype rules and
 take the CPU paths, then call their algorithm's dispatch module. Importing this package

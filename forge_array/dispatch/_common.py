@@ -1,6 +1,6 @@
 """What the dispatch modules share: an operand entry's components (an array, or a tuple of
 them for struct-of-arrays elements), plan-cache keys of values, zeros of accumulator dtypes,
-and the collapse of a view's dimensions.
+the collapse of a view's dimensions and the operands broadcast from one value.
 
 >>> import numpy as np
 >>> components(np.zeros(2)) [0].shape, first_component((np.zeros(3), np.ones(3))).shape
@@ -15,7 +15,7 @@ False
 
 from __future__ import annotations
 
-__all__ = ["components", "first_component", "hashable_key", "zeros_of", "collapse"]
+__all__ = ["components", "first_component", "hashable_key", "zeros_of", "collapse", "uniform_operands"]
 
 
 def components(entry):
@@ -64,3 +64,17 @@ def collapse(shape, strides_list):
                 del st[inner]
         k -= 1
     return tuple(new_shape), [tuple(st) for st in new_strides]
+
+
+def uniform_operands(arrays):
+    """Indices of the arrays (of several, not all) whose every stride is 0: one value
+    broadcast to every element, read once by the kernels.
+
+    >>> import numpy as np
+    >>> uniform_operands([np.ones(3), np.broadcast_to(np.float64(2.0), (3,))])
+    (1,)
+    """
+    if len(arrays) < 2 or arrays[0].size <= 1:
+        return ()
+    u = tuple(k for k, a in enumerate(arrays) if a.ndim and not any(a.strides))
+    return () if len(u) == len(arrays) else u

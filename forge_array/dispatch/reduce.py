@@ -30,14 +30,30 @@ from typing import NamedTuple
 import numpy as np
 
 from .. import ops as _ops
-from ..runtime import buffer_of, data_address, device_allocator, launch, lazy, stored, stream_key
+from ..runtime import (
+    buffer_of,
+    compile_kernel,
+    data_address,
+    device_allocator,
+    device_info,
+    element_strides,
+    launch,
+    lazy,
+    stored,
+    stream_key,
+    temp,
+    tuning,
+)
 from ..runtime import stored_form as stored_form_of
 from ..runtime.caches import Cache
 from ..runtime.config import SIMULATE as _SIM
 from ..runtime.functions import compilable
+from ..runtime.memory import misalignment
+from ._common import collapse, uniform_operands
 
 __all__ = ["Launch", "plan", "replay", "stored_form", "full_reduce", "named_spec", "generic_spec",
-           "full_fast", "mapreduce_fast", "launch_named", "launch_generic", "launch_full", "HOT"]
+           "full_fast", "mapreduce_fast", "launch_named", "launch_generic", "launch_full", "HOT",
+           "layout", "kernel_plan", "scratch"]
 
 _k = lazy.module("forge_array.kernels.reduce", __name__, "_k")
 #: whether a call's launch is described for a later process's first call (on a GPU)
@@ -106,21 +122,21 @@ def plan(spec, x, param=0.0, out_shape=(1,)):
     if many and spec.f is None and any(a.dtype.kind == "b" for a in arrays):
         return None
     try:
-        mode, ndim, strides, shape, peel, uniform = _k.layout(spec, arrays)
+        mode, ndim, strides, shape, peel, uniform = layout(spec, arrays)
     except ValueError:  # too many dims after collapsing, or strides not whole elements
         return None
     # an order-free reduction of a reversed or transposed view reads the view layout()
     # chose, whose address is the input's plus a constant of the layout
     normalised = not many and arrays[0] is not xv
     offset = data_address(arrays[0]) - data_address(xv) if normalised else 0
-    kernel, block, per_block, gmax = _k.kernel_plan(spec, tuple(a.dtype.str for a in arrays), mode,
+    kernel, block, per_block, gmax = kernel_plan(spec, tuple(a.dtype.str for a in arrays), mode,
                                                  ndim, uniform)
     n = x0.size
     grid = _grid(spec, n, block, per_block, gmax)
     head = (n, peel)
     if mode == _k.MODE_STRIDED:
         head += tuple(shape) + tuple(s for st in strides for s in st)
-    partials, pf, ticket = _k.scratch(spec.acc_dtypes, gmax, x0)
+    partials, pf, ticket = scratch(spec.acc_dtypes, gmax, x0)
     tail = tuple(buffer_of(b) for b in partials) + (buffer_of(pf), buffer_of(ticket))
     out_dtypes = tuple(np.dtype(d) for d in (spec.out_dtypes or spec.acc_dtypes))
     bufs = tuple(_k.buffer_dtype(d) for d in out_dtypes)
@@ -156,7 +172,7 @@ def replay(p, x, on=None):
         ins = tuple(map(buffer_of, x))
     else:
         xv = x if in_view is None else x.view(in_view)
-        ins = (buffer_of(_k._normalise_commutative([xv])[0] if norm else xv),)
+        ins = (buffer_of(_normalise_commutative([xv])[0] if norm else xv),)
     if out_views is None:
         obs = tuple(map(buffer_of, outs))
     else:
@@ -205,14 +221,14 @@ def full_reduce(spec, arrays, init=None, param=0.0, out_shape=(1,)):
     x0 = arrays[0]
     n = x0.size
     try:
-        mode, ndim, strides, shape, peel, uniform = _k.layout(spec, arrays)
+        mode, ndim, strides, shape, peel, uniform = layout(spec, arrays)
     except ValueError:  # too many dims after collapsing, or strides not whole elements
         arrays = [a.copy() for a in arrays]
-        mode, ndim, strides, shape, peel, uniform = _k.layout(spec, arrays)
+        mode, ndim, strides, shape, peel, uniform = layout(spec, arrays)
     in_dtypes = tuple(a.dtype.str for a in arrays)
-    kernel, block, per_block, gmax = _k.kernel_plan(spec, in_dtypes, mode, ndim, uniform)
+    kernel, block, per_block, gmax = kernel_plan(spec, in_dtypes, mode, ndim, uniform)
     grid = _grid(spec, n, block, per_block, gmax)
-    partials, pf, ticket = _k.scratch(spec.acc_dtypes, gmax, x0)
+    partials, pf, ticket = scratch(spec.acc_dtypes, gmax, x0)
     out_dtypes = [np.dtype(d) for d in (spec.out_dtypes or spec.acc_dtypes)]
     xp = np if isinstance(x0, np.ndarray) else _cupy()
     outs = [xp.empty(out_shape, _k.buffer_dtype(d)) for d in out_dtypes]
@@ -386,3 +402,116 @@ def launch_full(spec, flat, init_bufs=None, param=0.0, what="", shape=(1,)):
         if what and what not in msg:
             raise TypeError(f"reduction with operator {what}: {msg}") from exc
         raise
+
+
+# --------------------------------------------------------------------------- a call's layout
+
+
+def layout(spec, arrays):
+    """(mode, ndim, strides per array, shape, peel, uniform) of the kernel for ``arrays``:
+    one of the kernel's modes (:data:`~forge_array.kernels.reduce.MODE_VEC`: contiguous,
+    one item size and 16-byte phase, 128-bit loads after ``peel`` scalar elements;
+    ``MODE_FLAT``: contiguous otherwise; ``MODE_STRIDED``: any view, up to ``MAX_DIMS``
+    collapsed dims), the uniform arrays (:func:`._common.uniform_operands`) left out of
+    the strides.  An order-free reduction of one view may replace ``arrays[0]`` by the
+    view with its negative strides reversed and its dims in decreasing stride order.
+    ValueError: more dims than the strided path takes."""
+    uniform = uniform_operands(arrays)
+    lay = [a for k, a in enumerate(arrays) if k not in uniform]
+    if all(a.flags.c_contiguous for a in lay):
+        return _contig_layout(lay) + (uniform,)
+    if spec.commutative and not spec.with_index and len(arrays) == 1:
+        arrays[:] = _normalise_commutative(arrays)
+        if arrays[0].flags.c_contiguous:
+            return _contig_layout(arrays) + (uniform,)
+        lay = list(arrays)
+    strides = [element_strides(a) for a in lay]
+    shape, st = collapse(lay[0].shape, strides)
+    if len(shape) <= 1 and all(not s or s[0] == 1 for s in st):
+        return _contig_layout(lay) + (uniform,)
+    if len(shape) > _k.MAX_DIMS:
+        raise ValueError(f"{len(shape)} dims after collapsing (the strided path takes {_k.MAX_DIMS})")
+    return _k.MODE_STRIDED, len(shape), st, shape, 0, uniform
+
+
+def _contig_layout(arrays):
+    a0 = arrays[0]
+    if a0.dtype.kind == "c" or a0.dtype.itemsize > 8:
+        return _k.MODE_FLAT, 1, None, None, 0
+    mis = misalignment(a0)
+    size = a0.dtype.itemsize
+    for a in arrays[1:]:
+        if a.dtype.itemsize != size or misalignment(a) != mis or a.dtype.kind == "c":
+            return _k.MODE_FLAT, 1, None, None, 0
+    if mis % size:
+        return _k.MODE_FLAT, 1, None, None, 0
+    peel = ((16 - mis) % 16) // size
+    return _k.MODE_VEC, 1, None, None, peel
+
+
+def _normalise_commutative(arrays):
+    """For an order-free reduction of one array: reverse negative strides and put dims in
+    decreasing stride order (a view, no copy), so transposes and reversed views become
+    contiguous where they can."""
+    x = arrays[0]
+    if x.ndim <= 1 and (x.ndim == 0 or x.strides[0] >= 0):
+        return arrays
+    idx = tuple(slice(None, None, -1) if s < 0 else slice(None) for s in x.strides)
+    if any(s < 0 for s in x.strides):
+        x = x[idx]
+    order = sorted(range(x.ndim), key=lambda d: -abs(x.strides[d]))
+    if order != list(range(x.ndim)):
+        x = x.transpose(order)
+    return [x]
+
+
+_PLANS = Cache("dispatch.reduce.PLANS")
+_GRID = Cache("dispatch.reduce.GRID")
+
+
+def _grid_max(block):
+    g = _GRID.get(block)
+    if g is None:
+        p = tuning.params("reduce")
+        g = _GRID[block] = max(1, device_info()["sm_count"] * p["blocks_per_sm"])
+    return g
+
+
+def kernel_plan(spec, in_dtypes, mode, ndim, uniform=()):
+    """(kernel, block, elements per block, grid cap) of one specialisation: the tuning
+    table's block and items per thread, the kernel compiled (or loaded) once per key."""
+    key = (spec, in_dtypes, mode, ndim, uniform)
+    kp = _PLANS.get(key)
+    if kp is None:
+        p = tuning.params("reduce")
+        block = p["block"]
+        lead = next((k for k in range(len(in_dtypes)) if k not in uniform), 0)
+        itemsize = np.dtype(in_dtypes[lead]).itemsize
+        vec = 16 // itemsize if mode == _k.MODE_VEC else 1
+        items = p["items"]
+        if mode == _k.MODE_VEC:
+            items = max(1, min(items, 16 // vec))
+        argtypes = _k.kernel_argtypes(spec, in_dtypes, mode, ndim, uniform)
+        kernel = compile_kernel(_k.make_reduce_kernel,
+                                (spec, in_dtypes, mode, ndim, items, vec, block, uniform),
+                                tuple(argtypes))
+        kp = _PLANS[key] = (kernel, block, block * items * vec, _grid_max(block))
+    return kp
+
+
+_SCRATCH: dict = {}
+
+
+def scratch(acc_dtypes, gmax, like):
+    """Partials, validity flags and the ticket of a launch, cached per (stream, acc dtypes):
+    launches on one stream are ordered, so reuse is safe (in the simulator: per host
+    thread, whose kernels run synchronously)."""
+    key = (stream_key(), type(like), acc_dtypes, gmax)
+    r = _SCRATCH.get(key)
+    if r is None:
+        parts = [temp.empty(gmax, _k.buffer_dtype(d), like) for d in acc_dtypes]
+        r = (parts, temp.empty(gmax, np.uint8, like), temp.counters(1, like))
+        # two threads on one stream (CuPy's null stream is shared) may both get here: the
+        # first entry wins, so a plan never keeps the address of buffers nobody holds
+        r = _SCRATCH.setdefault(key, r)
+    return r

@@ -9,7 +9,7 @@ reduction beneath them:
    element-wise input fused in.  Their results become leaves of what is left, read as one
    broadcast value (``x - mean(x)``).
 2. Then the element-wise nodes: nodes of one shape are written by one map launch with
-   one output each (:func:`forge_array.kernels.elementwise.map_arrays`).
+   one output each (:func:`forge_array.dispatch.elementwise.map_arrays`).
 
 A settled node keeps its value and drops its operands, so a settled expression holds no
 memory but its result.  Outside a fused call the launches of a settlement are noted, and a
@@ -25,7 +25,7 @@ import numpy as np
 
 from .. import _devices as _dev
 from ..dispatch import reduce as _kl
-from ..kernels.elementwise import map_arrays, map_plan
+from ..dispatch.elementwise import map_arrays, map_plan
 from ..primitives import fused_reduce as _fr
 from ..primitives import scan as _scan
 from ..runtime import STATS, kernels_available, layout_key, stream_key
@@ -349,7 +349,7 @@ class _DirectReduce:
 
 
 class _DirectMap:
-    """A map launch replayed from its :class:`~forge_array.kernels.elementwise.MapLaunch`."""
+    """A map launch replayed from its :class:`~forge_array.dispatch.elementwise.MapLaunch`."""
 
     __slots__ = ("launch",)
 

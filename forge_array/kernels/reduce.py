@@ -26,7 +26,8 @@ state: ``(valid, components...)``.
 
 The kernel source is generated per specialisation (number of arrays, tuple structure,
 mode, unroll) by :func:`make_reduce_kernel`, a factory compiled by
-:func:`forge_array.runtime.compile_kernel`; :mod:`forge_array.primitives.reductions.launch` launches it.
+:func:`forge_array.runtime.compile_kernel`; :mod:`forge_array.dispatch.reduce` plans (layout, grid,
+scratch) and launches it.
 
 Example (simulator or GPU; the primitives in :mod:`forge_array.primitives.reductions` are the
 public way in):
@@ -34,7 +35,7 @@ public way in):
 >>> import numpy as np
 >>> from forge_array import ops
 >>> from forge_array.kernels.reduce import ReduceSpec
->>> from forge_array.primitives.reductions.launch import full_reduce
+>>> from forge_array.dispatch.reduce import full_reduce
 >>> spec = ReduceSpec(op=ops.add.fn, acc_dtypes=("float64",), identity=(0.0,))
 >>> full_reduce(spec, [np.arange(10.0)])   # doctest: +SKIP
 (array([45.]),)
@@ -48,22 +49,11 @@ import numpy as np
 from numba import cuda
 
 from .. import intrinsics as fi
-from ..runtime import (
-    compile_kernel,
-    device_info,
-    element_strides,
-    i64,
-    ptr_t,
-    stream_key,
-    temp,
-    tuning,
-)
 from ..runtime import f64 as _f64
-from ..runtime.caches import Cache
-from ..runtime.memory import misalignment
+from ..runtime import i64, ptr_t
 
-__all__ = ["ReduceSpec", "make_reduce_kernel", "kernel_argtypes", "collapse", "MAX_DIMS",
-           "kernel_plan", "layout", "scratch", "uniform_operands", "buffer_dtype"]
+__all__ = ["ReduceSpec", "make_reduce_kernel", "kernel_argtypes", "MAX_DIMS", "MODE_VEC", "MODE_FLAT",
+           "MODE_STRIDED", "buffer_dtype", "vector_loads", "spec_name"]
 
 #: Largest number of (collapsed) dimensions of the strided path.
 MAX_DIMS = 4
@@ -470,65 +460,6 @@ def spec_name(spec) -> str:
     return s
 
 
-# --------------------------------------------------------------------------- host side
-
-
-def collapse(shape, strides_list):
-    """Merge adjacent dims that are contiguous with each other in every array; drop dims
-    of extent 1.  Returns (shape, [strides per array]).  Keeps the C order of elements.
-
-    >>> collapse((2, 3, 4), [(12, 4, 1)])
-    ((24,), [(1,)])
-    >>> collapse((2, 3), [(6, 2)])
-    ((6,), [(2,)])
-    >>> collapse((2, 3), [(1, 2)])
-    ((2, 3), [(1, 2)])
-    """
-    dims = [d for d in range(len(shape)) if shape[d] != 1]
-    if not dims:
-        return (1,), [(1,) for _ in strides_list]
-    sh = [shape[dims[0]]]
-    st = [[s[dims[0]]] for s in strides_list]
-    for d in dims[1:]:
-        if all(st[k][-1] == shape[d] * strides_list[k][d] for k in range(len(strides_list))):
-            sh[-1] *= shape[d]
-            for k in range(len(strides_list)):
-                st[k][-1] = strides_list[k][d]
-        else:
-            sh.append(shape[d])
-            for k in range(len(strides_list)):
-                st[k].append(strides_list[k][d])
-    return tuple(sh), [tuple(s) for s in st]
-
-
-def _normalise_commutative(arrays):
-    """For an order-free reduction of one array: reverse negative strides and put dims in
-    decreasing stride order (a view, no copy), so transposes and reversed views become
-    contiguous where they can."""
-    x = arrays[0]
-    if x.ndim <= 1 and (x.ndim == 0 or x.strides[0] >= 0):
-        return arrays
-    idx = tuple(slice(None, None, -1) if s < 0 else slice(None) for s in x.strides)
-    if any(s < 0 for s in x.strides):
-        x = x[idx]
-    order = sorted(range(x.ndim), key=lambda d: -abs(x.strides[d]))
-    if order != list(range(x.ndim)):
-        x = x.transpose(order)
-    return [x]
-
-
-_PLANS = Cache("kernels.reduce.PLANS")
-_GRID = Cache("kernels.reduce.GRID")
-
-
-def _grid_max(block):
-    g = _GRID.get(block)
-    if g is None:
-        p = tuning.params("reduce")
-        g = _GRID[block] = max(1, device_info()["sm_count"] * p["blocks_per_sm"])
-    return g
-
-
 def kernel_argtypes(spec, in_dtypes, mode, ndim, uniform=()):
     """numba types of the kernel's arguments for one specialisation.
 
@@ -547,92 +478,3 @@ def kernel_argtypes(spec, in_dtypes, mode, ndim, uniform=()):
     if spec.has_init:
         a += [ptr_t(buffer_dtype(d)) for d in spec.acc_dtypes]
     return tuple(a + [_f64])
-
-
-def kernel_plan(spec, in_dtypes, mode, ndim, uniform=()):
-    """(kernel, block, elements per block, grid cap) of one specialisation."""
-    key = (spec, in_dtypes, mode, ndim, uniform)
-    kp = _PLANS.get(key)
-    if kp is None:
-        p = tuning.params("reduce")
-        block = p["block"]
-        lead = next((k for k in range(len(in_dtypes)) if k not in uniform), 0)
-        itemsize = np.dtype(in_dtypes[lead]).itemsize
-        vec = 16 // itemsize if mode == MODE_VEC else 1
-        items = p["items"]
-        if mode == MODE_VEC:
-            items = max(1, min(items, 16 // vec))
-        argtypes = kernel_argtypes(spec, in_dtypes, mode, ndim, uniform)
-        kernel = compile_kernel(make_reduce_kernel,
-                                (spec, in_dtypes, mode, ndim, items, vec, block, uniform),
-                                tuple(argtypes))
-        kp = _PLANS[key] = (kernel, block, block * items * vec, _grid_max(block))
-    return kp
-
-
-_SCRATCH: dict = {}
-
-
-def scratch(acc_dtypes, gmax, like):
-    """Partials, validity flags and the ticket of a launch, cached per (stream, acc dtypes):
-    launches on one stream are ordered, so reuse is safe (in the simulator: per host
-    thread, whose kernels run synchronously)."""
-    key = (stream_key(), type(like), acc_dtypes, gmax)
-    r = _SCRATCH.get(key)
-    if r is None:
-        parts = [temp.empty(gmax, buffer_dtype(d), like) for d in acc_dtypes]
-        r = (parts, temp.empty(gmax, np.uint8, like), temp.counters(1, like))
-        # two threads on one stream (CuPy's null stream is shared) may both get here: the
-        # first entry wins, so a plan never keeps the address of buffers nobody holds
-        r = _SCRATCH.setdefault(key, r)
-    return r
-
-
-def uniform_operands(arrays):
-    """Indices of the arrays (of several, not all) whose every stride is 0: one value
-    broadcast to every element, read once by the kernels.
-
-    >>> import numpy as np
-    >>> uniform_operands([np.ones(3), np.broadcast_to(np.float64(2.0), (3,))])
-    (1,)
-    """
-    if len(arrays) < 2 or arrays[0].size <= 1:
-        return ()
-    u = tuple(k for k, a in enumerate(arrays) if a.ndim and not any(a.strides))
-    return () if len(u) == len(arrays) else u
-
-
-def layout(spec, arrays):
-    """(mode, ndim, strides per array, shape, peel, uniform) for the arrays; the strides
-    of the uniform arrays (:func:`uniform_operands`) are left out."""
-    uniform = uniform_operands(arrays)
-    lay = [a for k, a in enumerate(arrays) if k not in uniform]
-    if all(a.flags.c_contiguous for a in lay):
-        return _contig_layout(lay) + (uniform,)
-    if spec.commutative and not spec.with_index and len(arrays) == 1:
-        arrays[:] = _normalise_commutative(arrays)
-        if arrays[0].flags.c_contiguous:
-            return _contig_layout(arrays) + (uniform,)
-        lay = list(arrays)
-    strides = [element_strides(a) for a in lay]
-    shape, st = collapse(lay[0].shape, strides)
-    if len(shape) == 1 and all(s[0] == 1 for s in st):
-        return _contig_layout(lay) + (uniform,)
-    if len(shape) > MAX_DIMS:
-        raise ValueError(f"{len(shape)} dims after collapsing (the strided path takes {MAX_DIMS})")
-    return MODE_STRIDED, len(shape), st, shape, 0, uniform
-
-
-def _contig_layout(arrays):
-    a0 = arrays[0]
-    if a0.dtype.kind == "c" or a0.dtype.itemsize > 8:
-        return MODE_FLAT, 1, None, None, 0
-    mis = misalignment(a0)
-    size = a0.dtype.itemsize
-    for a in arrays[1:]:
-        if a.dtype.itemsize != size or misalignment(a) != mis or a.dtype.kind == "c":
-            return MODE_FLAT, 1, None, None, 0
-    if mis % size:
-        return MODE_FLAT, 1, None, None, 0
-    peel = ((16 - mis) % 16) // size
-    return MODE_VEC, 1, None, None, peel

@@ -23,19 +23,21 @@ from .config import SIMULATE
 from .counters import STATS
 from .memory import SimBuffer, buffer_of, data_address, device_allocator, element_strides, layout_key, misalignment
 
-#: names of :mod:`.compiler` (which imports numba), imported at their first use
-_COMPILER_NAMES = frozenset([
-    "Kernel", "compile_error", "compile_kernel", "compile_ptx_offline", "f32", "f64", "i32",
-    "i64", "launch", "numba_type", "ptr_t", "resident_blocks", "result_type", "stored_form", "tuple_ptr_t",
-    "u32", "u64",
-])
+#: names of the modules that import numba, by module, imported at their first use
+_LAZY_NAMES = {
+    "compiler": ("compile_error", "compile_kernel", "compile_ptx_offline", "resident_blocks", "result_type"),
+    "launching": ("Kernel", "launch", "stored_form"),
+    "kernel_types": ("f32", "f64", "i32", "i64", "numba_type", "ptr_t", "tuple_ptr_t", "u32", "u64"),
+}
+_HOME = {name: module for module, names in _LAZY_NAMES.items() for name in names}
 
 
 def __getattr__(name):
-    if name in _COMPILER_NAMES:
-        from . import compiler  # noqa: PLC0415  (numba loads here, not at import)
+    module = _HOME.get(name)
+    if module is not None:
+        from importlib import import_module  # noqa: PLC0415  (numba loads here, not at import)
 
-        value = getattr(compiler, name)
+        value = getattr(import_module(f"{__name__}.{module}"), name)
         globals()[name] = value
         return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -23,8 +23,6 @@ Example
 from __future__ import annotations
 
 import contextlib
-import glob
-import hashlib
 import os
 import re
 import threading
@@ -32,13 +30,13 @@ import time
 
 import numba
 import numpy as np
-from numba import types as nt
 
-from . import backend, background, config, cpu_cache, kernel_files, lazy, linking, prebuilt, temp
+from . import backend, background, config, cpu_cache, kernel_files, kernel_sources, lazy, linking, prebuilt
 from .caches import Cache
 from .counters import STATS
 from .fingerprint import Unfingerprintable, digest
 from .flags import FLAGS
+from .launching import SIM_LOCK, Kernel
 from .pretend import pretend_device as _pretend_device
 
 #: numba's CUDA target, imported at its first use: the CPU device types operators and runs
@@ -51,375 +49,6 @@ try:
     _NUMBA_CUDA_VERSION = _pkg_version("numba-cuda")
 except Exception:  # pragma: no cover
     _NUMBA_CUDA_VERSION = "unknown"
-
-# --------------------------------------------------------------------------- types
-
-
-_TYPES = Cache("runtime.compiler.TYPES")
-
-
-def _memo(kind, key, make):
-    """Memoised type construction: building numba types costs microseconds per call, which
-    the launch path of every primitive would otherwise pay."""
-    try:
-        return _TYPES[kind, key]
-    except KeyError:
-        t = _TYPES[kind, key] = make(key)
-        return t
-    except TypeError:  # unhashable key
-        return make(key)
-
-
-def numba_type(dtype):
-    """The numba scalar type of a NumPy dtype (``numba_type("float32") -> float32``)."""
-    return _memo("scalar", dtype, lambda d: numba.from_dtype(np.dtype(d)))
-
-
-def ptr_t(dtype):
-    """Kernel argument type of a buffer of ``dtype``: ``CPointer(dtype)``."""
-    return _memo("ptr", dtype, lambda d: nt.CPointer(numba_type(d)))
-
-
-def tuple_ptr_t(dtypes):
-    """Kernel argument type of a tuple of buffers (struct-of-arrays)."""
-    return _memo("tuple", tuple(dtypes), lambda ds: nt.Tuple(tuple(ptr_t(d) for d in ds)))
-
-
-i64, i32, u64, u32, f64, f32 = nt.int64, nt.int32, nt.uint64, nt.uint32, nt.float64, nt.float32
-
-
-def _converter(t):
-    """Host-side conversion of one kernel argument for CuPy's launcher (flattened)."""
-    if isinstance(t, nt.CPointer):
-        return lambda v: (np.uint64(v),)
-    if isinstance(t, nt.BaseTuple):
-        subs = [_converter(s) for s in t.types]
-
-        def conv(v, subs=subs):
-            out = ()
-            for c, x in zip(subs, v):
-                out += c(x)
-            return out
-
-        return conv
-    if isinstance(t, (nt.Integer, nt.Float)):
-        np_t = np.dtype(str(t)).type
-        return lambda v: (np_t(v),)
-    if isinstance(t, nt.Complex):
-        np_t = np.dtype(str(t)).type
-        return lambda v: (np_t(v),)
-    raise TypeError(f"unsupported kernel argument type {t} (use pointers, integers and floats)")
-
-
-_FMT = {"int8": ("b", 1), "uint8": ("B", 1), "int16": ("h", 2), "uint16": ("H", 2), "int32": ("i", 4),
-        "uint32": ("I", 4), "int64": ("q", 8), "uint64": ("Q", 8), "float32": ("f", 4), "float64": ("d", 8),
-        "complex64": ("ff", 4), "complex128": ("dd", 8)}
-
-
-def _flat_types(argtypes):
-    for t in argtypes:
-        if isinstance(t, nt.BaseTuple):
-            yield from _flat_types(t.types)
-        else:
-            yield t
-
-
-def _param_struct(argtypes):
-    """``struct.Struct`` packing the flattened kernel parameters with CUDA's alignment, or
-    None when a parameter type has no packed form (then CuPy's launcher is used)."""
-    import struct
-
-    fmt, off = "<", 0
-    for t in _flat_types(argtypes):
-        if isinstance(t, nt.CPointer):
-            code, align = "Q", 8
-        elif str(t) in _FMT:
-            code, align = _FMT[str(t)]
-        else:
-            return None
-        pad = (-off) % align
-        fmt += "x" * pad + code
-        off += pad + struct.calcsize("<" + code)
-    return struct.Struct(fmt)
-
-
-def _scalar_converter(t):
-    """Like :func:`_converter` for a non-tuple argument, returning the value itself."""
-    if isinstance(t, nt.CPointer):
-        return np.uint64
-    return np.dtype(str(t)).type
-
-
-# --------------------------------------------------------------------------- cache
-
-_SOURCE_HASH = None
-
-
-#: the files whose code becomes kernel code, or shapes it: the kernel factories and the
-#: intrinsics (with their subfolders), and of the runtime the compiler (compile options, PTX
-#: post-processing) and what kernel modules read from it (types, alignment, the simulator switch)
-KERNEL_SOURCES = ("intrinsics/**/*.py", "kernels/**/*.py", "runtime/compiler.py", "runtime/linking.py",
-                  "runtime/memory.py", "runtime/config.py")
-#: of those, the simulator's own intrinsics: they never become GPU code (the simulator runs
-#: kernels as Python and keeps no compiled kernel)
-SIMULATOR_SOURCES = "intrinsics/sim_*.py"
-
-
-def source_hash() -> str:
-    """Hash of :data:`KERNEL_SOURCES` of this install (less :data:`SIMULATOR_SOURCES`) and the
-    build switches the kernel modules read at import: part of every kernel's cache key, so a
-    kernel whose generating source changed is compiled again, never loaded from the disk
-    cache or the prebuilt archive."""
-    global _SOURCE_HASH
-    if _SOURCE_HASH is None:
-        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-        h = hashlib.sha256()
-        skip = set(glob.glob(os.path.join(root, SIMULATOR_SOURCES)))
-        for pattern in KERNEL_SOURCES:
-            for path in sorted(set(glob.glob(os.path.join(root, pattern), recursive=True)) - skip):
-                with open(path, "rb") as f:
-                    h.update(os.path.relpath(path, root).encode() + b"\0" + f.read())
-        # build switches read by the kernel modules at import
-        h.update(b"count=%d trace=%d" % (FLAGS["scan_count"].cell[0], FLAGS["scan_trace"].cell[0]))
-        _SOURCE_HASH = h.hexdigest()
-    return _SOURCE_HASH
-
-
-# --------------------------------------------------------------------------- kernels
-
-class Kernel:
-    """A compiled specialisation of a kernel factory; launch it with :func:`launch`."""
-
-    __slots__ = ("name", "argtypes", "key", "entry", "ptx", "_sim", "_fns", "_convs", "_flat", "_scalar_convs",
-                 "_struct", "_tls", "_packflat", "_ptrs", "_flatten", "_dyn")
-
-    def __init__(self, name, argtypes, key=None, entry=None, ptx=None, sim=None):
-        self.name = name
-        self.argtypes = tuple(argtypes)
-        self.key = key
-        self.entry = entry
-        self.ptx = ptx
-        self._sim = sim
-        self._fns = {}
-        self._ptrs = {}
-        self._dyn = {}   # device -> dynamic shared memory the function was opened up to
-        self._convs = tuple(_converter(t) for t in self.argtypes) if sim is None else ()
-        self._flat = not any(isinstance(t, nt.BaseTuple) for t in self.argtypes)
-        self._scalar_convs = tuple(_scalar_converter(t) for t in self.argtypes) if self._flat and sim is None else ()
-        self._struct = _param_struct(self.argtypes) if sim is None else None
-        self._packflat = not any(isinstance(t, (nt.BaseTuple, nt.Complex)) for t in self.argtypes)
-        self._flatten = None if self._packflat or sim is not None else _make_flattener(self.argtypes)
-        self._tls = threading.local()
-
-    def param_buffer(self):
-        """This thread's (buffer, extra) for ``cuLaunchKernel``'s packed-parameter launch."""
-        tls = self._tls
-        pb = getattr(tls, "pb", None)
-        if pb is None:
-            pb = tls.pb = kernel_files.param_buffer(self._struct.size)
-        return pb
-
-    def function(self):
-        """The ``cupy.RawModule`` function on the current device (loaded once per device)."""
-        dev = backend.cupy().cuda.runtime.getDevice()
-        fn = self._fns.get(dev)
-        if fn is None:
-            fn = self._fns[dev] = kernel_files.load_function(self.key, self.entry, self.ptx)
-        return fn
-
-    def __repr__(self):
-        return f"Kernel({self.name}, {'simulated' if self._sim is not None else self.entry})"
-
-
-#: held while a simulated kernel runs and while a kernel is built for the simulator: numba's
-#: simulator swaps the ``cuda`` global of a kernel's module for a fake while the kernel runs
-#: (see :func:`_restore_cuda_globals`), and a factory of that module building a kernel in
-#: another thread (a background build) meanwhile would find the fake
-_SIM_LOCK = threading.RLock()
-
-
-def _restore_cuda_globals() -> None:
-    """After a simulated kernel raised: put ``numba.cuda`` back into module globals.
-
-    numba's simulator swaps the ``cuda`` global of a function's module for a fake module while
-    one of its threads runs the function, and swaps it back when the thread returns. Threads of
-    a failed launch that are left blocked at a barrier never return, so the fake stays, and
-    every later kernel factory of that module (``cuda.jit`` at build time) would fail."""
-    import sys
-
-    deadline = time.monotonic() + 10.0  # let the aborted threads unwind (and swap back) first
-    for t in threading.enumerate():
-        if t is not threading.current_thread() and hasattr(t, "syncthreads_event"):
-            t.join(max(0.0, deadline - time.monotonic()))
-    for mod in list(sys.modules.values()):
-        d = getattr(mod, "__dict__", None)
-        if not d:
-            continue
-        for k, v in list(d.items()):
-            if type(v).__name__ == "FakeCUDAModule":
-                d[k] = sys.modules["numba.cuda"]
-
-
-def launch(kernel: Kernel, grid: int, block: int, args: tuple, shared: int = 0, on=None) -> None:
-    """Launch ``kernel`` with ``grid`` blocks of ``block`` threads on CuPy's current stream
-    (or in the simulator). ``args`` are buffers (see `forge_array.runtime.memory`), ints and floats
-    in the order of the kernel's parameters. ``on``: `forge_array.runtime.backend.stream_key` of this moment when
-    the caller has it (saves asking CuPy for the current device and stream again)."""
-    if grid <= 0:
-        return
-    STATS["launches"] += 1
-    sim = kernel._sim
-    if sim is not None:
-        try:
-            with _SIM_LOCK:
-                sim[grid, block](*args)
-        except BaseException:
-            temp.discard()  # a kernel stopped half-way may leave counters and tickets dirty
-            _restore_cuda_globals()
-            raise
-        return
-    st = kernel._struct
-    if st is not None and _FAST_LAUNCH:
-        if on is None:
-            dev = _get_device()
-            sptr = _stream_ptr()
-        else:
-            dev = on[0]
-            sptr = on[1]
-        ptr = kernel._ptrs.get(dev)
-        if ptr is None:
-            fn = kernel.function()
-            ptr = kernel._ptrs[dev] = kernel_files.function_handle(fn)
-        if shared and kernel._dyn.get(dev, 0) < shared:
-            _allow_dynamic_shared(kernel, dev, ptr, shared)
-        buf, _, _, extra = kernel.param_buffer()
-        if kernel._packflat:
-            st.pack_into(buf, 0, *args)
-        else:
-            st.pack_into(buf, 0, *kernel._flatten(args))
-        try:
-            _launch_kernel(ptr, grid, 1, 1, block, 1, 1, shared, sptr, 0, extra)
-        except Exception as exc:
-            kernel_files.relaunch(exc, ptr, grid, block, shared, sptr, extra, dev)
-        return
-    fns = kernel._fns
-    fn = fns.get(_get_device()) if fns else None
-    if fn is None:
-        fn = kernel.function()
-    if shared:
-        dev = _get_device()
-        if kernel._dyn.get(dev, 0) < shared:
-            _allow_dynamic_shared(kernel, dev, kernel_files.function_handle(fn), shared)
-    if kernel._flat:
-        cargs = tuple([c(a) for c, a in zip(kernel._scalar_convs, args)])
-    else:
-        cargs = ()
-        for c, a in zip(kernel._convs, args):
-            cargs += c(a)
-    fn((grid,), (block,), cargs, shared_mem=shared)
-
-
-def _allow_dynamic_shared(kernel, dev, handle, nbytes) -> None:
-    """Open ``kernel``'s function on device ``dev`` up to ``nbytes`` of dynamic shared memory
-    (done for every launch with dynamic shared memory)."""
-    kernel_files.allow_dynamic_shared(handle, nbytes)
-    kernel._dyn[dev] = int(nbytes)
-
-
-def stored_form(kernel, grid, block, args, pointers, shared=0) -> dict | None:
-    """The description of a launch of ``kernel`` with ``args`` for the stored launches
-    (:class:`.stored.StoredLaunch`): each pointer parameter becomes ``pointers[value]`` (a
-    marker such as ``["in", 0]``), a list in place of a value that marker, every other
-    parameter ``["v", value]``.  None when a
-    pointer is not in ``pointers``, the kernel has no packed form or no disk key (nothing
-    to load in another process), or in the simulator.
-
-    >>> stored_form(Kernel("k", (), sim=object()), 1, 32, (), {}) is None
-    True
-    """
-    st = kernel._struct
-    if st is None or kernel.key is None or kernel._sim is not None:
-        return None
-    flat = args if kernel._packflat else kernel._flatten(args)
-    is_ptr = []
-    for t in _flat_types(kernel.argtypes):
-        if isinstance(t, nt.Complex):
-            is_ptr += [False, False]
-        else:
-            is_ptr.append(isinstance(t, nt.CPointer))
-    if len(is_ptr) != len(flat):
-        return None
-    entries = []
-    for p, v in zip(is_ptr, flat):
-        if p:
-            m = pointers.get(int(v))
-            if m is None:
-                return None
-            entries.append(list(m))
-        elif type(v) is list:   # a marker in place of a value (a scan's base and epoch)
-            entries.append(v)
-        else:
-            entries.append(["v", v.item() if hasattr(v, "item") else v])
-    return {"key": kernel.key, "entry": kernel.entry, "fmt": st.format, "grid": int(grid),
-            "block": int(block), "shared": int(shared), "args": entries}
-
-
-def _flat_exprs(t, expr):
-    if isinstance(t, nt.BaseTuple):
-        out = []
-        for k, sub in enumerate(t.types):
-            out.extend(_flat_exprs(sub, f"{expr}[{k}]"))
-        return out
-    if isinstance(t, nt.Complex):
-        return [f"{expr}.real", f"{expr}.imag"]
-    return [expr]
-
-
-def _make_flattener(argtypes):
-    """A function taking the kernel's argument tuple (with nested tuples of buffers and complex
-    scalars) to the flat parameter tuple, generated once per kernel so that a launch does no
-    per-argument type dispatch.
-
-    >>> from numba import types as nt
-    >>> f = _make_flattener((nt.Tuple((nt.int64, nt.int64)), nt.complex64, nt.int64))
-    >>> f(((1, 2), 3 + 4j, 5))
-    (1, 2, 3.0, 4.0, 5)
-    """
-    exprs = []
-    for k, t in enumerate(argtypes):
-        exprs.extend(_flat_exprs(t, f"a[{k}]"))
-    src = "def flatten(a):\n    return (" + "".join(e + ", " for e in exprs) + ")\n"
-    scope: dict = {}
-    exec(src, scope)  # generated from the argument types only: no user input
-    return scope["flatten"]
-
-
-def _stream_ptr() -> int:
-    return _current_stream().ptr
-
-
-def _current_stream():
-    global _current_stream
-    _current_stream = backend.cupy().cuda.get_current_stream
-    return _current_stream()
-
-
-def _launch_kernel(*a):
-    global _launch_kernel
-    _launch_kernel = backend.cupy().cuda.driver.launchKernel
-    return _launch_kernel(*a)
-
-
-#: ``FORGE_ARRAY_LAUNCH=cupy`` (flag ``launch``) launches through ``cupy.RawModule`` functions
-#: instead of ``cuLaunchKernel`` with packed parameters.
-_FAST_LAUNCH = FLAGS["launch"].cell[0] != "cupy"
-
-
-def _get_device() -> int:
-    global _get_device
-    _get_device = backend.cupy().cuda.runtime.getDevice
-    return _get_device()
-
 
 _MEMORY: dict = {}
 _BY_KEY: dict = {}
@@ -495,8 +124,8 @@ def _key(factory, factory_args, argtypes, launch_bounds, cc):
     """The disk cache's key of a specialisation, or None when it cannot be fingerprinted."""
     try:
         return digest(
-            "forge_array-kernel-v1",
-            source_hash(),
+            "forge_array-kernel-v2",
+            kernel_sources.factory_hash(factory),
             factory,
             factory_args,
             str(argtypes),
@@ -557,12 +186,15 @@ def _from_prebuilt(factory, factory_args, argtypes, launch_bounds, name, key):
     """The shipped kernel of this specialisation (:mod:`.prebuilt`: the newest of its compute
     capabilities this device runs; machine code where the archive has it for this device and
     the driver loads it, else PTX), written into the disk cache under ``key``; None where
-    there is none or the ``prebuilt`` flag is off."""
-    if not FLAGS["prebuilt"].cell[0]:
+    there is none or the ``prebuilt`` flag is off (``"exact"``: the kernel made for the
+    compile target itself only, never an older target's PTX: what a prebuild reuses)."""
+    mode = FLAGS["prebuilt"].cell[0]
+    if not mode:
         return None
     cc = backend.target_cc()
     found = None
-    for target in sorted((t for t in prebuilt.TARGETS if t <= cc), reverse=True):
+    targets = [cc] if mode == "exact" else sorted((t for t in prebuilt.TARGETS if t <= cc), reverse=True)
+    for target in targets:
         target_key = key if target == cc else _key(factory, factory_args, argtypes, launch_bounds, target)
         if target_key is None:
             continue
@@ -595,7 +227,7 @@ COMPILES: list = []
 def _compile(factory, factory_args, argtypes, launch_bounds) -> Kernel:
     name = getattr(factory, "__name__", "kernel")
     if config.SIMULATE:
-        with _SIM_LOCK:
+        with SIM_LOCK:
             fn = factory(*factory_args)
             return Kernel(name, argtypes, sim=cuda.jit(fn))
     cc = backend.target_cc()
@@ -652,7 +284,7 @@ def build_to_disk(factory, factory_args: tuple, argtypes: tuple, launch_bounds, 
     CUDA context); without, numba asks the driver."""
     name = getattr(factory, "__name__", "kernel")
     if config.SIMULATE:
-        with _SIM_LOCK:
+        with SIM_LOCK:
             cuda.jit(factory(*factory_args))
         return None
     key = _key(factory, factory_args, argtypes, launch_bounds, cc)

@@ -59,6 +59,11 @@ def _bool_true_unless_off(text):
     return text.strip().lower() not in ("0", "false", "no", "off")
 
 
+def _prebuilt_mode(text):
+    text = text.strip().lower()
+    return "exact" if text == "exact" else _bool_true_unless_off(text)
+
+
 def _bool_off_unless_on(text):
     return text.strip().lower() not in _FALSE
 
@@ -134,6 +139,10 @@ def _as_bool(value):
     if not isinstance(value, (bool, int)):
         raise TypeError(f"expected True or False, got {type(value).__name__} {value!r}")
     return bool(value)
+
+
+def _as_prebuilt(value):
+    return "exact" if value == "exact" else _as_bool(value)
 
 
 def _as_count(value):
@@ -228,8 +237,9 @@ _define("compile", "FORGE_ARRAY_COMPILE", _choice("background", "sync"),
         check=_as_choice("background", "sync"))
 _define("build_process", "FORGE_ARRAY_BUILD_PROCESS", _bool_true_unless_off, True,
         "background builds run in a separate process (off: on a thread of this one)", check=_as_bool)
-_define("prebuilt", "FORGE_ARRAY_PREBUILT", _bool_true_unless_off, True,
-        "kernels shipped built with the package are loaded instead of compiled", check=_as_bool)
+_define("prebuilt", "FORGE_ARRAY_PREBUILT", _prebuilt_mode, True,
+        "kernels shipped built with the package are loaded instead of compiled ('exact': only those "
+        "made for the compile target itself, as the prebuild's --extend reuses them)", check=_as_prebuilt)
 _define("link", "FORGE_ARRAY_LINK", _bool_true_unless_off, True,
         "a kernel that differs from one built before only in its operators links the new operators "
         "into the stored rest of it (off: every specialisation is a full numba build)", check=_as_bool)

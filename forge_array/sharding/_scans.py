@@ -31,7 +31,7 @@ tuple operator (a generic reduction, then the scan) measured slower than the two
 The second step is the backend's in-place ufunc (``add`` / ``multiply`` for the cumulative
 functions, and operators with a ufunc of their name: ``ops.add``, ``ops.maximum``...); for
 any other operator, including tuple operators such as the affine map, it is our map kernel
-over the block (``forge_array.kernels.elementwise.map_arrays``, writing into the scan) with
+over the block (``forge_array.dispatch.elementwise.map_arrays``, writing into the scan) with
 the operator applied to the broadcast carry and the block's scan, or, where our kernels do
 not run (the CPU without the simulator), the operator applied to the arrays themselves,
 element by element when that fails. ``exclusive`` and ``reverse`` scans along the split axis
@@ -114,7 +114,7 @@ def apply_carry(op, carry, y, axis):
             getattr(m, name)(cs[0], yb[0], out=yb[0])
             return y
         if kernels_available(yb[0]) and all(v.flags.c_contiguous for v in yb):
-            from ..kernels.elementwise import map_arrays  # noqa: PLC0415
+            from ..dispatch.elementwise import map_arrays  # noqa: PLC0415
 
             ins = [m.broadcast_to(c, shape) for c in cs] + list(yb)
             map_arrays(_carry_map(op, len(ys)), ins, tuple(v.dtype for v in ys), out=yb)
