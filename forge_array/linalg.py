@@ -520,17 +520,28 @@ def _jacobi_svd(m, a, full_matrices, compute_uv, solve, batched=False):
     return (uu.reshape(batch + uu.shape[-2:]), s, vh.reshape(batch + vh.shape[-2:]))
 
 
+#: a stack of matrices is transposed matrix by matrix through ``geam`` only when each has this
+#: many elements; smaller ones in one element-wise copy (a launch per matrix costs more than
+#: the strided reads it saves: a stack of 4096 16 x 16 float32 matrices 32 ms through 4096
+#: ``geam`` calls against 2.6 ms for the whole SVD in CuPy on an H200,
+#: ``python -m bench.suite_linalg --only svd``, case "svd stack 16x16 f32")
+GEAM_STACK_MIN_ELEMENTS = 1 << 20
+
+
 def _transpose_into(a3, xs) -> bool:
     """``xs[i] = a3[i].T`` for every matrix of the C-ordered CuPy stack ``a3`` through cuBLAS
     ``<t>geam`` (a tiled transpose at about the copy rate, where an element-wise copy of the
     transposed view reads across rows: 116 against 311 us for a (200000, 128) float32 matrix
     on an H100, a contiguous copy of the same bytes 80 us, CUDA-event medians); False where it
-    does not apply (NumPy, other dtypes, matrices not C-contiguous, sides over cuBLAS's int32)."""
+    does not apply (NumPy, other dtypes, matrices not C-contiguous, sides over cuBLAS's int32,
+    a stack of matrices under :data:`GEAM_STACK_MIN_ELEMENTS` each)."""
     t = {"f": "s", "d": "d", "F": "c", "D": "z"}.get(a3.dtype.char)
     if t is None or isinstance(a3, np.ndarray) or xs.dtype != a3.dtype:
         return False
     nb, rows, cols = a3.shape
     isz = a3.dtype.itemsize
+    if nb > 1 and rows * cols < GEAM_STACK_MIN_ELEMENTS:
+        return False
     if (rows > 1 and a3.strides[1] != cols * isz) or (cols > 1 and a3.strides[2] != isz) \
             or max(rows, cols) >= 2**31 or not xs.flags.c_contiguous:
         return False

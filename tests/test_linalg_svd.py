@@ -214,14 +214,16 @@ def test_gpu_jacobi_fallback_uses_gesvd(monkeypatch):
 @gpu
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("shape", [(1, 300, 7), (3, 40, 33), (2, 1, 5), (2, 5, 1)])
-def test_gpu_transpose_into_is_the_column_major_copy(dtype, shape):
+def test_gpu_transpose_into_is_the_column_major_copy(monkeypatch, dtype, shape):
     """The Jacobi path's input buffer through cuBLAS geam: every matrix column-major, as the
     element-wise copy of the transposed view makes it; a view that is not C-ordered per
-    matrix is left to that copy."""
+    matrix, and a stack of small matrices, are left to that copy."""
     import cupy as cp
 
     a3 = cp.asarray(_rand(shape, dtype, seed=4))
     xs = cp.empty((shape[0], shape[2], shape[1]), dtype=a3.dtype)
+    assert la._transpose_into(a3, xs) == (shape[0] == 1)
+    monkeypatch.setattr(la, "GEAM_STACK_MIN_ELEMENTS", 0)
     assert la._transpose_into(a3, xs)
     np.testing.assert_array_equal(cp.asnumpy(xs), np.swapaxes(cp.asnumpy(a3), -1, -2))
     wide = cp.asarray(_rand((shape[0], shape[1], 2 * shape[2]), dtype, seed=5))[:, :, ::2]
