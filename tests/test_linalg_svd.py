@@ -19,16 +19,20 @@ def _rand(shape, dtype, seed=0):
     return a.astype(dtype)
 
 
-def _tol(dtype):
-    return 2e-4 if np.dtype(dtype) in (np.float32, np.complex64) else 1e-10
+def _tol(dtype, k=1):
+    """Relative tolerance of a single- or double-precision SVD of matrices with ``k`` singular
+    values: rounding grows with the side (two float32 SVDs of a (1024, 1024) Gaussian matrix,
+    cuSOLVER's gesvd and gesvdj, differ by up to 2.5e-4 of the largest singular value)."""
+    base = 2e-4 if np.dtype(dtype) in (np.float32, np.complex64) else 1e-10
+    return base * max(1.0, k / 256)
 
 
 def _check_svd(a, u, s, vh, full_matrices):
     """S equals NumPy's; U, Vh have orthonormal columns / rows and rebuild ``a``."""
     a, u, s, vh = (np.asarray(v) for v in (a, u, s, vh))
-    tol = _tol(a.dtype)
     m, n = a.shape[-2:]
     k = min(m, n)
+    tol = _tol(a.dtype, k)
     ref = np.linalg.svd(a, compute_uv=False)
     assert s.shape == ref.shape and s.dtype == ref.dtype
     np.testing.assert_allclose(s, ref, rtol=tol, atol=tol * max(1.0, float(ref.max(initial=0))))
@@ -160,7 +164,8 @@ def test_gpu_svd_matches_numpy(dtype, shape, full_matrices):
     host = [np.asarray(xp.asarray(v, device="cpu")) for v in (u, s, vh)]
     _check_svd(a, *host, full_matrices)
     sv = np.asarray(xp.asarray(xp.linalg.svdvals(x), device="cpu"))
-    np.testing.assert_allclose(sv, host[1], rtol=_tol(dtype), atol=_tol(dtype))
+    tol = _tol(dtype, min(shape[-2:]))
+    np.testing.assert_allclose(sv, host[1], rtol=tol, atol=tol * max(1.0, float(host[1].max(initial=0))))
     np.testing.assert_array_equal(np.asarray(xp.asarray(x, device="cpu")), a)   # untouched
 
 
