@@ -4,6 +4,7 @@ PyTorch and CuPy on one GPU, same run.
     python -m bench.suite_hostops --out "$OUT"            # GPU machine
     python -m bench.suite_hostops --only "unique,X[mask]" --reps 60
     python -m bench.suite_hostops --dry-run               # small sizes on the CPU (NumPy)
+    python -m bench.suite_hostops --only take --profile 25  # where its host time goes
 
 The fits of ``bench.suite_sklearn`` on a (200000, 128) float32 matrix are host-bound: their
 GPU time is level with PyTorch's, their wall time is not. This suite times the steps they
@@ -24,6 +25,7 @@ and ``hostops.md`` under ``<out>/<device-slug>/``.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import time
 
@@ -133,60 +135,119 @@ def _sync(dry):
 
 
 def _median_us(call, sync, reps):
+    """(median µs of a call with the device synchronised after it, median µs of the call
+    alone: the host's part, the device synchronised outside the timing)."""
     for _ in range(5):
         call()
     sync()
-    ts = []
+    ts, host = [], []
     for _ in range(reps):
         t = time.perf_counter()
         call()
         sync()
         ts.append((time.perf_counter() - t) * 1e6)
-    return statistics.median(ts)
+    for _ in range(reps):
+        t = time.perf_counter()
+        call()
+        host.append((time.perf_counter() - t) * 1e6)
+        sync()
+    return statistics.median(ts), statistics.median(host)
 
 
-def measure(reps=40, only=None, dry=False):
-    """{step: {library: µs or {"error": message}}}."""
+def _launches(call, sync):
+    """forge_array's kernel launches in one call (CuPy's and cuBLAS's are not counted)."""
+    from forge_array.runtime import STATS
+
+    sync()
+    n0 = STATS["launches"]
+    call()
+    sync()
+    return STATS["launches"] - n0
+
+
+def _profile(call, sync, reps, top):
+    """cProfile of ``reps`` calls: the ``top`` functions by own time, as text."""
+    import cProfile
+    import io
+    import pstats
+
+    sync()
+    prof = cProfile.Profile()
+    prof.enable()
+    for _ in range(reps):
+        call()
+        sync()
+    prof.disable()
+    text = io.StringIO()
+    stats = pstats.Stats(prof, stream=text)
+    stats.sort_stats("tottime").print_stats(top)
+    body = text.getvalue()
+    return f"{stats.total_calls / reps:.0f} Python calls per call\n" + body[body.find("ncalls"):]
+
+
+def measure(reps=40, only=None, dry=False, profile=0):
+    """({step: {library: µs or {"error": message}}}, {step: {library: host µs}},
+    {step: forge_array's launches per call}, {step: profile text} when ``profile`` (the
+    number of functions listed per step; 0: none))."""
     import forge_array as xp
     from forge_array.fusion import auto
 
     data = _data(dry)
     spaces = data.pop("_namespaces", {"forge_array": xp})
     sync = _sync(dry)
-    out = {}
+    out, host, launches, profiles = {}, {}, {}, {}
     old = auto.enable(False)
     try:
         for step, calls in _cases().items():
             if only and not any(o in step for o in only):
                 continue
-            row = {}
+            row, hrow = {}, {}
             for lib, arrays in data.items():
                 fn = calls.get(lib, calls["*"])
                 ns = spaces[lib]
+
+                def call(fn=fn, ns=ns, arrays=arrays):
+                    return fn(ns, arrays)
                 try:
-                    row[lib] = round(_median_us(lambda: fn(ns, arrays), sync, reps), 1)
+                    t, h = _median_us(call, sync, reps)
+                    row[lib], hrow[lib] = round(t, 1), round(h, 1)
+                    if lib == "forge_array":
+                        launches[step] = _launches(call, sync)
+                        if profile:
+                            profiles[step] = _profile(call, sync, reps, profile)
                 except Exception as e:  # noqa: BLE001  (recorded; the run goes on)
                     row[lib] = {"error": f"{type(e).__name__}: {str(e)[:160]}"}
-            out[step] = row
-            print(step, row, flush=True)
+            out[step], host[step] = row, hrow
+            print(step, row, "host", hrow, flush=True)
     finally:
         auto.enable(*old)
-    return out
+    return out, host, launches, profiles
 
 
-def report(res, device, commit, reps):
+def report(res, device, commit, reps, host=None, launches=None):
+    """The markdown table: per step and library the synchronised call, then each library's
+    host part and forge_array's launches per call."""
+    host, launches = host or {}, launches or {}
     libs = [lib for lib in ("forge_array", "torch", "cupy") if any(lib in r for r in res.values())]
     lines = [f"# Steps of scikit-learn's fits on {device}", "",
              f"One call with the device synchronised before and after, median µs of {reps} calls "
-             f"(commit {commit}); `forge/torch` above 1: forge_array is slower.", "",
-             "| step | " + " | ".join(libs) + " | forge/torch |",
-             "|---|" + "---:|" * len(libs) + "---:|"]
+             f"(commit {commit}); `forge/torch` above 1: forge_array is slower. *host*: the "
+             "call alone, the device synchronised outside the timing (what the interpreter "
+             "spends, waits for the GPU inside the call included); *launches*: forge_array's "
+             "own kernel launches per call (CuPy's and cuBLAS's not counted).", "",
+             "| step | " + " | ".join(libs) + " | forge/torch | "
+             + " | ".join(f"host {lib}" for lib in libs) + " | launches |",
+             "|---|" + "---:|" * (2 * len(libs) + 2)]
+
+    def cell(v, lib, r):
+        return f"{v:.1f}" if isinstance(v, float) else "error" if lib in r else ""
     for step, r in res.items():
-        cells = [f"{r[lib]:.1f}" if isinstance(r.get(lib), float) else "error" if lib in r else ""
-                 for lib in libs]
+        cells = [cell(r.get(lib), lib, r) for lib in libs]
+        hcells = [cell(host.get(step, {}).get(lib), lib, r) for lib in libs]
         f, t = r.get("forge_array"), r.get("torch")
         ratio = f"{f / t:.2f}" if isinstance(f, float) and isinstance(t, float) and t else ""
-        lines.append(f"| {step} | " + " | ".join(cells) + f" | {ratio} |")
+        lines.append(f"| {step} | " + " | ".join(cells) + f" | {ratio} | " + " | ".join(hcells)
+                     + f" | {launches.get(step, '')} |")
     errors = [f"- {step}, {lib}: {v['error']}" for step, r in res.items() for lib, v in r.items()
               if isinstance(v, dict)]
     if errors:
@@ -199,16 +260,27 @@ def main(argv=None):
     ap.add_argument("--reps", type=int, default=40)
     ap.add_argument("--only", help="comma-separated substrings of step names")
     ap.add_argument("--dry-run", action="store_true", help="small sizes on the CPU (NumPy)")
+    ap.add_argument("--profile", type=int, default=0, metavar="N",
+                    help="also profile forge_array's calls of each step (cProfile, the N "
+                         "functions of most own time) into hostops-profile.txt")
     ap.add_argument("--out", default="bench/results")
     a = ap.parse_args(argv)
     only = a.only.split(",") if a.only else None
     device, commit = run_labels(a.dry_run)
-    res = measure(a.reps, only, a.dry_run)
-    md = report(res, device, commit, a.reps)
+    res, host, launches, profiles = measure(a.reps, only, a.dry_run, a.profile)
+    md = report(res, device, commit, a.reps, host, launches)
     print(md)
-    if not a.dry_run:
-        write_named(a.out, device, "hostops", {"device": device, "commit": commit, "reps": a.reps,
-                                               "us": res}, md)
+    text = "".join(f"==== {step}\n{p}\n" for step, p in profiles.items())
+    if a.dry_run:
+        print(text)
+        return
+    folder = write_named(a.out, device, "hostops", {"device": device, "commit": commit, "reps": a.reps,
+                                                    "us": res, "host_us": host, "launches": launches}, md)
+    if profiles:
+        path = os.path.join(folder, "hostops-profile.txt")
+        with open(path, "w") as f:
+            f.write(text)
+        print("wrote", path)
 
 
 if __name__ == "__main__":
