@@ -102,6 +102,47 @@ def test_explain_says_values_were_read():
     assert "reads values" in f.explain(x, _a(2.0))
 
 
+# ---------------------------------------------------------------- deferred arrays left alive
+
+def test_a_deferred_array_kept_by_a_global_is_computed_and_the_call_not_replayed():
+    kept = {}
+
+    def fn(a, b):
+        t = a * b + 1.0
+        kept["t"] = t                      # reachable after the call: the function keeps it
+        return xp.cumulative_sum(t)
+
+    x, y = _a([1.0, 2.0, 3.0]), _a([2.0, 2.0, 2.0])
+    f = _calls(fn, (x, y), (y, x))
+    f(x, x)
+    np.testing.assert_array_equal(_np(kept["t"]), [2.0, 5.0, 10.0])   # the last call's value
+    plans = set(f._plans.values())
+    assert plans == {"a deferred array is kept outside the outputs"}, plans
+
+
+def test_a_deferred_array_held_only_by_a_reference_cycle_leaves_the_plan():
+    """An intermediate that only cyclic garbage holds when the recording call ends (the
+    collector has not run yet) is no array the function kept: the call keeps its plan."""
+    import gc
+
+    def fn(a, b):
+        t = a * b + 1.0
+        box = {"t": t}
+        box["self"] = box                  # a cycle: freed by the collector alone
+        return xp.cumulative_sum(t)
+
+    x, y = _a([1.0, 2.0, 3.0]), _a([2.0, 2.0, 2.0])
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        f = _calls(fn, (x, y), (y, x), (x, x))
+    finally:
+        if was:
+            gc.enable()
+    plans = list(f._plans.values())
+    assert plans and not [p for p in plans if isinstance(p, str)], plans
+
+
 # ---------------------------------------------------------------- aliasing
 
 def test_global_that_is_also_the_argument():

@@ -11,6 +11,7 @@ what it needs where it stands (a break in the plan).
 from __future__ import annotations
 
 import functools
+import gc
 
 from .. import _array as _array_module
 from .. import _ownership, _routing
@@ -117,6 +118,21 @@ def _load_evaluation():
 
 _routing.LAYER_LOADS.append(_load_evaluation)
 _ownership.BEFORE_SHARE[0] = _before_share
+
+
+def _kept_pending(trace, collect):
+    """The deferred arrays of ``trace`` still alive and pending once its outputs are
+    settled.  With ``collect`` (a call that records a plan), an array found alive is looked
+    for again after a garbage collection: one held only by a reference cycle (an exception's
+    traceback, say) is no array the function kept, and must not cost the call its plan."""
+    def alive():
+        return [d for d in (ref() for ref in trace.arrays) if d is not None and pending(d) is not None]
+    kept = alive()
+    if kept and collect:
+        del kept
+        gc.collect()
+        kept = alive()
+    return kept
 
 
 def _settle_left(trace):
@@ -236,12 +252,11 @@ class Fused:
             _evaluate.settle(group, rec)
         # deferred arrays the function kept elsewhere (a global, a closure): computed now,
         # while their operands still hold the values they had
-        for ref in trace.arrays:
-            d = ref()
-            if d is not None and pending(d) is not None:
-                _evaluate.settle([d._node])
-                if rec is not None:
-                    rec.fail("a deferred array is kept outside the outputs")
+        kept = _kept_pending(trace, collect=rec is not None)
+        for d in kept:
+            _evaluate.settle([d._node])
+        if kept and rec is not None:
+            rec.fail("a deferred array is kept outside the outputs")
         return _plain(out)
 
     def explain(self, *args, **kwargs):
