@@ -187,130 +187,165 @@ def _flushed_operand(a, src, dt, ct, clean, lines, flushed):
     return src
 
 
+class _Source:
+    """The fused function being written: its lines, and per value of the program so far its
+    dtype and whether it is *clean* (cannot be a float32 subnormal: a flushed step's
+    result, a value of another dtype, a normal constant), so that a flushing step needs no
+    flush of it."""
+
+    def __init__(self, program):
+        self.program = program
+        nleaves = 1 + max((i[1] for i in program if i[0] == "in"), default=-1)
+        self.lines = [f"def fused({', '.join(f'l{k}' for k in range(nleaves))}):"]
+        self.dts: list = []
+        self.clean: list = []
+        self.flushed: dict = {}   # float32 values flushed once for all their flushing uses
+        self.ftz_used = False     # whether a step is one of _FTZ_STEPS (they name _t_float32)
+        self.names: set = set()   # the dtypes the source names
+
+    def add(self, line):
+        self.lines.append("    " + line)
+
+    def value(self, pos, dt, clean):
+        """Value ``pos`` is written: record its dtype and cleanness."""
+        self.dts.append(dt)
+        self.clean.append(clean)
+
+    def is_constant(self, a, *values):
+        """Whether value ``a`` is a constant (one of ``values`` when given)."""
+        ins = self.program[a]
+        return ins[0] == "c" and (not values or _value(ins[1]) in values)
+
+
+def _write_input(w, pos, ins):
+    dt = np.dtype(ins[2])
+    src = f"l{ins[1]}"
+    w.add(f"v{pos} = {'(' + src + ' != 0)' if dt.kind == 'b' else src}")
+    w.value(pos, dt, dt != _F32)
+
+
+def _write_constant(w, pos, ins):
+    dt = np.dtype(ins[2])
+    v = _value(ins[1])
+    if dt.kind == "b":
+        w.add(f"v{pos} = {bool(v)!r}")
+    else:
+        w.names.add(dt.name)
+        w.add(f"v{pos} = _t_{dt.name}({_literal(v, dt)})")
+    w.value(pos, dt, dt != _F32 or not 0 < abs(float(v)) < _F32_TINY)
+
+
+def _write_clip(w, pos, src, arg, dt, ct, flush, bounds):
+    """``clip`` of ``src`` (value ``arg``) as selections: the comparisons flush, the value
+    kept does not."""
+    w.add(f"v{pos} = {src}")
+    for bound, cmp in zip(bounds, ("<", ">")):
+        if bound is not None:
+            w.add(f"_b = _t_{dt.name}({_literal(_value(bound), dt)})")
+            left, right = f"v{pos}", "_b"
+            if flush and ct == _F32:
+                if not (w.clean[arg] and w.dts[arg] == _F32):
+                    left = _flush(left)
+                if 0 < abs(_value(bound)) < _F32_TINY:
+                    right = _flush(right)
+            w.add(f"v{pos} = _b if {left} {cmp} {right} else v{pos}")
+    w.add(f"v{pos} = _t_{dt.name}(v{pos})")
+    w.value(pos, dt, dt != _F32 or w.clean[arg] and w.dts[arg] == _F32)
+
+
+def _step_expression(w, op, ops_, args, dt, ct):
+    """The expression of step ``op`` on operand sources ``ops_`` (values ``args``), of
+    dtype ``dt`` computed in ``ct``."""
+    if op == "where":
+        c = ops_[0] if w.dts[args[0]].kind == "b" else f"({ops_[0]} != 0)"
+        b1 = _conv(f"v{args[1]}", w.dts[args[1]], dt)
+        b2 = _conv(f"v{args[2]}", w.dts[args[2]], dt)
+        return f"({b1} if {c} else {b2})"
+    if op == "astype":
+        return _conv(ops_[0], w.dts[args[0]], dt)
+    if op == "pow" and SIMULATE and w.is_constant(args[1], 0.5):
+        return f"_m.sqrt({ops_[0]})"  # NumPy's power computes x ** 0.5 as sqrt(x)
+    if op in ("maximum", "minimum") and ct.kind == "f":
+        return f"_f{op}({ops_[0]}, {ops_[1]})"
+    if op == "pow" and w.is_constant(args[1], 1, 2):
+        # x ** 2 as x * x (exact, and no pow call: pow costs as much as the load)
+        return ops_[0] if _value(w.program[args[1]][1]) == 1 else f"{ops_[0]} * {ops_[0]}"
+    if op == "pow" and SIMULATE and ct.kind in "fc":
+        # NumPy's array loop, as the eager path runs it (its float32 power is a SIMD loop on
+        # AVX-512 hosts, an ulp away from the scalar libm call at times)
+        return f"_m.array_pow({ops_[0]}, {ops_[1]})"
+    if op in BINARY:
+        if op in ("bitwise_and", "bitwise_or", "bitwise_xor") and ct.kind == "b":
+            return {"bitwise_and": "({0} and {1})", "bitwise_or": "({0} or {1})",
+                    "bitwise_xor": "({0} != {1})"}[op].format(*ops_)
+        return BINARY[op].format(*ops_)
+    tpl = UNARY[op]
+    if op == "reciprocal":
+        tpl = f"_t_{ct.name}(1) / {{0}}"
+    elif op == "bitwise_invert" and ct.kind == "b":
+        tpl = "(not {0})"
+    elif op == "isnan" and ct.kind != "f":
+        tpl = "False"
+    return tpl.format(*ops_)
+
+
+def _write_step(w, pos, ins):
+    """Step ``ins`` (an operation on earlier values) as value ``pos``."""
+    op, dts_, cts, args, extra = ins
+    dt = np.dtype(dts_)
+    ct = np.dtype(cts) if cts is not None else dt
+    w.names.add(dt.name)
+    w.names.add(ct.name)
+    raw = [_conv(f"v{a}", w.dts[a], ct) for a in args]
+    flush = _FLUSH_F32 and op not in _MOVES
+    if flush and ct == _F32 and dt == _F32 and (
+            op in _FTZ_STEPS or op == "pow" and w.is_constant(args[1], 2)):
+        # one instruction flushes the operands and the result
+        w.add(f"v{pos} = {_FTZ_STEPS['square' if op == 'pow' else op].format(*raw)}")
+        w.value(pos, dt, True)
+        w.ftz_used = True
+        return
+    ops_ = raw
+    if flush and ct.kind == "f":  # float32 operands flushed, also where widened
+        ops_ = [_flushed_operand(a, o, w.dts[a], ct, w.clean, w.lines, w.flushed)
+                for o, a in zip(ops_, args)]
+    if flush and ct == _F64 and op in _FLUSH_F64_OPERANDS:
+        ops_ = [f"_negative_subnormal_to_zero64({o})" for o in ops_]
+    if op == "clip":
+        _write_clip(w, pos, raw[0], args[0], dt, ct, flush, extra)
+        return
+    expr = _step_expression(w, op, ops_, args, dt, ct)
+    if dt.kind == "b":
+        w.add(f"v{pos} = {expr}")
+    else:
+        w.add(f"v{pos} = _t_{dt.name}({expr})")
+        if flush and dt == _F32:
+            w.add(f"v{pos} = {_flush(f'v{pos}')}")
+    if dt != _F32 or flush:
+        clean = True
+    else:   # a move of its operand's bits (``where``: of the value it selects)
+        clean = all(w.clean[a] and w.dts[a] == _F32 for a in (args[1:] if op == "where" else args))
+    w.value(pos, dt, clean)
+
+
 def source_of(program):
     """The Python source of the function of ``program`` (see :func:`linearize`), and the
     dtypes it names."""
-    nleaves = 1 + max((i[1] for i in program if i[0] == "in"), default=-1)
-    lines = [f"def fused({', '.join(f'l{k}' for k in range(nleaves))}):"]
-    dts = []
-    # per value: whether it cannot be a float32 subnormal (a flushed step's result, a value
-    # of another dtype, a normal constant), so that a flushing step needs no flush of it
-    clean = []
-    flushed: dict = {}  # float32 values flushed once for all their flushing uses
-    ftz_used = False  # whether a step is one of _FTZ_STEPS (they name _t_float32)
-    names = set()
+    w = _Source(program)
     for pos, ins in enumerate(program):
         kind = ins[0]
         if kind == "out":
-            outs = [f"v{p}" for p in ins[1]]
-            lines.append(f"    return ({', '.join(outs)},)")
+            w.add(f"return ({', '.join(f'v{p}' for p in ins[1])},)")
             break
         if kind == "in":
-            dt = np.dtype(ins[2])
-            src = f"l{ins[1]}"
-            lines.append(f"    v{pos} = {'(' + src + ' != 0)' if dt.kind == 'b' else src}")
-            clean.append(dt != _F32)
+            _write_input(w, pos, ins)
         elif kind == "c":
-            dt = np.dtype(ins[2])
-            v = _value(ins[1])
-            clean.append(dt != _F32 or not 0 < abs(float(v)) < _F32_TINY)
-            if dt.kind == "b":
-                lines.append(f"    v{pos} = {bool(v)!r}")
-            else:
-                names.add(dt.name)
-                lines.append(f"    v{pos} = _t_{dt.name}({_literal(v, dt)})")
+            _write_constant(w, pos, ins)
         else:
-            op, dts_, cts, args, extra = ins
-            dt = np.dtype(dts_)
-            ct = np.dtype(cts) if cts is not None else dt
-            names.add(dt.name)
-            names.add(ct.name)
-            ops_ = [_conv(f"v{a}", dts[a], ct) for a in args]
-            flush = _FLUSH_F32 and op not in _MOVES
-            raw = ops_
-            ftz_step = flush and ct == _F32 and dt == _F32 and (
-                op in _FTZ_STEPS or op == "pow" and program[args[1]][0] == "c"
-                and _value(program[args[1]][1]) == 2)
-            if ftz_step:  # one instruction flushes the operands and the result
-                tpl = _FTZ_STEPS["square" if op == "pow" else op]
-                lines.append(f"    v{pos} = {tpl.format(*raw)}")
-                dts.append(dt)
-                clean.append(True)
-                ftz_used = True
-                continue
-            if flush and ct.kind == "f":  # float32 operands flushed, also where widened
-                ops_ = [_flushed_operand(a, o, dts[a], ct, clean, lines, flushed)
-                        for o, a in zip(ops_, args)]
-            if flush and ct == _F64 and op in _FLUSH_F64_OPERANDS:
-                ops_ = [f"_negative_subnormal_to_zero64({o})" for o in ops_]
-            if op == "where":
-                c = ops_[0] if dts[args[0]].kind == "b" else f"({ops_[0]} != 0)"
-                b1 = _conv(f"v{args[1]}", dts[args[1]], dt)
-                b2 = _conv(f"v{args[2]}", dts[args[2]], dt)
-                expr = f"({b1} if {c} else {b2})"
-            elif op == "astype":
-                expr = _conv(ops_[0], dts[args[0]], dt)
-            elif op == "clip":  # selects: the comparisons flush, the value kept does not
-                lo, hi = extra
-                lines.append(f"    v{pos} = {raw[0]}")
-                for bound, cmp in ((lo, "<"), (hi, ">")):
-                    if bound is not None:
-                        lines.append(f"    _b = _t_{dt.name}({_literal(_value(bound), dt)})")
-                        left, right = f"v{pos}", "_b"
-                        if flush and ct == _F32:
-                            if not (clean[args[0]] and dts[args[0]] == _F32):
-                                left = _flush(left)
-                            if 0 < abs(_value(bound)) < _F32_TINY:
-                                right = _flush(right)
-                        lines.append(f"    v{pos} = _b if {left} {cmp} {right} else v{pos}")
-                lines.append(f"    v{pos} = _t_{dt.name}(v{pos})")
-                dts.append(dt)
-                clean.append(dt != _F32 or clean[args[0]] and dts[args[0]] == _F32)
-                continue
-            elif op == "pow" and SIMULATE and program[args[1]][0] == "c" \
-                    and _value(program[args[1]][1]) == 0.5:
-                expr = f"_m.sqrt({ops_[0]})"  # NumPy's power computes x ** 0.5 as sqrt(x)
-            elif op in ("maximum", "minimum") and ct.kind == "f":
-                expr = f"_f{op}({ops_[0]}, {ops_[1]})"
-            elif (op == "pow" and program[args[1]][0] == "c"
-                  and _value(program[args[1]][1]) in (1, 2)):
-                # x ** 2 as x * x (exact, and no pow call: pow costs as much as the load)
-                expr = ops_[0] if _value(program[args[1]][1]) == 1 else f"{ops_[0]} * {ops_[0]}"
-            elif op == "pow" and SIMULATE and ct.kind in "fc":
-                # NumPy's array loop, as the eager path runs it (its float32 power is a SIMD
-                # loop on AVX-512 hosts, an ulp away from the scalar libm call at times)
-                expr = f"_m.array_pow({ops_[0]}, {ops_[1]})"
-            elif op in BINARY:
-                expr = BINARY[op].format(*ops_)
-                if op in ("bitwise_and", "bitwise_or", "bitwise_xor") and ct.kind == "b":
-                    expr = {"bitwise_and": "({0} and {1})", "bitwise_or": "({0} or {1})",
-                            "bitwise_xor": "({0} != {1})"}[op].format(*ops_)
-            else:
-                tpl = UNARY[op]
-                if op == "reciprocal":
-                    tpl = f"_t_{ct.name}(1) / {{0}}"
-                elif op == "bitwise_invert" and ct.kind == "b":
-                    tpl = "(not {0})"
-                elif op == "isnan" and ct.kind != "f":
-                    tpl = "False"
-                expr = tpl.format(*ops_)
-            if dt.kind == "b":
-                lines.append(f"    v{pos} = {expr}")
-            elif flush and dt == _F32:
-                lines.append(f"    v{pos} = _t_{dt.name}({expr})")
-                lines.append(f"    v{pos} = {_flush(f'v{pos}')}")
-            else:
-                lines.append(f"    v{pos} = _t_{dt.name}({expr})")
-            if dt != _F32 or flush:
-                clean.append(True)
-            elif op == "where":
-                clean.append(all(clean[a] and dts[a] == _F32 for a in args[1:]))
-            else:  # a move of its operand's bits
-                clean.append(all(clean[a] and dts[a] == _F32 for a in args))
-        dts.append(dt)
-    if flushed or ftz_used:
-        names.add("float32")
-    return "\n".join(lines) + "\n", names
+            _write_step(w, pos, ins)
+    if w.flushed or w.ftz_used:
+        w.names.add("float32")
+    return "\n".join(w.lines) + "\n", w.names
 
 
 def _sign(v):
