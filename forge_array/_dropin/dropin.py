@@ -135,139 +135,22 @@ class DropIn(Cores):
         self.functions = self._build_functions(cores)
         self.methods = self._build_methods(cores)
 
-    def _build_functions(self, cores):  # noqa: C901 - one function per name, with CuPy's signature
+    def _build_functions(self, cores):
         """The drop-in functions (CuPy's signatures): each runs its core and falls back to the
         function it replaces where the core declines."""
         me = self
         fb = self.fallbacks
-        DEC = DECLINE
 
         def run(name, r, fallback, *args, **kwargs):
-            if r is DEC:
+            if r is DECLINE:
                 me._hit("fallback", name)
                 return fallback(*args, **kwargs)
             me._hit("kernel", name)
             return r
 
-        c = cores
-
-        def sum(a, axis=None, dtype=None, out=None, keepdims=False, **kw):
-            """Sum over ``axis`` (CuPy's ``sum``): int64 / uint64 for bool and narrower
-            integers unless ``dtype`` is given."""
-            return run("sum", c["sum"](a, axis=axis, dtype=dtype, out=out, keepdims=keepdims, **kw), fb["sum"],
-                       a, axis=axis, dtype=dtype, out=out, keepdims=keepdims, **kw)
-
-        def prod(a, axis=None, dtype=None, out=None, keepdims=False, **kw):
-            """Product over ``axis`` (CuPy's ``prod``), with ``sum``'s dtype rules."""
-            return run("prod", c["prod"](a, axis=axis, dtype=dtype, out=out, keepdims=keepdims, **kw), fb["prod"],
-                       a, axis=axis, dtype=dtype, out=out, keepdims=keepdims, **kw)
-
-        def amax(a, axis=None, out=None, keepdims=False, **kw):
-            """Maximum over ``axis`` (CuPy's ``amax`` / ``max``); NaN propagates."""
-            return run("max", c["max"](a, axis=axis, out=out, keepdims=keepdims, **kw), fb["amax"],
-                       a, axis=axis, out=out, keepdims=keepdims, **kw)
-
-        def amin(a, axis=None, out=None, keepdims=False, **kw):
-            """Minimum over ``axis`` (CuPy's ``amin`` / ``min``); NaN propagates."""
-            return run("min", c["min"](a, axis=axis, out=out, keepdims=keepdims, **kw), fb["amin"],
-                       a, axis=axis, out=out, keepdims=keepdims, **kw)
-
-        def mean(a, axis=None, dtype=None, out=None, keepdims=False, **kw):
-            """Arithmetic mean over ``axis`` (float64 for integers)."""
-            return run("mean", c["mean"](a, axis=axis, dtype=dtype, out=out, keepdims=keepdims, **kw), fb["mean"],
-                       a, axis=axis, dtype=dtype, out=out, keepdims=keepdims, **kw)
-
-        def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kw):
-            """Variance over ``axis`` with ``ddof``, in one pass (Welford / Chan)."""
-            return run("var", c["var"](a, axis=axis, dtype=dtype, out=out, ddof=ddof, keepdims=keepdims, **kw),
-                       fb["var"], a, axis=axis, dtype=dtype, out=out, ddof=ddof, keepdims=keepdims, **kw)
-
-        def std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kw):
-            """Standard deviation over ``axis`` with ``ddof``, in one pass."""
-            return run("std", c["std"](a, axis=axis, dtype=dtype, out=out, ddof=ddof, keepdims=keepdims, **kw),
-                       fb["std"], a, axis=axis, dtype=dtype, out=out, ddof=ddof, keepdims=keepdims, **kw)
-
-        def _arg_fallback(f):
-            def call(a, axis=None, dtype=None, out=None, keepdims=False, **kw):
-                if dtype is not None:
-                    kw["dtype"] = dtype
-                return f(a, axis=axis, out=out, keepdims=keepdims, **kw)
-            return call
-
-        argmax_fb = _arg_fallback(fb["argmax"])
-        argmin_fb = _arg_fallback(fb["argmin"])
-
-        def argmax(a, axis=None, dtype=None, out=None, keepdims=False, **kw):
-            """Index of the first maximum along ``axis`` (flat index for ``axis=None``)."""
-            return run("argmax", c["argmax"](a, axis=axis, dtype=dtype, out=out, keepdims=keepdims, **kw),
-                       argmax_fb, a, axis, dtype, out, keepdims, **kw)
-
-        def argmin(a, axis=None, dtype=None, out=None, keepdims=False, **kw):
-            """Index of the first minimum along ``axis`` (flat index for ``axis=None``)."""
-            return run("argmin", c["argmin"](a, axis=axis, dtype=dtype, out=out, keepdims=keepdims, **kw),
-                       argmin_fb, a, axis, dtype, out, keepdims, **kw)
-
-        def any(a, axis=None, out=None, keepdims=False, **kw):
-            """Whether any element over ``axis`` is nonzero."""
-            return run("any", c["any"](a, axis=axis, out=out, keepdims=keepdims, **kw), fb["any"],
-                       a, axis=axis, out=out, keepdims=keepdims, **kw)
-
-        def all(a, axis=None, out=None, keepdims=False, **kw):
-            """Whether every element over ``axis`` is nonzero."""
-            return run("all", c["all"](a, axis=axis, out=out, keepdims=keepdims, **kw), fb["all"],
-                       a, axis=axis, out=out, keepdims=keepdims, **kw)
-
-        def cumsum(a, axis=None, dtype=None, out=None, **kw):
-            """Cumulative sum along ``axis`` (of the flattened array for ``axis=None``)."""
-            return run("cumsum", c["cumsum"](a, axis=axis, dtype=dtype, out=out, **kw), fb["cumsum"],
-                       a, axis=axis, dtype=dtype, out=out, **kw)
-
-        def cumprod(a, axis=None, dtype=None, out=None, **kw):
-            """Cumulative product along ``axis`` (of the flattened array for ``axis=None``)."""
-            return run("cumprod", c["cumprod"](a, axis=axis, dtype=dtype, out=out, **kw), fb["cumprod"],
-                       a, axis=axis, dtype=dtype, out=out, **kw)
-
-        def nansum(a, axis=None, dtype=None, out=None, keepdims=False, **kw):
-            """Sum over ``axis`` counting NaN as zero."""
-            return run("nansum", c["nansum"](a, axis=axis, dtype=dtype, out=out, keepdims=keepdims, **kw),
-                       fb["nansum"], a, axis=axis, dtype=dtype, out=out, keepdims=keepdims, **kw)
-
-        def nanmax(a, axis=None, out=None, keepdims=False, **kw):
-            """Maximum over ``axis`` ignoring NaN (NaN and a RuntimeWarning for all-NaN
-            slices)."""
-            return run("nanmax", c["nanmax"](a, axis=axis, out=out, keepdims=keepdims, **kw), fb["nanmax"],
-                       a, axis=axis, out=out, keepdims=keepdims, **kw)
-
-        def nanmin(a, axis=None, out=None, keepdims=False, **kw):
-            """Minimum over ``axis`` ignoring NaN."""
-            return run("nanmin", c["nanmin"](a, axis=axis, out=out, keepdims=keepdims, **kw), fb["nanmin"],
-                       a, axis=axis, out=out, keepdims=keepdims, **kw)
-
-        def dot(a, b, out=None, **kw):
-            """Dot product; matrix-vector, vector-matrix and vector-vector on our kernels."""
-            return run("dot", c["dot"](a, b, out=out, **kw), fb["dot"], a, b, out=out, **kw)
-
-        def matmul(a, b, out=None, **kwargs):
-            """``a @ b``; matrix (or batch) times vector and vector times matrix on our
-            kernels."""
-            return run("matmul", c["matmul"](a, b, out=out, **kwargs), fb["matmul"], a, b, out=out, **kwargs)
-
-        def vdot(a, b, **kw):
-            """Dot product of the flattened arrays (real dtypes on our kernels)."""
-            r = DEC
-            if (not kw and me._mine(a) and me._mine(b) and a.size == b.size and a.ndim and b.ndim):
-                r = me._c_product(a.reshape(-1), b.reshape(-1), None, "dot")
-            return run("vdot", r, fb["vdot"], a, b, **kw)
-
-        def inner(a, b, **kw):
-            """Inner product over the last axes."""
-            return run("inner", c["inner"](a, b, **kw), fb["inner"], a, b, **kw)
-
-        funcs = dict(sum=sum, prod=prod, amax=amax, max=amax, amin=amin, min=amin, mean=mean,
-                     var=var, std=std, argmax=argmax, argmin=argmin, any=any, all=all,
-                     cumsum=cumsum, cumprod=cumprod, nansum=nansum, nanmax=nanmax,
-                     nanmin=nanmin, dot=dot, matmul=matmul, vdot=vdot, inner=inner)
-        direct = dict(fb, argmax=argmax_fb, argmin=argmin_fb)
+        funcs = _reduction_functions(cores, fb, run)
+        funcs.update(_product_functions(me, cores, fb, run))
+        direct = dict(fb, argmax=_arg_fallback(fb["argmax"]), argmin=_arg_fallback(fb["argmin"]))
         entries = {}
         for name, f in list(funcs.items()):
             if f not in entries:
@@ -426,6 +309,126 @@ class DropIn(Cores):
 
 
 _MISSING = object()
+
+
+
+def _arg_fallback(f):
+    """CuPy's ``argmax`` / ``argmin`` called with the drop-in's signature (its ``dtype``
+    passed on only when given)."""
+    def call(a, axis=None, dtype=None, out=None, keepdims=False, **kw):
+        if dtype is not None:
+            kw["dtype"] = dtype
+        return f(a, axis=axis, out=out, keepdims=keepdims, **kw)
+    return call
+
+
+# The drop-in functions by CuPy signature: each runs core ``c[key]`` and, where it declines,
+# the function it replaces (``run``: the drop-in's hit counting and fallback).
+
+def _reduction_with_dtype(key, c, fallback, run, doc):
+    def f(a, axis=None, dtype=None, out=None, keepdims=False, **kw):
+        return run(key, c[key](a, axis=axis, dtype=dtype, out=out, keepdims=keepdims, **kw), fallback,
+                   a, axis=axis, dtype=dtype, out=out, keepdims=keepdims, **kw)
+    f.__doc__ = doc
+    return f
+
+
+def _reduction_without_dtype(key, c, fallback, run, doc):
+    def f(a, axis=None, out=None, keepdims=False, **kw):
+        return run(key, c[key](a, axis=axis, out=out, keepdims=keepdims, **kw), fallback,
+                   a, axis=axis, out=out, keepdims=keepdims, **kw)
+    f.__doc__ = doc
+    return f
+
+
+def _moment_reduction(key, c, fallback, run, doc):
+    def f(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kw):
+        return run(key, c[key](a, axis=axis, dtype=dtype, out=out, ddof=ddof, keepdims=keepdims, **kw),
+                   fallback, a, axis=axis, dtype=dtype, out=out, ddof=ddof, keepdims=keepdims, **kw)
+    f.__doc__ = doc
+    return f
+
+
+def _index_reduction(key, c, fallback, run, doc):
+    def f(a, axis=None, dtype=None, out=None, keepdims=False, **kw):
+        return run(key, c[key](a, axis=axis, dtype=dtype, out=out, keepdims=keepdims, **kw),
+                   fallback, a, axis, dtype, out, keepdims, **kw)
+    f.__doc__ = doc
+    return f
+
+
+def _cumulative_scan(key, c, fallback, run, doc):
+    def f(a, axis=None, dtype=None, out=None, **kw):
+        return run(key, c[key](a, axis=axis, dtype=dtype, out=out, **kw), fallback,
+                   a, axis=axis, dtype=dtype, out=out, **kw)
+    f.__doc__ = doc
+    return f
+
+
+#: name -> (signature family, core, fallback, docstring) of the reductions and scans
+_REDUCTIONS = {
+    "sum": (_reduction_with_dtype, "sum", "sum",
+            "Sum over ``axis`` (CuPy's ``sum``): int64 / uint64 for bool and narrower\n"
+            "    integers unless ``dtype`` is given."),
+    "prod": (_reduction_with_dtype, "prod", "prod",
+             "Product over ``axis`` (CuPy's ``prod``), with ``sum``'s dtype rules."),
+    "amax": (_reduction_without_dtype, "max", "amax",
+             "Maximum over ``axis`` (CuPy's ``amax`` / ``max``); NaN propagates."),
+    "amin": (_reduction_without_dtype, "min", "amin",
+             "Minimum over ``axis`` (CuPy's ``amin`` / ``min``); NaN propagates."),
+    "mean": (_reduction_with_dtype, "mean", "mean", "Arithmetic mean over ``axis`` (float64 for integers)."),
+    "var": (_moment_reduction, "var", "var", "Variance over ``axis`` with ``ddof``, in one pass (Welford / Chan)."),
+    "std": (_moment_reduction, "std", "std", "Standard deviation over ``axis`` with ``ddof``, in one pass."),
+    "argmax": (_index_reduction, "argmax", None,
+               "Index of the first maximum along ``axis`` (flat index for ``axis=None``)."),
+    "argmin": (_index_reduction, "argmin", None,
+               "Index of the first minimum along ``axis`` (flat index for ``axis=None``)."),
+    "any": (_reduction_without_dtype, "any", "any", "Whether any element over ``axis`` is nonzero."),
+    "all": (_reduction_without_dtype, "all", "all", "Whether every element over ``axis`` is nonzero."),
+    "cumsum": (_cumulative_scan, "cumsum", "cumsum",
+               "Cumulative sum along ``axis`` (of the flattened array for ``axis=None``)."),
+    "cumprod": (_cumulative_scan, "cumprod", "cumprod",
+                "Cumulative product along ``axis`` (of the flattened array for ``axis=None``)."),
+    "nansum": (_reduction_with_dtype, "nansum", "nansum", "Sum over ``axis`` counting NaN as zero."),
+    "nanmax": (_reduction_without_dtype, "nanmax", "nanmax",
+               "Maximum over ``axis`` ignoring NaN (NaN and a RuntimeWarning for all-NaN\n    slices)."),
+    "nanmin": (_reduction_without_dtype, "nanmin", "nanmin", "Minimum over ``axis`` ignoring NaN."),
+}
+
+
+def _reduction_functions(c, fb, run) -> dict:
+    """The drop-in reductions and scans (``max`` / ``min``: ``amax`` / ``amin``)."""
+    funcs = {}
+    for name, (family, key, fallback, doc) in _REDUCTIONS.items():
+        fallback = fb[fallback] if fallback else _arg_fallback(fb[name])
+        funcs[name] = family(key, c, fallback, run, doc)
+    funcs["max"], funcs["min"] = funcs["amax"], funcs["amin"]
+    return funcs
+
+
+def _product_functions(me, c, fb, run) -> dict:
+    """The drop-in products: ``dot``, ``matmul``, ``vdot``, ``inner``."""
+    def dot(a, b, out=None, **kw):
+        """Dot product; matrix-vector, vector-matrix and vector-vector on our kernels."""
+        return run("dot", c["dot"](a, b, out=out, **kw), fb["dot"], a, b, out=out, **kw)
+
+    def matmul(a, b, out=None, **kwargs):
+        """``a @ b``; matrix (or batch) times vector and vector times matrix on our
+        kernels."""
+        return run("matmul", c["matmul"](a, b, out=out, **kwargs), fb["matmul"], a, b, out=out, **kwargs)
+
+    def vdot(a, b, **kw):
+        """Dot product of the flattened arrays (real dtypes on our kernels)."""
+        r = DECLINE
+        if (not kw and me._mine(a) and me._mine(b) and a.size == b.size and a.ndim and b.ndim):
+            r = me._c_product(a.reshape(-1), b.reshape(-1), None, "dot")
+        return run("vdot", r, fb["vdot"], a, b, **kw)
+
+    def inner(a, b, **kw):
+        """Inner product over the last axes."""
+        return run("inner", c["inner"](a, b, **kw), fb["inner"], a, b, **kw)
+
+    return {"dot": dot, "matmul": matmul, "vdot": vdot, "inner": inner}
 
 
 def _entry(f, original):
