@@ -7,7 +7,9 @@ launches (tile status words with their epochs, counters, look-back statistics, t
 sizes that fit shared memory).
 """
 
+from .plan import ScanCall
 from .replay import cumulative_key, fast_plans, launch, replayed, run_fast
 from .state import scan_statistics, state_key
 
-__all__ = ["cumulative_key", "fast_plans", "launch", "replayed", "run_fast", "scan_statistics", "state_key"]
+__all__ = ["ScanCall", "cumulative_key", "fast_plans", "launch", "replayed", "run_fast", "scan_statistics",
+           "state_key"]

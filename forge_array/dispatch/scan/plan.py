@@ -97,12 +97,34 @@ class _Plan:
         return desc
 
 
-def launch_scan(fn, tuple_op, xs, outs, in_dtypes, acc_dtypes, axis, init, shift, m,
-                 reverse, det, mapfn=None, init_batch=False):
-    """Map the scan of any views onto the kernels and launch. Returns the plan when it can
-    be replayed for operands of the same layouts (no temporary copies were needed).
-    ``init_batch``: ``init`` is a tuple of C-contiguous 1-D arrays, one value per batch row
-    (the rows of ``moveaxis(x, axis, -1)`` in C order)."""
+class ScanCall(NamedTuple):
+    """What a scan call asks for, before its operands' layouts are read: the operator ``fn``
+    (on tuples of the operands' elements when ``tuple_op``), the operands' dtypes
+    ``in_dtypes`` scanned in ``acc_dtypes`` along ``axis`` (``reverse``: from its end), from
+    ``init`` (None, one scalar per operand, or with ``init_batch`` one C-contiguous 1-D array
+    per operand of a value per batch row: the rows of ``moveaxis(x, axis, -1)`` in C order),
+    ``shift`` (1: the initial value first, as ``include_initial`` / ``exclusive`` place it),
+    ``m`` outputs along the axis, ``det`` (the deterministic scan), ``mapfn`` (an element-wise
+    expression of the operands scanned in their place)."""
+    fn: object
+    tuple_op: bool
+    in_dtypes: object   # a sequence of dtypes, one per operand
+    acc_dtypes: object
+    axis: int
+    init: object
+    shift: int
+    m: int
+    reverse: bool
+    det: bool
+    mapfn: object = None
+    init_batch: bool = False
+
+
+def launch_scan(call: ScanCall, xs, outs):
+    """Map the scan ``call`` of any views ``xs`` into ``outs`` onto the kernels and launch.
+    Returns the plan when it can be replayed for operands of the same layouts (no temporary
+    copies were needed)."""
+    fn, tuple_op, in_dtypes, acc_dtypes, axis, init, shift, m, reverse, det, mapfn, init_batch = call
     xp = runtime.array_module(xs[0])
     xv = [xp.moveaxis(a, axis, -1) for a in xs]
     ov = [xp.moveaxis(o, axis, -1) for o in outs]
@@ -205,8 +227,8 @@ class Scan(NamedTuple):
     tuple_op: bool
     xv: list
     ov: list
-    in_dtypes: tuple
-    acc_dtypes: tuple
+    in_dtypes: object   # a sequence of dtypes, one per operand
+    acc_dtypes: object
     init: object
     shift: int
     n: int

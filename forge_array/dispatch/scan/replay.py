@@ -12,7 +12,7 @@ import threading
 from ... import runtime
 from ...runtime import stored
 from ...runtime.caches import Cache
-from .plan import launch_scan
+from .plan import ScanCall, launch_scan
 from .state import THREAD_LOCAL, state_key
 
 __all__ = ["fast_plans", "fast_key", "cumulative_key", "out_key", "run_into", "run_fast", "remember",
@@ -156,14 +156,12 @@ def replayed(key_fn, tuple_op, xs, acc_dtypes, axis, include_initial, exclusive,
     return okey, (None if plan is None else run_into(plan, xs, out, tuple_op, fkey[-1]))
 
 
-def launch(fn, tuple_op, xs, outs, in_dtypes, acc_dtypes, axis, init, shift, m, reverse,
-           deterministic, mapfn, init_batch, flat, fkey, stored_key=None):
-    """Plan and launch a scan (:func:`.plan.launch_scan`), keep its plan under ``fkey`` (the
-    call's :func:`fast_key`, None: not replayable) with the operands' flattening ``flat``,
-    and, on a GPU, describe it for a later process's first call under ``stored_key``
-    (:mod:`forge_array.runtime.stored`; None: not stored)."""
-    plan = launch_scan(fn, tuple_op, xs, outs, in_dtypes, acc_dtypes, axis, init, shift, m,
-                       reverse, deterministic, mapfn, init_batch)
+def launch(call: ScanCall, xs, outs, flat, fkey, stored_key=None):
+    """Plan and launch the scan ``call`` of ``xs`` into ``outs`` (:func:`.plan.launch_scan`),
+    keep its plan under ``fkey`` (the call's :func:`fast_key`, None: not replayable) with the
+    operands' flattening ``flat``, and, on a GPU, describe it for a later process's first
+    call under ``stored_key`` (:mod:`forge_array.runtime.stored`; None: not stored)."""
+    plan = launch_scan(call, xs, outs)
     if plan is None or fkey is None:
         return
     plan.flat = flat

@@ -8,6 +8,7 @@ import numba
 import numpy as np
 
 from ... import runtime
+from ...dispatch.scan import ScanCall
 from ...runtime import cpu_cache
 from ...runtime.caches import Cache
 
@@ -72,9 +73,11 @@ def scan(xs, outs, init, has_init, shift):
     return f
 
 
-def scan_cpu(fn, tuple_op, xs, outs, acc_dtypes, axis, init, shift, m, reverse, init_batch=False):
-    """CPU scan (NumPy arrays; CuPy arrays go through the host). ``init_batch``: ``init``
-    holds one 1-D array of a value per scan (the batch rows in C order)."""
+def scan_cpu(call: ScanCall, xs, outs):
+    """The scan ``call`` of ``xs`` into ``outs`` on the CPU (NumPy arrays; CuPy arrays go
+    through the host)."""
+    fn, tuple_op, acc_dtypes, axis, init = call.fn, call.tuple_op, call.acc_dtypes, call.axis, call.init
+    shift, m, reverse, init_batch = call.shift, call.m, call.reverse, call.init_batch
     on_gpu = runtime.is_cupy_array(xs[0])
     hx = [a.get() if on_gpu else a for a in xs]
     hx = [np.moveaxis(a, axis, -1) for a in hx]

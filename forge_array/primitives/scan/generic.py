@@ -14,7 +14,7 @@ from types import ModuleType as _ModuleType
 import numpy as np
 
 from ... import runtime
-from ...dispatch.scan import launch, replayed
+from ...dispatch.scan import ScanCall, launch, replayed
 from ...ops import Operator as _Operator
 from ...runtime import stored
 from ...runtime.caches import Cache
@@ -165,17 +165,18 @@ def scan_arrays(fn, tuple_op, xs, in_dtypes, acc_dtypes, ident, name, *, axis, i
                 idx[axis] = -1 if reverse else 0
                 o[tuple(idx)] = v
         return tuple(outs) if tuple_op else outs[0]
+    call = ScanCall(fn, tuple_op, in_dtypes, acc_dtypes, axis, init, shift, m, reverse,
+                    deterministic, mapfn, init_batch)
     if runtime.kernels_available(xs[0]) and all(d.itemsize <= 16 for d in acc_dtypes):
         skey = None
         if (name in stored.SCAN_NAMES and mapfn is None and not tuple_op and out is None
                 and len(xs) == 1 and not (exclusive or reverse or deterministic)):
             skey = stored.scan_key(name, xs[0], axis, acc_dtypes[0], include_initial)
-        launch(fn, tuple_op, xs, outs, in_dtypes, acc_dtypes, axis, init, shift, m, reverse,
-               deterministic, mapfn, init_batch, flat, fkey, skey)
+        launch(call, xs, outs, flat, fkey, skey)
     else:
         if mapfn is not None:
             raise ValueError(f"{name}: a mapped scan needs the kernels")
-        scan_cpu(fn, tuple_op, xs, outs, acc_dtypes, axis, init, shift, m, reverse, init_batch)
+        scan_cpu(call, xs, outs)
     return tuple(outs) if tuple_op else outs[0]
 
 
