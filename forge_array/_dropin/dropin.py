@@ -349,14 +349,6 @@ def _moment_reduction(key, c, fallback, run, doc):
     return f
 
 
-def _index_reduction(key, c, fallback, run, doc):
-    def f(a, axis=None, dtype=None, out=None, keepdims=False, **kw):
-        return run(key, c[key](a, axis=axis, dtype=dtype, out=out, keepdims=keepdims, **kw),
-                   fallback, a, axis, dtype, out, keepdims, **kw)
-    f.__doc__ = doc
-    return f
-
-
 def _cumulative_scan(key, c, fallback, run, doc):
     def f(a, axis=None, dtype=None, out=None, **kw):
         return run(key, c[key](a, axis=axis, dtype=dtype, out=out, **kw), fallback,
@@ -379,9 +371,9 @@ _REDUCTIONS = {
     "mean": (_reduction_with_dtype, "mean", "mean", "Arithmetic mean over ``axis`` (float64 for integers)."),
     "var": (_moment_reduction, "var", "var", "Variance over ``axis`` with ``ddof``, in one pass (Welford / Chan)."),
     "std": (_moment_reduction, "std", "std", "Standard deviation over ``axis`` with ``ddof``, in one pass."),
-    "argmax": (_index_reduction, "argmax", None,
+    "argmax": (_reduction_with_dtype, "argmax", None,
                "Index of the first maximum along ``axis`` (flat index for ``axis=None``)."),
-    "argmin": (_index_reduction, "argmin", None,
+    "argmin": (_reduction_with_dtype, "argmin", None,
                "Index of the first minimum along ``axis`` (flat index for ``axis=None``)."),
     "any": (_reduction_without_dtype, "any", "any", "Whether any element over ``axis`` is nonzero."),
     "all": (_reduction_without_dtype, "all", "all", "Whether every element over ``axis`` is nonzero."),
