@@ -206,8 +206,8 @@ class _Source:
     def add(self, line):
         self.lines.append("    " + line)
 
-    def value(self, pos, dt, clean):
-        """Value ``pos`` is written: record its dtype and cleanness."""
+    def value(self, dt, clean):
+        """The next value is written: record its dtype and cleanness."""
         self.dts.append(dt)
         self.clean.append(clean)
 
@@ -221,7 +221,7 @@ def _write_input(w, pos, ins):
     dt = np.dtype(ins[2])
     src = f"l{ins[1]}"
     w.add(f"v{pos} = {'(' + src + ' != 0)' if dt.kind == 'b' else src}")
-    w.value(pos, dt, dt != _F32)
+    w.value(dt, dt != _F32)
 
 
 def _write_constant(w, pos, ins):
@@ -232,7 +232,7 @@ def _write_constant(w, pos, ins):
     else:
         w.names.add(dt.name)
         w.add(f"v{pos} = _t_{dt.name}({_literal(v, dt)})")
-    w.value(pos, dt, dt != _F32 or not 0 < abs(float(v)) < _F32_TINY)
+    w.value(dt, dt != _F32 or not 0 < abs(float(v)) < _F32_TINY)
 
 
 def _write_clip(w, pos, src, arg, dt, ct, flush, bounds):
@@ -250,7 +250,7 @@ def _write_clip(w, pos, src, arg, dt, ct, flush, bounds):
                     right = _flush(right)
             w.add(f"v{pos} = _b if {left} {cmp} {right} else v{pos}")
     w.add(f"v{pos} = _t_{dt.name}(v{pos})")
-    w.value(pos, dt, dt != _F32 or w.clean[arg] and w.dts[arg] == _F32)
+    w.value(dt, dt != _F32 or w.clean[arg] and w.dts[arg] == _F32)
 
 
 def _step_expression(w, op, ops_, args, dt, ct):
@@ -302,7 +302,7 @@ def _write_step(w, pos, ins):
             op in _FTZ_STEPS or op == "pow" and w.is_constant(args[1], 2)):
         # one instruction flushes the operands and the result
         w.add(f"v{pos} = {_FTZ_STEPS['square' if op == 'pow' else op].format(*raw)}")
-        w.value(pos, dt, True)
+        w.value(dt, True)
         w.ftz_used = True
         return
     ops_ = raw
@@ -325,7 +325,7 @@ def _write_step(w, pos, ins):
         clean = True
     else:   # a move of its operand's bits (``where``: of the value it selects)
         clean = all(w.clean[a] and w.dts[a] == _F32 for a in (args[1:] if op == "where" else args))
-    w.value(pos, dt, clean)
+    w.value(dt, clean)
 
 
 def source_of(program):
