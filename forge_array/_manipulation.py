@@ -8,6 +8,7 @@ Array([1., 1., 0.], dtype=float64, device=cpu)
 from __future__ import annotations
 
 import builtins
+import math
 
 import numpy as np
 
@@ -226,7 +227,7 @@ def reshape(x, /, shape, *, copy=None):
                   (shape if isinstance(shape, (tuple, list)) else (shape,)))
     if builtins.sum(1 for s in shape if s == -1) > 1 or builtins.any(s < -1 for s in shape):
         raise ValueError(f"reshape(): invalid shape {shape}")
-    known = int(np.prod([s for s in shape if s != -1]))
+    known = math.prod(s for s in shape if s != -1)
     if -1 in shape:
         if known == 0 or x.size % known:
             raise ValueError(f"reshape(): cannot reshape {x.shape} into {shape}")

@@ -31,7 +31,7 @@ import time
 from typing import NamedTuple
 
 OPS = ("sum", "prod", "max", "min", "mean", "var", "std", "argmax", "argmin", "any", "all",
-       "cumulative_sum", "cumulative_prod", "matmul", "operators")
+       "cumulative_sum", "cumulative_prod", "matmul", "unique", "operators")
 DTYPES = ("float32", "float64", "int32", "int64")
 #: every dtype of the standard (``--dtypes all``)
 ALL_DTYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
@@ -95,6 +95,13 @@ def _calls(xp, op, dtype, device, layouts: Layouts):
         for shape in _row_class_shapes() if gpu else ():   # allocated when run: large matrices
             out.append((f"A @ v {shape}", lambda shape=shape: xp.ones(shape, dtype=dt, device=device)
                         @ xp.ones(shape[1], dtype=dt, device=device)))
+        return out
+    if op == "unique":   # the compaction: unique_* (run starts, selection, ranks) and nonzero
+        for n in sizes:
+            x = xp.ones(n, dtype=dt, device=device)
+            out += [(f"unique_all n={n}", lambda x=x: xp.unique_all(x)),
+                    (f"unique_values n={n}", lambda x=x: xp.unique_values(x)),
+                    (f"nonzero n={n}", lambda x=x: xp.nonzero(x))]
         return out
     fn = getattr(xp, op)
     for n in sizes:

@@ -125,3 +125,46 @@ def test_unique_functions_of_the_namespace(bk):
     np.testing.assert_array_equal(host(xp.unique_counts(x).counts), c)
     np.testing.assert_array_equal(host(xp.unique_inverse(x).inverse_indices), inv.reshape(a.shape))
     np.testing.assert_array_equal(host(xp.unique_values(x)), v)
+
+
+@pytest.mark.parametrize("n", [1, 31, 32, 33, 257])
+def test_select_gathers_positions_and_picked_elements(bk, n):
+    """The selection pass of the compaction kernels: the true elements' positions then the
+    length, and two arrays' elements at those positions, against NumPy."""
+    from forge_array.dispatch import compaction as dc
+
+    m = _RNG.random(n) < 0.4
+    src = _RNG.standard_normal(n)
+    perm = _RNG.permutation(n).astype(np.int64)
+    count = np.cumsum(m, dtype=np.int64)
+    got = dc.select(bk.asarray(m), bk.asarray(count), int(count[-1]), (bk.asarray(src), bk.asarray(perm)))
+    want = (np.append(np.flatnonzero(m), n), src[m], perm[m])
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(np.asarray(g.get() if hasattr(g, "get") else g), w)
+
+
+def test_compaction_kernels_take_contiguous_1d_arrays(bk):
+    from forge_array.dispatch import compaction as dc
+    from forge_array.kernels import compaction as kc
+
+    with pytest.raises(ValueError, match="contiguous 1-D"):
+        dc.run_starts(bk.asarray(np.arange(8))[::2])
+    with pytest.raises(ValueError, match="picks must be"):
+        kc.make_select(kc.PICKS + 1)
+
+
+def test_nonzero_of_a_strided_1d_mask(bk):
+    m = _RNG.random(40) < 0.5
+    _same(compaction.nonzero(bk.asarray(m)[::3]), np.nonzero(m[::3]))
+    _same(compaction.nonzero(bk.asarray(m)[::-1]), np.nonzero(m[::-1]))
+
+
+def test_unique_of_complex_values(bk):
+    a = np.array([1 + 2j, 1 + 2j, 0j, np.nan + 0j, 3 - 1j, 0j], dtype=np.complex128)
+    v, i, inv, c = compaction.unique(bk.asarray(a), index=True, inverse=True, counts=True)
+    host = lambda r: np.asarray(r.get() if hasattr(r, "get") else r)  # noqa: E731
+    wv, wi, winv, wc = _np_unique(a)
+    np.testing.assert_array_equal(host(v), wv)
+    np.testing.assert_array_equal(host(i), wi)
+    np.testing.assert_array_equal(host(inv), winv)
+    np.testing.assert_array_equal(host(c), wc)

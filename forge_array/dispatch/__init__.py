@@ -11,6 +11,7 @@ module              algorithm
 ``copy``            strided copies
 ``elementwise``     the element-wise map of materialised fused expressions
 ``rows``            fused row programs
+``compaction``      run starts, selection and rank scatter of ``nonzero`` / ``unique``
 ==================  ===============================================================
 
 The primitives (:mod:`forge_array.primitives`) check arguments, apply the dtype rules and

@@ -3,28 +3,28 @@
 
 The mask's running count (an inclusive ``cumulative_sum`` in int64, one pass at the copy
 rate) ends in the number of true elements, which the caller needs on the host anyway to
-size the result (the one device-to-host read every library makes here); the ``k``-th true
-element sits where the running count first reaches ``k + 1`` (a binary search per result
-element, ``searchsorted``).  CuPy's own boolean indexing scans the mask with a naive
-block scan that moves it several times (0.3-0.5 ms per mask of 200,000 elements on an
-H100, against PyTorch's 0.05 ms: ``bench.suite_sklearn``'s LinearDiscriminantAnalysis
-makes eight of them).
+size the result (the one device-to-host read every library makes here); one more pass
+(:func:`forge_array.dispatch.compaction.select`) writes each true element's position to
+the slot its count names, and gathers the elements of the arrays asked for there.
 
 >>> import numpy as np
 >>> [a.tolist() for a in nonzero(np.array([[True, False], [False, True]]))]
 [[0, 1], [0, 1]]
 
-``unique`` sorts, marks where a run of equal values begins and compacts those marks the same
-way, where CuPy's ``unique`` compacts them with its boolean indexing: on 200,000 int64 labels
-on an H200, ``unique_values`` / ``unique_inverse`` / ``unique_counts`` 0.27 / 0.37 / 0.51 ms
-against CuPy's 0.27 / 0.46 / 0.68 in the same process (PyTorch's 0.12-0.16: what is left is
-the host time of CuPy's sort and search calls).
+``unique`` sorts (the backend's sort), marks where a run of equal values begins
+(:func:`~forge_array.dispatch.compaction.run_starts`), counts the marks with the scan and
+selects the run starts with their values (and first positions) in one pass; the inverse
+indices are the running count scattered back through the sort's permutation
+(:func:`~forge_array.dispatch.compaction.scatter_ranks`).  Each step is one launch where
+NumPy's algorithm, which CuPy follows, takes three to five (``python -m bench.suite_hostops
+--only unique`` has the figures beside PyTorch's and CuPy's).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from ..dispatch import compaction as _dc
 from ..runtime import array_module
 from .scan.cumulative import cumulative_sum
 
@@ -52,15 +52,16 @@ def nonzero(mask):
     return tuple(a.astype(np.int64, copy=False) for a in xp.unravel_index(flat, mask.shape))
 
 
-def _true_positions(flags, xp):
-    """``(count, positions)`` of 1-D bool backend array ``flags`` (non-empty): the running
-    count of its true elements (int64), and the positions of the true elements followed by
-    the length of ``flags`` (the ``k``-th true element is where the count first reaches
-    ``k + 1``: one binary search per result element, and one more for the end)."""
+def _true_positions(flags, xp, picks=()):
+    """``(count, positions, picked)`` of 1-D bool backend array ``flags`` (non-empty): the
+    running count of its true elements (int64), the positions of the true elements followed
+    by the length of ``flags``, and the elements of each array of ``picks`` at those
+    positions."""
+    flags = xp.ascontiguousarray(flags)
     count = cumulative_sum(flags, dtype=np.int64)
     total = int(count[-1])
-    found = xp.searchsorted(count, xp.arange(1, total + 2, dtype=np.int64), side="left")
-    return count, found.astype(np.int64, copy=False)
+    positions, *picked = _dc.select(flags, count, total, picks)
+    return count, positions, picked
 
 
 def unique(x, index=False, inverse=False, counts=False):
@@ -76,33 +77,30 @@ def unique(x, index=False, inverse=False, counts=False):
     ([1, 2, 3], [1, 3, 0], [2, 0, 2, 1, 0], [2, 1, 2])
     """
     xp = array_module(x)
-    flat = x.reshape(-1)
+    flat = xp.ascontiguousarray(x.reshape(-1))
     n = flat.size
     as_bool = flat.dtype == np.bool_
     if as_bool:
         flat = flat.view(np.uint8)
     perm = None
     if index or inverse:
-        perm = xp.argsort(flat, kind="stable")   # equal values keep their order: the first comes first
+        perm = xp.argsort(flat, kind="stable").astype(np.int64, copy=False)   # equal values keep their order
         ordered = flat[perm]
     else:
         ordered = xp.sort(flat)
+    run = first = where = None
     if n == 0:
-        run, bounds = None, xp.zeros(1, dtype=np.int64)
+        bounds, values = xp.zeros(1, dtype=np.int64), ordered
+        if index:
+            first = xp.zeros(0, dtype=np.int64)
     else:
-        begins = xp.empty(n, dtype=np.bool_)
-        begins[:1] = True
-        xp.not_equal(ordered[1:], ordered[:-1], out=begins[1:])   # NaN != NaN: each NaN begins a run
-        run, bounds = _true_positions(begins, xp)   # where each run begins, then n
-    starts = bounds[:-1]
-    values = ordered[starts]
+        picks = (ordered, perm) if index else (ordered,)
+        run, bounds, picked = _true_positions(_dc.run_starts(ordered), xp, picks)
+        values = picked[0]
+        first = picked[1] if index else None
     if as_bool:
         values = values.view(np.bool_)
-    first = perm[starts].astype(np.int64, copy=False) if index else None
-    where = None
     if inverse:
-        where = xp.empty(n, dtype=np.int64)
-        if n:
-            where[perm] = run - 1
-    many = bounds[1:] - starts if counts else None
+        where = _dc.scatter_ranks(perm, run) if n else xp.empty(0, dtype=np.int64)
+    many = bounds[1:] - bounds[:-1] if counts else None
     return values, first, where, many

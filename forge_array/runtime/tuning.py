@@ -37,6 +37,9 @@ TABLES: dict = {
         "moments": {"shifted_min": 1 << 25},
         # map: the element-wise kernel of fused expressions (kernels/elementwise.py)
         "map": {"block": 256, "items": 2, "blocks_per_sm": 8},
+        # compaction: run starts, selection and rank scatter of nonzero / unique
+        # (kernels/compaction.py), one grid-stride pass each
+        "compaction": {"block": 256, "blocks_per_sm": 8},
         # rows: row programs (kernels/row_programs.py): about `target` threads per row
         "rows": {"target": 128, "block_max": 1024, "min_row": 256, "blocks_per_sm": 32},
         # rowcol: the row and column kernels of reductions along axes and matrix-vector
@@ -96,6 +99,7 @@ TABLES: dict = {
         "reduce": {"block": 64, "items": 2, "blocks_per_sm": 2},
         "moments": {"shifted_min": 64},
         "map": {"block": 64, "items": 2, "blocks_per_sm": 2},
+        "compaction": {"block": 32, "blocks_per_sm": 2},
         "rows": {"target": 32, "block_max": 64, "min_row": 8, "blocks_per_sm": 2},
         "rowcol": {"block": 64, "blocks_per_sm": 2, "max_blocks_per_sm": 1, "unroll": 2, "row_items": 1,
                    "warp_rows": 4, "min_items": 2, "row_tile_max": 128, "row_tile_vecs": 2, "col_vec": True,

@@ -1,0 +1,107 @@
+"""The compaction's dispatch tier: the launches of :mod:`forge_array.kernels.compaction` on
+contiguous 1-D backend arrays (CuPy on a GPU, NumPy in the simulator), one grid-stride pass
+each, the grid from the tuning table's ``compaction`` entry.
+
+- :func:`run_starts`: where runs of equal values begin in a sorted array (a bool mask);
+- :func:`select`: the positions of a mask's true elements from its running count, and the
+  elements of up to :data:`~forge_array.kernels.compaction.PICKS` arrays there;
+- :func:`scatter_ranks`: each element's run index written back through a permutation.
+
+>>> import numpy as np
+>>> flags = run_starts(np.array([1, 1, 2, 5, 5]))          # doctest: +SKIP
+>>> flags.tolist()                                          # doctest: +SKIP
+[True, False, True, True, False]
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import runtime
+from ..runtime import array_module, lazy, tuning
+
+__all__ = ["run_starts", "select", "scatter_ranks"]
+
+# the kernel module (numba.cuda) loads at first use: CPU arrays never need it
+_k = lazy.module("forge_array.kernels.compaction", __name__, "_k")
+
+_U8 = np.dtype(np.uint8)
+
+
+def _grid(n: int) -> tuple:
+    p = tuning.params("compaction")
+    block = p["block"]
+    cap = runtime.device_info()["sm_count"] * p["blocks_per_sm"]
+    return max(1, min(-(-n // block), cap)), block
+
+
+def _memory_dtype(a) -> np.dtype:
+    """The dtype a kernel reads ``a`` as: bool as uint8."""
+    return _U8 if a.dtype == np.bool_ else a.dtype
+
+
+def _buf(a):
+    if runtime.SIMULATE and a.dtype == np.bool_:
+        a = a.view(np.uint8)
+    return runtime.buffer_of(a)
+
+
+def _check(*arrays) -> None:
+    for a in arrays:
+        if a.ndim != 1 or not a.flags.c_contiguous:
+            raise ValueError("compaction kernels take contiguous 1-D arrays")
+
+
+def run_starts(values):
+    """A bool array of ``len(values)``: True where a run of equal values begins in sorted
+    ``values`` (the first element, and each element unequal to the one before; NaN is
+    unequal to NaN)."""
+    _check(values)
+    n = values.size
+    flags = array_module(values).empty(n, dtype=np.bool_)
+    if n:
+        k = runtime.compile_kernel(_k.make_run_starts, (),
+                                   (runtime.ptr_t(_memory_dtype(values)), runtime.ptr_t(_U8), runtime.i64))
+        grid, block = _grid(n)
+        runtime.launch(k, grid, block, (_buf(values), _buf(flags), n))
+    return flags
+
+
+def select(flags, count, total: int, picks=()):
+    """``(positions, picked_0, ...)``: the positions (int64) of the true elements of mask
+    ``flags`` followed by ``len(flags)``, given ``count``, its inclusive running count in
+    int64, and ``total``, its last value; and of each array of ``picks`` (the length of
+    ``flags``), its elements at those positions."""
+    _check(flags, count, *picks)
+    n = flags.size
+    xp = array_module(flags)
+    positions = xp.empty(total + 1, dtype=np.int64)
+    picked = [xp.empty(total, dtype=p.dtype) for p in picks]
+    if n == 0:
+        positions[0] = 0
+        return (positions, *picked)
+    types = (runtime.ptr_t(_U8), runtime.ptr_t(np.int64), runtime.ptr_t(np.int64), runtime.i64)
+    args = (_buf(flags), _buf(count), _buf(positions), n)
+    for src, out in zip(picks, picked):
+        types += (runtime.ptr_t(_memory_dtype(src)),) * 2
+        args += (_buf(src), _buf(out))
+    k = runtime.compile_kernel(_k.make_select, (len(picks),), types)
+    grid, block = _grid(n)
+    runtime.launch(k, grid, block, args)
+    return (positions, *picked)
+
+
+def scatter_ranks(order, count):
+    """An int64 array ``ranks`` with ``ranks[order[i]] = count[i] - 1``: ``order`` a
+    permutation (int64), ``count`` the inclusive running count (int64) of where runs begin in
+    the array ``order`` sorts."""
+    _check(order, count)
+    n = order.size
+    ranks = array_module(order).empty(n, dtype=np.int64)
+    if n:
+        k = runtime.compile_kernel(_k.make_scatter_ranks, (),
+                                   (runtime.ptr_t(np.int64), runtime.ptr_t(np.int64), runtime.ptr_t(np.int64),
+                                    runtime.i64))
+        grid, block = _grid(n)
+        runtime.launch(k, grid, block, (_buf(order), _buf(count), _buf(ranks), n))
+    return ranks
