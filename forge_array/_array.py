@@ -607,13 +607,18 @@ class Array:
             dt = scalar_dtype(value, self.dtype, "value")
             if dt != self.dtype:
                 raise TypeError(f"cannot assign {value!r} into an array of dtype {self.dtype}")
-            v = scalar_to_backend(value, dt, self._device)
+            v = np.asarray(py_scalar(value), dtype=dt)[()]   # a NumPy scalar: no transfer yet
         else:
             raise TypeError(f"value must be an array or a Python scalar, got "
                             f"{type(value).__name__}")
         before_write()
-        if self._device.is_cuda and masked_fill(self._array, k, v):
-            return
+        if self._device.is_cuda:
+            # a single value through a mask goes to the kernel as a parameter; any other key
+            # takes it as a 0-d array (CuPy fills zeros with a memset, which drops -0.0's sign)
+            if masked_fill(self._array, k, v):
+                return
+            if isinstance(v, np.generic):
+                v = transfer(np.asarray(v), _dev.cpu, self._device)
         self._array[k] = v
 
     # ------------------------------------------------------------------ operators
