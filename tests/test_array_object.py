@@ -235,3 +235,22 @@ def test_masked_fill_of_gpu_arrays():
     np.testing.assert_array_equal(np.asarray(x.to_device("cpu")), want)
     with pytest.raises(IndexError):
         x[xp.asarray(np.ones(5, dtype=bool), device="cuda:0")] = 1.0
+
+
+@pytest.mark.skipif(SIMULATE, reason="CuPy arrays: the GPU run")
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int8", "uint64", "bool", "complex64"])
+def test_scalar_writes_of_gpu_arrays_keep_their_bits(dtype):
+    """A Python scalar written through a mask (a kernel parameter) or any other key (a 0-d
+    array) lands with its exact bits: -0.0 keeps its sign, integers their value."""
+    a = np.zeros(6, dtype=dtype)
+    value = {"bool": True, "int8": -7, "uint64": 2**64 - 1}.get(dtype, -0.0)
+    mask = np.array([True, False, True, False, False, True])
+    for key, host_key in ((xp.asarray(mask, device="cuda:0"), mask), (slice(1, 3), slice(1, 3)), (4, 4)):
+        x = xp.asarray(a, device="cuda:0")
+        x[key] = value
+        want = a.copy()
+        want[host_key] = value
+        got = np.asarray(x.to_device("cpu"))
+        np.testing.assert_array_equal(got, want)
+        if dtype.startswith("float"):
+            np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
