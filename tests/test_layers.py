@@ -25,7 +25,7 @@ LAYERS = (
     ("kernels", ("kernels",)),
     ("dispatch", ("dispatch",)),
     ("primitives", ("primitives",)),
-    ("array", ("_interop", "_info", "_kernel_layer", "_routing", "_backend_indexing", "_array")),
+    ("array", ("_interop", "_info", "_kernel_layer", "_routing", "_backend_indexing", "_cusolver_potrf", "_array")),
     ("fusion", ("fusion",)),
     ("namespace", ("_helpers", "_elementwise", "_statistical", "_data_type", "_sets", "_manipulation",
                    "_indexing", "_generic", "_generic_scan", "_generic_matvec", "_creation", "_sorting",
