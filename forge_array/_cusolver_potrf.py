@@ -1,8 +1,8 @@
 """The Cholesky factorization of one matrix on the GPU through cuSOLVER's 64-bit API
-(``cusolverDnXpotrf``), which CuPy does not bind: CuPy's ``linalg.cholesky`` calls the
-legacy ``cusolverDn<t>potrf``, whose blocked algorithm takes twice as long on an H200
-(``python -m bench.suite_linalg --only cholesky``: a 2048 × 2048 float32 matrix 1.97 ms
-against 0.82 for PyTorch, which calls ``cusolverDnXpotrf``).
+(``cusolverDnXpotrf``), which CuPy does not bind, on the lower triangle: CuPy's
+``linalg.cholesky`` asks the legacy ``cusolverDn<t>potrf`` for the upper one, which cuSOLVER
+factors in over twice the time (``python -m bench.suite_linalg --only cholesky`` on an
+H200, 2048 × 2048 float32: 0.76 ms here, 2.03 for CuPy's call, 0.86 for PyTorch's).
 
 The library is the one CuPy loaded (found by name through the dynamic loader); the call
 runs on CuPy's cuSOLVER handle and current stream. Like CuPy's, the factorization does not
@@ -26,7 +26,9 @@ __all__ = ["cholesky", "cholesky_available"]
 #: cudaDataType of each dtype cuSOLVER factors
 _CUDA_TYPES = {np.dtype(np.float32): 0, np.dtype(np.float64): 1, np.dtype(np.complex64): 4,
                np.dtype(np.complex128): 5}
-_UPPER = 1                      # cublasFillMode_t CUBLAS_FILL_MODE_UPPER
+_LOWER, _UPPER = 0, 1           # cublasFillMode_t
+#: the triangle cuSOLVER factors (of the column-major reading of the C-order copy)
+FILL = _LOWER
 _LOCK = threading.Lock()
 _STATE: dict = {}               # "lib": (buffer-size function, factor function, params) or None
 
@@ -50,6 +52,10 @@ def _load():
         if "lib" in _STATE:
             return _STATE["lib"]
         found = None
+        try:   # CuPy's binding loads the library (from its wheel's folder, off the loader's path)
+            import cupy_backends.cuda.libs.cusolver  # noqa: F401, PLC0415
+        except ImportError:
+            pass
         for name in _library_names():
             try:
                 lib = ctypes.CDLL(name)
@@ -96,36 +102,45 @@ def cholesky(a, upper: bool = False):
     from cupy_backends.cuda.libs import cusolver  # noqa: PLC0415
 
     n = a.shape[0]
-    # the C-order copy read column by column is a's transpose, the conjugate of a; its upper
-    # factor U (conj(a) = U^H U) read row by row is L = U^T with a = L L^H
+    # the C-order copy read column by column is a's transpose, the conjugate of a; its lower
+    # factor (conj(a) = L L^H, column-major) read row by row is L^T in the upper triangle,
+    # which is U = conj(L)^H with a = U^H U: the upper factor itself, its conjugate transpose
+    # the lower one (a column-major view, as PyTorch returns it)
     x = cupy.array(a, order="C", copy=True)
     handle = device.get_cusolver_handle()
     cusolver.setStream(handle, cupy.cuda.get_current_stream().ptr)
     on_device, on_host = ctypes.c_size_t(), ctypes.c_size_t()
-    status = size(handle, params, _UPPER, n, code, x.data.ptr, n, code, ctypes.byref(on_device),
+    status = size(handle, params, FILL, n, code, x.data.ptr, n, code, ctypes.byref(on_device),
                   ctypes.byref(on_host))
     if status != 0:
         return None
     work = cupy.empty(max(on_device.value, 1), dtype=np.uint8)
     host_work = np.empty(max(on_host.value, 1), dtype=np.uint8)
     info = cupy.empty(1, dtype=np.int32)
-    status = factor(handle, params, _UPPER, n, code, x.data.ptr, n, code, work.data.ptr, on_device.value,
+    status = factor(handle, params, FILL, n, code, x.data.ptr, n, code, work.data.ptr, on_device.value,
                     host_work.ctypes.data, on_host.value, info.data.ptr)
     if status != 0:
         raise RuntimeError(f"linalg.cholesky: cusolverDnXpotrf failed (status {status})")
-    lower = _tril(cupy, x)
+    if FILL == _LOWER:
+        u = _triangle(cupy, x, upper=True)
+        if upper:
+            return u
+        lower = u.T
+        return lower.conj() if lower.dtype.kind == "c" else lower
+    lower = _triangle(cupy, x, upper=False)
     if not upper:
         return lower
     u = lower.T
     return u.conj() if u.dtype.kind == "c" else u
 
 
-def _tril(cupy, x):
-    """``x`` with its strictly upper triangle zeroed, in place where CuPy has the kernel."""
+def _triangle(cupy, x, upper):
+    """``x`` with the triangle below (``upper``) or above the diagonal zeroed, in place where
+    CuPy has the kernel."""
     try:
         from cupy.linalg import _util  # noqa: PLC0415
 
-        _util._tril(x, k=0)
+        (_util._triu if upper else _util._tril)(x, k=0)
         return x
     except (ImportError, AttributeError):
-        return cupy.tril(x)
+        return cupy.triu(x) if upper else cupy.tril(x)
