@@ -97,7 +97,9 @@ def test_status_names_the_kernel_modules_whose_shipped_kernels_are_stale(tmp_pat
     prebuilt.use_archive(archive)
     monkeypatch.setattr(prebuilt, "MANIFEST", str(out / "manifest.json"))
     line = prebuilt.status("other", "1", "2", "3.12", module_hashes=dict(shipped, **{"kernels/scan/tile.py": "t2"}))
-    assert "in use but for the kernels of kernels/scan/tile.py" in line
+    assert "in use but for the kernels of kernels/scan/tile.py (whose sources changed since)" in line
+    line = prebuilt.status("other", "1", "2", "3.12", module_hashes=dict(shipped, **{"kernels/compaction.py": "n"}))
+    assert line.endswith("in use but for the kernels of kernels/compaction.py (new since): those compile at first use")
     everything = {k: v + "2" for k, v in shipped.items()}
     assert "the kernel sources changed since" in prebuilt.status("other", "1", "2", "3.12", module_hashes=everything)
     assert "the kernel sources changed since" in prebuilt.status("other", "1", "2", "3.12")   # no hashes to compare

@@ -175,9 +175,9 @@ def status(source_hash: str, numba_version: str, numba_cuda_version: str, python
     """One line on the shipped kernels: how many, for which GPU and compute capability, and
     whether they match this install (its kernel sources' hash, numba versions and Python's
     ``major.minor``, whose bytecode the keys digest; default: this interpreter's).  Where
-    only some kernel modules changed (``module_hashes``, this install's
+    only some kernel modules changed or were added (``module_hashes``, this install's
     :func:`.kernel_sources.module_hashes`, against the manifest's), the kernels of the
-    others still load: the line names the changed ones.
+    others still load: the line names the changed and the new ones.
 
     >>> status("x", "0", "0").startswith("prebuilt kernels:")
     True
@@ -190,14 +190,15 @@ def status(source_hash: str, numba_version: str, numba_cuda_version: str, python
                     for t in m.get("targets", TARGETS))
     what = f"{m.get('kernels', '?')} ({ccs}), made on {m.get('gpu', '?')}"
     stale = []
-    changed = None
+    changed = added = None
     if m.get("source_hash") != source_hash:
         shipped = m.get("module_hashes")
         if shipped and module_hashes:
             changed = sorted(k for k in shipped if module_hashes.get(k) != shipped[k])
+            added = sorted(k for k in module_hashes if k not in shipped)
         if changed is None or len(changed) == len(shipped):
             stale.append("the kernel sources changed since")
-            changed = None
+            changed = added = None
     if m.get("numba") != numba_version or m.get("numba_cuda") != numba_cuda_version:
         stale.append(f"made with numba {m.get('numba')} / numba-cuda {m.get('numba_cuda')}")
     python = python or "%d.%d" % sys.version_info[:2]
@@ -206,10 +207,14 @@ def status(source_hash: str, numba_version: str, numba_cuda_version: str, python
         stale.append(f"made with Python {made}, this is {python}")
     if stale:
         return f"prebuilt kernels: {what}; not used here ({'; '.join(stale)}): kernels compile at first use"
-    if changed:
-        names = ", ".join(changed[:3]) + (f" and {len(changed) - 3} more" if len(changed) > 3 else "")
-        return (f"prebuilt kernels: {what}; in use but for the kernels of {names}, whose sources changed "
-                "since: those compile at first use")
+    parts = []
+    for names, why in ((changed, "whose sources changed since"), (added, "new since")):
+        if names:
+            listed = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+            parts.append(f"{listed} ({why})")
+    if parts:
+        return (f"prebuilt kernels: {what}; in use but for the kernels of {'; '.join(parts)}: those "
+                "compile at first use")
     return f"prebuilt kernels: {what}; in use"
 
 
