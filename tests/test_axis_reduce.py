@@ -917,16 +917,20 @@ def test_uncompilable_operator(bk, sim):
 
 def test_cpu_path_generic():
     # the numba-on-CPU path (no kernels for a NumPy array outside the simulator)
+    from forge_array.dispatch.axis_reduce import AxisReduction
+
     x = np.random.default_rng(11).standard_normal((5, 7))
     r = np.empty(5)
-    ar.cpu.run_cpu(None or ar.arguments._f_identity, ops.add, (x,), r, (1,), F64, np.float64(0), None, False)
+    ar.cpu.run_cpu(AxisReduction(ar.arguments._f_identity, ops.add, (1,), F64, np.float64(0), None, False), (x,), r)
     np.testing.assert_allclose(r, x.sum(axis=1))
     r = np.empty(7)
-    ar.cpu.run_cpu(ar.arguments._f_identity, ops.as_operator(_noident), (x,), r, (0,), F64, None, np.float64(9), False)
+    ar.cpu.run_cpu(AxisReduction(ar.arguments._f_identity, ops.as_operator(_noident), (0,), F64, None, np.float64(9),
+                                 False), (x,), r)
     np.testing.assert_allclose(r, np.maximum(x.max(axis=0), 9))
     v, i = np.empty(5), np.empty(5, np.int64)
-    ar.cpu.run_cpu(ar.arguments._f_pair_index, ops.argmax, (x,), (v, i), (1,), (F64, np.dtype("int64")),
-                ops.argmax.identity((F64, np.dtype("int64"))), None, True)
+    pair = (F64, np.dtype("int64"))
+    ar.cpu.run_cpu(AxisReduction(ar.arguments._f_pair_index, ops.argmax, (1,), pair, ops.argmax.identity(pair), None,
+                                 True), (x,), (v, i))
     np.testing.assert_array_equal(i, x.argmax(axis=1))
 
 

@@ -6,9 +6,9 @@ layout from the tuning tables and compiles the kernels (:mod:`forge_array.kernel
 later calls of the same layout replay with no planning.
 """
 
-from .layout import PLANS, layout_key, run_kernels
+from .layout import PLANS, AxisReduction, layout_key, run_kernels
 from .plan import entry_dtype
 from .replay import FAST, Replay, axis_fast, axis_hot_key, fast_key, launch, remember, replayed
 
-__all__ = ["PLANS", "layout_key", "run_kernels", "entry_dtype", "FAST", "Replay", "fast_key", "remember",
-           "axis_fast", "axis_hot_key", "replayed", "launch"]
+__all__ = ["PLANS", "AxisReduction", "layout_key", "run_kernels", "entry_dtype", "FAST", "Replay", "fast_key",
+           "remember", "axis_fast", "axis_hot_key", "replayed", "launch"]

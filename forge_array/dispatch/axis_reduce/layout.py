@@ -1,9 +1,11 @@
 """Layouts of the axis reductions: negative strides flipped, dimensions collapsed, the layout key
-of the plan cache, and :func:`run_kernels` (plan, scratch, launch per host-looped slice).
+of the plan cache, and :func:`run_kernels` (plan, scratch, launch per host-looped slice) of
+one :class:`AxisReduction`.
 """
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 
@@ -13,6 +15,27 @@ from .._common import components, first_component, hashable_key
 from .plan import execute, plan_launch
 
 array_module = runtime.array_module
+
+
+class AxisReduction(NamedTuple):
+    """What an axis reduction computes, whatever its operands: the map ``f`` (the operands'
+    elements, then the logical position along the reduced axes with ``index``), the
+    operator ``op``, the reduced ``axes`` (sorted, non-negative), the accumulator dtype
+    ``acc`` (a tuple for a tuple operator), the operator's identity ``ident`` (None: none)
+    and the initial values ``init_v`` (None: none).
+
+    >>> from forge_array import ops
+    >>> AxisReduction(None, ops.add, (1,), np.dtype("float64"), 0.0, None, False).axes
+    (1,)
+    """
+
+    f: object
+    op: object
+    axes: tuple
+    acc: object
+    ident: object
+    init_v: object
+    index: bool
 
 # --------------------------------------------------------------------------- layout
 
@@ -71,9 +94,11 @@ def layout_key(entry):
     return (entry.dtype, entry.shape, entry.strides, mp.ptr % 16, mp.device_id)
 
 
-def run_kernels(f, op, arrays, out, axes, acc, ident, init_v, index, cache=True):
-    """Launch the kernels for one reduction; plans (kernel, launch shape, scalar arguments)
-    are cached by the operands' layout so that a repeated call only builds buffers."""
+def run_kernels(call: AxisReduction, arrays, out, cache=True):
+    """Launch the kernels of the reduction ``call`` of ``arrays`` into ``out``; plans (kernel,
+    launch shape, scalar arguments) are cached by the operands' layout so that a repeated call
+    only builds buffers."""
+    f, op, axes, acc, ident, init_v, index = call
     key = None
     if cache:
         try:
@@ -132,8 +157,7 @@ def run_kernels(f, op, arrays, out, axes, acc, ident, init_v, index, cache=True)
             comps = tuple(xp.ascontiguousarray(xp.transpose(c, perm)) for c in components(e))
             moved.append(comps if isinstance(e, tuple) else comps[0])
         nk = len(kept)
-        return run_kernels(f, op, tuple(moved), out, tuple(range(nk, ndim)), acc, ident,
-                            init_v, index, cache=False)
+        return run_kernels(call._replace(axes=tuple(range(nk, ndim))), tuple(moved), out, cache=False)
     if len(kdims) > 2:
         # rare: loop over the outermost kept axis (by stride of operand 0) on the host, each
         # slice into a fresh C-contiguous result
@@ -146,7 +170,7 @@ def run_kernels(f, op, arrays, out, axes, acc, ident, init_v, index, cache=True)
             sub_out = _take(out, i, t)
             tmp = tuple(xp.empty(c.shape, c.dtype) for c in components(sub_out))
             tmp = tmp if isinstance(out, tuple) else tmp[0]
-            run_kernels(f, op, sub_in, tmp, sub_axes, acc, ident, init_v, index, cache=False)
+            run_kernels(call._replace(axes=sub_axes), sub_in, tmp, cache=False)
             for c, tc in zip(components(sub_out), components(tmp)):
                 c[...] = tc
         return None

@@ -12,7 +12,7 @@ import numpy as np
 
 from ... import runtime
 from ...runtime.caches import Cache
-from .layout import layout_key, run_kernels
+from .layout import AxisReduction, layout_key, run_kernels
 from .plan import execute, plan_scratch
 
 #: Replayable launches (:class:`Replay`) by call: ``fast_key`` of axis_mapreduce, matvec
@@ -163,17 +163,16 @@ def replayed(f, op, arrays, axis, keepdims, out_dtype, index, alias=None):
     return fkey, ent(arrays)
 
 
-def launch(f, op, arrays, outs, axes, acc, ident, init_v, index, shape, keepdims, keys=()):
-    """Plan and launch the reduction of ``arrays`` (of ``shape``) along ``axes`` into
-    ``outs`` (a tuple of arrays: one per accumulator component when ``acc`` is a tuple), and
-    keep the planned launch, replayable, under each of ``keys`` (None entries skipped)."""
-    is_tuple = isinstance(acc, tuple)
-    plan = run_kernels(f, op, arrays, outs if is_tuple else outs[0], axes, acc, ident, init_v,
-                       index)
+def launch(call: AxisReduction, arrays, outs, shape, keepdims, keys=()):
+    """Plan and launch the reduction ``call`` of ``arrays`` (of ``shape``) into ``outs`` (a
+    tuple of arrays: one per accumulator component when ``call.acc`` is a tuple), and keep
+    the planned launch, replayable, under each of ``keys`` (None entries skipped)."""
+    is_tuple = isinstance(call.acc, tuple)
+    plan = run_kernels(call, arrays, outs if is_tuple else outs[0])
     keys = [k for k in keys if k is not None]
     if plan is None or not keys:
         return
-    fshape = tuple(1 if d in axes else n for d, n in enumerate(shape)) if keepdims else None
+    fshape = tuple(1 if d in call.axes else n for d, n in enumerate(shape)) if keepdims else None
     ent = Replay(plan, tuple(outs[0].shape), tuple(o.dtype for o in outs), is_tuple, fshape,
                  not any(isinstance(e, tuple) for e in arrays))
     for k in keys:

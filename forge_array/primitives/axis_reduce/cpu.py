@@ -9,7 +9,7 @@ import numpy as np
 from numba import types as nt
 
 from ... import runtime
-from ...dispatch.axis_reduce import entry_dtype
+from ...dispatch.axis_reduce import AxisReduction, entry_dtype
 from ...runtime import cpu_cache
 from ...runtime.caches import Cache
 from .arguments import first_component, hashable_key, zeros_of
@@ -17,8 +17,10 @@ from .arguments import first_component, hashable_key, zeros_of
 # --------------------------------------------------------------------------- CPU (numba)
 
 
-def run_cpu(f, op, arrays, out, axes, acc, ident, init_v, index):
-    """NumPy moves the reduced axes last; a numba loop (on the CPU) reduces each row."""
+def run_cpu(call: AxisReduction, arrays, out):
+    """The reduction ``call`` of ``arrays`` into ``out`` on the CPU: NumPy moves the reduced
+    axes last; a numba loop reduces each row."""
+    f, op, axes, acc, ident, init_v, index = call
     shape = tuple(first_component(arrays[0]).shape)
     ndim = len(shape)
     kept = [d for d in range(ndim) if d not in axes]

@@ -11,7 +11,7 @@ import numpy as np
 
 from ... import ops as _ops
 from ... import runtime
-from ...dispatch.axis_reduce import launch, replayed
+from ...dispatch.axis_reduce import AxisReduction, launch, replayed
 from ...runtime.functions import compilable
 from .arguments import (
     DEFAULT_MAPS,
@@ -95,11 +95,11 @@ def axis_mapreduce(f, op, arrays, axis, init, keepdims, out_dtype, *, index=Fals
             for o, v in zip(outs, fill if is_tuple else (fill,)):
                 o[...] = v
         elif runtime.kernels_available(x0):
-            launch(f, op, arrays, outs, axes, acc, ident, init_v, index, shape, keepdims,
+            launch(AxisReduction(f, op, axes, acc, ident, init_v, index), arrays, outs, shape, keepdims,
                    (fkey, _replay) if init is None else ())
         else:
-            run_cpu(f, op, arrays, outs if is_tuple else outs[0], axes, acc, ident, init_v,
-                     index)
+            run_cpu(AxisReduction(f, op, axes, acc, ident, init_v, index), arrays,
+                    outs if is_tuple else outs[0])
     if keepdims:
         ks = tuple(1 if d in axes else n for d, n in enumerate(shape))
         outs = tuple(o.reshape(ks) for o in outs)
