@@ -25,19 +25,11 @@ __all__ = ["run_starts", "select", "scatter_ranks"]
 # the kernel module (numba.cuda) loads at first use: CPU arrays never need it
 _k = lazy.module("forge_array.kernels.compaction", __name__, "_k")
 
-_U8 = np.dtype(np.uint8)
-
-
 def _grid(n: int) -> tuple:
     p = tuning.params("compaction")
     block = p["block"]
     cap = runtime.device_info()["sm_count"] * p["blocks_per_sm"]
     return max(1, min(-(-n // block), cap)), block
-
-
-def _memory_dtype(a) -> np.dtype:
-    """The dtype a kernel reads ``a`` as: bool as uint8."""
-    return _U8 if a.dtype == np.bool_ else a.dtype
 
 
 def _buf(a):
@@ -60,8 +52,7 @@ def run_starts(values):
     n = values.size
     flags = array_module(values).empty(n, dtype=np.bool_)
     if n:
-        k = runtime.compile_kernel(_k.make_run_starts, (),
-                                   (runtime.ptr_t(_memory_dtype(values)), runtime.ptr_t(_U8), runtime.i64))
+        k = runtime.compile_kernel(_k.make_run_starts, (), _k.run_starts_argtypes(values.dtype))
         grid, block = _grid(n)
         runtime.launch(k, grid, block, (_buf(values), _buf(flags), n))
     return flags
@@ -80,12 +71,10 @@ def select(flags, count, total: int, picks=()):
     if n == 0:
         positions[0] = 0
         return (positions, *picked)
-    types = (runtime.ptr_t(_U8), runtime.ptr_t(np.int64), runtime.ptr_t(np.int64), runtime.i64)
     args = (_buf(flags), _buf(count), _buf(positions), n)
     for src, out in zip(picks, picked):
-        types += (runtime.ptr_t(_memory_dtype(src)),) * 2
         args += (_buf(src), _buf(out))
-    k = runtime.compile_kernel(_k.make_select, (len(picks),), types)
+    k = runtime.compile_kernel(_k.make_select, (len(picks),), _k.select_argtypes(tuple(p.dtype for p in picks)))
     grid, block = _grid(n)
     runtime.launch(k, grid, block, args)
     return (positions, *picked)
@@ -99,9 +88,7 @@ def scatter_ranks(order, count):
     n = order.size
     ranks = array_module(order).empty(n, dtype=np.int64)
     if n:
-        k = runtime.compile_kernel(_k.make_scatter_ranks, (),
-                                   (runtime.ptr_t(np.int64), runtime.ptr_t(np.int64), runtime.ptr_t(np.int64),
-                                    runtime.i64))
+        k = runtime.compile_kernel(_k.make_scatter_ranks, (), _k.scatter_ranks_argtypes())
         grid, block = _grid(n)
         runtime.launch(k, grid, block, (_buf(order), _buf(count), _buf(ranks), n))
     return ranks

@@ -27,7 +27,11 @@ from __future__ import annotations
 import numpy as np
 from numba import cuda
 
-__all__ = ["make_run_starts", "make_select", "make_scatter_ranks", "PICKS"]
+from ..runtime import i64, ptr_t
+from .reduce import buffer_dtype
+
+__all__ = ["make_run_starts", "make_select", "make_scatter_ranks", "PICKS", "run_starts_argtypes",
+           "select_argtypes", "scatter_ranks_argtypes"]
 
 #: how many arrays :func:`make_select` gathers at most in its pass
 PICKS = 2
@@ -95,3 +99,33 @@ def make_scatter_ranks():
             ranks[order[i]] = count[i] - 1
             i += step
     return scatter_ranks
+
+
+def run_starts_argtypes(dtype):
+    """numba types of :func:`make_run_starts`' arguments for values of ``dtype``.
+
+    >>> len(run_starts_argtypes("float32"))
+    3
+    """
+    return (ptr_t(buffer_dtype(dtype)), ptr_t(np.uint8), i64)
+
+
+def select_argtypes(pick_dtypes=()):
+    """numba types of :func:`make_select`' arguments, gathering arrays of ``pick_dtypes``.
+
+    >>> len(select_argtypes(("int64",)))
+    6
+    """
+    types = (ptr_t(np.uint8), ptr_t(np.int64), ptr_t(np.int64), i64)
+    for d in pick_dtypes:
+        types += (ptr_t(buffer_dtype(d)),) * 2
+    return types
+
+
+def scatter_ranks_argtypes():
+    """numba types of :func:`make_scatter_ranks`' arguments.
+
+    >>> len(scatter_ranks_argtypes())
+    4
+    """
+    return (ptr_t(np.int64),) * 3 + (i64,)
