@@ -11,10 +11,12 @@ GPU time is level with PyTorch's, their wall time is not. This suite times the s
 are made of, each call with the device synchronised before and after (so a step that waits
 for the GPU inside pays for it), median µs of ``--reps`` calls after five warm-up calls, on
 the same data for each library: label sets (``unique_values`` / ``unique_inverse`` /
-``unique_counts`` of 200,000 int64 labels), boolean masks (``X[c == 1]``, the comparison,
+``unique_counts`` of 200,000 int64 labels, of 4 labels and of 4,096), boolean masks (``X[c == 1]``, the comparison,
 ``x[x == 0] = 1.0``), index arrays (``take``), the column statistics (``mean`` / ``std``
 along axis 0), centring and the Gram matrix, small ``svd`` and ``eigh``, ``sign``,
-``argmax`` of ``abs``, the finiteness check, creation and a row write. ``forge_array`` runs
+``argmax`` of ``abs``, the finiteness check, creation (``zeros``, ``ones``, a Python scalar
+on the device), a row write and in-place updates (svd_flip's ``U *= signs`` on the
+F-ordered ``U`` a GPU SVD returns, centring ``W -= mean``). ``forge_array`` runs
 with automatic fusion off (each step eager, as the fits' small steps are), ``torch`` on
 tensors of the same values, ``cupy`` on CuPy arrays through array-api-compat's namespace (as
 scikit-learn calls it). The ratio column is forge_array's time over PyTorch's (above 1:
@@ -46,7 +48,9 @@ def _data(dry):
     s = np.abs(X[0]).copy()
     s[::7] = 0
     host = {"X": X, "c": c, "C": C, "v": X[:128, :16].copy(), "small": X[:4].copy(),
-            "i": np.arange(16, dtype=np.int64) * 16, "s": s}
+            "i": np.arange(16, dtype=np.int64) * 16, "s": s, "labels": np.arange(4, dtype=np.int64),
+            "c4k": c[:4096].copy(), "U": np.asfortranarray(X), "signs": np.sign(X[0]),
+            "W": X.copy(), "m": X.mean(axis=0)}
     import forge_array as xp
 
     if dry:
@@ -86,6 +90,10 @@ def _cases():
                               "torch": torch_unique(return_inverse=True)},
         "unique_counts(c)": {"*": lambda ns, d: ns.unique_counts(d["c"]),
                              "torch": torch_unique(return_counts=True)},
+        "unique_values(4 labels)": {"*": lambda ns, d: ns.unique_values(d["labels"]),
+                                    "torch": lambda t, d: t.unique(d["labels"])},
+        "unique_inverse(4,096 values)": {"*": lambda ns, d: ns.unique_inverse(d["c4k"]),
+                                         "torch": lambda t, d: t.unique(d["c4k"], return_inverse=True)},
         "c == 1": {"*": lambda ns, d: d["c"] == 1},
         "X[c == 1]": {"*": lambda ns, d: d["X"][d["c"] == 1]},
         "s[s == 0] = 1.0": {"*": fill},
@@ -108,6 +116,12 @@ def _cases():
         "zeros((4, 128))": {"*": lambda ns, d: ns.zeros((4, COLS), dtype=ns.float32, device=_device(d["X"])),
                             "torch": lambda t, d: t.zeros((4, COLS), device="cuda")},
         "C[1, :] = C[0, :]": {"*": lambda ns, d: d["C"].__setitem__((1, slice(None)), d["C"][0, :])},
+        "U *= signs (U F-ordered)": {"*": lambda ns, d: d["U"].__imul__(d["signs"][None, :])},
+        "W -= mean (W C-ordered)": {"*": lambda ns, d: d["W"].__isub__(d["m"])},
+        "ones(128)": {"*": lambda ns, d: ns.ones(COLS, dtype=ns.float32, device=_device(d["X"])),
+                      "torch": lambda t, d: t.ones(COLS, device="cuda")},
+        "asarray(5e-6)": {"*": lambda ns, d: ns.asarray(5e-6, dtype=ns.float32, device=_device(d["X"])),
+                          "torch": lambda t, d: t.asarray(5e-6, dtype=t.float32, device="cuda")},
     }
 
 

@@ -24,8 +24,10 @@ from ._interop import (
     SYMBOLS,
     UFUNC_NAMES,
     cupy_stream,
+    device_full,
     export_dlpack,
     foreign_operand_error,
+    has_negative_zero,
     is_foreign_array,
     namespace_hint,
     scalar_type_name,
@@ -94,13 +96,19 @@ def scalar_to_backend(value, dtype, device):
     """A 0-d backend array holding ``value`` (signed zeros kept on CuPy too)."""
     host = np.asarray(py_scalar(value), dtype=dtype)
     if device.is_cuda:
-        return transfer(host, _dev.cpu, device)
+        return device_full((), host[()], host.dtype, device)
     return host
 
 
 #: The namespace's functions behind the operators (``add``, ``abs``, ``matmul``, ...), by
 #: name: the namespace's modules register them as they load (they sit above this module).
 OPERATORS: dict = {}
+
+#: Called as ``f(x, other, name)`` by the in-place operators (``x += other`` has ``name``
+#: ``"add"``): writes the result into ``x``'s memory and returns True, or returns False when
+#: the general way (the operator's value, checked, then copied into ``x``) must run;
+#: registered by :mod:`forge_array._elementwise`.
+IN_PLACE = [None]
 
 #: The namespace module (``forge_array``), registered by the package as it loads: what
 #: ``__array_namespace__`` returns and where error messages look up function names.
@@ -613,11 +621,12 @@ class Array:
                             f"{type(value).__name__}")
         before_write()
         if self._device.is_cuda:
-            # a single value through a mask goes to the kernel as a parameter; any other key
-            # takes it as a 0-d array (CuPy fills zeros with a memset, which drops -0.0's sign)
+            # a single value goes to CuPy's kernel as a parameter (no copy from the host,
+            # which would wait for the GPU), but for -0.0: CuPy writes any value == 0 with a
+            # memset (+0.0), so that one goes as a 0-d array
             if masked_fill(self._array, k, v):
                 return
-            if isinstance(v, np.generic):
+            if isinstance(v, np.generic) and has_negative_zero(v):
                 v = transfer(np.asarray(v), _dev.cpu, self._device)
         self._array[k] = v
 
@@ -631,6 +640,9 @@ class Array:
         return fn(other, self) if reflected else fn(self, other)
 
     def _iop(self, other, name):
+        f = IN_PLACE[0]
+        if f is not None and f(self, other, name):
+            return self
         res = self._in_place_result(other, name)
         if res is NotImplemented:
             return res

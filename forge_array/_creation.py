@@ -17,7 +17,7 @@ from . import _dtypes as _dt
 from . import _routing
 from ._array import Array, is_scalar, py_scalar, values_read
 from ._helpers import as_int, check_array, normalize_shape
-from ._interop import transfer
+from ._interop import device_full, transfer
 from ._ownership import share
 
 __all__ = [
@@ -55,8 +55,11 @@ def _dtype_or(dtype, default):
 
 
 def _place(host, dev):
-    """Move a freshly made NumPy array to ``dev`` (no copy on the CPU)."""
+    """Move a freshly made NumPy array to ``dev`` (no copy on the CPU; one value, as from a
+    Python scalar, is filled in on the GPU, see :func:`.._interop.device_full`)."""
     if dev.is_cuda:
+        if host.ndim == 0:
+            return device_full((), host[()], host.dtype, dev)
         return transfer(host, _dev.cpu, dev)
     return host
 
@@ -198,10 +201,7 @@ def _filled(name, shape, value, dtype, device):
         elif value == 0 and not np.signbit(np.real(value)) and not np.signbit(np.imag(value)):
             res = m.zeros(shape, dtype=dtype)
         elif dev.is_cuda:
-            # copy the value's bytes to the GPU, then broadcast it with a copy kernel:
-            # CuPy's fill() memsets any value == 0, losing the sign of -0.0
-            src = transfer(np.asarray(value, dtype=dtype), _dev.cpu, dev)
-            res = m.ascontiguousarray(m.broadcast_to(src, shape)) if shape else src
+            res = device_full(shape, value, dtype, dev)
         else:
             res = np.full(shape, value, dtype=dtype)
     return Array._new(res, dev)

@@ -13,6 +13,8 @@ Array([ 2., -1.], dtype=float64, device=cpu)
 
 from __future__ import annotations
 
+from builtins import abs as builtins_abs
+
 import numpy as np
 
 from . import _array as _array_module
@@ -347,6 +349,67 @@ def _binary(name, x1, x2, kinds, fix=None):
         elif types_key(name, kinds, x1, x2) is not None:
             _WITH_SCALAR[(name, dt, type(x2), dev._kind)] = (fn, b.dtype)
     return Array._new(res, dev)
+
+
+#: the in-place operators written straight into the left operand on a GPU (name -> the
+#: dtype kinds the function takes and CuPy's ufunc): one kernel with ``out=``, no temporary
+_IN_PLACE = {"add": ("numeric", "add"), "subtract": ("numeric", "subtract"),
+             "multiply": ("numeric", "multiply"), "divide": ("floating-point", "true_divide"),
+             "bitwise_and": ("integer or boolean", "bitwise_and"),
+             "bitwise_or": ("integer or boolean", "bitwise_or"),
+             "bitwise_xor": ("integer or boolean", "bitwise_xor")}
+
+
+def binary_in_place(x1, x2, name):
+    """``x1 <op>= x2`` for the functions of :data:`_IN_PLACE` on a GPU array ``x1``: CuPy's
+    ufunc writes into ``x1`` (``out=``), its axes ordered as ``x1``'s memory is (CuPy walks
+    the output in C order: an F-ordered ``U *= s[None, :]`` runs 8x slower unpermuted);
+    returns True when written (a deferred ``x2`` computed first).  False leaves the general
+    way to the caller (the value computed, checked, then copied in; it raises the errors): a
+    CPU array, another function, a deferred ``x1``, an operand sharing memory with ``x1``
+    other than ``x1`` itself, a result of another dtype or shape.
+
+    >>> import forge_array as xp
+    >>> binary_in_place(xp.ones(2, device="cpu"), 1.0, "add")
+    False
+    """
+    if type(x1) is not Array or not x1._device.is_cuda:
+        return False
+    op = _IN_PLACE.get(name)
+    t2 = type(x2)
+    if op is None or not (t2 is Array or t2 is Deferred or t2 in _PY) or (_fusion.ON[0] and _fusion.ACTIVE[0]):
+        return False
+    dt, dev, _, s2 = binary_types(name, x1, x2, op[0])
+    a = x1._array
+    if dt != a.dtype:
+        return False
+    m = _dev.backend(dev)
+    if s2 is not None:
+        b = _scalar_operand(x2, s2, dev)
+    else:
+        b = x2._array
+        if b.ndim > a.ndim or any(q != p and q != 1 for p, q in zip(a.shape[::-1], b.shape[::-1])):
+            return False
+        if b is not a and (b.data.ptr != a.data.ptr or b.shape != a.shape or b.strides != a.strides) \
+                and m.may_share_memory(a, b):
+            return False
+        if b.dtype != dt and not _native_pair(name, a.dtype, b.dtype, dt):
+            with _dev.on(dev):
+                b = b.astype(dt)
+    _array_module.before_write()
+    if a.size == 0:
+        return True
+    if a.ndim > 1 and not a.flags.c_contiguous:
+        order = sorted(range(a.ndim), key=lambda i: -builtins_abs(a.strides[i]))
+        if s2 is None:
+            b = m.broadcast_to(b, a.shape).transpose(order)
+        a = a.transpose(order)
+    with _dev.on(dev):
+        getattr(m, op[1])(a, b, out=a)
+    return True
+
+
+_array_module.IN_PLACE[0] = binary_in_place
 
 
 def _unary(name, x, kinds, fix=None, backend_name=None):

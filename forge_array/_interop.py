@@ -19,7 +19,7 @@ from . import _devices as _dev
 
 __all__ = ["scalar_type_name", "type_name", "is_foreign_array", "foreign_operand_error",
            "SYMBOLS", "COMPARISONS", "UFUNC_NAMES", "cupy_stream", "export_dlpack", "transfer",
-           "namespace_name", "namespace_hint"]
+           "has_negative_zero", "device_full", "namespace_name", "namespace_hint"]
 
 
 def scalar_type_name(v) -> str:
@@ -127,6 +127,39 @@ def transfer(arr, src, dst, stream=None):
         if srcc.nbytes:
             out.data.copy_from_device(srcc.data, srcc.nbytes)
     return out
+
+
+def has_negative_zero(value) -> builtins.bool:
+    """Whether scalar ``value`` (Python or NumPy) is -0.0 or has a -0.0 part (complex): the
+    values a GPU fill cannot take as a kernel parameter, since CuPy writes any value == 0
+    with a memset (+0.0).
+
+    >>> has_negative_zero(-0.0), has_negative_zero(complex(1.0, -0.0)), has_negative_zero(0.0)
+    (True, True, False)
+    """
+    re = value.real
+    im = getattr(value, "imag", 0)
+    return builtins.bool((re == 0 and np.signbit(float(re))) or (im == 0 and np.signbit(float(im))))
+
+
+def device_full(shape, value, dtype, device):
+    """The CuPy array of ``shape`` and ``dtype`` on GPU ``device`` holding scalar ``value``
+    everywhere: CuPy's fill kernel with the value (exact, as a NumPy scalar of ``dtype``) as
+    its parameter, so that nothing is copied from the host (a copy from pageable memory waits
+    for the GPU's queue); a value with a -0.0 part is copied and broadcast instead.
+
+    >>> import numpy as np
+    >>> device_full((2,), 1.5, np.dtype("float32"), None)   # doctest: +SKIP
+    array([1.5, 1.5], dtype=float32)
+    """
+    cp = _dev.backend(device)
+    with _dev.on(device):
+        if has_negative_zero(value):
+            src = transfer(np.asarray(value, dtype=dtype), _dev.cpu, device)
+            return cp.ascontiguousarray(cp.broadcast_to(src, shape)) if shape else src
+        res = cp.empty(shape, dtype=dtype)
+        res.fill(dtype.type(value))
+        return res
 
 
 def namespace_name(numpy_name: str) -> str:

@@ -11,11 +11,14 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+import numpy as np
+
 from . import _devices as _dev
 from . import _dtypes as _dt
 from . import _routing
 from ._array import Array, is_scalar, py_scalar, values_read
 from ._helpers import check_array
+from ._interop import transfer
 
 __all__ = ["isin", "unique_all", "unique_counts", "unique_inverse", "unique_values"]
 
@@ -37,16 +40,44 @@ class UniqueInverseResult(NamedTuple):
     inverse_indices: Array
 
 
+#: a GPU array of at most this many elements is made unique on the host: its values are
+#: read back in any case (they decide the result's shape), and NumPy's sort of a few
+#: thousand values costs less than the launches of a GPU sort and compaction
+#: (``python -m bench.suite_hostops --only unique``: the 4 labels and 4,096 values rows)
+HOST_MAX = 4096
+
+
+def _to_device_together(arrays, device):
+    """NumPy arrays moved to GPU ``device`` in one copy (views of one buffer, each at a
+    16-byte boundary)."""
+    offsets, total = [], 0
+    for a in arrays:
+        offsets.append(total)
+        total += -(-a.nbytes // 16) * 16
+    buf = np.zeros(max(total, 16), dtype=np.uint8)
+    for a, off in zip(arrays, offsets):
+        buf[off:off + a.nbytes] = np.ascontiguousarray(a).reshape(-1).view(np.uint8)
+    dev = transfer(buf, _dev.cpu, device)
+    return [dev[off:off + a.nbytes].view(a.dtype).reshape(a.shape) for a, off in zip(arrays, offsets)]
+
+
 def _call(name, x, index=False, inverse=False, counts=False):
     """``(values, index, inverse, counts)`` of ``x`` (None where not asked): our compaction
-    on a GPU (:func:`._routing.unique`), else the backend's function ``name``."""
+    on a GPU (:func:`._routing.unique`; NumPy's on a copy for up to :data:`HOST_MAX`
+    elements), else the backend's function ``name``."""
     check_array(x, name)
     values_read()  # the values decide the result's shape
     with _dev.on(x.device):
-        r = _routing.unique(x._array, index, inverse, counts)
+        small = x.device.is_cuda and x.size <= HOST_MAX
+        r = None if small else _routing.unique(x._array, index, inverse, counts)
         if r is not None:
             return r
-        r = getattr(_dev.compat(x.device), name)(x._array)
+        if small:
+            r = getattr(_dev.compat(_dev.cpu), name)(x._array.get())
+            moved = _to_device_together([r] if name == "unique_values" else list(r), x.device)
+            r = moved[0] if name == "unique_values" else moved
+        else:
+            r = getattr(_dev.compat(x.device), name)(x._array)
     if name == "unique_values":
         return r, None, None, None
     it = iter(r)

@@ -254,3 +254,104 @@ def test_scalar_writes_of_gpu_arrays_keep_their_bits(dtype):
         np.testing.assert_array_equal(got, want)
         if dtype.startswith("float"):
             np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+
+
+#: GPU arrays of one 2-D host array's values in several layouts (name -> maker)
+_GPU_LAYOUTS = {
+    "C": lambda h: xp.asarray(h, device="cuda:0"),
+    "F": lambda h: xp.asarray(np.asfortranarray(h), device="cuda:0"),
+    "transposed": lambda h: xp.permute_dims(xp.asarray(np.ascontiguousarray(h.T), device="cuda:0"), (1, 0)),
+    "every other row": lambda h: xp.asarray(np.repeat(h, 2, axis=0), device="cuda:0")[::2],
+}
+
+
+def _host_values(dtype, shape, seed=3):
+    rng = np.random.default_rng(seed)
+    if dtype == "bool":
+        return rng.random(shape) > 0.5
+    if dtype.startswith(("int", "uint")):
+        return rng.integers(1, 50, shape).astype(dtype)
+    h = rng.standard_normal(shape)
+    if dtype.startswith("complex"):
+        h = h + 1j * rng.standard_normal(shape)
+    h = h.astype(dtype)
+    h[0, 0] = -0.0
+    return h
+
+
+@pytest.mark.skipif(SIMULATE, reason="CuPy arrays: the GPU run")
+@pytest.mark.parametrize("op", ["add", "sub", "mul", "truediv", "and", "or", "xor"])
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int32", "uint8", "bool", "complex64"])
+def test_in_place_operators_on_gpu_arrays_write_into_their_memory(op, dtype):
+    """``x <op>= y`` on a GPU array writes the values of ``x <op> y`` into ``x``'s own memory
+    (a view of it sees them; it raises where the CPU device's does) for C- and F-ordered
+    arrays, transposed and strided views, and operands that are scalars, same-shape or
+    broadcast arrays, ``x`` itself or a row of it."""
+    host = _host_values(dtype, (33, 5))
+    other_host = _host_values(dtype, (33, 5), seed=4)
+    dunder = f"__i{op}__"
+    scalar = {"bool": True, "float32": 2.5, "float64": -0.0, "complex64": 1j}.get(dtype, 3)
+    operands = {   # name -> the operand of array x (on x's device)
+        "scalar": lambda x: scalar,
+        "same shape": lambda x: xp.asarray(other_host, device=x.device),
+        "row": lambda x: xp.asarray(other_host[1:2], device=x.device),
+        "column": lambda x: xp.asarray(other_host[:, 2:3], device=x.device),
+        "x itself": lambda x: x,
+        "a row of x": lambda x: x[0],
+    }
+    for layout, make in _GPU_LAYOUTS.items():
+        for name, operand in operands.items():
+            x = make(host)
+            ref = xp.asarray(host, device="cpu", copy=True)   # the general way, on NumPy
+            try:
+                getattr(ref, dunder)(operand(ref))
+            except TypeError:
+                with pytest.raises(TypeError):
+                    getattr(x, dunder)(operand(x))
+                continue
+            g = make(host)   # the values: x <op> y out of place, on the same GPU
+            want = np.asarray(getattr(operator, f"__{op}__")(g, operand(g)).to_device("cpu"))
+            view = x[1:]
+            assert getattr(x, dunder)(operand(x)) is x
+            got = np.asarray(x.to_device("cpu"))
+            np.testing.assert_array_equal(got, want, err_msg=f"{layout} {dunder} {name}")
+            if dtype.startswith("float"):
+                np.testing.assert_array_equal(np.signbit(got), np.signbit(want), err_msg=f"{layout} {name}")
+            np.testing.assert_array_equal(np.asarray(view.to_device("cpu")), want[1:])
+
+
+@pytest.mark.skipif(SIMULATE, reason="CuPy arrays: the GPU run")
+def test_in_place_operators_on_gpu_arrays_refuse_what_changes_the_array():
+    x = xp.ones((3, 4), dtype=xp.int32, device="cuda:0")
+    with pytest.raises(TypeError, match="dtype"):
+        x += 1.5
+    with pytest.raises(TypeError):
+        x /= 2
+    with pytest.raises(ValueError, match="shape"):
+        x += xp.ones((2, 3, 4), dtype=xp.int32, device="cuda:0")
+    y = xp.ones((3, 1), device="cuda:0")
+    with pytest.raises(ValueError, match="shape"):
+        y *= xp.ones((3, 4), device="cuda:0")
+    np.testing.assert_array_equal(np.asarray(x.to_device("cpu")), np.ones((3, 4), dtype=np.int32))
+
+
+@pytest.mark.skipif(SIMULATE, reason="CuPy arrays: the GPU run")
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int8", "uint64", "bool", "complex64", "complex128"])
+def test_gpu_fills_keep_their_bits(dtype):
+    """``ones``, ``full``, ``asarray`` of a Python scalar and ``full_like`` on a GPU hold the
+    exact value (a fill kernel's parameter, or for -0.0 the copied bytes)."""
+    values = {"bool": [True, False], "int8": [-7, 0, 127], "uint64": [2**64 - 1, 0, 1],
+              "complex64": [complex(-0.0, 1.0), complex(1.0, -0.0), -0.0j, 2.5 + 0j],
+              "complex128": [complex(-0.0, -0.0), complex(3.0, -0.0)]}.get(
+                  dtype, [-0.0, 0.0, 1.5, float("nan"), -float("inf")])
+    dt = getattr(xp, dtype)
+    for v in values:
+        want = np.full((3, 2), v, dtype=dtype)
+        for got in (xp.full((3, 2), v, dtype=dt, device="cuda:0"),
+                    xp.full_like(xp.empty((3, 2), dtype=dt, device="cuda:0"), v),
+                    xp.broadcast_to(xp.asarray(v, dtype=dt, device="cuda:0"), (3, 2))):
+            g = np.asarray(got.to_device("cpu"))
+            assert g.dtype == want.dtype
+            np.testing.assert_array_equal(g.view(np.uint8), want.view(np.uint8), err_msg=f"{v!r}")
+    np.testing.assert_array_equal(np.asarray(xp.ones(5, dtype=dt, device="cuda:0").to_device("cpu")),
+                                  np.ones(5, dtype=dtype))

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import forge_array as xp
+from forge_array import _sets
 from forge_array._array import mask_indices
 from forge_array.primitives import compaction
 from forge_array.runtime import config
@@ -125,6 +126,26 @@ def test_unique_functions_of_the_namespace(bk):
     np.testing.assert_array_equal(host(xp.unique_counts(x).counts), c)
     np.testing.assert_array_equal(host(xp.unique_inverse(x).inverse_indices), inv.reshape(a.shape))
     np.testing.assert_array_equal(host(xp.unique_values(x)), v)
+
+
+@pytest.mark.skipif(config.SIMULATE, reason="CuPy arrays: the GPU run")
+@pytest.mark.parametrize("n", [0, 4, _sets.HOST_MAX, _sets.HOST_MAX + 1])
+@pytest.mark.parametrize("dtype", ["int64", "float32", "bool"])
+def test_unique_functions_of_small_and_larger_gpu_arrays(n, dtype):
+    """Up to ``HOST_MAX`` elements a GPU array is made unique from a host copy, above it by
+    our compaction: the same results (NaNs distinct and last), as GPU arrays."""
+    a = _RNG.integers(0, 40, (n,)).astype(dtype)
+    if dtype == "float32" and n:
+        a[::5] = np.nan
+    x = xp.asarray(a, device="cuda:0")
+    v, i, inv, c = _np_unique(a)
+    r = xp.unique_all(x)
+    for got, want in zip(r, (v, i, inv, c)):
+        assert got.device == x.device
+        np.testing.assert_array_equal(np.asarray(got.to_device("cpu")), want)
+    np.testing.assert_array_equal(np.asarray(xp.unique_values(x).to_device("cpu")), v)
+    np.testing.assert_array_equal(np.asarray(xp.unique_counts(x).counts.to_device("cpu")), c)
+    np.testing.assert_array_equal(np.asarray(xp.unique_inverse(x).inverse_indices.to_device("cpu")), inv)
 
 
 @pytest.mark.parametrize("n", [1, 31, 32, 33, 257])
