@@ -61,6 +61,19 @@ def _to_device_together(arrays, device):
     return [dev[off:off + a.nbytes].view(a.dtype).reshape(a.shape) for a, off in zip(arrays, offsets)]
 
 
+def _unique_on_host(x, index, inverse, counts):
+    """``(values, index, inverse, counts)`` of GPU array ``x`` (flat, None where not asked)
+    from NumPy's ``unique`` of a host copy, moved back in one copy: the compaction's results
+    (every NaN a value of its own, in the order of its occurrences)."""
+    r = np.unique(x._array.get().reshape(-1), return_index=index, return_inverse=inverse,
+                  return_counts=counts, equal_nan=False)
+    parts = list(r) if index or inverse or counts else [r]
+    moved = iter(_to_device_together(parts, x.device))
+    v = next(moved)
+    return (v, next(moved) if index else None, next(moved) if inverse else None,
+            next(moved) if counts else None)
+
+
 def _call(name, x, index=False, inverse=False, counts=False):
     """``(values, index, inverse, counts)`` of ``x`` (None where not asked): our compaction
     on a GPU (:func:`._routing.unique`; NumPy's on a copy for up to :data:`HOST_MAX`
@@ -68,16 +81,12 @@ def _call(name, x, index=False, inverse=False, counts=False):
     check_array(x, name)
     values_read()  # the values decide the result's shape
     with _dev.on(x.device):
-        small = x.device.is_cuda and x.size <= HOST_MAX
-        r = None if small else _routing.unique(x._array, index, inverse, counts)
+        if x.device.is_cuda and x.size <= HOST_MAX:
+            return _unique_on_host(x, index, inverse, counts)
+        r = _routing.unique(x._array, index, inverse, counts)
         if r is not None:
             return r
-        if small:
-            r = getattr(_dev.compat(_dev.cpu), name)(x._array.get())
-            moved = _to_device_together([r] if name == "unique_values" else list(r), x.device)
-            r = moved[0] if name == "unique_values" else moved
-        else:
-            r = getattr(_dev.compat(x.device), name)(x._array)
+        r = getattr(_dev.compat(x.device), name)(x._array)
     if name == "unique_values":
         return r, None, None, None
     it = iter(r)
