@@ -65,9 +65,12 @@ def _unique_on_host(x, index, inverse, counts):
     """``(values, index, inverse, counts)`` of GPU array ``x`` (flat, None where not asked)
     from NumPy's ``unique`` of a host copy, moved back in one copy: the compaction's results
     (every NaN a value of its own, in the order of its occurrences)."""
-    r = np.unique(x._array.get().reshape(-1), return_index=index, return_inverse=inverse,
+    stable = index or inverse   # NumPy sorts stably (NaNs in order) only when asked for indices
+    r = np.unique(x._array.get().reshape(-1), return_index=stable, return_inverse=inverse,
                   return_counts=counts, equal_nan=False)
-    parts = list(r) if index or inverse or counts else [r]
+    parts = list(r) if stable or counts else [r]
+    if stable and not index:
+        del parts[1]
     moved = iter(_to_device_together(parts, x.device))
     v = next(moved)
     return (v, next(moved) if index else None, next(moved) if inverse else None,
