@@ -361,19 +361,21 @@ _IN_PLACE = {"add": ("numeric", "add"), "subtract": ("numeric", "subtract"),
 
 
 def binary_in_place(x1, x2, name):
-    """``x1 <op>= x2`` for the functions of :data:`_IN_PLACE` on a GPU array ``x1``: CuPy's
-    ufunc writes into ``x1`` (``out=``), its axes ordered as ``x1``'s memory is (CuPy walks
-    the output in C order: an F-ordered ``U *= s[None, :]`` runs 8x slower unpermuted);
-    returns True when written (a deferred ``x2`` computed first).  False leaves the general
-    way to the caller (the value computed, checked, then copied in; it raises the errors): a
-    CPU array, another function, a deferred ``x1``, an operand sharing memory with ``x1``
-    other than ``x1`` itself, a result of another dtype or shape.
+    """``x1 <op>= x2`` for the functions of :data:`_IN_PLACE`, written into ``x1`` by the
+    backend's ufunc (``out=``: one pass, no temporary, no copy); on a GPU its axes are ordered
+    as ``x1``'s memory is (CuPy walks the output in C order: an F-ordered ``U *= s[None, :]``
+    runs 8x slower unpermuted).  Returns True when written (a deferred ``x2`` computed first).
+    False leaves the general way to the caller (the value computed, checked, then copied in;
+    it raises the errors): another function, a deferred ``x1``, inside ``xp.fuse``, a result
+    of another dtype or shape, and on a GPU an operand sharing memory with ``x1`` other than
+    ``x1`` itself (NumPy buffers such operands itself).
 
     >>> import forge_array as xp
-    >>> binary_in_place(xp.ones(2, device="cpu"), 1.0, "add")
-    False
+    >>> x = xp.ones(2, device="cpu")
+    >>> binary_in_place(x, 1.0, "add"), x
+    (True, Array([2., 2.], dtype=float64, device=cpu))
     """
-    if type(x1) is not Array or not x1._device.is_cuda:
+    if type(x1) is not Array:
         return False
     op = _IN_PLACE.get(name)
     t2 = type(x2)
@@ -384,13 +386,14 @@ def binary_in_place(x1, x2, name):
     if dt != a.dtype:
         return False
     m = _dev.backend(dev)
+    cuda = dev.is_cuda
     if s2 is not None:
         b = _scalar_operand(x2, s2, dev)
     else:
         b = x2._array
         if b.ndim > a.ndim or any(q != p and q != 1 for p, q in zip(a.shape[::-1], b.shape[::-1])):
             return False
-        if b is not a and (b.data.ptr != a.data.ptr or b.shape != a.shape or b.strides != a.strides) \
+        if cuda and b is not a and (b.data.ptr != a.data.ptr or b.shape != a.shape or b.strides != a.strides) \
                 and m.may_share_memory(a, b):
             return False
         if b.dtype != dt and not _native_pair(name, a.dtype, b.dtype, dt):
@@ -399,7 +402,7 @@ def binary_in_place(x1, x2, name):
     _array_module.before_write()
     if a.size == 0:
         return True
-    if a.ndim > 1 and not a.flags.c_contiguous:
+    if cuda and a.ndim > 1 and not a.flags.c_contiguous:
         order = sorted(range(a.ndim), key=lambda i: -builtins_abs(a.strides[i]))
         if s2 is None:
             b = m.broadcast_to(b, a.shape).transpose(order)
