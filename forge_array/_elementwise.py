@@ -28,6 +28,15 @@ from ._array import (
     scalar_to_backend,
 )
 from ._interop import foreign_operand_error, is_foreign_array, type_name
+from ._special_values import (
+    acosh_special,
+    expm1_special,
+    fix_complex_unary,
+    fix_floor_divide,
+    fix_remainder,
+    log_special,
+    tanh_special,
+)
 from .fusion import auto as _fusion_auto
 from .fusion import build as _fusion
 from .fusion.expr import Deferred
@@ -452,109 +461,6 @@ def _unary(name, x, kinds, fix=None, backend_name=None):
 _UNARY = Cache("_elementwise.UNARY")
 
 
-# --------------------------------------------------------------------------- fixes
-def _fix_floor_divide(m, a, b, res, dt):
-    """NumPy/CuPy give NaN (or -1) where one operand is infinite and the other finite;
-    the standard wants the sign-correct infinity or zero, i.e. the true quotient."""
-    if dt not in _dt.real_floating_dtypes:
-        return res
-    a, b = m.asarray(a), m.asarray(b)  # CuPy: scalar operands become 0-d device arrays
-    one_inf = m.isinf(a) != m.isinf(b)
-    mask = one_inf & ~m.isnan(a) & ~m.isnan(b)
-    if res.ndim == 0 and not isinstance(res, m.ndarray):
-        res = m.asarray(res)
-    return m.where(mask, m.true_divide(a, b), res)
-
-
-def _fix_remainder(m, a, b, res, dt):
-    """The sign of a zero result is the divisor's; a finite x1 with an infinite x2
-    gives x1 (same signs) or x2 (opposite signs). CuPy misses both."""
-    if dt not in _dt.real_floating_dtypes:
-        return res
-    a, b, res = m.asarray(a), m.asarray(b), m.asarray(res)
-    res = m.where(res == 0, m.copysign(dt.type(0), b), res)
-    fin_inf = m.isfinite(a) & m.isinf(b) & (a != 0)
-    return m.where(fin_inf, m.where(m.signbit(a) == m.signbit(b), a, b), res)
-
-
-def _c(m, re, im, dt):
-    """Assemble a complex array from real and imaginary parts."""
-    out = m.empty(re.shape, dtype=dt)
-    out.real[...] = re
-    out.imag[...] = im
-    return out
-
-
-def _fix_complex_unary(special):
-    """Wrap a complex special-case fix applied only to complex inputs."""
-    def fix(m, x, res, dt):
-        if dt not in _dt.complex_floating_dtypes:
-            return res
-        res = m.asarray(res)
-        re, im = x.real, x.imag
-        return special(m, re, im, res, dt)
-    return fix
-
-
-def _expm1_special(m, re, im, res, dt):
-    rdt = _dt.real_of(dt)
-    inf, nan = rdt.type(np.inf), rdt.type(np.nan)
-    out_re, out_im = res.real.copy(), res.imag.copy()
-    zero = rdt.type(0)
-    # +inf + 0j -> +inf + 0j
-    c = (m.isinf(re) & (re > 0)) & (im == 0) & ~m.signbit(im)
-    out_re = m.where(c, inf, out_re)
-    out_im = m.where(c, zero, out_im)
-    # -inf + (inf|nan)j -> -1 + 0j
-    c = (m.isinf(re) & (re < 0)) & (m.isinf(im) | m.isnan(im))
-    out_re = m.where(c, rdt.type(-1), out_re)
-    out_im = m.where(c, zero, out_im)
-    # +inf + (inf|nan)j -> inf + nan j
-    c = (m.isinf(re) & (re > 0)) & (m.isinf(im) | m.isnan(im))
-    out_re = m.where(c, inf, out_re)
-    out_im = m.where(c, nan, out_im)
-    # nan + 0j -> nan + 0j
-    c = m.isnan(re) & (im == 0)
-    out_re = m.where(c, nan, out_re)
-    out_im = m.where(c, im, out_im)
-    # (+-0) + 0j -> 0 + 0j (with the sign of the imaginary zero)
-    c = (re == 0) & (im == 0)
-    out_re = m.where(c, zero, out_re)
-    out_im = m.where(c, im, out_im)
-    return _c(m, out_re, out_im, dt)
-
-
-def _log_special(m, re, im, res, dt):
-    """log / log1p: +-inf + NaN j and NaN + +-inf j give +inf + NaN j (CuPy: NaN + NaN j)."""
-    rdt = _dt.real_of(dt)
-    c = (m.isinf(re) & m.isnan(im)) | (m.isnan(re) & m.isinf(im))
-    out_re = m.where(c, rdt.type(np.inf), res.real)
-    out_im = m.where(c, rdt.type(np.nan), res.imag)
-    return _c(m, out_re, out_im, dt)
-
-
-def _acosh_special(m, re, im, res, dt):
-    """acosh(+-0 + NaN j) is NaN + pi/2 j (CuPy: NaN + NaN j)."""
-    rdt = _dt.real_of(dt)
-    c = (re == 0) & m.isnan(im)
-    out_re = m.where(c, rdt.type(np.nan), res.real)
-    out_im = m.where(c, rdt.type(np.pi / 2), res.imag)
-    return _c(m, out_re, out_im, dt)
-
-
-def _tanh_special(m, re, im, res, dt):
-    rdt = _dt.real_of(dt)
-    # +inf + finite y j -> 1 + 0j (conjugate-symmetric: 1 - 0j for y < 0)
-    c = (m.isinf(re) & (re > 0)) & m.isfinite(im)
-    out_re = m.where(c, rdt.type(1), res.real)
-    out_im = m.where(c, m.copysign(rdt.type(0), im), res.imag)
-    # +0 + (inf|nan) j -> +0 + NaN j
-    c = (re == 0) & ~m.signbit(re) & (m.isinf(im) | m.isnan(im))
-    out_re = m.where(c, rdt.type(0), out_re)
-    out_im = m.where(c, rdt.type(np.nan), out_im)
-    return _c(m, out_re, out_im, dt)
-
-
 # --------------------------------------------------------------------------- unary
 def abs(x, /):
     """Absolute value (magnitude for complex input, returned as real).
@@ -577,7 +483,7 @@ def _make_unary(name, kinds, doc, fix=None, backend_name=None, example="[0.5]"):
 
 acos = _make_unary("acos", "floating-point", "Inverse cosine, element-wise.")
 acosh = _make_unary("acosh", "floating-point", "Inverse hyperbolic cosine, element-wise.",
-                    _fix_complex_unary(_acosh_special))
+                    fix_complex_unary(acosh_special))
 asin = _make_unary("asin", "floating-point", "Inverse sine, element-wise.")
 asinh = _make_unary("asinh", "floating-point", "Inverse hyperbolic sine, element-wise.")
 atan = _make_unary("atan", "floating-point", "Inverse tangent, element-wise.")
@@ -586,11 +492,11 @@ cos = _make_unary("cos", "floating-point", "Cosine, element-wise.")
 cosh = _make_unary("cosh", "floating-point", "Hyperbolic cosine, element-wise.")
 exp = _make_unary("exp", "floating-point", "Exponential, element-wise.")
 expm1 = _make_unary("expm1", "floating-point", "exp(x) - 1, accurate near zero.",
-                    _fix_complex_unary(_expm1_special))
+                    fix_complex_unary(expm1_special))
 log = _make_unary("log", "floating-point", "Natural logarithm, element-wise.",
-                  _fix_complex_unary(_log_special))
+                  fix_complex_unary(log_special))
 log1p = _make_unary("log1p", "floating-point", "log(1 + x), accurate near zero.",
-                    _fix_complex_unary(_log_special))
+                    fix_complex_unary(log_special))
 log2 = _make_unary("log2", "floating-point", "Base-2 logarithm, element-wise.")
 log10 = _make_unary("log10", "floating-point", "Base-10 logarithm, element-wise.")
 sin = _make_unary("sin", "floating-point", "Sine, element-wise.")
@@ -598,7 +504,7 @@ sinh = _make_unary("sinh", "floating-point", "Hyperbolic sine, element-wise.")
 sqrt = _make_unary("sqrt", "floating-point", "Square root, element-wise.")
 tan = _make_unary("tan", "floating-point", "Tangent, element-wise.")
 tanh = _make_unary("tanh", "floating-point", "Hyperbolic tangent, element-wise.",
-                   _fix_complex_unary(_tanh_special))
+                   fix_complex_unary(tanh_special))
 reciprocal = _make_unary("reciprocal", "floating-point", "1 / x, element-wise.")
 signbit = _make_unary("signbit", "real floating-point", "Whether the sign bit is set.")
 sign = _make_unary("sign", "numeric", "Sign of each element (x/|x| for complex).")
@@ -704,10 +610,10 @@ divide = _make_binary("divide", "floating-point",
                       "operands give the default floating-point dtype (float64) unless "
                       "strict\n    promotion is on (see ``set_strict``).")
 floor_divide = _make_binary("floor_divide", "real numeric", "floor(x1 / x2), element-wise.",
-                            _fix_floor_divide)
+                            fix_floor_divide)
 remainder = _make_binary("remainder", "real numeric",
                          "x1 mod x2 with the sign of x2 (Python %), element-wise.",
-                         _fix_remainder)
+                         fix_remainder)
 pow = _make_binary("pow", "numeric", "x1 ** x2, element-wise.")  # noqa: A001
 atan2 = _make_binary("atan2", "real floating-point", "Quadrant-aware arctan(x1 / x2).")
 copysign = _make_binary("copysign", "real floating-point",
