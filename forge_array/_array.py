@@ -588,6 +588,14 @@ class Array:
         >>> x[1, ::2]
         Array([3, 5], dtype=int64, device=cpu)
         """
+        if type(key) is Array and self._device.is_cuda and key.ndim == 1 and self.ndim >= 2 \
+                and key.dtype == _dt.bool and key._device == self._device and key.shape[0] == self.shape[0]:
+            # a row mask: our scan and row gather (the backend's indexing otherwise)
+            values_read()
+            with _dev.on(self._device):
+                rows = _routing.compress_rows(self._array, key._array)
+            if rows is not None:
+                return Array._new(rows, self._device)
         k = self._key(key)
         src = self._array
         res = src[k]

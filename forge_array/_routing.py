@@ -114,7 +114,7 @@ __all__ = [
     "layer_ready", "reduce_sum", "reduce_prod", "reduce_max", "reduce_min", "reduce_mean", "reduce_var",
     "reduce_std", "reduce_any", "reduce_all", "argmax", "argmin", "cumulative_sum",
     "cumulative_prod", "matmul", "vecdot", "tensordot", "copy", "full_fast", "axis_fast",
-    "matmul_fast", "vecdot_fast", "tensordot_fast", "nonzero", "unique",
+    "matmul_fast", "vecdot_fast", "tensordot_fast", "nonzero", "compress_rows", "unique",
 ]
 
 
@@ -551,6 +551,24 @@ def nonzero(x):
         if r is not _PENDING:
             return r
     return tuple(r.astype(np.int64, copy=False) for r in _xp(x).nonzero(x))
+
+
+#: the shortest rows (elements) :func:`compress_rows` copies with our kernels, a warp per row;
+#: narrower rows take the backend's indexing
+ROW_GATHER_MIN = 32
+
+
+def compress_rows(x, mask):
+    """``x[mask]`` for a 1-D bool ``mask`` over the first axis of C-contiguous ``x`` (2 or more
+    dimensions, rows of at least :data:`ROW_GATHER_MIN` elements) through our scan and row
+    gather (:func:`forge_array.primitives.compaction.compress_rows`), or None where our
+    kernels do not take it now (the caller indexes as usual)."""
+    if (x.ndim >= 2 and x.shape[0] and x.size // x.shape[0] >= ROW_GATHER_MIN and x.flags.c_contiguous
+            and _kernels(x)):
+        r = _attempt(_compaction.compress_rows, x, mask)
+        if r is not _PENDING:
+            return r
+    return None
 
 
 def unique(x, index, inverse, counts):

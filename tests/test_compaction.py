@@ -69,6 +69,46 @@ def test_mask_indexing_of_gpu_arrays(shape, axis):
         x[xp.asarray(np.ones(shape[0] + 1, dtype=bool), device="cuda:0")]
 
 
+@pytest.mark.parametrize("rows", [0, 1, 31, 32, 33, 257])
+@pytest.mark.parametrize("row_shape", [(1,), (2,), (33,), (4, 9)])
+@pytest.mark.parametrize("density", [0.0, 0.4, 1.0])
+def test_compress_rows_against_numpy(bk, rows, row_shape, density):
+    """``x[mask]`` of a row mask through the scan and the row gather: NumPy's rows, in order."""
+    a = _RNG.standard_normal((rows,) + row_shape).astype(np.float32)
+    m = _RNG.random(rows) < density
+    got = compaction.compress_rows(bk.asarray(a), bk.asarray(m))
+    got = np.asarray(got.get() if hasattr(got, "get") else got)
+    assert got.shape == a[m].shape and got.dtype == a.dtype
+    np.testing.assert_array_equal(got, a[m])
+
+
+@pytest.mark.parametrize("dtype", ["bool", "int8", "int64", "float64", "complex64"])
+def test_compress_rows_of_dtypes_and_views(bk, dtype):
+    a = (_RNG.standard_normal((40, 35)) * 10).astype(dtype)
+    m = _RNG.random(40) < 0.5
+    for view in (a, a[::-1], a[:, ::2]):   # the primitive gathers from a contiguous copy of a view
+        got = compaction.compress_rows(bk.asarray(view), bk.asarray(m))
+        got = np.asarray(got.get() if hasattr(got, "get") else got)
+        np.testing.assert_array_equal(got, view[m])
+    with pytest.raises(ValueError, match="bool mask"):
+        compaction.compress_rows(bk.asarray(a), bk.asarray(m[:-1]))
+
+
+@pytest.mark.skipif(config.SIMULATE, reason="GPU arrays: the GPU run")
+@pytest.mark.parametrize("shape", [(1000, 64), (257, 4, 9), (100, 8)])
+def test_row_masks_of_gpu_arrays(shape):
+    """``x[mask]`` of a 1-D mask over a GPU array's rows (our row gather from rows of 32
+    elements, the backend's indexing below): NumPy's result."""
+    a = _RNG.standard_normal(shape).astype(np.float32)
+    m = _RNG.random(shape[0]) < 0.5
+    x = xp.asarray(a, device="cuda:0")
+    got = x[xp.asarray(m, device="cuda:0")]
+    assert got.device == x.device
+    np.testing.assert_array_equal(np.asarray(got.to_device("cpu")), a[m])
+    np.testing.assert_array_equal(np.asarray(x[::2][xp.asarray(m[::2], device="cuda:0")].to_device("cpu")),
+                                  a[::2][m[::2]])
+
+
 def _np_unique(a):
     """NumPy's unique with every NaN a value of its own (the standard's rule)."""
     v, i, inv, c = np.unique(a.reshape(-1), return_index=True, return_inverse=True, return_counts=True,

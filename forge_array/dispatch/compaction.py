@@ -5,7 +5,9 @@ each, the grid from the tuning table's ``compaction`` entry.
 - :func:`run_starts`: where runs of equal values begin in a sorted array (a bool mask);
 - :func:`select`: the positions of a mask's true elements from its running count, and the
   elements of up to :data:`~forge_array.kernels.compaction.PICKS` arrays there;
-- :func:`scatter_ranks`: each element's run index written back through a permutation.
+- :func:`scatter_ranks`: each element's run index written back through a permutation;
+- :func:`gather_rows`: the rows of a C-contiguous array at given positions, a warp per row
+  (the block's warps side by side, the grid from the same entry).
 
 >>> import numpy as np
 >>> flags = run_starts(np.array([1, 1, 2, 5, 5]))          # doctest: +SKIP
@@ -20,7 +22,7 @@ import numpy as np
 from .. import runtime
 from ..runtime import array_module, lazy, tuning
 
-__all__ = ["run_starts", "select", "scatter_ranks"]
+__all__ = ["run_starts", "select", "scatter_ranks", "gather_rows"]
 
 # the kernel module (numba.cuda) loads at first use: CPU arrays never need it
 _k = lazy.module("forge_array.kernels.compaction", __name__, "_k")
@@ -92,3 +94,22 @@ def scatter_ranks(order, count):
         grid, block = _grid(n)
         runtime.launch(k, grid, block, (_buf(order), _buf(count), _buf(ranks), n))
     return ranks
+
+
+def gather_rows(src, positions, rows: int):
+    """The rows ``src[positions[r]]`` for ``r < rows`` as a new C-contiguous array of shape
+    ``(rows, *src.shape[1:])``: ``src`` C-contiguous of at least 2 dimensions, ``positions``
+    int64 (at least ``rows`` of them, each a row of ``src``)."""
+    if src.ndim < 2 or not src.flags.c_contiguous:
+        raise ValueError("gather_rows takes C-contiguous arrays of 2 or more dimensions")
+    _check(positions)
+    out = array_module(src).empty((rows,) + tuple(src.shape[1:]), dtype=src.dtype)
+    width = out.size // rows if rows else 0
+    if rows and width:
+        k = runtime.compile_kernel(_k.make_gather_rows, (), _k.gather_rows_argtypes(src.dtype))
+        p = tuning.params("compaction")
+        block = p["block"]
+        cap = runtime.device_info()["sm_count"] * p["blocks_per_sm"]
+        grid = max(1, min(-(-rows // (block // 32)), cap))
+        runtime.launch(k, grid, block, (_buf(positions), _buf(src.reshape(-1)), _buf(out.reshape(-1)), rows, width))
+    return out

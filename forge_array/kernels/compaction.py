@@ -11,6 +11,8 @@
 - :func:`make_scatter_ranks`: ``ranks[order[i]] = count[i] - 1``: the index of the run each
   element of a sorted permutation falls in, written back at the element's place (the
   ``inverse_indices`` of ``unique_inverse``).
+- :func:`make_gather_rows`: ``out[r, :] = src[positions[r], :]`` for rows of ``width``
+  contiguous elements, a warp per row (``x[mask]`` of a row mask: the selected rows).
 
 Bool memory is read and written as uint8. The launches are planned by
 :mod:`forge_array.dispatch.compaction`:
@@ -30,8 +32,8 @@ from numba import cuda
 from ..runtime import i64, ptr_t
 from .reduce import buffer_dtype
 
-__all__ = ["make_run_starts", "make_select", "make_scatter_ranks", "PICKS", "run_starts_argtypes",
-           "select_argtypes", "scatter_ranks_argtypes"]
+__all__ = ["make_run_starts", "make_select", "make_scatter_ranks", "make_gather_rows", "PICKS",
+           "run_starts_argtypes", "select_argtypes", "scatter_ranks_argtypes", "gather_rows_argtypes"]
 
 #: how many arrays :func:`make_select` gathers at most in its pass
 PICKS = 2
@@ -101,6 +103,29 @@ def make_scatter_ranks():
     return scatter_ranks
 
 
+def make_gather_rows():
+    """Kernel ``(positions, src, out, rows, width)``: ``out[r * width + j] = src[positions[r]
+    * width + j]`` for ``r < rows``, ``j < width``; each warp copies whole rows, its lanes
+    side by side along the row (grid-stride over rows).
+
+    >>> callable(make_gather_rows())
+    True
+    """
+    def gather_rows(positions, src, out, rows, width):
+        lane = cuda.threadIdx.x & 31
+        r = np.int64(cuda.blockIdx.x) * (cuda.blockDim.x >> 5) + (cuda.threadIdx.x >> 5)
+        step = np.int64(cuda.gridDim.x) * (cuda.blockDim.x >> 5)
+        while r < rows:
+            s = positions[r] * width
+            o = r * width
+            j = np.int64(lane)
+            while j < width:
+                out[o + j] = src[s + j]
+                j += 32
+            r += step
+    return gather_rows
+
+
 def run_starts_argtypes(dtype):
     """numba types of :func:`make_run_starts`' arguments for values of ``dtype``.
 
@@ -129,3 +154,13 @@ def scatter_ranks_argtypes():
     4
     """
     return (ptr_t(np.int64),) * 3 + (i64,)
+
+
+def gather_rows_argtypes(dtype):
+    """numba types of :func:`make_gather_rows`' arguments for rows of ``dtype``.
+
+    >>> len(gather_rows_argtypes("float32"))
+    5
+    """
+    b = ptr_t(buffer_dtype(dtype))
+    return (ptr_t(np.int64), b, b, i64, i64)

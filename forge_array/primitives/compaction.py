@@ -28,7 +28,7 @@ from ..dispatch import compaction as _dc
 from ..runtime import array_module
 from .scan.cumulative import cumulative_sum
 
-__all__ = ["nonzero", "unique"]
+__all__ = ["nonzero", "compress_rows", "unique"]
 
 
 def nonzero(mask):
@@ -50,6 +50,25 @@ def nonzero(mask):
     if mask.ndim == 1:
         return (flat,)
     return tuple(a.astype(np.int64, copy=False) for a in xp.unravel_index(flat, mask.shape))
+
+
+def compress_rows(x, mask):
+    """``x[mask]`` of backend array ``x`` (2 or more dimensions) and a 1-D bool ``mask`` over
+    its first axis: the selected rows, in order, as a new C-contiguous array (the mask's
+    running count, then one pass writing the rows' positions and one copying the rows).
+
+    >>> import numpy as np
+    >>> compress_rows(np.arange(6).reshape(3, 2), np.array([True, False, True])).tolist()
+    [[0, 1], [4, 5]]
+    """
+    xp = array_module(x)
+    if x.ndim < 2 or mask.ndim != 1 or mask.dtype != np.bool_ or mask.shape[0] != x.shape[0]:
+        raise ValueError("compress_rows: a 1-D bool mask as long as the first axis of an array of "
+                         "2 or more dimensions")
+    if mask.size == 0:
+        return xp.empty((0,) + tuple(x.shape[1:]), dtype=x.dtype)
+    _, positions, _ = _true_positions(mask, xp)
+    return _dc.gather_rows(xp.ascontiguousarray(x), positions, positions.size - 1)
 
 
 def _true_positions(flags, xp, picks=()):
