@@ -360,8 +360,8 @@ def _binary(name, x1, x2, kinds, fix=None):
     return Array._new(res, dev)
 
 
-#: the in-place operators written straight into the left operand on a GPU (name -> the
-#: dtype kinds the function takes and CuPy's ufunc): one kernel with ``out=``, no temporary
+#: the in-place operators written straight into the left operand (name -> the dtype kinds
+#: the function takes and the backend's ufunc): one pass with ``out=``, no temporary
 _IN_PLACE = {"add": ("numeric", "add"), "subtract": ("numeric", "subtract"),
              "multiply": ("numeric", "multiply"), "divide": ("floating-point", "true_divide"),
              "bitwise_and": ("integer or boolean", "bitwise_and"),
