@@ -17,7 +17,7 @@ from . import _dtypes as _dt
 from . import _routing
 from ._array import Array, is_scalar, py_scalar, values_read
 from ._helpers import as_int, check_array, normalize_shape
-from ._interop import device_full, transfer
+from ._interop import device_full, has_negative_zero, transfer
 from ._ownership import share
 
 __all__ = [
@@ -198,7 +198,7 @@ def _filled(name, shape, value, dtype, device):
     with _dev.on(dev):
         if value is None:
             res = m.empty(shape, dtype=dtype)
-        elif value == 0 and not np.signbit(np.real(value)) and not np.signbit(np.imag(value)):
+        elif value == 0 and not has_negative_zero(value):
             res = m.zeros(shape, dtype=dtype)
         elif dev.is_cuda:
             res = device_full(shape, value, dtype, dev)

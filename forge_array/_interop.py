@@ -18,7 +18,7 @@ import numpy as np
 from . import _devices as _dev
 
 __all__ = ["scalar_type_name", "type_name", "is_foreign_array", "foreign_operand_error",
-           "SYMBOLS", "COMPARISONS", "UFUNC_NAMES", "cupy_stream", "export_dlpack", "transfer",
+           "SYMBOLS", "COMPARISONS", "UFUNC_NAMES", "cupy_stream", "export_dlpack", "transfer", "transfer_together",
            "has_negative_zero", "device_full", "namespace_name", "namespace_hint"]
 
 
@@ -127,6 +127,25 @@ def transfer(arr, src, dst, stream=None):
         if srcc.nbytes:
             out.data.copy_from_device(srcc.data, srcc.nbytes)
     return out
+
+
+def transfer_together(arrays, device):
+    """NumPy arrays moved to GPU ``device`` in one host-to-device copy: views of one buffer,
+    each starting at a 16-byte boundary.
+
+    >>> import numpy as np
+    >>> [a.tolist() for a in transfer_together([np.arange(2), np.ones(1)], None)]  # doctest: +SKIP
+    [[0, 1], [1.0]]
+    """
+    offsets, total = [], 0
+    for a in arrays:
+        offsets.append(total)
+        total += -(-a.nbytes // 16) * 16
+    buf = np.zeros(max(total, 16), dtype=np.uint8)
+    for a, off in zip(arrays, offsets):
+        buf[off:off + a.nbytes] = np.ascontiguousarray(a).reshape(-1).view(np.uint8)
+    dev = transfer(buf, _dev.cpu, device)
+    return [dev[off:off + a.nbytes].view(a.dtype).reshape(a.shape) for a, off in zip(arrays, offsets)]
 
 
 def has_negative_zero(value) -> builtins.bool:

@@ -18,7 +18,7 @@ from . import _dtypes as _dt
 from . import _routing
 from ._array import Array, is_scalar, py_scalar, values_read
 from ._helpers import check_array
-from ._interop import transfer
+from ._interop import transfer_together
 
 __all__ = ["isin", "unique_all", "unique_counts", "unique_inverse", "unique_values"]
 
@@ -47,20 +47,6 @@ class UniqueInverseResult(NamedTuple):
 HOST_MAX = 4096
 
 
-def _to_device_together(arrays, device):
-    """NumPy arrays moved to GPU ``device`` in one copy (views of one buffer, each at a
-    16-byte boundary)."""
-    offsets, total = [], 0
-    for a in arrays:
-        offsets.append(total)
-        total += -(-a.nbytes // 16) * 16
-    buf = np.zeros(max(total, 16), dtype=np.uint8)
-    for a, off in zip(arrays, offsets):
-        buf[off:off + a.nbytes] = np.ascontiguousarray(a).reshape(-1).view(np.uint8)
-    dev = transfer(buf, _dev.cpu, device)
-    return [dev[off:off + a.nbytes].view(a.dtype).reshape(a.shape) for a, off in zip(arrays, offsets)]
-
-
 def _unique_on_host(x, index, inverse, counts):
     """``(values, index, inverse, counts)`` of GPU array ``x`` (flat, None where not asked)
     from NumPy's ``unique`` of a host copy, moved back in one copy: the compaction's results
@@ -71,7 +57,7 @@ def _unique_on_host(x, index, inverse, counts):
     parts = list(r) if stable or counts else [r]
     if stable and not index:
         del parts[1]
-    moved = iter(_to_device_together(parts, x.device))
+    moved = iter(transfer_together(parts, x.device))
     v = next(moved)
     return (v, next(moved) if index else None, next(moved) if inverse else None,
             next(moved) if counts else None)

@@ -27,11 +27,13 @@ __all__ = ["run_starts", "select", "scatter_ranks", "gather_rows"]
 # the kernel module (numba.cuda) loads at first use: CPU arrays never need it
 _k = lazy.module("forge_array.kernels.compaction", __name__, "_k")
 
-def _grid(n: int) -> tuple:
+def _grid(n: int, per_thread: int = 1) -> tuple:
+    """(grid, block) of a grid-stride pass over ``n`` items, each taken by ``per_thread``
+    threads (the row gather: a warp per row)."""
     p = tuning.params("compaction")
     block = p["block"]
     cap = runtime.device_info()["sm_count"] * p["blocks_per_sm"]
-    return max(1, min(-(-n // block), cap)), block
+    return max(1, min(-(-n // (block // per_thread)), cap)), block
 
 
 def _buf(a):
@@ -107,9 +109,6 @@ def gather_rows(src, positions, rows: int):
     width = out.size // rows if rows else 0
     if rows and width:
         k = runtime.compile_kernel(_k.make_gather_rows, (), _k.gather_rows_argtypes(src.dtype))
-        p = tuning.params("compaction")
-        block = p["block"]
-        cap = runtime.device_info()["sm_count"] * p["blocks_per_sm"]
-        grid = max(1, min(-(-rows // (block // 32)), cap))
+        grid, block = _grid(rows, 32)
         runtime.launch(k, grid, block, (_buf(positions), _buf(src.reshape(-1)), _buf(out.reshape(-1)), rows, width))
     return out
