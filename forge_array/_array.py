@@ -150,14 +150,15 @@ def values_read():
 def mask_indices(mask, dims, axis):
     """The index arrays (:func:`forge_array._routing.nonzero`) that select what backend
     boolean array ``mask`` selects of the dimensions ``dims`` starting at ``axis``; an
-    IndexError, as NumPy's, where their shapes differ.
+    IndexError, as NumPy's, where their shapes differ (a mask dimension of 0 matches any
+    size: the mask selects nothing).
 
     >>> import numpy as np
     >>> [a.tolist() for a in mask_indices(np.array([True, False, True]), (3,), 0)]
     [[0, 2]]
     """
     for d, (m, n) in enumerate(zip(mask.shape, dims)):
-        if m != n:
+        if m != n and m != 0:
             raise IndexError(f"boolean index did not match indexed array along axis {axis + d}; "
                              f"size of axis is {n} but size of corresponding boolean axis is {m}")
     if len(dims) != mask.ndim:

@@ -52,6 +52,20 @@ def test_a_mask_of_another_shape_is_an_index_error():
         mask_indices(np.ones((2, 2), dtype=bool), (2,), 0)
 
 
+@pytest.mark.parametrize("x_shape, mask_shape", [((3, 2), (0, 2)), ((3, 2), (3, 0)), ((3, 2), (0, 0)),
+                                                  ((0, 1), (0, 0)), ((3, 2, 4), (3, 0)), ((3, 2), (0,))])
+def test_a_mask_dimension_of_zero_matches_any_size(x_shape, mask_shape):
+    """NumPy's rule: a mask dimension of 0 selects nothing whatever the array's size there."""
+    assert [a.size for a in mask_indices(np.ones(mask_shape, dtype=bool), x_shape[:len(mask_shape)], 0)] \
+        == [0] * len(mask_shape)
+    dev = "cpu" if config.SIMULATE else "cuda:0"
+    x = xp.ones(x_shape, device=dev)
+    want = np.ones(x_shape)[np.ones(mask_shape, dtype=bool)].shape
+    assert x[xp.ones(mask_shape, dtype=xp.bool, device=dev)].shape == want
+    with pytest.raises(IndexError, match="did not match"):   # 1 is no wildcard
+        mask_indices(np.ones((1,) + mask_shape[1:], dtype=bool), (3,) + x_shape[1:len(mask_shape)], 0)
+
+
 @pytest.mark.skipif(config.SIMULATE, reason="GPU arrays: the GPU run")
 @pytest.mark.parametrize("shape, axis", [((1000, 6), 0), ((8, 9, 10), 1), ((300,), 0)])
 def test_mask_indexing_of_gpu_arrays(shape, axis):
