@@ -96,12 +96,15 @@ def _calls(xp, op, dtype, device, layouts: Layouts):
             out.append((f"A @ v {shape}", lambda shape=shape: xp.ones(shape, dtype=dt, device=device)
                         @ xp.ones(shape[1], dtype=dt, device=device)))
         return out
-    if op == "unique":   # the compaction: unique_* (run starts, selection, ranks) and nonzero
+    if op == "unique":   # the compaction: unique_* (run starts, selection, ranks), nonzero, row masks
         for n in sizes:
             x = xp.ones(n, dtype=dt, device=device)
             out += [(f"unique_all n={n}", lambda x=x: xp.unique_all(x)),
                     (f"unique_values n={n}", lambda x=x: xp.unique_values(x)),
                     (f"nonzero n={n}", lambda x=x: xp.nonzero(x))]
+        M = xp.ones((64, 32), dtype=dt, device=device)   # rows long enough for the row gather
+        rows = xp.ones(64, dtype=xp.bool, device=device)
+        out.append(("x[row mask] (64, 32)", lambda M=M, rows=rows: M[rows]))
         return out
     fn = getattr(xp, op)
     for n in sizes:
