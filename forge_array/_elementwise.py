@@ -352,11 +352,13 @@ def _binary(name, x1, x2, kinds, fix=None):
         if fix is not None:
             res = fix(_dev.backend(dev), a, b, res, dt)
     if fix is None and type(x1) is Array and a is x1._array and a.dtype == dt:
+        # remembered once (steps that automatic fusion sends here come again every call)
         if type(x2) is Array:
-            if b is x2._array and b.dtype == dt:
-                _SAME[(name, dt, dev._kind)] = fn
-        elif types_key(name, kinds, x1, x2) is not None:
-            _WITH_SCALAR[(name, dt, type(x2), dev._kind)] = (fn, b.dtype)
+            if b is x2._array and b.dtype == dt and (key := (name, dt, dev._kind)) not in _SAME:
+                _SAME[key] = fn
+        elif ((key := (name, dt, type(x2), dev._kind)) not in _WITH_SCALAR
+              and types_key(name, kinds, x1, x2) is not None):
+            _WITH_SCALAR[key] = (fn, b.dtype)
     return Array._new(res, dev)
 
 
@@ -451,8 +453,8 @@ def _unary(name, x, kinds, fix=None, backend_name=None):
         if fix is not None:
             res = fix(_dev.backend(dev), x._array, res, x.dtype)
     out = Array._new(res, dev)
-    if fix is None and type(x) is Array:
-        _UNARY[(name, x.dtype, dev._kind)] = fn
+    if fix is None and type(x) is Array and (key := (name, x.dtype, dev._kind)) not in _UNARY:
+        _UNARY[key] = fn
     return out
 
 
