@@ -68,7 +68,6 @@ def _load_layer() -> None:
 
 def _layer_loaded() -> None:
     _LAYER[0] = True
-    globals()["full_fast"] = _red.full_fast   # the primitive's own: no wrapper on the hot path
 
 
 def layer_ready() -> bool:
@@ -153,8 +152,9 @@ def _cupy_inf_fix(x, res, axis, keepdims, target):
 def full_fast(name, x, dtype, keepdims, extra):
     """The replay of a full named reduction's cached launch, or None (see
     :func:`forge_array.primitives.reductions.full_fast`); the namespace calls it only with
-    arguments it has checked before.  None until the kernel layer has loaded; then this
-    name is bound to the primitive's function itself."""
+    arguments it has checked before.  None until the kernel layer has loaded."""
+    if _LAYER[0]:
+        return _red.full_fast(name, x, dtype, keepdims, extra)
     return None
 
 
@@ -471,7 +471,7 @@ def _backend_scan(x, name, initial, axis, dtype, include_initial):
     return res
 
 
-def _cumulative(name, backend_name, initial, x, axis, dtype, include_initial):
+def _routed_scan(name, backend_name, initial, x, axis, dtype, include_initial):
     """``name`` (cumulative_sum / cumulative_prod) on our kernels, a stored launch while the
     layer loads, or the backend's ``backend_name`` with ``initial`` in front."""
     def ours():
@@ -498,12 +498,12 @@ def _cumulative(name, backend_name, initial, x, axis, dtype, include_initial):
 def cumulative_sum(x, axis, dtype, include_initial):
     """Inclusive scan with + along ``axis`` (non-negative int) in ``dtype``; with
     ``include_initial`` the output starts with a 0 and is one longer."""
-    return _cumulative("cumulative_sum", "cumsum", 0, x, axis, dtype, include_initial)
+    return _routed_scan("cumulative_sum", "cumsum", 0, x, axis, dtype, include_initial)
 
 
 def cumulative_prod(x, axis, dtype, include_initial):
     """Inclusive scan with * along ``axis`` in ``dtype`` (leading 1 with include_initial)."""
-    return _cumulative("cumulative_prod", "cumprod", 1, x, axis, dtype, include_initial)
+    return _routed_scan("cumulative_prod", "cumprod", 1, x, axis, dtype, include_initial)
 
 
 def matmul(a, b):

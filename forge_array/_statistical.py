@@ -392,7 +392,7 @@ def std(x, /, *, axis=None, correction=0.0, keepdims=False):
     return _spread("std", x, axis, correction, keepdims)
 
 
-def _cumulative(name, x, axis, dtype, include_initial):
+def _checked_scan(name, x, axis, dtype, include_initial):
     # hot path: arguments of a kind checked before, a layout with a launch plan
     if (type(x) is Array and type(include_initial) is bool and (axis is None or type(axis) is int)
             and (dtype is None or isinstance(dtype, np.dtype))):
@@ -433,7 +433,7 @@ def cumulative_sum(x, /, *, axis=None, dtype=None, include_initial=False):
     >>> xp.cumulative_sum(xp.asarray([1, 2, 3], device="cpu"), include_initial=True)
     Array([0, 1, 3, 6], dtype=int64, device=cpu)
     """
-    return _cumulative("cumulative_sum", x, axis, dtype, include_initial)
+    return _checked_scan("cumulative_sum", x, axis, dtype, include_initial)
 
 
 def cumulative_prod(x, /, *, axis=None, dtype=None, include_initial=False):
@@ -443,4 +443,4 @@ def cumulative_prod(x, /, *, axis=None, dtype=None, include_initial=False):
     >>> xp.cumulative_prod(xp.asarray([1, 2, 3], device="cpu"))
     Array([1, 2, 6], dtype=int64, device=cpu)
     """
-    return _cumulative("cumulative_prod", x, axis, dtype, include_initial)
+    return _checked_scan("cumulative_prod", x, axis, dtype, include_initial)

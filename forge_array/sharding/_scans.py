@@ -219,7 +219,7 @@ def _split_scan(x, axis, scan_block, scan_totals, op, first_kwargs):
     return wrap(ys, x, axis)
 
 
-def _cumulative(name, opname):
+def _sharded_cumulative(name, opname):
     fn = original(name)
     total = original("sum" if opname == "add" else "prod")
     combine = np.add if opname == "add" else np.multiply
@@ -252,8 +252,8 @@ def _cumulative(name, opname):
     return impl
 
 
-register("cumulative_sum")(_cumulative("cumulative_sum", "add"))
-register("cumulative_prod")(_cumulative("cumulative_prod", "multiply"))
+register("cumulative_sum")(_sharded_cumulative("cumulative_sum", "add"))
+register("cumulative_prod")(_sharded_cumulative("cumulative_prod", "multiply"))
 
 
 @register("accumulate")

@@ -27,7 +27,7 @@ def _op_and_acc(opname, value_dtype, dtype):
     return op, (accumulation_dtype(value_dtype, dtype, opname),)
 
 
-def _cumulative(opname, x, axis, dtype, include_initial, out, init=None):
+def _cumulative_scan(opname, x, axis, dtype, include_initial, out, init=None):
     if x.ndim == 0:
         raise ValueError(f"{opname}: x must have at least one dimension")
     if axis is None and x.ndim > 1:
@@ -137,7 +137,7 @@ def cumulative_sum(x, /, *, axis=None, dtype=None, include_initial=False, out=No
     >>> cumulative_sum(np.array([[1, 2], [3, 4]], dtype=np.int8), axis=0).tolist()
     [[1, 2], [4, 6]]
     """
-    return _cumulative("cumulative_sum", x, axis, dtype, include_initial, out, init)
+    return _cumulative_scan("cumulative_sum", x, axis, dtype, include_initial, out, init)
 
 
 def cumulative_prod(x, /, *, axis=None, dtype=None, include_initial=False, out=None, init=None):
@@ -149,4 +149,4 @@ def cumulative_prod(x, /, *, axis=None, dtype=None, include_initial=False, out=N
     >>> cumulative_prod(np.array([1.0, 2.0, 3.0]), include_initial=True).tolist()
     [1.0, 1.0, 2.0, 6.0]
     """
-    return _cumulative("cumulative_prod", x, axis, dtype, include_initial, out, init)
+    return _cumulative_scan("cumulative_prod", x, axis, dtype, include_initial, out, init)
