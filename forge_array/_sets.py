@@ -48,16 +48,17 @@ HOST_MAX = 4096
 
 
 def _unique_on_host(x, index, inverse, counts):
-    """``(values, index, inverse, counts)`` of GPU array ``x`` (flat, None where not asked)
-    from NumPy's ``unique`` of a host copy, moved back in one copy: the compaction's results
-    (every NaN a value of its own, in the order of its occurrences)."""
+    """``(values, index, inverse, counts)`` of ``x`` (flat, None where not asked) from NumPy's
+    ``unique`` (of a host copy for a GPU array, moved back in one copy): the compaction's
+    results (every NaN a value of its own, in the order of its occurrences)."""
     stable = index or inverse   # NumPy sorts stably (NaNs in order) only when asked for indices
-    r = np.unique(x._array.get().reshape(-1), return_index=stable, return_inverse=inverse,
+    host = x._array.get() if x.device.is_cuda else x._array
+    r = np.unique(host.reshape(-1), return_index=stable, return_inverse=inverse,
                   return_counts=counts, equal_nan=False)
     parts = list(r) if stable or counts else [r]
     if stable and not index:
         del parts[1]
-    moved = iter(transfer_together(parts, x.device))
+    moved = iter(transfer_together(parts, x.device) if x.device.is_cuda else parts)
     v = next(moved)
     return (v, next(moved) if index else None, next(moved) if inverse else None,
             next(moved) if counts else None)
@@ -66,7 +67,7 @@ def _unique_on_host(x, index, inverse, counts):
 def _call(name, x, index=False, inverse=False, counts=False):
     """``(values, index, inverse, counts)`` of ``x`` (None where not asked): our compaction
     on a GPU (:func:`._routing.unique`; NumPy's on a copy for up to :data:`HOST_MAX`
-    elements), else the backend's function ``name``."""
+    elements), NumPy's ``unique`` on the CPU, else the backend's function ``name``."""
     check_array(x, name)
     values_read()  # the values decide the result's shape
     with _dev.on(x.device):
@@ -75,6 +76,8 @@ def _call(name, x, index=False, inverse=False, counts=False):
         r = _routing.unique(x._array, index, inverse, counts)
         if r is not None:
             return r
+        if not x.device.is_cuda:   # NumPy's own function (its wrapper asks for its signature per call)
+            return _unique_on_host(x, index, inverse, counts)
         r = getattr(_dev.compat(x.device), name)(x._array)
     if name == "unique_values":
         return r, None, None, None

@@ -182,6 +182,26 @@ def test_unique_functions_of_the_namespace(bk):
     np.testing.assert_array_equal(host(xp.unique_values(x)), v)
 
 
+@pytest.mark.parametrize("shape", [(), (0,), (1,), (2, 3), (33,)])
+@pytest.mark.parametrize("dtype", ["int64", "float64", "bool", "complex64"])
+def test_unique_functions_of_cpu_arrays_without_our_kernels(numpy_routes, shape, dtype):
+    """CPU arrays where our kernels do not run take NumPy's ``unique`` itself: NumPy's
+    results (NaNs distinct), indices in the default index dtype, inverse of ``x``'s shape."""
+    a = _RNG.integers(0, 3, shape).astype(dtype)
+    if dtype == "float64" and a.size > 2:
+        a.reshape(-1)[::2] = np.nan
+    x = xp.asarray(a, device="cpu")
+    v, i, inv, c = _np_unique(a)
+    r = xp.unique_all(x)
+    for got, want in zip(r, (v, i, inv.reshape(a.shape), c)):
+        assert got.device == x.device
+        np.testing.assert_array_equal(np.asarray(got), want)
+    assert r.indices.dtype == r.counts.dtype == r.inverse_indices.dtype == xp.int64
+    np.testing.assert_array_equal(np.asarray(xp.unique_values(x)), v)
+    np.testing.assert_array_equal(np.asarray(xp.unique_counts(x).counts), c)
+    np.testing.assert_array_equal(np.asarray(xp.unique_inverse(x).inverse_indices), inv.reshape(a.shape))
+
+
 @pytest.mark.skipif(config.SIMULATE, reason="CuPy arrays: the GPU run")
 @pytest.mark.parametrize("n", [0, 4, _sets.HOST_MAX, _sets.HOST_MAX + 1])
 @pytest.mark.parametrize("dtype", ["int64", "float32", "bool"])
