@@ -296,6 +296,46 @@ def test_the_key_of_a_kernel_takes_its_factory_s_sources():
     assert fh(print) == kernel_sources.shared_hash()   # no source file
 
 
+def _parsed_imports(path):
+    """What every import statement of ``path`` names, by Python's parser (the reference)."""
+    import ast
+
+    name = kernel_sources._module_name(path)
+    package = name if path.endswith("__init__.py") else name.rpartition(".")[0]
+    out = set()
+    for node in ast.walk(ast.parse(open(path, "rb").read(), path)):
+        if isinstance(node, ast.ImportFrom):
+            base = package.split(".")[:len(package.split(".")) - (node.level - 1)] if node.level else []
+            mod = ".".join(base + ([node.module] if node.module else []))
+            out |= {mod} | {f"{mod}.{a.name}" for a in node.names}
+        elif isinstance(node, ast.Import):
+            out |= {a.name for a in node.names}
+    return out
+
+
+def test_the_import_scan_finds_what_the_parser_finds_in_every_kernel_module():
+    """A kernel's key follows the kernel modules its module imports; they are found by a pattern
+    over the source lines instead of parsing: in every kernel module of the package it finds
+    exactly the imports Python's parser finds (a form the pattern misses shows here)."""
+    import glob
+
+    files = glob.glob(os.path.join(kernel_sources._root(), "kernels", "**", "*.py"), recursive=True)
+    assert len(files) > 10
+    for path in files:
+        assert set(kernel_sources._imported(path)) == _parsed_imports(path), path
+
+
+def test_the_import_scan_reads_every_form_of_import(source_tree):
+    path = source_tree / "kernels" / "scan" / "m.py"
+    path.write_text("import numpy as np, math\nfrom .. import copy, reduce as r  # two\n"
+                    "def f():\n    from .tile import (a,  # one\n        b as c)\n    from . import state\n"
+                    "from numba import cuda\n")
+    found = set(kernel_sources._imported(str(path)))
+    assert {"numpy", "math", "forge_array.kernels", "forge_array.kernels.copy", "forge_array.kernels.reduce",
+            "forge_array.kernels.scan.tile.a", "forge_array.kernels.scan.tile.b", "forge_array.kernels.scan.state",
+            "numba.cuda"} <= found == _parsed_imports(str(path))
+
+
 def test_pack_ships_every_skeleton_of_the_stand_in_caches_and_nothing_else(tmp_path, archive):
     import pickle
     import zlib
