@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from forge_array import runtime
-from forge_array.runtime import STATS, compiler, config, kernel_files, kernel_sources, prebuilt
+from forge_array.runtime import STATS, compiler, config, kernel_files, kernel_sources, prebuilt, zip_index
 from forge_array.runtime.flags import flags
 
 
@@ -46,6 +46,52 @@ def test_pack_then_lookup_returns_each_kernel(tmp_path, archive):
         assert prebuilt.lookup(key) == (f"k{n}", _ptx(n))
     assert prebuilt.lookup("f" * 64) is None
     assert STATS["prebuilt_hits"] == hits + 5
+
+
+def _packed(tmp_path, count):
+    keys = [hashlib.sha256(str(i).encode()).hexdigest() for i in range(count)]
+    prebuilt.pack(_cache_with(tmp_path, keys), str(tmp_path / "out"), {})
+    return keys, str(tmp_path / "out" / "kernels.zip")
+
+
+def test_pack_writes_the_index_and_lookups_read_through_it(tmp_path, archive, monkeypatch):
+    """The archive's index finds every member without the archive's directory: a look-up
+    never opens the archive with zipfile where the index is there."""
+    keys, path = _packed(tmp_path, 40)
+    assert os.path.exists(zip_index.index_path(path))
+    reader = zip_index.Reader(path)
+    with zipfile.ZipFile(path) as z:
+        assert all(reader.read(n) == z.read(n) for n in z.namelist())
+    prebuilt.use_archive(archive)
+    monkeypatch.setattr(prebuilt.zipfile, "ZipFile", None)   # any use of zipfile would fail
+    assert [prebuilt.lookup(k)[0] for k in keys] == [f"k{n}" for n in range(40)]
+    assert prebuilt.lookup("f" * 64) is None and prebuilt.lookup_cubin(keys[0]) is None
+
+
+def test_the_index_of_another_archive_is_never_used(tmp_path, archive):
+    """An archive rewritten after its index was made (same size or not) is read with zipfile;
+    an index record leading to another member's header reads as missing."""
+    keys, path = _packed(tmp_path, 3)
+    index = open(zip_index.index_path(path), "rb").read()
+    with zipfile.ZipFile(path, "a") as z:
+        z.writestr("ff" * 32 + ".ptx", f"k9 {hashlib.sha256(_ptx(9).encode()).hexdigest()}\n{_ptx(9)}")
+    assert not zip_index.Reader(path).usable
+    prebuilt.use_archive(archive)
+    assert prebuilt.lookup("ff" * 32) == ("k9", _ptx(9)) and prebuilt.lookup(keys[1]) == ("k1", _ptx(1))
+    os.unlink(zip_index.index_path(path))
+    prebuilt.use_archive(archive)
+    assert prebuilt.lookup(keys[2]) == ("k2", _ptx(2))   # no index: zipfile
+    with open(zip_index.index_path(path), "wb") as f:      # a damaged index
+        f.write(index[:50])
+    assert not zip_index.Reader(path).usable
+
+
+def test_an_archive_of_other_names_has_no_index(tmp_path):
+    path = str(tmp_path / "a.zip")
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr("ab" * 32 + ".ptx", b"x")
+        z.writestr("readme.txt", b"y")
+    assert zip_index.write(path) == 0 and not os.path.exists(zip_index.index_path(path))
 
 
 def test_pack_is_reproducible(tmp_path, archive):

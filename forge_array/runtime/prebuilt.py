@@ -5,8 +5,9 @@ standard reductions, scans and matrix-vector products for every standard dtype a
 layout class the dispatch picks, once per compute capability of :data:`TARGETS`: the baseline
 sm_80 (PTX the driver JITs for every later GPU) and sm_90, whose plans pick kernels of their
 own (the pipelined scan's bulk copies).  It packs the kernel files into
-``forge_array/prebuilt/kernels.zip`` (each file LZMA-compressed, named by its cache key) with
-``manifest.json`` beside it: the command, the commit, the GPU, the versions, the kernel
+``forge_array/prebuilt/kernels.zip`` (each file LZMA-compressed, named by its cache key; with
+its index ``kernels.idx``, :mod:`.zip_index`, so that a look-up reads one member and never the
+archive's directory) and ``manifest.json`` beside it: the command, the commit, the GPU, the versions, the kernel
 sources' hash, the number of kernels and their sizes.  The kernels of the targets in
 :data:`CUBIN_TARGETS` ship as machine code instead (a cubin linked from the PTX on the
 prebuild's GPU machine; the PTX where the linker fails): the driver compiles PTX when it loads
@@ -44,6 +45,7 @@ import threading
 import zipfile
 import zlib
 
+from . import zip_index
 from .counters import STATS
 
 __all__ = ["TARGETS", "BASE_CC", "CUBIN_TARGETS", "ARCHIVE", "MANIFEST", "lookup", "lookup_cubin", "runs_cubin",
@@ -65,7 +67,7 @@ ARCHIVE = os.path.join(_HERE, "kernels.zip")
 MANIFEST = os.path.join(_HERE, "manifest.json")
 
 _LOCK = threading.Lock()
-_OPEN: dict = {}   # "archive" -> (ZipFile, frozenset of member names) or None
+_OPEN: dict = {}   # "archive" -> (ZipFile, frozenset of member names) or None; "index" -> zip_index.Reader
 
 
 def use_archive(path: str | None) -> None:
@@ -76,6 +78,9 @@ def use_archive(path: str | None) -> None:
         old = _OPEN.pop("archive", None)
         if old:
             old[0].close()
+        index = _OPEN.pop("index", None)
+        if index is not None:
+            index.close()
         ARCHIVE = path or os.path.join(_HERE, "kernels.zip")
 
 
@@ -90,17 +95,40 @@ def _archive():
         return _OPEN["archive"]
 
 
-def _member(name: str):
-    """``(entry, body)`` of archive member ``name`` (a first line ``entry sha256-of-body``,
-    then the body's bytes), or None where it is missing, unreadable or its checksum does not
-    match."""
+def _index():
+    """The archive's index (:mod:`.zip_index`), or None where it has none."""
+    index = _OPEN.get("index")
+    if index is None:
+        with _LOCK:
+            index = _OPEN.get("index")
+            if index is None:
+                index = _OPEN["index"] = zip_index.Reader(ARCHIVE)
+    return index if index.usable else None
+
+
+def _read(name: str):
+    """The bytes of archive member ``name``, or None: through the archive's index where it has
+    one (a member looked up without reading the archive's directory, which costs a fresh
+    process tens of milliseconds), else through :mod:`zipfile`."""
+    index = _index()
+    if index is not None:
+        return index.read(name)
     opened = _archive()
     if opened is None or name not in opened[1]:
         return None
     try:
         with _LOCK:
-            data = opened[0].read(name)
-    except (OSError, zipfile.BadZipFile, KeyError, ValueError):
+            return opened[0].read(name)
+    except (OSError, zipfile.BadZipFile, KeyError, ValueError, EOFError):
+        return None
+
+
+def _member(name: str):
+    """``(entry, body)`` of archive member ``name`` (a first line ``entry sha256-of-body``,
+    then the body's bytes), or None where it is missing, unreadable or its checksum does not
+    match."""
+    data = _read(name)
+    if data is None:
         return None
     first, _, body = data.partition(b"\n")
     parts = first.split(b" ")
@@ -150,12 +178,10 @@ def runs_cubin(target, device_cc) -> bool:
 
 def skeleton(skey: str):
     """The shipped skeleton (:mod:`.linking`) of key ``skey``, or None."""
-    opened = _archive()
-    if opened is None or skey + ".skeleton" not in opened[1]:
+    data = _read(skey + ".skeleton")
+    if data is None:
         return None
     try:
-        with _LOCK:
-            data = opened[0].read(skey + ".skeleton")
         return pickle.loads(data)
     except Exception:  # noqa: BLE001 - a damaged member, or numba types of another version
         return None
@@ -183,7 +209,7 @@ def status(source_hash: str, numba_version: str, numba_cuda_version: str, python
     True
     """
     m = manifest()
-    if m is None or _archive() is None:
+    if m is None or (_index() is None and _archive() is None):
         return "prebuilt kernels: none shipped (every specialisation compiles at first use)"
     cubin = [tuple(t) for t in m.get("cubin_targets", ())]
     ccs = ", ".join("sm_%d%d %s" % (t[0], t[1], "cubins" if tuple(t) in cubin else "PTX")
@@ -276,6 +302,7 @@ def pack(cache_dir: str, out_dir: str, meta: dict, skeleton_dirs=()) -> dict:
             info.compress_type = zipfile.ZIP_LZMA
             z.writestr(info, data)
     os.replace(tmp, archive)
+    zip_index.write(archive)
     m = dict(meta, kernels=count, ptx_bytes=raw, skeletons=skeletons, skeleton_bytes=skeleton_bytes,
              cubins=cubins, cubin_bytes=cubin_bytes, cubin_targets=[list(t) for t in CUBIN_TARGETS],
              archive_bytes=os.path.getsize(archive), targets=[list(t) for t in TARGETS])
