@@ -302,6 +302,32 @@ def test_column_kernel_vector_stores(bk, fresh_plans, rowcol_params, monkeypatch
     assert _kinds() == {"make_colvec_kernel"}
 
 
+@pytest.mark.parametrize("preload", [False, True])
+@pytest.mark.parametrize("rows,cols", [(5, 64), (130, 36), (64, 20)])
+def test_column_kernel_reads_a_row_constant_operand_once_with_col_preload(bk, fresh_plans, rowcol_params,
+                                                                         monkeypatch, preload, rows, cols):
+    """col_preload: an operand the same in every row at the data's item size and phase (the
+    pivot row of var / std's shifted sums) is read once per thread (mode 2), as one of
+    another item size always is; without it, by a vector load per row (mode 1).  The sums
+    are the same either way."""
+    seen = _colvec_args(monkeypatch, lambda fargs: fargs[13])
+    rowcol_params(col_flat=0, min_items=2, col_preload=preload)
+    rng = np.random.default_rng(rows * cols)
+    h = (rng.standard_normal((rows, cols)) * 3 + 100).astype(np.float32)
+    x = _dev(bk, h)
+    pivot = bk.broadcast_to(x[0:1], x.shape)
+    s1, s2 = ar.axis_mapreduce(ops.shifted_squares, ops.add_pair, (x, pivot), 0, None, False, (F64, F64))
+    d = h.astype(F64) - h[0].astype(F64)
+    np.testing.assert_allclose(_host(s1), d.sum(axis=0), rtol=1e-12, atol=1e-9)
+    np.testing.assert_allclose(_host(s2), (d * d).sum(axis=0), rtol=1e-12, atol=1e-9)
+    mu = _dev(bk, h.astype(F64).mean(axis=0))    # float64 beside float32: once per thread always
+    r = ar.axis_mapreduce(lambda v, m: (v - m) * (v - m), ops.add, (x, bk.broadcast_to(mu, x.shape)), 0,
+                          None, False, F64)
+    np.testing.assert_allclose(_host(r), ((h.astype(F64) - h.astype(F64).mean(axis=0)) ** 2).sum(axis=0),
+                               rtol=1e-9)
+    assert seen and seen[0] == ((1, 2) if preload else (1, 1)) and seen[-1] == (1, 2)
+
+
 def _simulator_geometry(sm_count, rowcol_params, **params):
     """The simulator's launch shapes on any device (its 2 SMs and its rowcol table), so that a
     test's assertions on grids and splits hold on a GPU too; ``params`` override the table."""

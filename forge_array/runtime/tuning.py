@@ -54,7 +54,8 @@ TABLES: dict = {
                    "row_tile_accs": 1, "row_tile_banks": False, "row_tile_wide": False, "row_tile_v4": False,
                    "row_tile_vrow": 0, "row_tile_vrow_fill": 0, "row_tile_vrow_accs": 1,
                    "row_tile_vrow_fit": False,
-                   "row_tile_held": 0, "col_unroll": None, "col_block": None, "col_min_items": None},
+                   "row_tile_held": 0, "col_unroll": None, "col_block": None, "col_min_items": None,
+                   "col_preload": False},
         # scan: the 1-D and batched tile scans and the warp-specialised pipeline
         "scan": {"block": 256, "item_bytes": 64, "items_max": 32, "min_blocks": 5, "ticket": "atomic",
                  "persist": 0, "wide": True, "keep_items": False, "spin_ns": 0, "release": False,
@@ -90,7 +91,7 @@ TABLES: dict = {
                    "col_vstore": True, "col_flat_group": 2, "col_min_items": 64, "col_block": 128,
                    "col_deep": 8, "row_tile_accs": 2, "col_combine": 8,
                    "row_tile_vrow": 4, "row_tile_held": 2, "row_tile_vrow_fill": 0.8,
-                   "row_tile_vrow_fit": True},
+                   "row_tile_vrow_fit": True, "col_preload": True},
     },
     "H100": {},
     "H200": {},

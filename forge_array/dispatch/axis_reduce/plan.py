@@ -154,14 +154,16 @@ def _held_vectors(pb, vec, modes, G, most):
     return rv if rv <= min(most, 8) else 0
 
 
-def _colvec_phase(ins, K, nb, nr, m0, red2, SB, SR, S0, S1):
+def _colvec_phase(ins, K, nb, nr, m0, red2, SB, SR, S0, S1, preload=False):
     """(VEC, phase of column 0 in elements, MODES) for the vectorised column kernel, or None
     when it does not apply: every operand is contiguous along the outputs (``SR == 1``,
     a plain array of 4- or 8-byte integers or floats, all of one item size: mode 1) or
     constant along them (``SR == 0``, e.g. ``x`` of ``x @ A``: mode 0), and the vector
     operands have the same 16-byte phase at column 0 of every row; an operand contiguous
     along the outputs and the same in every row whose item size or phase differs from
-    theirs is read by scalar loads (mode 2: a float64 mean beside float32 data)."""
+    theirs is read by scalar loads once per thread (mode 2: a float64 mean beside float32
+    data), and with ``preload`` (the ``col_preload`` tuning key) every operand the same in
+    every row is (the pivot row of ``var`` / ``std``), instead of a vector load per row."""
     if any(SR[k] not in (0, 1) for k in range(K)):
         return None
     if any(isinstance(e, tuple) for k, e in enumerate(ins) if SR[k] == 1):
@@ -203,7 +205,7 @@ def _colvec_phase(ins, K, nb, nr, m0, red2, SB, SR, S0, S1):
                 return None
             modes.append(1)
         else:
-            modes.append(1 if phase(k) == ph else 2)
+            modes.append(1 if phase(k) == ph and not preload else 2)
     return vec, ph, tuple(modes)
 
 
@@ -561,7 +563,8 @@ def _choose(pb, p, sm) -> _Choice:
             return _colflat_choice(pb, p, flat)
     colvec = None
     if p.get("col_vec", True):
-        colvec = _colvec_phase(pb.ins, pb.K, pb.nb, pb.nr, pb.m0, pb.red2, pb.SB, pb.SR, pb.S0, pb.S1)
+        colvec = _colvec_phase(pb.ins, pb.K, pb.nb, pb.nr, pb.m0, pb.red2, pb.SB, pb.SR, pb.S0, pb.S1,
+                               bool(p.get("col_preload", False)))
     return _col_choice(pb, p, sm, colvec)
 
 
