@@ -396,10 +396,11 @@ def test_column_kernel_reads_a_row_constant_operand_of_another_item_size(
         bk, fresh_plans, rowcol_params, monkeypatch, rows, cols, c0):
     """sum((X - mu)**2, axis=0) of float32 ``X`` (any phase) around a float64 ``mu``, with
     and without a float32 ``w`` beside it: ``X`` by 128-bit loads, ``mu`` (the same in every
-    row, another item size) by scalar loads (mode 2); a float32 row-constant operand at
-    ``X``'s phase stays a vector operand (mode 1), at another phase it is read as mode 2."""
+    row, another item size) by scalar loads (mode 2); without ``col_preload`` a float32
+    row-constant operand at ``X``'s phase stays a vector operand (mode 1), at another phase
+    it is read as mode 2 (with it, as mode 2 at either phase: the test above)."""
     seen = _modes_of_plans(monkeypatch)
-    rowcol_params(col_flat=0, min_items=2)
+    rowcol_params(col_flat=0, min_items=2, col_preload=False)
     rng = np.random.default_rng(rows * cols + c0)
     base = rng.standard_normal((rows, -(-(cols + c0 + 4) // 4) * 4)).astype(np.float32)
     h = base[:, c0:c0 + cols]
