@@ -42,6 +42,7 @@ _HEADER = struct.Struct("<8sQQQII")      # magic, archive size, directory offset
 _END = struct.Struct("<4s4H2LH")          # zip end of central directory record (22 bytes)
 _RECORD = struct.Struct("<32sBQ")         # key, suffix number, local header offset
 _LOCAL = struct.Struct("<4s2B4HL2L2H")    # zip local file header (30 bytes)
+_ZIP64 = 0xFFFFFFFF                       # sizes and offsets from here on live in zip64 fields
 
 
 def index_path(archive: str) -> str:
@@ -75,15 +76,15 @@ def _directory(f, size: int):
 
 def write(archive: str) -> int:
     """Write the index of zip archive ``archive``; returns its number of records, or 0 (and
-    no index) when a member's name is not of the indexed form (the archive is then read with
-    :mod:`zipfile` alone)."""
+    no index) when a member's name is not of the indexed form or the archive needs zip64
+    fields (it is then read with :mod:`zipfile` alone)."""
     import zipfile  # noqa: PLC0415
 
     records = []
     with zipfile.ZipFile(archive) as z:
         for info in z.infolist():
             parsed = _parse(info.filename)
-            if parsed is None:
+            if parsed is None or max(info.header_offset, info.compress_size, info.file_size) >= _ZIP64:
                 records = None
                 break
             records.append(parsed + (info.header_offset,))
