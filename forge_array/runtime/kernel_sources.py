@@ -118,9 +118,9 @@ _COMMENT = re.compile(rb"#[^\n]*")
 def _imported(path: str):
     """The modules (and module attributes) every import statement of ``path`` names, those
     inside functions included: the statements are found by a pattern over the source's lines
-    (a hundred times faster than parsing the file, which a fresh process's first kernel of each
-    family would wait for); ``tests/test_prebuilt.py`` checks it finds what Python's parser finds
-    in every module of the package."""
+    (about 25 times faster than parsing the files, which a fresh process's first kernel of
+    each family waited for); ``tests/test_prebuilt.py`` checks that it finds what Python's
+    parser finds in every kernel module of the package."""
     with open(path, "rb") as f:
         text = f.read()
     name = _module_name(path)
