@@ -9,18 +9,28 @@ import numpy as np
 from . import _devices as _dev
 from . import _routing
 
-__all__ = ["indices_outside", "masked_fill"]
+__all__ = ["indices_outside", "masked_fill", "HOST_CHECK_MAX"]
+
+
+#: index arrays up to this many elements are checked on the host: one copy of them, where
+#: the two reductions below cost two launches and two reads (``take`` of 16 indices on an
+#: H200: ``python -m bench.suite_hostops --only take``)
+HOST_CHECK_MAX = 4096
 
 
 def indices_outside(k, n) -> bool:
-    """Whether non-empty backend integer array ``k`` holds an index outside ``[-n, n)``: its
-    two bounds by a reduction each (our kernels on a GPU), both launched before the host
-    reads either, and no temporaries (a mask of the bad indices costs four launches).
+    """Whether non-empty backend integer array ``k`` holds an index outside ``[-n, n)``: a
+    small array copied to the host and checked there; a larger one by its two bounds, a
+    reduction each (our kernels on a GPU), both launched before the host reads either, and
+    no temporaries (a mask of the bad indices costs four launches).
 
     >>> import numpy as np
     >>> indices_outside(np.array([2, -3]), 3), indices_outside(np.array([0, 3]), 3)
     (False, True)
     """
+    if k.size <= HOST_CHECK_MAX:
+        h = k.get() if _dev.is_cupy_array(k) else k
+        return bool(h.min() < -n or h.max() >= n)
     axes = tuple(range(k.ndim))
     lo = _routing.reduce_min(k, axes, False)
     hi = _routing.reduce_max(k, axes, False)

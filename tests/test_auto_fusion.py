@@ -201,6 +201,32 @@ def test_reductions_computed_alone_run_eagerly_and_siblings_keep_one_pass(alone_
                                    rtol=1e-12)
 
 
+def test_a_reduction_whose_result_only_element_wise_steps_use_counts_as_alone(alone_fresh):
+    # isfinite(sum(X)): the step on the sum's result is a launch of its own after the
+    # reduction's, so deferring the sum gains nothing; it runs eagerly after the limit
+    a = np.random.default_rng(3).random((20, 6))
+    a[2, 3] = np.inf
+    x = _private(a)
+    kinds = []
+    for _ in range(4):
+        s = xp.sum(x)
+        kinds.append(pending(s) is not None)
+        assert not bool(xp.isfinite(s))
+    assert kinds == [True, True, False, False]
+    assert bool(xp.isfinite(xp.sum(x[:2])))
+    from forge_array.fusion import expr
+
+    expr.ALONE.clear()                          # a sibling reduction keeps one pass: never alone
+    y = _private(a[:, :5])
+    kinds = []
+    for _ in range(4):
+        s, m = xp.sum(y), xp.max(y)
+        kinds.append(pending(s) is not None)
+        (f, mx), n = _launches(lambda: (bool(xp.isfinite(s)), float(m)))
+        assert n <= 2 and not f and mx == np.inf
+    assert kinds == [True] * 4
+
+
 def test_no_limit_keeps_every_step_deferred(alone_fresh):
     auto.ALONE_LIMIT[0] = 0
     x = _private(np.arange(20.0))

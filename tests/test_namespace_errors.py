@@ -225,8 +225,14 @@ def test_fftn_unsorted_axes(device, name):
                                        atol=1e-10)
 
 
+@pytest.mark.parametrize("check", ["host", "reductions"])
 @pytest.mark.parametrize("dtype", ["int64", "int32", "uint8"])
-def test_take_checks_both_bounds(dtype):
+def test_take_checks_both_bounds(dtype, check, monkeypatch):
+    # small index arrays are copied and checked on the host, larger ones by two reductions
+    from forge_array import _backend_indexing
+
+    if check == "reductions":
+        monkeypatch.setattr(_backend_indexing, "HOST_CHECK_MAX", 0)
     dev = "cpu" if SIMULATE else "cuda:0"
     x = xp.asarray(np.arange(12.0).reshape(3, 4), device=dev)
     ok = [3, 0] if dtype == "uint8" else [3, -4, 0]

@@ -21,19 +21,39 @@ import numpy as np
 
 from .. import runtime
 from ..runtime import array_module, lazy, tuning
+from ..runtime.caches import Cache
 
 __all__ = ["run_starts", "select", "scatter_ranks", "gather_rows"]
 
 # the kernel module (numba.cuda) loads at first use: CPU arrays never need it
 _k = lazy.module("forge_array.kernels.compaction", __name__, "_k")
 
-def _grid(n: int, per_thread: int = 1) -> tuple:
-    """(grid, block) of a grid-stride pass over ``n`` items, each taken by ``per_thread``
-    threads (the row gather: a warp per row)."""
-    p = tuning.params("compaction")
-    block = p["block"]
-    cap = runtime.device_info()["sm_count"] * p["blocks_per_sm"]
-    return max(1, min(-(-n // (block // per_thread)), cap)), block
+#: (kernel, its dtypes, device) -> (kernel, block, most blocks of a grid-stride pass) of the
+#: launches below: a call pays a look-up, not the tuning table, the device's properties and
+#: the kernel's argument types (``python -m bench.suite_hostops --only "X[c == 1],unique"``)
+_KERNELS = Cache("dispatch.compaction.KERNELS")
+
+
+def _device() -> int:
+    return 0 if runtime.SIMULATE else runtime.cupy().cuda.runtime.getDevice()
+
+
+def _planned(key, build) -> tuple:
+    """``(kernel, block, grid cap)`` of the kernel ``key`` names on the current device;
+    ``build()`` compiles (or loads) it the first time."""
+    key = key + (_device(),)
+    hit = _KERNELS.get(key)
+    if hit is None:
+        p = tuning.params("compaction")
+        cap = runtime.device_info()["sm_count"] * p["blocks_per_sm"]
+        hit = _KERNELS[key] = (build(), p["block"], cap)
+    return hit
+
+
+def _grid(n: int, block: int, cap: int, per_thread: int = 1) -> int:
+    """Blocks of a grid-stride pass over ``n`` items, each taken by ``per_thread`` threads
+    (the row gather: a warp per row), at most ``cap``."""
+    return max(1, min(-(-n // (block // per_thread)), cap))
 
 
 def _buf(a):
@@ -56,9 +76,9 @@ def run_starts(values):
     n = values.size
     flags = array_module(values).empty(n, dtype=np.bool_)
     if n:
-        k = runtime.compile_kernel(_k.make_run_starts, (), _k.run_starts_argtypes(values.dtype))
-        grid, block = _grid(n)
-        runtime.launch(k, grid, block, (_buf(values), _buf(flags), n))
+        k, block, cap = _planned(("run_starts", values.dtype), lambda: runtime.compile_kernel(
+            _k.make_run_starts, (), _k.run_starts_argtypes(values.dtype)))
+        runtime.launch(k, _grid(n, block, cap), block, (_buf(values), _buf(flags), n))
     return flags
 
 
@@ -78,9 +98,10 @@ def select(flags, count, total: int, picks=()):
     args = (_buf(flags), _buf(count), _buf(positions), n)
     for src, out in zip(picks, picked):
         args += (_buf(src), _buf(out))
-    k = runtime.compile_kernel(_k.make_select, (len(picks),), _k.select_argtypes(tuple(p.dtype for p in picks)))
-    grid, block = _grid(n)
-    runtime.launch(k, grid, block, args)
+    dts = tuple([p.dtype for p in picks])
+    k, block, cap = _planned(("select", dts), lambda: runtime.compile_kernel(
+        _k.make_select, (len(dts),), _k.select_argtypes(dts)))
+    runtime.launch(k, _grid(n, block, cap), block, args)
     return (positions, *picked)
 
 
@@ -92,9 +113,9 @@ def scatter_ranks(order, count):
     n = order.size
     ranks = array_module(order).empty(n, dtype=np.int64)
     if n:
-        k = runtime.compile_kernel(_k.make_scatter_ranks, (), _k.scatter_ranks_argtypes())
-        grid, block = _grid(n)
-        runtime.launch(k, grid, block, (_buf(order), _buf(count), _buf(ranks), n))
+        k, block, cap = _planned(("scatter_ranks",), lambda: runtime.compile_kernel(
+            _k.make_scatter_ranks, (), _k.scatter_ranks_argtypes()))
+        runtime.launch(k, _grid(n, block, cap), block, (_buf(order), _buf(count), _buf(ranks), n))
     return ranks
 
 
@@ -108,7 +129,7 @@ def gather_rows(src, positions, rows: int):
     out = array_module(src).empty((rows,) + tuple(src.shape[1:]), dtype=src.dtype)
     width = out.size // rows if rows else 0
     if rows and width:
-        k = runtime.compile_kernel(_k.make_gather_rows, (), _k.gather_rows_argtypes(src.dtype))
-        grid, block = _grid(rows, 32)
-        runtime.launch(k, grid, block, (_buf(positions), _buf(src.reshape(-1)), _buf(out.reshape(-1)), rows, width))
+        k, block, cap = _planned(("gather_rows", src.dtype), lambda: runtime.compile_kernel(
+            _k.make_gather_rows, (), _k.gather_rows_argtypes(src.dtype)))
+        runtime.launch(k, _grid(rows, block, cap, 32), block, (_buf(positions), _buf(src.reshape(-1)), _buf(out.reshape(-1)), rows, width))
     return out

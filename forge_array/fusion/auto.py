@@ -23,7 +23,9 @@ expression in one kernel.  No program can tell the difference from eager evaluat
   (operation, dtypes, constants, which operands are the same array) plain code computed
   alone, nothing fused into it or beside it, :data:`ALONE_LIMIT` times in a row: deferring
   it costs host time and saves no pass over memory (every :data:`PROBE_EVERY`-th such step
-  is deferred again, and a consumer that fuses one makes the structure deferred again);
+  is deferred again, and a consumer that fuses one makes the structure deferred again; an
+  element-wise step on a reduction's result, ``isfinite(sum(X))``, is a launch of its own
+  after the reduction's and does not count as fusing it);
 - **what is never deferred**: steps reading shared memory (zero-copy imports of NumPy,
   CuPy, PyTorch or DLPack data, and anything exported), CPU arrays, dtypes or operations
   without a kernel form.
@@ -155,17 +157,48 @@ def alone_eager(sig):
 
 
 def _note_alone(nodes):
-    """Count a settlement of one one-step expression for its structure; a one-step
-    expression settled beside others (sibling reductions sharing a pass) keeps deferring."""
+    """Count a settlement of a one-step expression for its structure when it was computed
+    alone: the settlement's only expression, or a one-step reduction that no other pending
+    reduction of the settlement reads beside it (element-wise steps on its result are a
+    launch of their own after the reduction's, ``isfinite(sum(X))``: they save it no pass
+    over memory).  Any other one-step expression settled beside others (sibling reductions
+    sharing a pass, steps of one shape written by one launch) keeps deferring."""
     alone = _expr.ALONE
     if len(nodes) == 1:
         n = nodes[0]
         if n.ops == 1:
             alone[n.sig] = alone.get(n.sig, 0) + 1
-    elif alone:
+            return
+    reductions = _pending_reductions(nodes)
+    reads: dict = {}
+    for r in reductions:
+        for b in r.leaves:
+            reads[id(b)] = reads.get(id(b), 0) + 1
+    for r in reductions:
+        if r.ops == 1 and all(reads[id(b)] == 1 for b in r.leaves):
+            alone[r.sig] = alone.get(r.sig, 0) + 1
+        elif alone:
+            alone.pop(r.sig, None)
+    if alone:
         for n in nodes:
-            if n.ops == 1:
+            if n.ops == 1 and n.op != "reduce":
                 alone.pop(n.sig, None)
+
+
+def _pending_reductions(nodes):
+    """The distinct pending reduction nodes of ``nodes`` and of what they read."""
+    out = []
+    seen = set()
+    stack = list(nodes)
+    while stack:
+        e = stack.pop()
+        if type(e) is not _expr.Node or e.value is not None or id(e) in seen:
+            continue
+        seen.add(id(e))
+        if e.op == "reduce":
+            out.append(e)
+        stack.extend(e.args)
+    return out
 
 
 def register(d):

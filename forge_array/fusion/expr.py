@@ -46,7 +46,8 @@ SKIPPED: dict = {}
 #: structure (:attr:`Node.sig`) of a one-step expression on materialised arrays -> how many
 #: times in a row plain code computed such an expression by itself (:func:`.auto.alone_eager`
 #: reads it); a node built on a pending one-step node removes its structure (it was fused
-#: into a consumer). Past 4,096 structures both tables are emptied.
+#: into a consumer), but for an element-wise step on a reduction's result. Past 4,096
+#: structures both tables are emptied.
 ALONE = Cache("fusion.expr.ALONE", 4096, on_evict=SKIPPED.clear)
 
 
@@ -138,7 +139,10 @@ class Node:
         for a in args:
             t = type(a)
             if t is Node and a.value is None:
-                if ALONE and a.ops == 1:  # fused into this step: its structure stays deferred
+                if ALONE and a.ops == 1 and (a.op != "reduce" or op == "reduce"):
+                    # fused into this step: its structure stays deferred (an element-wise
+                    # step on a reduction's result is its own launch after the reduction's:
+                    # it gains the reduction nothing, see .auto._note_alone)
                     ALONE.pop(a.sig, None)
                 ops += a.ops
                 reads += a.reads
