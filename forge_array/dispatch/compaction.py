@@ -131,5 +131,6 @@ def gather_rows(src, positions, rows: int):
     if rows and width:
         k, block, cap = _planned(("gather_rows", src.dtype), lambda: runtime.compile_kernel(
             _k.make_gather_rows, (), _k.gather_rows_argtypes(src.dtype)))
-        runtime.launch(k, _grid(rows, block, cap, 32), block, (_buf(positions), _buf(src.reshape(-1)), _buf(out.reshape(-1)), rows, width))
+        runtime.launch(k, _grid(rows, block, cap, 32), block,
+                       (_buf(positions), _buf(src.reshape(-1)), _buf(out.reshape(-1)), rows, width))
     return out
