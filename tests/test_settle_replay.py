@@ -240,3 +240,63 @@ def test_a_launch_reading_an_array_outside_the_settlement_is_not_noted():
     root = Node("add", (Leaf(a), Leaf(stranger)), np.dtype("float64"), (3,))
     root.value = a + stranger
     assert note.plan([root]) is None
+
+
+@pytest.fixture
+def general_passes(monkeypatch):
+    """``arm()`` starts counting the fused reductions computed by the general path
+    (``reduce_terms``) rather than a replayed launch."""
+    from forge_array.primitives import fused_reduce
+
+    seen = []
+    full = fused_reduce.reduce_terms
+
+    def counted(*args, **kwargs):
+        seen.append(1)
+        return full(*args, **kwargs)
+
+    def arm():
+        monkeypatch.setattr(fused_reduce, "reduce_terms", counted)
+        return seen
+
+    return arm
+
+
+@pytest.mark.parametrize("shape", [(33, 5), (64, 20)])
+def test_sibling_reductions_along_an_axis_replay_their_launch(walks, general_passes, shape):
+    # nanmin as scikit-learn writes it: min and all of one mask along axis 0 in one pass
+    # (several terms), then any() of the bool result (a bool leaf of a full reduction)
+    rng = _rng(7)
+    a = rng.random(shape).astype(np.float32)
+    a[3, 1] = np.nan
+
+    def nanmin(x):
+        mask = xp.isnan(x)
+        r = xp.min(xp.where(mask, xp.asarray(np.inf, dtype=xp.float32, device=x.device), x), axis=0)
+        m = xp.all(mask, axis=0)
+        return _np(r), bool(xp.any(m)), _np(m)
+
+    want = (np.min(np.where(np.isnan(a), np.inf, a), axis=0), False, np.all(np.isnan(a), axis=0))
+    for _ in range(2):                          # planned, then replayed by the noted plan
+        got = nanmin(_private(a))
+    seen, general = walks(), general_passes()
+    b = a[::-1].copy()
+    got = nanmin(_private(b))
+    assert seen == [] and general == []
+    np.testing.assert_array_equal(got[0], np.min(np.where(np.isnan(b), np.inf, b), axis=0))
+    assert got[1] == want[1]
+    np.testing.assert_array_equal(got[2], want[2])
+
+
+@pytest.mark.parametrize("name", ["mean", "std", "var", "argmax"])
+def test_a_reduction_with_a_finishing_step_along_an_axis_replays_its_launch(walks, general_passes,
+                                                                           name):
+    rng = _rng(8)
+    a, b = rng.random((40, 6)), rng.random((40, 6))
+    fn, ref = getattr(xp, name), getattr(np, name)
+    for _ in range(2):
+        _np(fn(_private(a) * 2.0 + 1.0, axis=0))
+    seen, general = walks(), general_passes()
+    got = _np(fn(_private(b) * 2.0 + 1.0, axis=0))
+    assert seen == [] and general == []
+    np.testing.assert_allclose(got, ref(b * 2.0 + 1.0, axis=0), rtol=1e-12)

@@ -169,6 +169,12 @@ def _note_alone(nodes):
         if n.ops == 1:
             alone[n.sig] = alone.get(n.sig, 0) + 1
             return
+    if not any(_one_step_reduction(n) or any(map(_one_step_reduction, n.args)) for n in nodes):
+        if alone:   # nothing to count: the walk below would find no candidate
+            for n in nodes:
+                if n.ops == 1:
+                    alone.pop(n.sig, None)
+        return
     reductions = _pending_reductions(nodes)
     reads: dict = {}
     for r in reductions:
@@ -183,6 +189,10 @@ def _note_alone(nodes):
         for n in nodes:
             if n.ops == 1 and n.op != "reduce":
                 alone.pop(n.sig, None)
+
+
+def _one_step_reduction(e):
+    return type(e) is _expr.Node and e.op == "reduce" and e.ops == 1 and e.value is None
 
 
 def _pending_reductions(nodes):

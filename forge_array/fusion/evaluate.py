@@ -336,15 +336,19 @@ def _run(step, leaves, fused, rec, direct=None, key=None):
 
 class _DirectReduce:
     """A full fused reduction replayed from its :class:`~forge_array.dispatch.reduce.Launch`
-    (the leaves' layouts are fixed by the signature)."""
+    (the leaves' layouts are fixed by the signature; bool leaves are read as uint8, as the
+    launch was planned)."""
 
-    __slots__ = ("launch", "single")
+    __slots__ = ("launch", "single", "bools")
 
-    def __init__(self, launch, single):
+    def __init__(self, launch, single, bools):
         self.launch = launch
         self.single = single
+        self.bools = bools
 
     def __call__(self, *arrays):
+        if self.bools:
+            arrays = tuple([a.view(np.uint8) if a.dtype.kind == "b" else a for a in arrays])
         return _kl.replay(self.launch, arrays[0] if self.single else arrays)
 
 
@@ -367,13 +371,14 @@ def _direct_map(xp, fn, shape, dtypes, leaves):
 
 def _direct_reduce(xp, expr, shape, terms, keepdims, leaves):
     p = _fr.full_launch(expr, [_broadcast(a, shape, xp) for a in leaves], terms, keepdims)
-    return None if p is None else _DirectReduce(p, len(leaves) == 1)
+    return None if p is None else _DirectReduce(p, len(leaves) == 1,
+                                                any(a.dtype.kind == "b" for a in leaves))
 
 
 class _DirectAxis:
-    """A launch of one output replayed from its plan: here a fused reduction along some
-    axes (the launch reads nothing of its operands but their addresses: the leaves' own are
-    those of their broadcast views)."""
+    """A launch replayed from its plan: here a fused reduction along some axes, of one
+    output or of a tuple of them (the launch reads nothing of its operands but their
+    addresses: the leaves' own are those of their broadcast views)."""
 
     __slots__ = ("launch",)
 
@@ -381,7 +386,8 @@ class _DirectAxis:
         self.launch = launch
 
     def __call__(self, *arrays):
-        return (self.launch(arrays),)
+        r = self.launch(arrays)
+        return r if type(r) is tuple else (r,)
 
 
 def _direct_axis(xp, expr, shape, terms, axes, keepdims, leaves):

@@ -34,8 +34,8 @@ from ..runtime.build_process import rebuilt_by
 from ..runtime.caches import Cache
 from . import axis_reduce as _axis
 
-__all__ = ["Term", "TERM_NAMES", "reduce_terms", "full_launch", "axis_launch", "term_dtype", "state_size",
-           "pass_functions"]
+__all__ = ["Term", "TERM_NAMES", "reduce_terms", "full_launch", "axis_launch", "TermsReplay", "term_dtype",
+           "state_size", "pass_functions"]
 
 
 class Term(NamedTuple):
@@ -241,7 +241,13 @@ def reduce_terms(expr, leaves, terms, axes, keepdims):
         comb = _operator(op, tuple(d.type(v) for d, v in zip(acc, ident)))
         r = _axis.axis_mapreduce(elem, comb, tuple(arrays), axes, None, keepdims, acc,
                                  index=with_index)
-    xp = array_module(x0)
+    return _finish(r, terms, states, outs_dt, count, array_module(x0))
+
+
+def _finish(r, terms, states, outs_dt, count, xp):
+    """Each term's result from the accumulator components ``r`` of a pass along axes that
+    reduced ``count`` elements into each output: its slice of the state, finished (the mean
+    divided, the variance of the Welford triple, the index of a pair)."""
     outs = []
     pos = 0
     for t, (sacc, _), odt in zip(terms, states, outs_dt):
@@ -263,14 +269,13 @@ def reduce_terms(expr, leaves, terms, axes, keepdims):
 
 def full_launch(expr, leaves, terms, keepdims):
     """The :class:`~forge_array.dispatch.reduce.Launch` of ``reduce_terms(expr, leaves,
-    terms, None, keepdims)`` for leaves of these layouts (replay it on their addresses), or
-    None (bool leaves, or views the kernel takes another way)."""
-    if any(a.dtype.kind == "b" for a in leaves):
-        return None
+    terms, None, keepdims)`` for leaves of these layouts (replay it on their addresses, bool
+    leaves viewed as uint8 as here), or None (views the kernel takes another way)."""
     spec = _prepared(expr, tuple(terms), len(leaves))[0]
-    x0 = leaves[0]
+    arrays = [a.view(np.uint8) if a.dtype.kind == "b" else a for a in leaves]
+    x0 = arrays[0]
     shape = (1,) * x0.ndim if keepdims else ()
-    return _kl.plan(spec, x0 if len(leaves) == 1 else tuple(leaves), float(x0.size), shape)
+    return _kl.plan(spec, x0 if len(arrays) == 1 else tuple(arrays), float(x0.size), shape)
 
 
 #: terms whose state is one value of their own operator
@@ -299,22 +304,49 @@ _DIRECT_TERMS = ("sum", "prod", "max", "min", "any", "all")
 
 
 def axis_launch(expr, leaves, terms, axes, keepdims):
-    """The replayable launch of ``reduce_terms(expr, leaves, terms, axes, keepdims)``
-    along ``axes`` as it just ran on leaves of these layouts (call it with the leaves, or
-    with arrays at the same addresses: the unbroadcast leaves), or None: several terms, a
-    term with a finishing step (mean, var, std, arg*), or a launch that needs more than the
-    operands' addresses."""
-    if len(terms) != 1 or terms[0].name not in _DIRECT_TERMS or axes is None:
+    """The replayable launch of ``reduce_terms(expr, leaves, terms, axes, keepdims)`` along
+    ``axes`` as it just ran on leaves of these layouts (call it with the leaves, or with
+    arrays at the same addresses: the unbroadcast leaves), or None (a launch that needs more
+    than the operands' addresses).  One term whose result is the kernel's own output
+    replays to that array; several terms, or a term with a finishing step (mean, var, std,
+    arg*), replay to the tuple of the terms' results (:class:`TermsReplay`)."""
+    if axes is None or len(axes) == leaves[0].ndim:
         return None
-    if len(axes) == leaves[0].ndim:
-        return None
-    t = terms[0]
     arrays = tuple(a.view(np.uint8) if a.dtype.kind == "b" else a for a in leaves)
-    acc = _state(t)[0][0]
-    key = _dax.fast_key("amr", _scalar_elem(expr, t.name, len(leaves)), _OPS[t.name], arrays,
-                          axes, keepdims, acc, False)
+    _, elem, op, acc, ident, states, outs_dt, with_index = _prepared(expr, tuple(terms), len(leaves))
+    single = len(terms) == 1 and terms[0].name in _SCALAR_TERMS
+    if single:   # the keys reduce_terms' launches were kept under
+        t = terms[0]
+        key = _dax.fast_key("amr", _scalar_elem(expr, t.name, len(leaves)), _OPS[t.name], arrays,
+                              axes, keepdims, acc[0], False)
+    else:
+        comb = _operator(op, tuple(d.type(v) for d, v in zip(acc, ident)))
+        key = _dax.fast_key("amr", elem, comb, arrays, axes, keepdims, acc, with_index)
     ent = _dax.FAST.get(key) if key is not None else None
-    return ent if ent is not None and getattr(ent, "lean", False) else None
+    if ent is None:
+        return None
+    if single and terms[0].name in _DIRECT_TERMS:
+        return ent if getattr(ent, "lean", False) else None
+    x0 = leaves[0]
+    count = math.prod(x0.shape[d] for d in axes)
+    return TermsReplay(ent, tuple(terms), tuple(states), outs_dt, count, array_module(x0), single)
+
+
+class TermsReplay:
+    """A fused pass of several terms (or of one with a finishing step) along axes replayed:
+    the pass's launch (:class:`~forge_array.dispatch.axis_reduce.Replay`, on the operands'
+    addresses), then each term's finishing step; returns the tuple of the terms' results."""
+
+    __slots__ = ("ent", "terms", "states", "outs_dt", "count", "xp", "single")
+
+    def __init__(self, ent, terms, states, outs_dt, count, xp, single):
+        self.ent, self.terms, self.states = ent, terms, states
+        self.outs_dt, self.count, self.xp, self.single = outs_dt, count, xp, single
+
+    def __call__(self, arrays):
+        r = self.ent(arrays)
+        return tuple(_finish((r,) if self.single else r, self.terms, self.states, self.outs_dt,
+                             self.count, self.xp))
 
 
 _OPERATORS = Cache("primitives.fused_reduce.OPERATORS")
