@@ -153,6 +153,48 @@ def test_unique_against_numpy(bk, n, dtype):
     assert values_only[1:] == (None, None, None)
 
 
+def _host(g):
+    return np.asarray(g.get() if hasattr(g, "get") else g)
+
+
+@pytest.mark.parametrize("n", [1, 31, 32, 33, 257, 1025])
+@pytest.mark.parametrize("dtype", ["int64", "int32", "int8", "uint8", "uint64", "bool"])
+@pytest.mark.parametrize("path", ["span", "sort"])
+def test_unique_values_and_inverse_of_integers_by_span_and_by_sort(bk, monkeypatch, n, dtype, path):
+    # integers spanning few values are marked, not sorted; a span wider than the limit sorts
+    if path == "sort":
+        monkeypatch.setattr(compaction, "span_limit", lambda n: 0)
+    else:
+        monkeypatch.setattr(bk, "sort", _no_sort, raising=False)
+        monkeypatch.setattr(bk, "argsort", _no_sort, raising=False)
+    if dtype == "bool":
+        a = _RNG.random(n) < 0.5
+    elif dtype.startswith("u"):
+        a = _RNG.integers(0, 60, size=n).astype(dtype) + np.array(200 if dtype == "uint8" else 7, dtype)
+    else:
+        a = _RNG.integers(-40, 20, size=n).astype(dtype)
+    ev, einv = np.unique(a, return_inverse=True)
+    v, i, inv, c = compaction.unique(bk.asarray(a), inverse=True)
+    assert i is None and c is None
+    assert _host(v).dtype == a.dtype and np.array_equal(_host(v), ev)
+    assert _host(inv).dtype == np.int64 and np.array_equal(_host(inv), einv.reshape(-1))
+    np.testing.assert_array_equal(_host(compaction.unique(bk.asarray(a))[0]), ev)
+
+
+def _no_sort(*args, **kwargs):
+    raise AssertionError("integers of a narrow span were sorted")
+
+
+@pytest.mark.parametrize("values", [[0, 2**40, 5], [-(2**62), 3, 2**62], [2**63 + 5, 1, 2**63]])
+def test_unique_of_integers_of_a_wide_span_sorts(bk, values):
+    a = np.array(values * 3, dtype=np.uint64 if max(values) >= 2**63 else np.int64)
+    v, _, inv, _ = compaction.unique(bk.asarray(a), inverse=True)
+    ev, einv = np.unique(a, return_inverse=True)
+    np.testing.assert_array_equal(_host(v), ev)
+    np.testing.assert_array_equal(_host(inv), einv.reshape(-1))
+    assert compaction.span_limit(len(a)) == compaction.SPAN_MIN
+
+
 @pytest.mark.parametrize("view", ["2-D", "reversed", "strided", "transposed"])
 def test_unique_of_views(bk, view):
     a = _RNG.integers(0, 6, size=(6, 10))

@@ -7,7 +7,9 @@ each, the grid from the tuning table's ``compaction`` entry.
   elements of up to :data:`~forge_array.kernels.compaction.PICKS` arrays there;
 - :func:`scatter_ranks`: each element's run index written back through a permutation;
 - :func:`gather_rows`: the rows of a C-contiguous array at given positions, a warp per row
-  (the block's warps side by side, the grid from the same entry).
+  (the block's warps side by side, the grid from the same entry);
+- :func:`mark_values` / :func:`ranks_of`: which integers of a span occur in an array, and
+  each element's index among them (distinct integer labels without a sort).
 
 >>> import numpy as np
 >>> flags = run_starts(np.array([1, 1, 2, 5, 5]))          # doctest: +SKIP
@@ -23,10 +25,11 @@ from .. import runtime
 from ..runtime import array_module, lazy, tuning
 from ..runtime.caches import Cache
 
-__all__ = ["run_starts", "select", "scatter_ranks", "gather_rows"]
+__all__ = ["run_starts", "select", "scatter_ranks", "gather_rows", "mark_values", "ranks_of"]
 
-# the kernel module (numba.cuda) loads at first use: CPU arrays never need it
+# the kernel modules (numba.cuda) load at first use: CPU arrays never need them
 _k = lazy.module("forge_array.kernels.compaction", __name__, "_k")
+_ks = lazy.module("forge_array.kernels.spans", __name__, "_ks")
 
 #: (kernel, its dtypes, device) -> (kernel, block, most blocks of a grid-stride pass) of the
 #: launches below: a call pays a look-up, not the tuning table, the device's properties and
@@ -134,3 +137,30 @@ def gather_rows(src, positions, rows: int):
         runtime.launch(k, _grid(rows, block, cap, 32), block,
                        (_buf(positions), _buf(src.reshape(-1)), _buf(out.reshape(-1)), rows, width))
     return out
+
+
+def mark_values(values, lo: int, size: int):
+    """A bool array of ``size``: True at ``v - lo`` for each value ``v`` of the contiguous 1-D
+    integer array ``values`` (every one in ``[lo, lo + size)``), else False."""
+    _check(values)
+    n = values.size
+    flags = array_module(values).zeros(size, dtype=np.bool_)
+    if n:
+        k, block, cap = _planned(("mark_values", values.dtype), lambda: runtime.compile_kernel(
+            _ks.make_mark_values, (), _ks.mark_values_argtypes(values.dtype)))
+        runtime.launch(k, _grid(n, block, cap), block, (_buf(values), int(lo), _buf(flags), n))
+    return flags
+
+
+def ranks_of(values, lo: int, count):
+    """An int64 array of ``count[v - lo] - 1`` for each value ``v`` of the contiguous 1-D
+    integer array ``values``: ``count`` the inclusive running count (int64) of
+    :func:`mark_values`' flags, so each element's index among the distinct values."""
+    _check(values, count)
+    n = values.size
+    ranks = array_module(values).empty(n, dtype=np.int64)
+    if n:
+        k, block, cap = _planned(("ranks_of", values.dtype), lambda: runtime.compile_kernel(
+            _ks.make_ranks_of, (), _ks.ranks_of_argtypes(values.dtype)))
+        runtime.launch(k, _grid(n, block, cap), block, (_buf(values), int(lo), _buf(count), _buf(ranks), n))
+    return ranks

@@ -11,7 +11,13 @@ the slot its count names, and gathers the elements of the arrays asked for there
 >>> [a.tolist() for a in nonzero(np.array([[True, False], [False, True]]))]
 [[0, 1], [0, 1]]
 
-``unique`` sorts (the backend's sort), marks where a run of equal values begins
+``unique`` of integers whose values span at most :func:`span_limit` consecutive integers
+(labels, class ids) needs no sort: one pass finds the smallest and largest value, one marks
+which values of that span occur (:func:`~forge_array.dispatch.compaction.mark_values`), the
+scan's compaction of those marks lists them in ascending order, and each element's index
+among them is the running count at its value
+(:func:`~forge_array.dispatch.compaction.ranks_of`).  Otherwise (and for first indices and
+counts) ``unique`` sorts (the backend's sort), marks where a run of equal values begins
 (:func:`~forge_array.dispatch.compaction.run_starts`), counts the marks with the scan and
 selects the run starts with their values (and first positions) in one pass; the inverse
 indices are the running count scattered back through the sort's permutation
@@ -24,11 +30,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import ops as _ops
 from ..dispatch import compaction as _dc
 from ..runtime import array_module
+from .reductions import mapreduce
 from .scan.cumulative import cumulative_sum
 
-__all__ = ["nonzero", "compress_rows", "unique"]
+__all__ = ["nonzero", "compress_rows", "unique", "span_limit", "SPAN_MIN"]
 
 
 def nonzero(mask):
@@ -101,6 +109,11 @@ def unique(x, index=False, inverse=False, counts=False):
     as_bool = flat.dtype == np.bool_
     if as_bool:
         flat = flat.view(np.uint8)
+    if n and not index and not counts and flat.dtype.kind in "iu":
+        r = _unique_in_span(flat, xp, inverse)
+        if r is not None:
+            values, where = r
+            return (values.view(np.bool_) if as_bool else values), None, where, None
     perm = None
     if index or inverse:
         perm = xp.argsort(flat, kind="stable").astype(np.int64, copy=False)   # equal values keep their order
@@ -123,3 +136,37 @@ def unique(x, index=False, inverse=False, counts=False):
         where = _dc.scatter_ranks(perm, run) if n else xp.empty(0, dtype=np.int64)
     many = bounds[1:] - bounds[:-1] if counts else None
     return values, first, where, many
+
+
+#: the span of integers (largest value - smallest + 1) that :func:`unique` marks rather than
+#: sorts, at the least: an array may span up to its own length, as a sort's buffers do
+SPAN_MIN = 1 << 16
+
+
+def span_limit(n: int) -> int:
+    """The widest span of values :func:`unique` marks for an integer array of ``n`` elements.
+
+    >>> span_limit(10), span_limit(10**6)
+    (65536, 1000000)
+    """
+    return max(n, SPAN_MIN)
+
+
+def _twice(v):
+    return (v, v)
+
+
+def _unique_in_span(flat, xp, inverse):
+    """``(values, inverse or None)`` of the contiguous 1-D integer array ``flat`` (not empty)
+    through the marks of which values of its span occur, or None when its span is wider
+    than :func:`span_limit` (or beyond int64)."""
+    lo, hi = (int(v) for v in mapreduce(_twice, _ops.minmax, flat))
+    if hi - lo + 1 > span_limit(flat.size) or hi >= 1 << 63:
+        return None
+    flags = _dc.mark_values(flat, lo, hi - lo + 1)
+    count, positions, _ = _true_positions(flags, xp)
+    values = positions[:-1]
+    if lo:
+        values += lo
+    values = values.astype(flat.dtype, copy=False)
+    return values, (_dc.ranks_of(flat, lo, count) if inverse else None)
