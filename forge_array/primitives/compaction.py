@@ -30,10 +30,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import ops as _ops
 from ..dispatch import compaction as _dc
 from ..runtime import array_module
-from .reductions import mapreduce
+from .reductions import named as _named
 from .scan.cumulative import cumulative_sum
 
 __all__ = ["nonzero", "compress_rows", "unique", "span_limit", "SPAN_MIN"]
@@ -152,15 +151,12 @@ def span_limit(n: int) -> int:
     return max(n, SPAN_MIN)
 
 
-def _twice(v):
-    return (v, v)
-
-
 def _unique_in_span(flat, xp, inverse):
     """``(values, inverse or None)`` of the contiguous 1-D integer array ``flat`` (not empty)
     through the marks of which values of its span occur, or None when its span is wider
     than :func:`span_limit` (or beyond int64)."""
-    lo, hi = (int(v) for v in mapreduce(_twice, _ops.minmax, flat))
+    lo_hi = (_named.min(flat), _named.max(flat))   # both launched (replayed plans) before a read
+    lo, hi = int(lo_hi[0]), int(lo_hi[1])
     if hi - lo + 1 > span_limit(flat.size) or hi >= 1 << 63:
         return None
     flags = _dc.mark_values(flat, lo, hi - lo + 1)
