@@ -8,7 +8,9 @@ Cases: ``svd`` (reduced) of a tall (200000, 128), a square (2048, 2048), a wide
 (128, 200000) float32 matrix, of a tall float64 one, of (100000, 1024) and (4096, 2048)
 float32 ones (where the Jacobi SVD's cost grows with the columns), of a stack
 (4096, 16, 16) and of a small (4, 128) one (where the Jacobi path's host steps dominate);
-``svdvals`` (tall, square); ``qr`` (tall, square); ``eigh`` (128, 2048, stack of
+``svdvals`` (tall, square); ``qr`` (tall, square, and (200000, 26): PCA's randomized
+solver's power iterations, with their products ``matmul`` ``A @ Q`` and ``matmul_tn``
+``A.T @ P``); ``eigh`` (128, 2048, stack of
 (4096, 32, 32)); ``lstsq`` (tall, one right-hand side); ``solve`` (2048 with 16
 right-hand sides, stack of (4096, 32, 32) with one); ``inv`` (2048, stack); ``cholesky``
 (2048, stack). Columns: ``forge_array`` (``xp.linalg``, on arrays wrapping the CuPy
@@ -62,6 +64,13 @@ def _cases(dry):
         ("svdvals square f32", "svdvals", dict(shape=sq, dtype="float32")),
         ("qr tall f32", "qr", dict(shape=tall, dtype="float32")),
         ("qr square f32", "qr", dict(shape=sq, dtype="float32")),
+        # PCA(svd_solver="randomized")'s power iterations on (200000, 128): 16 components and 10
+        # oversamples, each step a product with the data (as given and transposed) and a QR
+        ("qr (200000, 26) f32", "qr", dict(shape=(tall[0], 26 if not dry else 4), dtype="float32")),
+        ("A @ Q (200000 x 128) f32", "matmul",
+         dict(shape=tall, dtype="float32", rhs=(tall[1], 26 if not dry else 4))),
+        ("A.T @ P (200000 x 128) f32", "matmul_tn",
+         dict(shape=tall, dtype="float32", rhs=(tall[0], 26 if not dry else 4))),
         ("eigh 128 f32", "eigh", dict(shape=(128, 128), dtype="float32", kind="spd")),
         ("eigh 2048 f32", "eigh", dict(shape=sq, dtype="float32", kind="spd")),
         ("eigh stack 32x32 f32", "eigh",
@@ -141,6 +150,10 @@ def _impls(op, ctx):
         return cols(lambda a: xp.abs(xp.linalg.diagonal(xp.linalg.qr(a).R)),
                     lambda a: cp.abs(cp.diagonal(cp.linalg.qr(a)[1])),
                     lambda a: torch.linalg.qr(a).R.diagonal().abs())
+    if op == "matmul":
+        return cols(lambda a, b: a @ b, lambda a, b: a @ b, lambda a, b: a @ b)
+    if op == "matmul_tn":
+        return cols(lambda a, b: a.T @ b, lambda a, b: a.T @ b, lambda a, b: a.T @ b)
     if op == "eigh":
         def cpx_eigh(ins):
             f = need_cupyx("syevj")
