@@ -50,7 +50,7 @@ from ..runtime.config import SIMULATE
 from ..runtime.flags import FLAGS, on_change, set_flags
 from . import expr as _expr
 from . import state as _state
-from .expr import Const, Leaf, pending
+from .expr import Const, Leaf, pending, pending_reductions
 
 __all__ = ["enabled", "enable", "applies", "register", "settle_device", "settle_all",
            "compute_eagerly", "pending_count", "settle_only", "alone_eager", "MIN_SIZE", "MAX_OPS",
@@ -175,7 +175,7 @@ def _note_alone(nodes):
                 if n.ops == 1:
                     alone.pop(n.sig, None)
         return
-    reductions = _pending_reductions(nodes)
+    reductions = pending_reductions(nodes)
     reads: dict = {}
     for r in reductions:
         for b in r.leaves:
@@ -193,22 +193,6 @@ def _note_alone(nodes):
 
 def _one_step_reduction(e):
     return type(e) is _expr.Node and e.op == "reduce" and e.ops == 1 and e.value is None
-
-
-def _pending_reductions(nodes):
-    """The distinct pending reduction nodes of ``nodes`` and of what they read."""
-    out = []
-    seen = set()
-    stack = list(nodes)
-    while stack:
-        e = stack.pop()
-        if type(e) is not _expr.Node or e.value is not None or id(e) in seen:
-            continue
-        seen.add(id(e))
-        if e.op == "reduce":
-            out.append(e)
-        stack.extend(e.args)
-    return out
 
 
 def register(d):

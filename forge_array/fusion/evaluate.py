@@ -36,7 +36,7 @@ from . import expr as _expr
 from . import resettle as _resettle
 from . import state as _state
 from .codegen import ConstantsVary, function_of, linearize
-from .expr import EPOCH, Const, Leaf, Node
+from .expr import EPOCH, Const, Leaf, Node, pending_reductions
 from .row_programs import describe, row_program
 
 __all__ = ["settle", "replayed_settlement", "scan_of", "plan_of", "AXIS_MAX_LEAVES",
@@ -44,25 +44,6 @@ __all__ = ["settle", "replayed_settlement", "scan_of", "plan_of", "AXIS_MAX_LEAV
 
 #: most leaves a fused reduction along some axes reads (the axis kernels' operand limit)
 AXIS_MAX_LEAVES = 3
-
-
-def _pending_reductions(roots):
-    """Pending reduction nodes reachable from ``roots``, operands before users."""
-    out = []
-    seen = set()
-
-    def walk(e):
-        if not isinstance(e, Node) or e.value is not None or id(e) in seen:
-            return
-        seen.add(id(e))
-        for a in e.args:
-            walk(a)
-        if e.op == "reduce":
-            out.append(e)
-
-    for r in roots:
-        walk(r)
-    return out
 
 
 def _holds_pending_reduction(e, memo):
@@ -231,7 +212,7 @@ def _int_min_fault(r):
 def _settle_nodes(nodes, rec):
     """Settle ``nodes`` (see the module docstring); the device is current."""
     device = nodes[0].device
-    reds = _pending_reductions(nodes)
+    reds = pending_reductions(nodes)
     if reds and not any(map(_int_min_fault, reds)) and _row_program(nodes, reds, rec):
         return
     while reds:
@@ -521,7 +502,7 @@ def _scan_of(name, node, dtype, include_initial):
     rec = t.rec if t is not None else None  # a fused call records the scan as a launch
     device = node.device
     with _dev.on(device):
-        reds = _pending_reductions([node])
+        reds = pending_reductions([node])
         if reds:
             _compute(reds, rec)
         program, leaves = linearize([node])
@@ -617,14 +598,14 @@ def plan_of(nodes):
     nodes = [n for n in nodes if n.value is None]
     done = set()
     launches = []
-    reds = _pending_reductions(nodes)
+    reds = pending_reductions(nodes)
     rp = row_program(nodes, reds) if reds else None
     if rp is not None:  # one launch: see :mod:`.row_programs`
         outs = [f"{t.dtype}{list(t.shape)}" for t in rp[3] if t.op != "reduce"]
         what = describe(reds) + (f", writing {', '.join(outs)}" if outs else "")
         return [("row program", what, [f"{a.dtype}{list(a.shape)}" for a in rp[2]])]
     while reds:
-        ready = [r for r in reds if all(id(x) in done for x in _pending_reductions([r.args[0]]))]
+        ready = [r for r in reds if all(id(x) in done for x in pending_reductions([r.args[0]]))]
         if not ready:
             break
         groups: dict = {}

@@ -25,7 +25,7 @@ import numpy as np
 from .._array import Array
 from ..runtime.caches import Cache
 
-__all__ = ["Leaf", "Const", "Node", "Deferred", "operand", "broadcast_shape", "pending",
+__all__ = ["Leaf", "Const", "Node", "Deferred", "operand", "broadcast_shape", "pending", "pending_reductions",
            "const_key", "position", "EPOCH", "PLAIN", "ALONE", "SKIPPED"]
 
 
@@ -173,6 +173,26 @@ class Node:
 
     def __repr__(self):
         return f"Node({self.op}, {self.dtype}, {self.shape})"
+
+
+def pending_reductions(roots):
+    """The distinct pending reduction nodes reachable from ``roots`` (nodes), operands before
+    users."""
+    out = []
+    seen = set()
+
+    def walk(e):
+        if not isinstance(e, Node) or e.value is not None or id(e) in seen:
+            return
+        seen.add(id(e))
+        for a in e.args:
+            walk(a)
+        if e.op == "reduce":
+            out.append(e)
+
+    for r in roots:
+        walk(r)
+    return out
 
 
 class Deferred(Array):
