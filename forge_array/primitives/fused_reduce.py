@@ -222,8 +222,8 @@ def reduce_terms(expr, leaves, terms, axes, keepdims):
     ``axes`` (a tuple of axes, None for all) in one launch; returns one backend array per
     term.  ``leaves`` are backend arrays of one shape (broadcast views are fine) on a device
     with kernels, and their shape has no zero extent; at most 3 leaves along some axes."""
-    spec, elem, op, acc, ident, states, outs_dt, with_index = _prepared(expr, tuple(terms),
-                                                                        len(leaves))
+    prep = _prepared(expr, tuple(terms), len(leaves))
+    spec, states, outs_dt = prep[0], prep[5], prep[6]
     x0 = leaves[0]
     ndim = x0.ndim
     arrays = [a.view(np.uint8) if a.dtype.kind == "b" else a for a in leaves]
@@ -231,17 +231,22 @@ def reduce_terms(expr, leaves, terms, axes, keepdims):
         return list(_kl.full_reduce(spec, arrays, None, float(x0.size),
                                     (1,) * ndim if keepdims else ()))
     count = math.prod(x0.shape[d] for d in axes)
+    f, comb, acc_, index, single = _axis_pass(expr, tuple(terms), len(leaves))
+    r = _axis.axis_mapreduce(f, comb, tuple(arrays), axes, None, keepdims, acc_, index=index)
+    return _finish((r,) if single else r, terms, states, outs_dt, count, array_module(x0))
+
+
+def _axis_pass(expr, terms, nleaves):
+    """``(element map, operator, accumulator dtype(s), index, single)`` of the pass of
+    ``terms`` along axes: what :func:`reduce_terms` hands ``axis_mapreduce`` and so the key
+    its launch is kept under (:func:`axis_launch`).  One scalar-state term (``single``) takes
+    its own operator on a scalar accumulator, so the row and column kernels take their
+    scalar paths (matvec's, for ``sum(A * v, axis=-1)``)."""
+    _, elem, op, acc, ident, _, _, with_index = _prepared(expr, terms, nleaves)
     if len(terms) == 1 and terms[0].name in _SCALAR_TERMS:
-        # one scalar-state term: its own operator on a scalar accumulator, so the row and
-        # column kernels take their scalar paths (matvec's, for sum(A * v, axis=-1))
-        r = (_axis.axis_mapreduce(_scalar_elem(expr, terms[0].name, len(leaves)),
-                                  _OPS[terms[0].name], tuple(arrays), axes, None, keepdims,
-                                  acc[0]),)
-    else:
-        comb = _operator(op, tuple(d.type(v) for d, v in zip(acc, ident)))
-        r = _axis.axis_mapreduce(elem, comb, tuple(arrays), axes, None, keepdims, acc,
-                                 index=with_index)
-    return _finish(r, terms, states, outs_dt, count, array_module(x0))
+        name = terms[0].name
+        return _scalar_elem(expr, name, nleaves), _OPS[name], acc[0], False, True
+    return elem, _operator(op, tuple(d.type(v) for d, v in zip(acc, ident))), acc, with_index, False
 
 
 def _finish(r, terms, states, outs_dt, count, xp):
@@ -313,15 +318,10 @@ def axis_launch(expr, leaves, terms, axes, keepdims):
     if axes is None or len(axes) == leaves[0].ndim:
         return None
     arrays = tuple(a.view(np.uint8) if a.dtype.kind == "b" else a for a in leaves)
-    _, elem, op, acc, ident, states, outs_dt, with_index = _prepared(expr, tuple(terms), len(leaves))
-    single = len(terms) == 1 and terms[0].name in _SCALAR_TERMS
-    if single:   # the keys reduce_terms' launches were kept under
-        t = terms[0]
-        key = _dax.fast_key("amr", _scalar_elem(expr, t.name, len(leaves)), _OPS[t.name], arrays,
-                              axes, keepdims, acc[0], False)
-    else:
-        comb = _operator(op, tuple(d.type(v) for d, v in zip(acc, ident)))
-        key = _dax.fast_key("amr", elem, comb, arrays, axes, keepdims, acc, with_index)
+    prep = _prepared(expr, tuple(terms), len(leaves))
+    states, outs_dt = prep[5], prep[6]
+    f, comb, acc, index, single = _axis_pass(expr, tuple(terms), len(leaves))
+    key = _dax.fast_key("amr", f, comb, arrays, axes, keepdims, acc, index)
     ent = _dax.FAST.get(key) if key is not None else None
     if ent is None:
         return None
