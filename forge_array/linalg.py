@@ -16,6 +16,7 @@ import numpy as np
 from . import _cusolver_potrf as _potrf
 from . import _devices as _dev
 from . import _dtypes as _dt
+from . import _tall_qr
 from ._array import Array
 from ._helpers import as_int, check_array, normalize_axes, normalize_axis
 from ._linear_algebra import matmul, matrix_transpose, tensordot, vecdot
@@ -300,7 +301,11 @@ def qr(x, /, *, mode="reduced"):
     if mode not in ("reduced", "complete"):
         raise ValueError(f"linalg.qr(): mode must be 'reduced' or 'complete', got {mode!r}")
     with _dev.on(x.device):
-        q, r = _la(x).qr(x._array, mode=mode)
+        a = x._array
+        f = None
+        if mode == "reduced" and x.device.is_cuda and _tall_qr.applies(a.shape, a.dtype):
+            f = _tall_qr.qr(_dev.backend(x.device), a)   # None: too ill conditioned for it
+        q, r = f if f is not None else _la(x).qr(a, mode=mode)
     return QRResult(_w(q, x, x.dtype), _w(r, x, x.dtype))
 
 
@@ -431,9 +436,20 @@ def _svd_driver(shape, cuda, compute_uv=True):
 
 def _svd(x, full_matrices, compute_uv):
     """(U, S, Vh) of ``x`` as backend arrays (S alone when not ``compute_uv``)."""
-    a = x._array
-    driver = _svd_driver(tuple(a.shape), x.device.is_cuda, compute_uv)
-    m = _dev.backend(x.device)
+    return _svd_of(x._array, x.device, full_matrices, compute_uv)
+
+
+def _svd_of(a, device, full_matrices, compute_uv):
+    """(U, S, Vh) of the backend array ``a`` on ``device``."""
+    m, cuda = _dev.backend(device), device.is_cuda
+    if cuda and (not full_matrices or not compute_uv) and a.ndim == 2 \
+            and _tall_qr.applies(tuple(sorted(a.shape, reverse=True)), a.dtype):
+        # a tall or wide matrix: the SVD of its Cholesky QR's R (None: too ill conditioned)
+        r = _tall_qr.svd(m, a, compute_uv,
+                         lambda r, uv: _svd_of(r, device, False, uv))
+        if r is not None:
+            return r
+    driver = _svd_driver(tuple(a.shape), cuda, compute_uv)
     if driver == "gesvdj" or driver == "gesvdj_batched":
         solve = _gesvdj_solver()
         if solve is not None:
@@ -442,9 +458,8 @@ def _svd(x, full_matrices, compute_uv):
         driver = "backend"
     if driver == "empty":
         return _svd_empty(m, a, full_matrices, compute_uv)
-    if compute_uv:
-        return _la(x).svd(a, full_matrices=full_matrices)
-    return _la(x).svdvals(a)
+    la = _dev.compat(device).linalg
+    return la.svd(a, full_matrices=full_matrices) if compute_uv else la.svdvals(a)
 
 
 def _svd_empty(m, a, full_matrices, compute_uv):
