@@ -8,13 +8,12 @@ from the Gram matrix instead: ``G = A^H A`` (one product over ``A``), its Choles
 (the second time on the first ``Q``), ``Q`` is orthonormal to working precision and ``A = Q
 R`` with ``R = R2 R1`` (Yamamoto, Nakatsukasa, Yanagisawa, Fukaya 2015), as long as ``A`` is
 not too ill conditioned (a condition number below about ``u^-1/2``: 4e3 in float32, 7e7 in
-float64); the second Gram matrix is formed in double precision. Whether it was is checked,
-not assumed: the first Gram matrix must have a Cholesky factor and the second must be within
+float64; the second Gram matrix is formed in double precision). That is checked, not
+assumed: the first Gram matrix must have a Cholesky factor and the second must be within
 :data:`ORTHOGONALITY_LIMIT` of the identity (then the first ``Q`` had a condition number
 below sqrt(3) and the second pass brings it to working precision); otherwise :func:`qr`
-returns None and the caller takes Householder QR. The n x n factors are computed on the host
-in double precision (two device-to-host copies of n x n, hence :data:`MAX_COLUMNS`); R's
-diagonal is positive.
+returns None and the caller takes Householder QR. The n x n factors are computed in double
+precision, on the matrix's device; R's diagonal is positive.
 
 An SVD of a tall matrix is the SVD of its ``R`` (``R = U_r S V^H``, ``U = Q U_r``), as
 LAPACK computes the SVD of a matrix with many more rows than columns; a wide matrix is
@@ -31,12 +30,17 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["applies", "qr", "svd", "MAX_COLUMNS", "MIN_ASPECT", "ORTHOGONALITY_LIMIT"]
+__all__ = ["applies", "qr", "svd", "MAX_COLUMNS", "MIN_ELEMENTS", "MIN_ASPECT", "ORTHOGONALITY_LIMIT"]
 
-#: the most columns (of the tall side) factored this way: the n x n Cholesky factor and its
-#: inverse are computed on the host
+#: the most columns (of the tall side) factored this way (squarer and wider matrices are
+#: factored better by Householder QR's blocked steps)
 MAX_COLUMNS = 256
-#: the least ratio of rows to columns: squarer matrices take Householder QR
+#: the fewest elements: a smaller matrix's Householder QR takes less than this route's dozen
+#: steps and one wait (a (20000, 26) float32 matrix on an H200: 0.53 ms against 0.47 for
+#: cuSOLVER's geqrf; (200000, 26): 0.60 against 4.50; ``python -m bench.suite_linalg --only qr``)
+MIN_ELEMENTS = 1 << 20
+#: the least ratio of rows to columns (:data:`MIN_ELEMENTS` with :data:`MAX_COLUMNS` asks for
+#: more; this one keeps the square ``R`` of a factored matrix off the route)
 MIN_ASPECT = 4
 #: the largest ``||Q1^H Q1 - I||_F`` after the first pass for which the second gives an
 #: orthonormal Q (``python -m bench.suite_linalg --only qr`` checks the result's orthogonality)
@@ -47,51 +51,61 @@ _DTYPES = frozenset("fdFD")
 
 def applies(shape, dtype) -> bool:
     """Whether a matrix of ``shape`` and ``dtype`` is factored by Cholesky QR: one matrix
-    (2-D), a floating dtype, at least :data:`MIN_ASPECT` times as many rows as columns and
-    at most :data:`MAX_COLUMNS` columns.
+    (2-D), a floating dtype, at most :data:`MAX_COLUMNS` columns, at least
+    :data:`MIN_ASPECT` times as many rows and at least :data:`MIN_ELEMENTS` elements.
 
-    >>> applies((200000, 26), np.dtype("float32")), applies((100, 50), np.dtype("float32"))
+    >>> applies((200000, 26), np.dtype("float32")), applies((4000, 400), np.dtype("float32"))
     (True, False)
     """
     if len(shape) != 2 or np.dtype(dtype).char not in _DTYPES:
         return False
     m, n = shape
-    return 1 <= n <= MAX_COLUMNS and m >= MIN_ASPECT * n
-
-
-def _host(x):
-    get = getattr(x, "get", None)
-    return get() if get is not None else np.array(x)
+    return 1 <= n <= MAX_COLUMNS and m >= MIN_ASPECT * n and m * n >= MIN_ELEMENTS
 
 
 def _ct(a):
     return a.conj().T if a.dtype.kind == "c" else a.T
 
 
-def _factor(g):
-    """(R, R^-1) of the host Gram matrix ``g`` in double precision (``g = R^H R``, R upper
-    triangular), or None when ``g`` is not numerically positive definite."""
-    g = g.astype(np.complex128 if g.dtype.kind == "c" else np.float64)
-    if not np.isfinite(g).all():
-        return None
+def _high(dt):
+    """The double-precision dtype of the floating ``dt``."""
+    return np.dtype({"f": "d", "F": "D"}.get(dt.char, dt.char))
+
+
+def _cholesky_upper(m, g):
+    """``R`` with ``g = R^H R`` (upper triangular) of module ``m``; NaNs where ``g`` is not
+    numerically positive definite (CuPy's factor gives them, NumPy's raises)."""
     try:
-        low = np.linalg.cholesky(g)
+        low = m.linalg.cholesky(g)
     except np.linalg.LinAlgError:
-        return None
-    r = low.conj().T
-    d = np.abs(np.diagonal(r))
-    if not (d > 0).all() or d.min() < d.max() * np.finfo(np.float64).eps * r.shape[0]:
-        return None
-    rinv = np.triu(np.linalg.inv(r))
-    if not np.isfinite(rinv).all():
-        return None
-    return r, rinv
+        return m.full(g.shape, np.nan, dtype=g.dtype)
+    return _ct(low)
+
+
+def _triangular_inverse(m, r):
+    """``R^-1`` of the upper triangular ``r`` of module ``m`` (cuBLAS ``trsm`` on a GPU)."""
+    eye = m.eye(r.shape[0], dtype=r.dtype)
+    if m is np:
+        try:
+            return np.triu(np.linalg.solve(r, eye))
+        except np.linalg.LinAlgError:
+            return np.full(r.shape, np.nan, dtype=r.dtype)
+    from cupyx.scipy.linalg import solve_triangular  # noqa: PLC0415
+
+    return solve_triangular(r, eye, lower=False)
+
+
+def _pass(m, a, g):
+    """One Cholesky QR step: (Q, R) from ``a`` and its double-precision Gram matrix ``g``."""
+    r = _cholesky_upper(m, g)
+    return a @ _triangular_inverse(m, r).astype(a.dtype), r
 
 
 def qr(m, a):
     """The reduced QR factorisation ``(Q, R)`` of the tall matrix ``a`` (an array of module
     ``m``, NumPy or CuPy, for which :func:`applies`), or None where Cholesky QR cannot give
-    it (the caller takes Householder QR).
+    it (the caller takes Householder QR). Everything runs on ``a``'s device but for one
+    check of the second Gram matrix on the host.
 
     >>> import numpy as np
     >>> qr(np, np.ones((8, 2))) is None   # rank 1: no Cholesky factor
@@ -102,26 +116,18 @@ def qr(m, a):
 
 
 def _qr(m, a):
-    dt = a.dtype
-    f1 = _factor(_host(_ct(a) @ a))
-    if f1 is None:
-        return None
-    r1, rinv1 = f1
-    q1 = a @ m.asarray(rinv1.astype(dt))
+    hi = _high(a.dtype)
+    q1, r1 = _pass(m, a, (_ct(a) @ a).astype(hi))
     # the second Gram matrix in double precision: Q's orthogonality rests on it (a (200000,
     # 26) float32 Q: 1.1e-7 from |Q^T Q - I| against 6.2e-7 with a single-precision Gram)
-    w = q1 if dt.char in "dD" else q1.astype({"f": "d", "F": "D"}[dt.char])
-    g2 = _host(_ct(w) @ w)
-    n = g2.shape[0]
-    if not np.isfinite(g2).all() or np.linalg.norm(g2 - np.eye(n)) > ORTHOGONALITY_LIMIT:
-        return None
-    f2 = _factor(g2)
-    if f2 is None:
-        return None
-    r2, rinv2 = f2
-    q = q1 @ m.asarray(rinv2.astype(dt))
-    r = m.asarray(np.triu(r2 @ r1).astype(dt))
-    return q, r
+    w = q1.astype(hi)
+    g2 = _ct(w) @ w
+    host = g2.get() if hasattr(g2, "get") else g2
+    n = host.shape[0]
+    if not np.isfinite(host).all() or np.linalg.norm(host - np.eye(n)) > ORTHOGONALITY_LIMIT:
+        return None     # the first pass failed (NaNs) or left Q too far from orthonormal
+    q, r2 = _pass(m, q1, g2)
+    return q, m.triu(r2 @ r1).astype(a.dtype)
 
 
 def svd(m, a, compute_uv, small_svd):

@@ -85,17 +85,20 @@ def test_qr_declines_singular_and_special_values(make):
     assert tq.qr(np, a) is None
 
 
-def test_applies():
+def test_applies(monkeypatch):
     f32 = np.dtype(np.float32)
-    assert tq.applies((200000, 26), f32)
-    assert tq.applies((4, 1), f32) and not tq.applies((3, 1), f32)
-    assert tq.applies((4 * tq.MAX_COLUMNS, tq.MAX_COLUMNS), f32)
+    assert tq.applies((200000, 26), f32) and tq.applies((26, 200000)[::-1], f32)
+    assert tq.applies((2**20, 1), f32) and not tq.applies((2**20 - 1, 1), f32)   # MIN_ELEMENTS
+    assert tq.applies((2**12, tq.MAX_COLUMNS), f32)
+    monkeypatch.setattr(tq, "MIN_ELEMENTS", 0)
+    assert tq.applies((4, 1), f32) and not tq.applies((3, 1), f32)      # MIN_ASPECT
+    assert not tq.applies((12, 12), f32)
     assert not tq.applies((10**6, tq.MAX_COLUMNS + 1), f32)
-    assert not tq.applies((10, 0), f32) and not tq.applies((0, 0), f32)
-    assert not tq.applies((3, 400, 20), f32)
-    assert not tq.applies((400, 20), np.dtype(np.int64))
-    assert not tq.applies((400, 20), np.dtype(np.float16))
-    assert tq.applies((400, 20), np.dtype(np.complex64))
+    assert not tq.applies((10**7, 0), f32) and not tq.applies((0, 0), f32)
+    assert not tq.applies((3, 400000, 20), f32)
+    assert not tq.applies((400000, 20), np.dtype(np.int64))
+    assert not tq.applies((400000, 20), np.dtype(np.float16))
+    assert tq.applies((400000, 20), np.dtype(np.complex64))
 
 
 def _small_svd(r, uv):
@@ -133,18 +136,11 @@ def test_linalg_svd_routes_tall_matrices_through_qr(monkeypatch):
     import array_api_compat.numpy as compat_np
 
     gpu = types.SimpleNamespace(is_cuda=True)
+    monkeypatch.setattr(tq, "MIN_ELEMENTS", 0)
     monkeypatch.setattr(la._dev, "backend", lambda d: np)
     monkeypatch.setattr(la._dev, "compat", lambda d: compat_np)
     monkeypatch.setattr(la, "_GESVDJ", [None])
-    calls = []
-    real = tq.svd
-
-    def counting(*args):
-        r = real(*args)
-        calls.append(r is not None)
-        return r
-
-    monkeypatch.setattr(tq, "svd", counting)
+    calls = _counting(monkeypatch, "svd")
     a = _rand((400, 12), np.float64, seed=4)
     ref = np.linalg.svd(a, compute_uv=False)
     u, s, vh = la._svd_of(a, gpu, False, True)
@@ -172,22 +168,63 @@ def _has_gpu():
 gpu = pytest.mark.skipif(not _has_gpu(), reason="needs CuPy and a GPU")
 
 
+def _counting(monkeypatch, name):
+    calls = []
+    real = getattr(tq, name)
+
+    def counting(*args):
+        r = real(*args)
+        calls.append(r is not None)
+        return r
+
+    monkeypatch.setattr(tq, name, counting)
+    return calls
+
+
 @gpu
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("shape", [(20000, 26), (640, 128), (33, 8)])
-def test_gpu_qr_takes_cholesky_qr(dtype, shape):
+@pytest.mark.parametrize("shape", [(60000, 26), (8192, 128), (33, 8)])
+def test_gpu_qr_takes_cholesky_qr(monkeypatch, dtype, shape):
+    calls = _counting(monkeypatch, "qr")
     a = _rand(shape, dtype, seed=9)
     q, r = xp.linalg.qr(xp.asarray(a, device="cuda:0"))
     q, r = (np.asarray(xp.asarray(v, device="cpu")) for v in (q, r))
-    _check_qr(a, q, r)
+    assert calls == ([True] if tq.applies(shape, a.dtype) else [])
+    if calls:
+        _check_qr(a, q, r)
+    else:   # Householder: R's diagonal of either sign
+        np.testing.assert_allclose(q @ r, a, atol=1e-4 * np.abs(a).max())
 
 
 @gpu
-def test_gpu_qr_falls_back_to_householder():
-    a = _rand((20000, 8), np.float32, seed=1)
+def test_gpu_qr_falls_back_to_householder(monkeypatch):
+    calls = _counting(monkeypatch, "qr")
+    a = _rand((200000, 8), np.float32, seed=1)
     a[:, 3] = a[:, 2]
     q, r = xp.linalg.qr(xp.asarray(a, device="cuda:0"))
+    assert calls == [False]
     q, r = (np.asarray(xp.asarray(v, device="cpu")).astype(np.float64) for v in (q, r))
-    np.testing.assert_allclose(q @ r, a, atol=1e-4)
+    np.testing.assert_allclose(q @ r, a, atol=1e-4 * np.abs(a).max())
     np.testing.assert_allclose(q.T @ q, np.eye(8), atol=1e-4)
     assert abs(r[3, 3]) < 1e-3 * abs(r[0, 0])
+
+
+@gpu
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(70000, 16), (16, 70000), (8192, 128)])
+def test_gpu_svd_takes_cholesky_qr(monkeypatch, dtype, shape):
+    calls = _counting(monkeypatch, "svd")
+    a = _rand(shape, dtype, seed=12)
+    x = xp.asarray(a, device="cuda:0")
+    u, s, vh = (np.asarray(xp.asarray(v, device="cpu")) for v in xp.linalg.svd(x, full_matrices=False))
+    sv = np.asarray(xp.asarray(xp.linalg.svdvals(x), device="cpu"))
+    assert calls == [True, True]
+    hi = np.complex128 if a.dtype.kind == "c" else np.float64
+    ref = np.linalg.svd(a.astype(hi), compute_uv=False)
+    tol = 200 * _eps(dtype) * ref[0]
+    np.testing.assert_allclose(s, ref, atol=tol)
+    np.testing.assert_allclose(sv, ref, atol=tol)
+    k = min(shape)
+    np.testing.assert_allclose((u.astype(hi) * s) @ vh.astype(hi), a, atol=tol * 10)
+    np.testing.assert_allclose(u.conj().T.astype(hi) @ u, np.eye(k), atol=500 * _eps(dtype))
+    np.testing.assert_allclose(vh.astype(hi) @ vh.conj().T, np.eye(k), atol=500 * _eps(dtype))
