@@ -525,6 +525,12 @@ def matmul(a, b):
     return _out(a, _xp(a).matmul(a, b), a.dtype)
 
 
+def backend_matmul(a, b):
+    """``a @ b`` of two matrices of one dtype with more than one row in ``a`` and one column
+    in ``b`` (nothing for the matrix-vector kernels): the backend's product."""
+    return _out(a, _xp(a).matmul(a, b), a.dtype)
+
+
 def vecdot(a, b, axis):
     """sum(conj(a) * b) along ``axis`` (a NEGATIVE int, counted from the end of the
     broadcast shape, so operands of different ndim need no broadcasting copy)."""
