@@ -293,6 +293,11 @@ def pinv(x, /, *, rtol=None):
 def qr(x, /, *, mode="reduced"):
     """QR factorisation (``mode`` 'reduced' or 'complete').
 
+    On a GPU the reduced QR of a tall matrix (a million elements or more, at most 256
+    columns, at least four times as many rows) is Cholesky QR done twice, checked: a matrix
+    too ill conditioned for it takes cuSOLVER's Householder QR, as every other matrix does.
+    ``R``'s diagonal is then positive.
+
     >>> import forge_array as xp
     >>> xp.linalg.qr(xp.eye(2, device="cpu")).R.shape
     (2, 2)
@@ -363,10 +368,9 @@ def solve(x1, x2, /):
 def svd(x, /, *, full_matrices=True):
     """Singular value decomposition ``x = U @ diag(S) @ Vh``.
 
-    On a GPU, the reduced SVD of a tall or wide matrix (a million elements or more, the
-    shorter side at most 256) is the SVD of the ``R`` of its
-    QR factorisation by Cholesky QR (where the matrix is well enough conditioned for it);
-    otherwise tall and wide matrices (one side at least twice the other), square ones of
+    On a GPU, the reduced SVD of a tall matrix that :func:`qr` factors by Cholesky QR (or of
+    the transpose of one) is the SVD of that factorisation's ``R``, ``U`` multiplied by
+    ``Q``; otherwise tall and wide matrices (one side at least twice the other), square ones of
     1024 rows or more and stacks of small ones (both sides at most 32) go through
     cuSOLVER's Jacobi SVD (``gesvdj``, ``gesvdjBatched``), any matrix it does not converge
     on through CuPy's ``gesvd``; other matrices (a single one of fewer than 4096 elements
