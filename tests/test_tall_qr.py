@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import forge_array as xp
+from forge_array import _devices
 from forge_array import _tall_qr as tq
 from forge_array import linalg as la
 
@@ -105,23 +106,28 @@ def _small_svd(r, uv):
     return np.linalg.svd(r, full_matrices=False) if uv else np.linalg.svd(r, compute_uv=False)
 
 
+def _check_svd(a, s_alone, u, s, vh, rel, orth):
+    """The reduced SVD (u, s, vh) and the values ``s_alone`` of ``a`` against NumPy's in
+    double precision: values within ``rel`` of the largest, U and Vh orthonormal within
+    ``orth``, their product ``a``."""
+    hi = np.complex128 if a.dtype.kind == "c" else np.float64
+    ref = np.linalg.svd(a.astype(hi), compute_uv=False)
+    k = min(a.shape)
+    assert u.shape == (a.shape[0], k) and vh.shape == (k, a.shape[1]) and s.shape == (k,)
+    assert u.dtype == a.dtype and vh.dtype == a.dtype
+    np.testing.assert_allclose(s_alone, ref, atol=rel * ref[0])
+    np.testing.assert_allclose(s, ref, atol=rel * ref[0])
+    np.testing.assert_allclose((u.astype(hi) * s) @ vh.astype(hi), a, atol=10 * rel * ref[0])
+    np.testing.assert_allclose(u.conj().T.astype(hi) @ u, np.eye(k), atol=orth)
+    np.testing.assert_allclose(vh.astype(hi) @ vh.conj().T, np.eye(k), atol=orth)
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("shape", [(500, 20), (20, 500), (33, 8), (8, 33)])
 def test_svd_through_qr(dtype, shape):
     a = _rand(shape, dtype, seed=11)
-    hi = np.complex128 if a.dtype.kind == "c" else np.float64
-    ref = np.linalg.svd(a.astype(hi), compute_uv=False)
-    tol = 50 * _eps(dtype) * ref[0]
-    s = tq.svd(np, a, False, _small_svd)
-    np.testing.assert_allclose(s, ref, atol=tol)
-    u, s, vh = tq.svd(np, a, True, _small_svd)
-    k = min(shape)
-    assert u.shape == (shape[0], k) and vh.shape == (k, shape[1]) and s.shape == (k,)
-    assert u.dtype == a.dtype and vh.dtype == a.dtype
-    np.testing.assert_allclose(s, ref, atol=tol)
-    np.testing.assert_allclose((u.astype(hi) * s) @ vh.astype(hi), a, atol=tol * 10)
-    np.testing.assert_allclose(u.conj().T.astype(hi) @ u, np.eye(k), atol=100 * _eps(dtype))
-    np.testing.assert_allclose(vh.astype(hi) @ vh.conj().T, np.eye(k), atol=100 * _eps(dtype))
+    _check_svd(a, tq.svd(np, a, False, _small_svd), *tq.svd(np, a, True, _small_svd),
+               rel=50 * _eps(dtype), orth=100 * _eps(dtype))
 
 
 def test_svd_through_qr_declines_rank_deficient():
@@ -156,16 +162,7 @@ def test_linalg_svd_routes_tall_matrices_through_qr(monkeypatch):
     assert calls == [True, True, False]
 
 
-def _has_gpu():
-    try:
-        import cupy
-
-        return cupy.cuda.runtime.getDeviceCount() > 0
-    except Exception:
-        return False
-
-
-gpu = pytest.mark.skipif(not _has_gpu(), reason="needs CuPy and a GPU")
+gpu = pytest.mark.skipif(_devices.cuda_device_count() == 0, reason="needs CuPy and a GPU")
 
 
 def _counting(monkeypatch, name):
@@ -219,12 +216,5 @@ def test_gpu_svd_takes_cholesky_qr(monkeypatch, dtype, shape):
     u, s, vh = (np.asarray(xp.asarray(v, device="cpu")) for v in xp.linalg.svd(x, full_matrices=False))
     sv = np.asarray(xp.asarray(xp.linalg.svdvals(x), device="cpu"))
     assert calls == [True, True]
-    hi = np.complex128 if a.dtype.kind == "c" else np.float64
-    ref = np.linalg.svd(a.astype(hi), compute_uv=False)
     rel = 2e-4 if _eps(dtype) > 1e-10 else 1e-10   # as tests/test_linalg_svd.py's Jacobi SVDs
-    np.testing.assert_allclose(s, ref, atol=rel * ref[0])
-    np.testing.assert_allclose(sv, ref, atol=rel * ref[0])
-    k = min(shape)
-    np.testing.assert_allclose((u.astype(hi) * s) @ vh.astype(hi), a, atol=10 * rel * ref[0])
-    np.testing.assert_allclose(u.conj().T.astype(hi) @ u, np.eye(k), atol=10 * rel)
-    np.testing.assert_allclose(vh.astype(hi) @ vh.conj().T, np.eye(k), atol=10 * rel)
+    _check_svd(a, sv, u, s, vh, rel=rel, orth=10 * rel)
