@@ -90,9 +90,14 @@ def _versions() -> dict:
 
 
 def _commit() -> str:
+    """``FORGE_ARRAY_GIT`` where set (a copy of the tree whose git data is not its own, as on
+    a lent GPU machine), else the checkout's HEAD."""
+    label = os.environ.get("FORGE_ARRAY_GIT")
+    if label:
+        return label
     r = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
                        capture_output=True, text=True, check=False)
-    return r.stdout.strip() or os.environ.get("FORGE_ARRAY_GIT", "unknown")
+    return r.stdout.strip() or "unknown"
 
 
 def main(argv=None) -> int:
