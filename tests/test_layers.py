@@ -25,7 +25,7 @@ LAYERS = (
     ("kernels", ("kernels",)),
     ("dispatch", ("dispatch",)),
     ("primitives", ("primitives",)),
-    ("array", ("_interop", "_info", "_kernel_layer", "_routing", "_backend_indexing", "_cusolver_potrf",
+    ("array", ("_interop", "_info", "_kernel_layer", "_routing", "_backend_indexing", "_cusolver_potrf", "_tall_qr",
                "_special_values", "_array")),
     ("fusion", ("fusion",)),
     ("namespace", ("_helpers", "_elementwise", "_statistical", "_data_type", "_sets", "_manipulation",
