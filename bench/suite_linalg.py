@@ -7,10 +7,10 @@
 Cases: ``svd`` (reduced) of a tall (200000, 128), a square (2048, 2048), a wide
 (128, 200000) float32 matrix, of a tall float64 one, of (100000, 1024) and (4096, 2048)
 float32 ones (where the Jacobi SVD's cost grows with the columns), of a stack
-(4096, 16, 16) and of a small (4, 128) one (where the Jacobi path's host steps dominate);
-``svdvals`` (tall, square); ``qr`` (tall, square, and (200000, 26): PCA's randomized
-solver's power iterations, with their products ``matmul`` ``A @ Q`` and ``matmul_tn``
-``A.T @ P``); ``eigh`` (128, 2048, stack of
+(4096, 16, 16), of a small (4, 128) one (where the Jacobi path's host steps dominate) and of
+a (128, 128) one (the ``R`` whose SVD a tall matrix's is made from); ``svdvals`` (tall,
+square); ``qr`` (tall, square, (20000, 26) and (200000, 26): PCA's randomized solver's power
+iterations, with their products ``matmul`` ``A @ Q`` and ``matmul_tn`` ``A.T @ P``); ``eigh`` (128, 2048, stack of
 (4096, 32, 32)); ``lstsq`` (tall, one right-hand side); ``solve`` (2048 with 16
 right-hand sides, stack of (4096, 32, 32) with one); ``inv`` (2048, stack); ``cholesky``
 (2048, stack). Columns: ``forge_array`` (``xp.linalg``, on arrays wrapping the CuPy
@@ -60,6 +60,8 @@ def _cases(dry):
         ("svd (4096, 2048) f32", "svd", dict(shape=(2 * sq[0], sq[0]), dtype="float32")),
         ("svd stack 16x16 f32", "svd", dict(shape=(b(4096), 16, 16), dtype="float32")),
         ("svd (4, 128) f32", "svd", dict(shape=(4, 128), dtype="float32")),
+        # the R of a (200000, 128) matrix's QR, whose SVD the tall matrix's is made from
+        ("svd (128, 128) f32", "svd", dict(shape=(128, 128) if not dry else (16, 16), dtype="float32")),
         ("svdvals tall f32", "svdvals", dict(shape=tall, dtype="float32")),
         ("svdvals square f32", "svdvals", dict(shape=sq, dtype="float32")),
         ("qr tall f32", "qr", dict(shape=tall, dtype="float32")),
@@ -67,6 +69,9 @@ def _cases(dry):
         # PCA(svd_solver="randomized")'s power iterations on (200000, 128): 16 components and 10
         # oversamples, each step a product with the data (as given and transposed) and a QR
         ("qr (200000, 26) f32", "qr", dict(shape=(tall[0], 26 if not dry else 4), dtype="float32")),
+        # under a million elements Householder QR takes the matrix (linalg's tall-matrix route
+        # would be about as fast)
+        ("qr (20000, 26) f32", "qr", dict(shape=(s(20_000), 26 if not dry else 4), dtype="float32")),
         ("A @ Q (200000 x 128) f32", "matmul",
          dict(shape=tall, dtype="float32", rhs=(tall[1], 26 if not dry else 4))),
         ("A.T @ P (200000 x 128) f32", "matmul_tn",

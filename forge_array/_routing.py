@@ -522,12 +522,13 @@ def matmul(a, b):
                                a.nbytes + b.nbytes)
     if r is not None and r is not _PENDING:
         return _out(a, r, a.dtype)
-    return _out(a, _xp(a).matmul(a, b), a.dtype)
+    return backend_matmul(a, b)
 
 
 def backend_matmul(a, b):
-    """``a @ b`` of two matrices of one dtype with more than one row in ``a`` and one column
-    in ``b`` (nothing for the matrix-vector kernels): the backend's product."""
+    """``a @ b`` by the backend (cuBLAS through CuPy, or NumPy); ``a`` and ``b`` share one
+    dtype. The namespace's ``matmul`` calls it directly for a product of two matrices (more
+    than one row in ``a`` and one column in ``b``: nothing for the matrix-vector kernels)."""
     return _out(a, _xp(a).matmul(a, b), a.dtype)
 
 

@@ -37,7 +37,8 @@ __all__ = ["applies", "qr", "svd", "MAX_COLUMNS", "MIN_ELEMENTS", "MIN_ASPECT", 
 MAX_COLUMNS = 256
 #: the fewest elements: a smaller matrix's Householder QR takes less than this route's dozen
 #: steps and one wait (a (20000, 26) float32 matrix on an H200: 0.53 ms against 0.47 for
-#: cuSOLVER's geqrf; (200000, 26): 0.60 against 4.50; ``python -m bench.suite_linalg --only qr``)
+#: cuSOLVER's geqrf; (200000, 26): 0.60 against 4.50; ``python -m bench.suite_linalg --only qr``
+#: times both sizes)
 MIN_ELEMENTS = 1 << 20
 #: the least ratio of rows to columns (:data:`MIN_ELEMENTS` with :data:`MAX_COLUMNS` asks for
 #: more; this one keeps the square ``R`` of a factored matrix off the route)
