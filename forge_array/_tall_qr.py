@@ -84,22 +84,27 @@ def _cholesky_upper(m, g):
 
 
 def _triangular_inverse(m, r):
-    """``R^-1`` of the upper triangular ``r`` of module ``m`` (cuBLAS ``trsm`` on a GPU)."""
+    """``R^-1`` of the upper triangular ``r`` of module ``m`` (cuBLAS ``trsm`` on a GPU, through
+    CuPy's ``cupyx.scipy.linalg``; None where that cannot be imported)."""
     eye = m.eye(r.shape[0], dtype=r.dtype)
     if m is np:
         try:
             return np.triu(np.linalg.solve(r, eye))
         except np.linalg.LinAlgError:
             return np.full(r.shape, np.nan, dtype=r.dtype)
-    from cupyx.scipy.linalg import solve_triangular  # noqa: PLC0415
-
+    try:
+        from cupyx.scipy.linalg import solve_triangular  # noqa: PLC0415
+    except ImportError:
+        return None
     return solve_triangular(r, eye, lower=False)
 
 
 def _pass(m, a, g):
-    """One Cholesky QR step: (Q, R) from ``a`` and its double-precision Gram matrix ``g``."""
+    """One Cholesky QR step: (Q, R) from ``a`` and its double-precision Gram matrix ``g``, or
+    None where the triangular inverse is not at hand."""
     r = _cholesky_upper(m, g)
-    return a @ _triangular_inverse(m, r).astype(a.dtype), r
+    rinv = _triangular_inverse(m, r)
+    return None if rinv is None else (a @ rinv.astype(a.dtype), r)
 
 
 def qr(m, a):
@@ -118,7 +123,10 @@ def qr(m, a):
 
 def _qr(m, a):
     hi = _high(a.dtype)
-    q1, r1 = _pass(m, a, (_ct(a) @ a).astype(hi))
+    first = _pass(m, a, (_ct(a) @ a).astype(hi))
+    if first is None:
+        return None
+    q1, r1 = first
     # the second Gram matrix in double precision: Q's orthogonality rests on it (a (200000,
     # 26) float32 Q: 1.1e-7 from |Q^T Q - I| against 6.2e-7 with a single-precision Gram)
     w = q1.astype(hi)

@@ -86,6 +86,12 @@ def test_qr_declines_singular_and_special_values(make):
     assert tq.qr(np, a) is None
 
 
+def test_qr_declines_without_a_triangular_inverse(monkeypatch):
+    """Where CuPy's triangular solve cannot be imported the route gives way to Householder."""
+    monkeypatch.setattr(tq, "_triangular_inverse", lambda m, r: None)
+    assert tq.qr(np, _rand((100, 4), np.float64)) is None
+
+
 def test_applies(monkeypatch):
     f32 = np.dtype(np.float32)
     assert tq.applies((200000, 26), f32) and tq.applies((26, 200000)[::-1], f32)
