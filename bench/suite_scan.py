@@ -4,6 +4,8 @@
   dtype everywhere: ``dtype=`` is passed for int32)
 - axis scans of float32 (10,10^7), (10^3,10^5), (10^4,10^4), (10^5,10^3), (10^6,100),
   (10^7,10) along axis 0 and 1
+- ``cumulative_sum(axis=0)`` of 10^8 float32 in 40, 64, 100 and 200 columns (``columns`` in
+  the name: the narrow kernel's range beyond 32 columns, ``scan_columns.narrow_max``)
 - a generic scan: the affine-map composition on float32 (a, b) pairs at 10^8,
   ``forge_array.accumulate(lambda p, q: (p[0]*q[0], q[0]*p[1] + q[1]), (a, b))``
   (the linear recurrence h_t = a_t h_(t-1) + b_t); no peer has it
@@ -90,6 +92,15 @@ def cases(ctx):
                 reference=ctx.ref, input_bytes=4 * r * c, mem_bytes=20 * r * c,
                 params={"axis": axis},
             ))
+    total = S.n(8)
+    for c in (40, 64, 100, 200) if total is not None else ():
+        r = max(total // c, 1)
+        out.append(Case(
+            SUITE, f"cumulative_sum axis=0 float32 columns={c}", r * c, 8 * r * c,
+            lambda k, shape=(r, c): (ctx.random(shape, np.float32, k),),
+            _cumsum_impls(ctx, np.float32, axis=0), shape=(r, c), dtype="float32",
+            reference=ctx.ref, input_bytes=4 * r * c, mem_bytes=20 * r * c, params={"axis": 0},
+        ))
     n = S.n(8)
     if n is not None:
         out.append(Case(

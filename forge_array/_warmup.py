@@ -525,9 +525,10 @@ def main(argv) -> int:
 
 #: what ``prebuild`` runs: every standard dtype, sizes around the small/large plans, and views;
 #: short rows of an odd length (read element by element) and of 32 elements (read as 128-bit
-#: vectors, ``x`` of ``A @ x`` held in registers) beside those of 8 and 64
+#: vectors, ``x`` of ``A @ x`` held in registers) beside those of 8 and 64; 200 columns scanned
+#: along axis 0 by the narrow kernel's blocks for more columns than ``narrow_block``
 PREBUILD_WARMUP = ["--dtypes", "all", "--sizes", "1,1000,1000000",
-                   "--shape", "1000x1000,8x300,300x8,300x7,300x32,64x64,2x1000,1000x2", "--views",
+                   "--shape", "1000x1000,8x300,300x8,300x7,300x32,64x64,2x1000,1000x2,300x200", "--views",
                    "--row-classes"]
 
 

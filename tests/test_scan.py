@@ -1366,6 +1366,67 @@ def test_narrow_scan(bk, monkeypatch, dtype, packed):
     assert len(made) == before
 
 
+@pytest.mark.parametrize("dtype", ["float32", "int64"])
+def test_narrow_scan_many_columns(bk, monkeypatch, dtype):
+    """More than 32 columns take the narrow kernel with packed status words (a thread per
+    column looks back along its column): one and several rows per tile, blocks wider than
+    ``narrow_block`` for 100 columns (``narrow_max`` threads), misaligned inputs and ``out`` views, an init for
+    all columns and one per column (inclusive, include_initial, exclusive), a
+    non-commutative operator; with flag words (``narrow_packed`` 0) or beyond ``narrow_max``
+    the column kernel takes them."""
+    dt = np.dtype(dtype)
+    base = {"narrow_block": 64, "narrow_bytes": 2 * dt.itemsize,
+            "narrow_packed": 4, "narrow_max": 128, "direct_rows": 4}
+    _override(monkeypatch, scan_columns=base)
+    rng = np.random.default_rng(49)
+    made = []
+    orig = dispatch_scan.plan._plan_narrow
+    monkeypatch.setattr(dispatch_scan.plan, "_plan_narrow", lambda *a: made.append(a[2]) or orig(*a))
+    exact = dt.kind == "i"
+    wide = np.int64 if exact else np.float64
+    tol = {} if exact else {"rtol": 1e-4, "atol": 1e-4}
+
+    def values(shape):
+        v = rng.integers(-50, 50, shape) if exact else rng.standard_normal(shape)
+        return v.astype(dt)
+
+    # (n, p, misalignment, bytes per thread): one row per tile (R = 1 mod 32 for 33
+    # columns), 25 rows per tile for 40 columns, 16 for 64, 128-thread blocks for 100
+    for n, p, off, nbytes in [(9, 33, 1, 2), (60, 40, 0, 16), (40, 64, 3, 16), (5, 100, 2, 2)]:
+        _override(monkeypatch, scan_columns=dict(base, narrow_bytes=nbytes * dt.itemsize))
+        flat = values(n * p + 8)
+        h = flat[off:off + n * p].reshape(n, p)
+        x = bk.asarray(flat)[off:off + n * p].reshape(n, p)
+        want = np.cumsum(h.astype(wide), axis=0)
+        before = len(made)
+        close(accumulate(ops.add, x, axis=0), want, **tol)
+        assert len(made) == before + 1 and made[-1].nbatch == p, (n, p)
+        buf = bk.zeros(n * p + 8, dtype=dt)
+        o = buf[off + 1:off + 1 + n * p].reshape(n, p)
+        accumulate(ops.add, x, axis=0, out=o)
+        close(o, want, **tol)
+        close(accumulate(ops.add, x, axis=0, init=dt.type(3)), want + 3, **tol)
+        close(accumulate(lambda a, b: b, x, axis=0), h)  # non-commutative: the last one seen
+        per = values((p,))
+        close(accumulate(ops.add, x, axis=0, init=bk.asarray(per)), want + per.astype(wide), **tol)
+        zero = np.zeros((1, p), want.dtype)
+        close(accumulate(ops.add, x, axis=0, init=bk.asarray(per), include_initial=True),
+              np.concatenate([zero, want]) + per.astype(wide), **tol)
+        close(accumulate(ops.add, x, axis=0, exclusive=True, init=bk.asarray(per)),
+              np.concatenate([zero, want[:-1]]) + per.astype(wide), **tol)
+        close(accumulate(ops.maximum, x, axis=0, init=bk.asarray(per)),
+              np.maximum.accumulate(np.concatenate([per[None], h]), axis=0)[1:])
+        assert len(made) == before + 8, (n, p)
+    # not taken: flag words hold 32 columns, and narrow_max caps the packed layout
+    x = bk.asarray(values((12, 40)))
+    before = len(made)
+    _override(monkeypatch, scan_columns=dict(base, narrow_packed=0))
+    close(accumulate(ops.add, x, axis=0), np.cumsum(_np(x).astype(wide), axis=0), **tol)
+    _override(monkeypatch, scan_columns=dict(base, narrow_max=39))
+    close(accumulate(ops.add, x, axis=0), np.cumsum(_np(x).astype(wide), axis=0), **tol)
+    assert len(made) == before
+
+
 # --------------------------------------------------------------------------- pipelined tile scan
 
 

@@ -83,7 +83,7 @@ TABLES: dict = {
         "scan": {"item_bytes": 128, "shared_vec": True, "pipeline": True, "pipe_vectors": 13,
                  "pipe_stages": 4, "pipe_min": 1 << 26, "pipe_row_tiles": 0.5,
                  "min_tiles": 264, "item_bytes_min": 16, "ticket": "block"},
-        "scan_columns": {"narrow_block": 160, "narrow_bytes": 272, "rows_staged_max": 4096,
+        "scan_columns": {"narrow_block": 160, "narrow_bytes": 272, "narrow_max": 256, "rows_staged_max": 4096,
                          "rows_staged_long_vecs": 32, "rows_column_max": 200,
                          "staged_strip": False, "strip_block": 512},
         "rowcol": {"occupancy": True, "row_tile_warp": True, "row_tile_min_blocks": 0, "col_tile": 32,

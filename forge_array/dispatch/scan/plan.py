@@ -272,7 +272,9 @@ def plan_scan(s: Scan):
     p.init = s.init if s.init_batch else init_buffers(s.xv[0], s.acc_dtypes, s.init)
     p.initb = tuple(runtime.buffer_of(b) for b in p.init)
     p.flat = False
-    if s.init_batch:  # only the column kernel reads one init per batch row
+    if s.init_batch:  # the narrow and column kernels read one init per batch row
+        if columns and not s.tuple_op and not s.det and _narrow_fit(pc, s):
+            return _plan_narrow(p, pc, s)
         return _plan_columns(p, pc, s, columns, sync)
     if s.mapfn is None:  # only the tile kernel maps its loads
         plain = not s.tuple_op
@@ -562,10 +564,12 @@ def _plan_rows(p, pc, s: Scan):
 def _narrow_fit(pc, s: Scan):
     """Whether :func:`..kernels.scan.narrow.make_narrow_scan` takes this batched scan: axis 0
     of a C-contiguous ``(n, p)`` block (input and output alike: row stride ``p``, unit column
-    stride) of ``2 .. narrow_max`` columns, one 4- or 8-byte dtype scanned in itself, both
-    naturally aligned (inclusive, exclusive or with ``include_initial``)."""
+    stride) of ``2 .. narrow_max`` columns (at most 32 with flag words, ``narrow_packed`` 0),
+    one 4- or 8-byte dtype scanned in itself, both naturally aligned (inclusive, exclusive or
+    with ``include_initial``; one ``init`` or one per column)."""
     in_dtypes, acc_dtypes, nbatch = s.in_dtypes, s.acc_dtypes, s.nbatch
-    cols = min(int(pc.get("narrow_max", 0)), knarrow.MAX_COLUMNS, int(pc.get("narrow_block", 256)))
+    widest = knarrow.MAX_PACKED_COLUMNS if int(pc.get("narrow_packed", 0)) else knarrow.MAX_COLUMNS
+    cols = min(int(pc.get("narrow_max", 0)), widest)
     if not 2 <= nbatch <= cols or len(in_dtypes) != 1 or in_dtypes[0] != acc_dtypes[0]:
         return False
     isz = acc_dtypes[0].itemsize
@@ -582,8 +586,7 @@ def _plan_narrow(p, pc, s: Scan):
     per tile behind one flag word."""
     acc_dtypes, n, nbatch = s.acc_dtypes, s.n, s.nbatch
     acc = acc_dtypes[0]
-    block = int(pc.get("narrow_block", 256))
-    items = max(1, int(pc.get("narrow_bytes", 128)) // acc.itemsize)
+    block, items = narrow_shape(pc, nbatch, acc.itemsize)
     _, _, T = knarrow.tile_rows(block, items, nbatch)
     ntiles = -(-n // T)
     packed = int(pc.get("narrow_packed", 0))  # > 0: packed word per (tile, column)
@@ -595,7 +598,7 @@ def _plan_narrow(p, pc, s: Scan):
     p.kernel = runtime.compile_kernel(
         knarrow.make_narrow_scan,
         (s.fn, acc, block, items, s.has_init, int(pc.get("narrow_prefix_every", 1)), packed,
-         bool(pc.get("narrow_wide", False)), int(s.shift)),
+         bool(pc.get("narrow_wide", False)), int(s.shift)) + ((True,) if s.init_batch else ()),
         argtypes)
     isz = acc.itemsize
     aux = runtime.misalignment(s.xv[0]) // isz + 16 * (runtime.misalignment(s.ov[0]) // isz)
@@ -604,6 +607,29 @@ def _plan_narrow(p, pc, s: Scan):
     p.grid, p.block, p.state = ntiles, block, st
     p.slots, p.ntiles = ntiles * nbatch, ntiles
     return p
+
+
+def narrow_shape(pc, p: int, isz: int) -> tuple[int, int]:
+    """Threads per block and elements per thread of the narrow kernel's tile for ``p``
+    columns of ``isz`` bytes: ``narrow_block`` threads and ``narrow_bytes`` per thread; a
+    matrix of more columns than ``narrow_block`` (packed status words) takes blocks of
+    ``narrow_max`` threads rounded up to a warp (one specialisation for all of them), with
+    fewer elements per thread where the tile and three values per thread would overflow a
+    block's 48 KiB of static shared memory.
+
+    >>> narrow_shape({"narrow_block": 160, "narrow_bytes": 272, "narrow_max": 256}, 100, 4)
+    (160, 68)
+    >>> narrow_shape({"narrow_block": 160, "narrow_bytes": 272, "narrow_max": 256}, 200, 4)
+    (256, 44)
+    """
+    block = int(pc.get("narrow_block", 256))
+    items = max(1, int(pc.get("narrow_bytes", 128)) // isz)
+    if p > block:
+        block = -(-max(int(pc.get("narrow_max", 0)), p) // 32) * 32
+    # the tile, the group totals, the column aggregates and prefixes (the tile id and the
+    # alignment in the last 64 bytes)
+    fit = (_STATIC_SHARED - 64 - (3 * block + 2) * isz) // (block * isz)
+    return block, max(1, min(items, fit))
 
 
 def _plan_direct(p, pc, s: Scan):

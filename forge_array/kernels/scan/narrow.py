@@ -1,5 +1,6 @@
 """Scan down the rows of a narrow C-contiguous matrix: axis 0 of an ``(n, p)`` array with few
-columns (``2 <= p <= 32``), e.g. ten running sums of 10^7 rows, treated as ONE scan of
+columns (``2 <= p <= 32`` with flag words, up to the block's threads with packed status words),
+e.g. ten running sums of 10^7 rows, treated as ONE scan of
 ``n`` rows whose elements are ``p``-vectors (a single-pass decoupled look-back, Merrill &
 Garland, NVR-2016-002, with one look-back per tile for all ``p`` columns).
 
@@ -18,11 +19,13 @@ chains of look-backs cost more than the data. Here a block's tile is ``T`` whole
    ``l + const``: conflict-free without padding, all index arithmetic in 32 bits. The groups' totals go
    through shared memory: each thread folds those of the groups above its own, the last
    group's threads get the tile's column totals (the tile aggregate, a ``p``-vector).
-4. Warp 0 publishes the aggregate, looks back and publishes the inclusive prefix. Two status
+4. The aggregate is published, looked back from and the inclusive prefix published. Two status
    layouts (``packed``): by default each (tile, column) has its own status word with the
    value packed in (:func:`.scan.packable`), written and read with single relaxed vector
-   accesses and no fence, and lane ``c`` looks back along column ``c`` alone, a few tiles per
-   round trip; or (``packed=0``) one flag word per tile with ``p`` value slots behind it:
+   accesses and no fence, and thread ``c`` looks back along column ``c`` alone, a few tiles
+   per round trip (any number of columns up to the block's threads: each has its own
+   chain); or (``packed=0``, at most 32 columns) warp 0 alone with one flag word per tile
+   and ``p`` value slots behind it:
    lane ``l`` reads the flag of tile ``t - 32 + l``, one ballot finds the last PREFIX, then
    lane ``c`` folds column ``c`` of the values from there (all loads in flight), with a fence
    on each side. On an H200 the packed words were 1.7x faster (``docs/scans.md``).
@@ -56,8 +59,10 @@ from . import lookback as kscan
 
 __all__ = ["make_narrow_scan", "MAX_COLUMNS", "tile_rows"]
 
-#: Widest matrix the kernel takes: one look-back lane per column.
+#: Widest matrix the flag-word layout takes: one look-back lane of warp 0 per column.
 MAX_COLUMNS = 32
+#: Widest matrix the packed layout takes (a thread per column, at most the block's threads).
+MAX_PACKED_COLUMNS = 1024
 
 AGG, PREFIX = 1, 2
 
@@ -81,14 +86,15 @@ def tile_rows(block: int, items: int, p: int) -> tuple[int, int, int]:
 
 
 def make_narrow_scan(fn, acc_dtype, block, items, has_init, prefix_every=1, packed=0,
-                     wide=False, shift=0):
+                     wide=False, shift=0, init_batch=False):
     """Kernel factory of the narrow-matrix scan (see the module docstring): inclusive scan
     along axis 0 of a C-contiguous ``(n, p)`` matrix of one 4- or 8-byte dtype (input and
     output alike), scalar operator ``fn`` (associative, commutative or not), tiles of at
     most ``block * items`` elements.
 
     Kernel arguments: ``src, dst, init`` (1-tuples of pointers to element 0), ``n`` (rows),
-    ``m`` (output rows), ``p`` (columns, ``2 .. MAX_COLUMNS``, at most ``block``), ``aux`` (16-byte phase in
+    ``m`` (output rows), ``p`` (columns: ``2 .. MAX_COLUMNS`` with flag words, ``2 .. block``
+    packed), ``aux`` (16-byte phase in
     elements of ``src[0]`` plus 16 times that of ``dst[0]``), ``status`` (uint32 flag per
     tile), ``vals`` (1-tuple: ``2 * p`` values per tile), ``counter`` (uint64 ticket at
     ``[0]``), ``base``, ``epoch``; the grid has one block per tile.
@@ -107,7 +113,8 @@ def make_narrow_scan(fn, acc_dtype, block, items, has_init, prefix_every=1, pack
     written and read with single relaxed vector accesses and no fence; lane ``c`` of warp 0
     looks back along column ``c`` alone, ``packed`` tiles per round trip. The host then
     gives the packed status buffer (``vals`` unused). ``wide``: 8 vector loads in flight per
-    thread while staging the tile (else 4).
+    thread while staging the tile (else 4). ``init_batch``: ``init`` holds one value per
+    column (column ``c`` starts from ``init[c]``) instead of one for all.
     """
     PE = int(prefix_every)
     SHIFT = int(shift)
@@ -115,12 +122,14 @@ def make_narrow_scan(fn, acc_dtype, block, items, has_init, prefix_every=1, pack
     acc = np.dtype(acc_dtype)
     if acc.itemsize not in (4, 8):
         raise ValueError(f"make_narrow_scan: 4- or 8-byte values only, got {acc}")
+    IB = bool(init_batch)
+    MAXC = int(block) if PK else MAX_COLUMNS  # columns the shared prefixes hold
     VEC = fi.VEC(acc)
     E = int(block) * int(items)           # tile capacity (elements)
     GT = E + VEC                          # group totals: GT + g * p + c (< block values)
-    CA = GT + int(block)                  # column aggregates of the tile (32)
-    CP = CA + MAX_COLUMNS                 # column exclusive prefixes (32)
-    NS = CP + MAX_COLUMNS
+    CA = GT + int(block)                  # column aggregates of the tile (MAXC)
+    CP = CA + MAXC                        # column exclusive prefixes (MAXC)
+    NS = CP + MAXC
     ACC_T = acc.type
     ZERO = ACC_T(0)
     op = fi.as_device(fn)
@@ -266,7 +275,10 @@ def make_narrow_scan(fn, acc_dtype, block, items, has_init, prefix_every=1, pack
             fi.store(s, CA + c, tot)
         cuda.syncthreads()
         last = r0 + T >= n
-        if tid < 32:  # warp 0: publish, look back, publish
+        lookers = tid < 32      # flag words: warp 0
+        if PK:
+            lookers = tid < p   # packed words: a thread per column
+        if lookers:  # publish, look back, publish
             lane = tid
             agg = ZERO
             if lane < p:
@@ -277,7 +289,7 @@ def make_narrow_scan(fn, acc_dtype, block, items, has_init, prefix_every=1, pack
                     if t == 0:
                         inc = agg
                         if has_init:
-                            x0 = fi.load(init[0], 0)
+                            x0 = fi.load(init[0], lane if IB else 0)
                             inc = f(x0, agg)
                             fi.store(s, CP + lane, x0)
                         if not last:
@@ -292,7 +304,7 @@ def make_narrow_scan(fn, acc_dtype, block, items, has_init, prefix_every=1, pack
             elif t == 0:
                 inc = agg
                 if has_init:
-                    x0 = fi.load(init[0], 0)
+                    x0 = fi.load(init[0], (lane if lane < p else 0) if IB else 0)
                     inc = f(x0, agg)
                     if lane < p:
                         fi.store(s, CP + lane, x0)
@@ -337,7 +349,7 @@ def make_narrow_scan(fn, acc_dtype, block, items, has_init, prefix_every=1, pack
             if ro > 0:
                 store_tile(s, 0, dst[0], (r0 + 1) * p, ro * p32, aux >> 4, tid, ph)
             if t == 0 and tid32 < p32:
-                fi.store(dst[0], tid32, fi.load(init[0], 0))
+                fi.store(dst[0], tid32, fi.load(init[0], tid32 if IB else 0))
 
     inner = fi.with_shared_scratch(1, np.int64, cuda.jit(device=True)(body), nargs=13)
     outer = fi.with_shared_scratch(NS, acc, inner, nargs=12)
