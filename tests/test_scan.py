@@ -1293,7 +1293,7 @@ def test_narrow_scan(bk, monkeypatch, dtype, packed):
     # prefixes only every 40 tiles (12 with look-back windows of 4 tiles)
     every = 12 if packed else 40
     base = {"narrow_block": 64, "narrow_bytes": 8 * dt.itemsize, "narrow_prefix_every": every,
-            "direct_rows": 4, "narrow_packed": packed}
+            "direct_rows": 4, "narrow_packed": packed, "narrow_max": 32}
     _override(monkeypatch, scan_columns=base)
     rng = np.random.default_rng(48)
     made = []
