@@ -15,6 +15,7 @@ arrays, struct-of-arrays), check devices, call the primitive, wrap the results.
 
 from __future__ import annotations
 
+from . import _devices as _dev
 from ._array import Array
 from ._helpers import AxisError, named_axis_error
 from ._kernel_layer import binding
@@ -72,7 +73,8 @@ def reduce(op, x, /, *, axis=None, init=None, keepdims=False):
         raise ValueError("reduce needs at least one array")
     _check_devices(devices)
     try:
-        r = _prim.reduce(op, xb, axis=axis, init=init, keepdims=keepdims)
+        with _dev.on(devices[0]):   # the arrays' GPU, whichever is current
+            r = _prim.reduce(op, xb, axis=axis, init=init, keepdims=keepdims)
     except AxisError as exc:
         raise named_axis_error(exc, "reduce") from None
     return _wrap(r, devices[0])
@@ -103,7 +105,8 @@ def mapreduce(f, op, *arrays, axis=None, init=None, keepdims=False):
         raise TypeError("mapreduce needs at least one array")
     _check_devices(devices)
     try:
-        r = _prim.mapreduce(f, op, *bs, axis=axis, init=init, keepdims=keepdims)
+        with _dev.on(devices[0]):
+            r = _prim.mapreduce(f, op, *bs, axis=axis, init=init, keepdims=keepdims)
     except AxisError as exc:
         raise named_axis_error(exc, "mapreduce") from None
     return _wrap(r, devices[0])

@@ -12,6 +12,7 @@ call the primitive, wrap the result. See docs/matvec.md.
 
 from __future__ import annotations
 
+from . import _devices as _dev
 from ._array import Array
 from ._kernel_layer import binding
 
@@ -54,7 +55,8 @@ def matvec(A, x, /, *, f=None, op=None, init=None):
         [0.0, 4.0, 1.0]
     """
     dev = _devices("matvec", _check(A, "A", "matvec"), _check_opt(x, "x", "matvec"))
-    r = _prim.matvec(_unwrap(A, "A", "matvec"), _unwrap(x, "x", "matvec"), f=f, op=op, init=init)
+    with _dev.on(dev):   # the arrays' GPU, whichever is current
+        r = _prim.matvec(_unwrap(A, "A", "matvec"), _unwrap(x, "x", "matvec"), f=f, op=op, init=init)
     return Array._new(r, dev)
 
 
@@ -70,7 +72,8 @@ def vecmat(x, A, /, *, f=None, op=None, init=None):
         [4, 6]
     """
     dev = _devices("vecmat", _check(A, "A", "vecmat"), _check_opt(x, "x", "vecmat"))
-    r = _prim.vecmat(_unwrap(x, "x", "vecmat"), _unwrap(A, "A", "vecmat"), f=f, op=op, init=init)
+    with _dev.on(dev):
+        r = _prim.vecmat(_unwrap(x, "x", "vecmat"), _unwrap(A, "A", "vecmat"), f=f, op=op, init=init)
     return Array._new(r, dev)
 
 

@@ -15,6 +15,7 @@ of arrays, struct-of-arrays), check devices, call the primitive, wrap the result
 from __future__ import annotations
 
 from . import _array as _array_module
+from . import _devices as _dev
 from ._array import Array
 from ._helpers import AxisError, named_axis_error
 from ._kernel_layer import binding
@@ -87,9 +88,10 @@ def accumulate(op, x, /, *, axis=None, init=None, include_initial=False, exclusi
     if any(d != devices[0] for d in devices):
         raise ValueError(f"accumulate: arrays on different devices: {sorted(set(map(str, devices)))}")
     try:
-        r = _prim.accumulate(op, xb, axis=axis, init=init, include_initial=include_initial,
-                             exclusive=exclusive, reverse=reverse, out=ob,
-                             deterministic=deterministic)
+        with _dev.on(devices[0]):   # the arrays' GPU, whichever is current
+            r = _prim.accumulate(op, xb, axis=axis, init=init, include_initial=include_initial,
+                                 exclusive=exclusive, reverse=reverse, out=ob,
+                                 deterministic=deterministic)
     except AxisError as exc:
         raise named_axis_error(exc, "accumulate") from None
     if isinstance(r, tuple):
