@@ -1279,6 +1279,20 @@ def test_column_warp_lookback(bk, monkeypatch):
     close(r1, ref, rtol=1e-5, atol=1e-5)
 
 
+def _narrow_inclusive(bk, x, h, want, off, tol):
+    """Inclusive scans along axis 0 of the matrix ``x`` (``h`` on the host, ``want`` its
+    cumulative sum, ``off`` its misalignment in elements): the sum, into an ``out`` view
+    of another 16-byte phase, from an init, and the last element seen (non-commutative)."""
+    n, p = h.shape
+    close(accumulate(ops.add, x, axis=0), want, **tol)
+    buf = bk.zeros(n * p + 8, dtype=h.dtype)
+    o = buf[off + 1:off + 1 + n * p].reshape(n, p)
+    accumulate(ops.add, x, axis=0, out=o)
+    close(o, want, **tol)
+    close(accumulate(ops.add, x, axis=0, init=h.dtype.type(3)), want + 3, **tol)
+    close(accumulate(lambda a, b: b, x, axis=0), h)
+
+
 @pytest.mark.parametrize("dtype,packed", [("float32", 0), ("int64", 0), ("float32", 4)])
 def test_narrow_scan(bk, monkeypatch, dtype, packed):
     """Axis 0 of C-contiguous matrices of 2 .. 32 columns scanned as rows of p-vectors
@@ -1313,14 +1327,8 @@ def test_narrow_scan(bk, monkeypatch, dtype, packed):
         x = bk.asarray(flat)[off:off + n * p].reshape(n, p)
         before = len(made)
         want = np.cumsum(h.astype(np.int64 if exact else np.float64), axis=0)
-        close(accumulate(ops.add, x, axis=0), want, **tol)
-        assert len(made) == before + 1, (n, p, off)
-        buf = bk.zeros(n * p + 8, dtype=dt)
-        o = buf[off + 1:off + 1 + n * p].reshape(n, p)
-        accumulate(ops.add, x, axis=0, out=o)
-        close(o, want, **tol)
-        close(accumulate(ops.add, x, axis=0, init=dt.type(3)), want + 3, **tol)
-        close(accumulate(lambda a, b: b, x, axis=0), h)  # non-commutative: the last one seen
+        _narrow_inclusive(bk, x, h, want, off, tol)
+        assert len(made) == before + 4, (n, p, off)
         close(accumulate(ops.maximum, x, axis=0), np.maximum.accumulate(h, axis=0))
         # include_initial and exclusive (output shifted by a row), into an out view of another
         # 16-byte phase too
@@ -1399,14 +1407,8 @@ def test_narrow_scan_many_columns(bk, monkeypatch, dtype):
         x = bk.asarray(flat)[off:off + n * p].reshape(n, p)
         want = np.cumsum(h.astype(wide), axis=0)
         before = len(made)
-        close(accumulate(ops.add, x, axis=0), want, **tol)
-        assert len(made) == before + 1 and made[-1].nbatch == p, (n, p)
-        buf = bk.zeros(n * p + 8, dtype=dt)
-        o = buf[off + 1:off + 1 + n * p].reshape(n, p)
-        accumulate(ops.add, x, axis=0, out=o)
-        close(o, want, **tol)
-        close(accumulate(ops.add, x, axis=0, init=dt.type(3)), want + 3, **tol)
-        close(accumulate(lambda a, b: b, x, axis=0), h)  # non-commutative: the last one seen
+        _narrow_inclusive(bk, x, h, want, off, tol)
+        assert len(made) == before + 4 and made[-1].nbatch == p, (n, p)
         per = values((p,))
         close(accumulate(ops.add, x, axis=0, init=bk.asarray(per)), want + per.astype(wide), **tol)
         zero = np.zeros((1, p), want.dtype)
