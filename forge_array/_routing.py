@@ -44,6 +44,7 @@ _mv = binding("matvec", __name__, "_mv")
 _copy = binding("strided_copy", __name__, "_copy")
 _compaction = binding("compaction", __name__, "_compaction")
 _stored_mod = binding("stored", __name__, "_stored_mod")
+_factories = _lazy("forge_array.runtime.factories", __name__, "_factories")
 
 #: imports the layers above this module register to run with the kernel layer's load, off
 #: the calling thread in background compile mode
@@ -55,6 +56,8 @@ _LAYER = [False]
 
 
 def _load_layer() -> None:
+    if not config.SIMULATE:   # first what the first calls need to run without numba meanwhile
+        _factories.prepare()
     for m in (_red, _scan, _mv, _copy, _compaction):
         if isinstance(m, _lazy):
             m.load()
@@ -197,10 +200,12 @@ def tensordot_fast(a, b, axes):
 def _ours(x, name, *args, moments=False):
     """The primitive ``name`` of ``primitives.reductions`` on ``(x, *args)``, or
     :data:`_PENDING` when our kernels do not take ``x`` now (not on its device, complex
-    moments, the layer or a kernel still being built).  While the layer loads, a full
-    reduction whose launch an earlier process stored (:mod:`.runtime.stored`) runs it; a
-    call without one waits for the load where its fallback would compile
-    (:func:`_await_layer`), else runs on the fallback and is prepared for later."""
+    moments, the layer or a kernel still being built).  While the layer loads, a
+    reduction whose launch an earlier process stored (:mod:`.runtime.stored`) runs it, else
+    one whose kernels the disk cache or the shipped archive holds runs them with numba
+    unloaded (:func:`_shipped`); a call without either waits for the load where its
+    fallback would compile (:func:`_await_layer`), else runs on the fallback and is prepared
+    for later."""
     if not kernels_available(x) or (moments and x.dtype.kind == "c"):
         return _PENDING
     if not _LAYER[0]:
@@ -211,7 +216,9 @@ def _ours(x, name, *args, moments=False):
                 layer_ready()
                 return _PENDING
             r = _stored_full(x, name, args)
-            if r is not None:
+            if r is None:
+                r = _shipped(lambda: getattr(_red, name)(x, *args))
+            if r is not None and r is not _PENDING:
                 layer_ready()   # the load queued now in any case
                 return r
             if not (layer_ready() or _await_layer(_cub_reduction(name, x, args[0]))):
@@ -224,6 +231,18 @@ def _ours(x, name, *args, moments=False):
         _prepare_later((name, _stored_mod.layout(x), repr(args)), lambda: getattr(_red, name)(x, *args),
                        x.nbytes)
     return r
+
+
+def _shipped(call):
+    """``call()`` with numba unloaded, or :data:`_PENDING`: while the kernel layer loads,
+    the reductions and products plan without numba and find their kernels in the disk cache
+    or the shipped archive (:func:`.runtime.factories.shipped_only`); a call that would
+    import a kernel module or build a kernel stops there and takes the steps below."""
+    with _factories.shipped_only():
+        try:
+            return call()
+        except background.Pending:
+            return _PENDING
 
 
 def _full_key(x, name, args):
@@ -513,8 +532,12 @@ def matmul(a, b):
         if _layer_loading():   # a launch an earlier process stored (see _ours)
             key = _stored_mod.pair_key("matmul", a, b)
             r = _stored(key, (a, b))
-            if r is None:   # cuBLAS runs it meanwhile, with no compile: no wait
-                _prepare_later(key, lambda: _mv.route_matmul(a, b), a.nbytes + b.nbytes)
+            if r is None:
+                r = _shipped(lambda: _mv.route_matmul(a, b))
+                if r is _PENDING:
+                    r = None
+                if r is None:   # cuBLAS runs it meanwhile, with no compile: no wait
+                    _prepare_later(key, lambda: _mv.route_matmul(a, b), a.nbytes + b.nbytes)
         if (_LAYER[0] or layer_ready()) and r is None:
             r = _attempt(_mv.route_matmul, a, b)
             if r is _PENDING and not config.SIMULATE:   # a kernel is being built: the call again behind it

@@ -532,6 +532,28 @@ PREBUILD_WARMUP = ["--dtypes", "all", "--sizes", "1,1000,1000000",
                    "--row-classes"]
 
 
+#: the dispatch modules that name their kernels' factories (:mod:`.runtime.factories`): the
+#: fingerprint table the prebuild ships covers theirs
+FACTORY_USERS = ("forge_array.dispatch.reduce", "forge_array.dispatch.axis_reduce.plan")
+
+
+def write_factory_table(out_dir: str | None = None) -> int:
+    """Write the fingerprints of the factories of :data:`FACTORY_USERS` for this Python and
+    numba into ``out_dir`` (default: the package's ``prebuilt/`` folder), the table with
+    which a process finds their shipped kernels without numba; returns how many.  Needs
+    numba, not a GPU."""
+    import importlib  # noqa: PLC0415
+
+    from forge_array.runtime import factories, prebuilt  # noqa: PLC0415
+
+    for name in FACTORY_USERS:
+        importlib.import_module(name)
+    entries = factories.table_entries(factories.known())
+    out_dir = out_dir or os.path.dirname(prebuilt.ARCHIVE)
+    factories.write_table(os.path.join(out_dir, os.path.basename(factories.TABLE)), entries)
+    return len(entries)
+
+
 def prebuild(jobs: int, out_dir: str | None = None, device: str | None = None, out=None,
              commit: str | None = None, skeletons_only: bool = False, work: str | None = None,
              extend: bool = False) -> dict:
@@ -541,7 +563,8 @@ def prebuild(jobs: int, out_dir: str | None = None, device: str | None = None, o
     building in full and leaving its skeleton: :mod:`.runtime.linking`), then the standard
     operations into another; link the cubins of :data:`.runtime.prebuilt.CUBIN_TARGETS`' kernels
     (:func:`.runtime.prebuilt.make_cubins`); pack the kernel files, their cubins and the stand-ins' skeletons into
-    ``out_dir`` (default: the package's ``prebuilt/`` folder), then check the archive in a
+    ``out_dir`` (default: the package's ``prebuilt/`` folder) beside the factories' fingerprint
+    table (:func:`write_factory_table`), then check the archive in a
     fresh process on an empty cache. With ``skeletons_only`` the kernels are those of the
     shipped archive (which must match this install's kernel sources) and only the skeletons
     are built anew. Returns the manifest (with the check's counts under ``"check"``).
@@ -621,6 +644,7 @@ def prebuild(jobs: int, out_dir: str | None = None, device: str | None = None, o
                 "numba_cuda": compiler._NUMBA_CUDA_VERSION, "source_hash": kernel_sources.source_hash(),
                 "module_hashes": kernel_sources.module_hashes(),
                 "build_seconds": round(time.perf_counter() - t0, 1)}
+        meta["factories"] = write_factory_table(out_dir)
         if extend:
             meta = dict(meta, extends=shipped.get("commit"))
         if skeletons_only:

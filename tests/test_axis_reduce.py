@@ -944,6 +944,7 @@ def test_uncompilable_operator(bk, sim):
 
 def test_cpu_path_generic():
     # the numba-on-CPU path (no kernels for a NumPy array outside the simulator)
+    import forge_array.primitives.axis_reduce.cpu  # noqa: F401  (imported at the CPU's first use)
     from forge_array.dispatch.axis_reduce import AxisReduction
 
     x = np.random.default_rng(11).standard_normal((5, 7))

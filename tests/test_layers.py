@@ -4,7 +4,8 @@ the layers below it (docs/design.md, "Layers").
 An import is an ``import`` statement anywhere in a module (at the top, inside a function,
 under ``TYPE_CHECKING``) or a module named by a literal string where one is loaded at run
 time (``lazy.module("forge_array....")``, ``importlib.import_module(...)``,
-``__import__(...)``), so the imports deferred for start-up time count as the others do.
+``__import__(...)``, a kernel factory named by its module, ``factories.factory(...)``), so the
+imports deferred for start-up time count as the others do.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ LAYERS = (
                   "_worker_plugin", "testing")),
 )
 
-_LOADERS = {"module", "import_module", "__import__"}
+_LOADERS = {"module", "import_module", "__import__", "factory"}
 
 
 def _name(path: pathlib.Path) -> str:

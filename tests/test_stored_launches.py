@@ -303,6 +303,7 @@ def _layer_loading_without_stored_launches(monkeypatch, compiles):
 
     monkeypatch.setattr(_routing.background, "wait_for", wait_for)
     monkeypatch.setattr(_routing, "_prepare_later", lambda key, call, nbytes: prepared.append(key))
+    monkeypatch.setattr(_routing, "_shipped", lambda call: _routing._PENDING)   # no kernel shipped either
     monkeypatch.setattr(_routing, "_red", types.SimpleNamespace(sum=lambda x, *a: "ours", mean=lambda x, *a: "ours"))
     monkeypatch.setattr(_routing, "_scan", types.SimpleNamespace(cumulative_sum=lambda x, **kw: "ours"))
     monkeypatch.setattr(_routing, "_mv", types.SimpleNamespace(route_matmul=lambda a, b: np.ones(2, np.float32)))
@@ -347,6 +348,53 @@ def test_a_call_cupy_runs_from_its_built_in_kernels_does_not_wait(monkeypatch, n
     waited, prepared, loaded = _layer_loading_without_stored_launches(monkeypatch, compiles=True)
     assert repr(call(np.arange(8, dtype=np.float32))) != repr("ours")
     assert waited == [] and len(prepared) == 1 and not loaded
+
+
+_SHIPPED_CALLS = [   # the reductions and products that plan without numba
+    ("sum", lambda x: _routing._ours(x, "sum", (0,), None, False), "ours"),
+    ("mean", lambda x: _routing._ours(x, "mean", (0,), False), "ours"),
+    ("sum along axis 0", lambda x: _routing._ours(x.reshape(2, 4), "sum", (0,), None, False), "ours"),
+    ("matmul", lambda x: _routing.matmul(x.reshape(2, 4), x[:4]), "ours"),
+]
+
+
+@pytest.mark.parametrize("name, call, ours", _SHIPPED_CALLS, ids=[c[0] for c in _SHIPPED_CALLS])
+def test_a_call_whose_kernels_ship_runs_them_while_the_layer_loads(monkeypatch, name, call, ours):
+    """No stored launch, the kernels in the shipped archive: the call runs ours with the
+    kernel modules unloaded (inside ``shipped_only``), neither waiting nor prepared later."""
+    from forge_array.runtime import factories
+
+    waited, prepared, loaded = _layer_loading_without_stored_launches(monkeypatch, compiles=True)
+    inside = []
+
+    def primitive(*a, **kw):
+        inside.append(getattr(factories._TLS, "shipped_only", False))
+        return "ours"
+
+    monkeypatch.setattr(_routing, "_shipped", _SHIPPED)
+    monkeypatch.setattr(_routing, "_red", types.SimpleNamespace(sum=primitive, mean=primitive))
+    monkeypatch.setattr(_routing, "_mv", types.SimpleNamespace(route_matmul=primitive))
+    monkeypatch.setattr(_routing, "_out", lambda x, r, dtype: r)
+    assert call(np.arange(8, dtype=np.float32)) == ours
+    assert inside == [True] and waited == [] and prepared == [] and not loaded
+
+
+def test_a_call_that_would_load_a_kernel_module_stops_before_it(monkeypatch):
+    """Inside ``shipped_only`` a kernel module's import through a stand-in raises Pending
+    (its call takes the fallback's steps) and numba stays unloaded."""
+    from forge_array.runtime import background, factories, lazy
+
+    stand_in = lazy.module("forge_array.kernels.copy")
+    monkeypatch.delitem(__import__("sys").modules, "forge_array.kernels.copy", raising=False)
+    with factories.shipped_only():
+        with pytest.raises(background.Pending):
+            stand_in.make_copy_scalar
+        assert lazy.module("json").dumps(1) == "1"   # other modules load as before
+    assert _routing._shipped(lambda: stand_in.make_copy_scalar) is _routing._PENDING
+    assert "forge_array.kernels.copy" not in __import__("sys").modules
+
+
+_SHIPPED = _routing._shipped
 
 
 def test_the_fallback_compiles_where_cupys_kernel_cache_is_empty(monkeypatch, tmp_path):

@@ -14,7 +14,9 @@ layout, the plan caches, compiling (through :mod:`forge_array.kernels.reduce`) a
 - :func:`full_reduce`: the general path (any number of arrays, an ``init``, views that
   need a copy first).
 
-The kernel module (numba's CUDA target) loads at the first plan: CPU arrays never need it.
+Planning needs no numba: the specification and argument types come from
+:mod:`forge_array.kernels.reduce_spec`, and the kernel from :func:`..runtime.factories.kernel`,
+which imports the kernel module (numba's CUDA target) only where the kernel must be built.
 
 >>> import numpy as np
 >>> from forge_array import ops
@@ -30,15 +32,15 @@ from typing import NamedTuple
 import numpy as np
 
 from .. import ops as _ops
+from ..kernels import reduce_spec as _k
 from ..runtime import (
     buffer_of,
-    compile_kernel,
     data_address,
     device_allocator,
     device_info,
     element_strides,
+    factories,
     launch,
-    lazy,
     stored,
     stream_key,
     temp,
@@ -55,7 +57,8 @@ __all__ = ["Launch", "plan", "replay", "stored_form", "full_reduce", "named_spec
            "full_fast", "mapreduce_fast", "launch_named", "launch_generic", "launch_full", "HOT",
            "layout", "kernel_plan", "scratch"]
 
-_k = lazy.module("forge_array.kernels.reduce", __name__, "_k")
+#: the kernel factory (its module imported where a kernel is built)
+_FACTORY = factories.factory("forge_array.kernels.reduce", "make_reduce_kernel")
 #: whether a call's launch is described for a later process's first call (on a GPU)
 STORES = not _SIM
 
@@ -492,9 +495,8 @@ def kernel_plan(spec, in_dtypes, mode, ndim, uniform=()):
         if mode == _k.MODE_VEC:
             items = max(1, min(items, 16 // vec))
         argtypes = _k.kernel_argtypes(spec, in_dtypes, mode, ndim, uniform)
-        kernel = compile_kernel(_k.make_reduce_kernel,
-                                (spec, in_dtypes, mode, ndim, items, vec, block, uniform),
-                                tuple(argtypes))
+        kernel = factories.kernel(_FACTORY, (spec, in_dtypes, mode, ndim, items, vec, block, uniform),
+                                  tuple(argtypes))
         kp = _PLANS[key] = (kernel, block, block * items * vec, _grid_max(block))
     return kp
 

@@ -43,53 +43,23 @@ public way in):
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 import numpy as np
 from numba import cuda
 
 from .. import intrinsics as fi
-from ..runtime import f64 as _f64
-from ..runtime import i64, ptr_t
+from .reduce_spec import (
+    MAX_DIMS,
+    MODE_FLAT,
+    MODE_STRIDED,
+    MODE_VEC,
+    ReduceSpec,
+    buffer_dtype,
+    kernel_argtypes,
+    spec_name,
+)
 
 __all__ = ["ReduceSpec", "make_reduce_kernel", "kernel_argtypes", "MAX_DIMS", "MODE_VEC", "MODE_FLAT",
            "MODE_STRIDED", "buffer_dtype", "vector_loads", "spec_name"]
-
-#: Largest number of (collapsed) dimensions of the strided path.
-MAX_DIMS = 4
-
-MODE_VEC = "vec"  # contiguous, 128-bit loads
-MODE_FLAT = "flat"  # contiguous, scalar loads (complex, mixed alignment)
-MODE_STRIDED = "strided"  # any view, up to MAX_DIMS collapsed dims
-
-
-class ReduceSpec(NamedTuple):
-    """The compile-time description of a full reduction (hashable; part of the cache key).
-
-    ``struct`` gives, per operand of ``f``, 0 for a scalar array or k for a tuple of k
-    arrays (struct-of-arrays); ``None`` means one scalar operand per array.  ``f`` is None
-    for the identity map (one operand) or the tuple of operands.  ``with_index`` passes the
-    element's flat C-order index to ``f`` as the last argument.  ``acc_dtypes`` are the
-    component dtypes of the accumulator (one for a scalar accumulator, ``acc_tuple`` False).
-    ``identity`` is a tuple of Python scalars (one per component) or None (a validity flag
-    is then carried).  ``post(total, param)`` finishes the result (``param`` is a float64
-    runtime argument); ``out_dtypes`` are its component dtypes (default: the accumulator's).
-    ``commutative`` False keeps operands in order (chunked layout).
-    """
-
-    op: object
-    acc_dtypes: tuple
-    identity: tuple | None = None
-    f: object = None
-    struct: tuple | None = None
-    with_index: bool = False
-    acc_tuple: bool = False
-    post: object = None
-    out_dtypes: tuple | None = None
-    out_tuple: bool = False
-    commutative: bool = True
-    has_init: bool = False
-
 
 # --------------------------------------------------------------------------- code generation
 
@@ -108,12 +78,6 @@ def _cast_src(names, acc_is_tuple, expr):
 
 def _is_bool(dt):
     return np.dtype(dt).kind == "b"
-
-
-def buffer_dtype(dt):
-    """dtype of the memory holding values of ``dt`` (bool is stored as uint8: numba
-    cannot store an i1 through a bool pointer)."""
-    return np.dtype(np.uint8) if _is_bool(dt) else np.dtype(dt)
 
 
 def _store_src(dt, expr):
@@ -448,33 +412,3 @@ def make_reduce_kernel(spec, in_dtypes, mode, ndim, items, vec, block, uniform=(
     g["_block_reduce"] = fi.make_block_reduce(sop, block, ttype)
     del A
     return loc["reduce_kernel"]
-
-
-def spec_name(spec) -> str:
-    """A short readable name of a spec for error messages."""
-    def nm(fn):
-        return getattr(fn, "__qualname__", None) or getattr(fn, "__name__", repr(fn))
-    s = nm(spec.op)
-    if spec.f is not None:
-        s = f"{nm(spec.f)} then {s}"
-    return s
-
-
-def kernel_argtypes(spec, in_dtypes, mode, ndim, uniform=()):
-    """numba types of the kernel's arguments for one specialisation.
-
-    >>> from forge_array import ops
-    >>> spec = ReduceSpec(op=ops.add.fn, acc_dtypes=("float32",), identity=(0.0,))
-    >>> len(kernel_argtypes(spec, ("float32",), "vec", 1))
-    8
-    """
-    K = len(in_dtypes)
-    a = [ptr_t(d) for d in in_dtypes] + [i64, i64]
-    if mode == MODE_STRIDED:
-        a += [i64] * (ndim + (K - len(uniform)) * ndim)
-    a += [ptr_t(buffer_dtype(d)) for d in spec.acc_dtypes]
-    a += [ptr_t("uint8"), ptr_t("uint32")]
-    a += [ptr_t(buffer_dtype(d)) for d in (spec.out_dtypes or spec.acc_dtypes)]
-    if spec.has_init:
-        a += [ptr_t(buffer_dtype(d)) for d in spec.acc_dtypes]
-    return tuple(a + [_f64])

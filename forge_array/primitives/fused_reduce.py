@@ -28,7 +28,7 @@ from numba import cuda
 from .. import ops as _ops
 from ..dispatch import axis_reduce as _dax
 from ..dispatch import reduce as _kl
-from ..kernels import reduce as _k
+from ..kernels import reduce_spec as _k
 from ..runtime import array_module
 from ..runtime.build_process import rebuilt_by
 from ..runtime.caches import Cache

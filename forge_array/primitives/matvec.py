@@ -30,15 +30,12 @@ from __future__ import annotations
 
 import math
 
-import numba
 import numpy as np
-from numba.extending import register_jitable
-from numba.np import numpy_support
 
 from .. import ops as _ops
 from .. import runtime
 from ..dispatch.axis_reduce import FAST, fast_key, layout_key, remember
-from ..runtime import stored
+from ..runtime import lazy, stored
 from ..runtime.caches import Cache
 from ..runtime.functions import compilable
 from .axis_reduce import axis_mapreduce
@@ -48,6 +45,9 @@ __all__ = ["matvec", "vecmat", "result_dtype", "route_matmul", "route_vecdot", "
 
 
 _xp = runtime.array_module
+# numba types user functions only: the standard products never load it
+numba = lazy.module("numba", __name__, "numba")
+numpy_support = lazy.module("numba.np.numpy_support", __name__, "numpy_support")
 
 
 def _promote(a, b):
@@ -69,6 +69,8 @@ def _swap(f):
     """``lambda a, v: f(v, a)``, one object per ``f`` (kernel caches key on it)."""
     g = _SWAPPED.get(f)
     if g is None:
+        from numba.extending import register_jitable  # noqa: PLC0415
+
         fd = register_jitable(getattr(f, "py_func", f))
 
         def swapped(a, v):

@@ -23,10 +23,11 @@ from .config import SIMULATE
 from .counters import STATS
 from .memory import SimBuffer, buffer_of, data_address, device_allocator, element_strides, layout_key, misalignment
 
-#: names of the modules that import numba, by module, imported at their first use
+#: names of the modules imported at their first use (the compiler and the numba types load
+#: numba; the launch path imports the driver's bindings through CuPy), by module
 _LAZY_NAMES = {
-    "compiler": ("compile_error", "compile_kernel", "compile_ptx_offline", "resident_blocks", "result_type"),
-    "launching": ("Kernel", "launch", "stored_form"),
+    "compiler": ("compile_error", "compile_kernel", "compile_ptx_offline", "result_type"),
+    "launching": ("Kernel", "launch", "stored_form", "resident_blocks"),
     "kernel_types": ("f32", "f64", "i32", "i64", "numba_type", "ptr_t", "tuple_ptr_t", "u32", "u64"),
 }
 _HOME = {name: module for module, names in _LAZY_NAMES.items() for name in names}
@@ -37,6 +38,10 @@ def __getattr__(name):
     if module is not None:
         from importlib import import_module  # noqa: PLC0415  (numba loads here, not at import)
 
+        from .lazy import GUARDS  # noqa: PLC0415
+
+        for guard in GUARDS:
+            guard(f"{__name__}.{module}")
         value = getattr(import_module(f"{__name__}.{module}"), name)
         globals()[name] = value
         return value

@@ -12,6 +12,8 @@ ran on their CuPy / NumPy fallback while a kernel was built in the background (s
 :mod:`forge_array.runtime.background`), ``stored_launches`` the launches run from the disk's
 stored launches before numba loaded (see :mod:`forge_array.runtime.stored`), ``prebuilt_hits``
 the kernels loaded from the package's prebuilt archive (see :mod:`forge_array.runtime.prebuilt`),
+``numba_free_kernels`` the kernels found in the disk cache or the shipped archive with numba
+unloaded (by the factories' fingerprint table, see :mod:`forge_array.runtime.factories`),
 ``cubin_loads`` the kernels loaded as the device's machine code (a shipped cubin) rather than
 PTX the driver compiles at load,
 ``linked`` / ``link_failures`` the specialisations built by linking new operators into the
@@ -29,4 +31,4 @@ from __future__ import annotations
 STATS = {"compiled": 0, "disk_hits": 0, "compile_seconds": 0.0, "load_seconds": 0.0,
          "launches": 0, "fused": 0, "deferred": 0, "stored_launches": 0,
          "cpu_compiled": 0, "cpu_disk_hits": 0, "cpu_uncached": 0, "process_builds": 0,
-         "prebuilt_hits": 0, "cubin_loads": 0, "linked": 0, "link_failures": 0}
+         "prebuilt_hits": 0, "numba_free_kernels": 0, "cubin_loads": 0, "linked": 0, "link_failures": 0}

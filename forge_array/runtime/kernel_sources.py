@@ -26,7 +26,7 @@ import sys
 from .flags import FLAGS
 
 __all__ = ["SHARED_SOURCES", "KERNEL_SOURCES", "SIMULATOR_SOURCES", "source_hash", "shared_hash", "factory_hash",
-           "module_hash", "module_hashes", "module_files", "forget"]
+           "module_hash", "module_hashes", "module_file", "module_files", "forget"]
 
 #: the sources every kernel reads: the intrinsics (with their subfolders), and of the runtime
 #: the compiler (compile options, PTX post-processing) and what kernel modules read from it
@@ -99,6 +99,16 @@ def _module_file(name: str):
         if os.path.isfile(path):
             return path
     return None
+
+
+def module_file(name: str):
+    """The source file of kernel module ``name`` (``forge_array.kernels.reduce``) in this
+    install, or None when it is not a kernel module.
+
+    >>> os.path.basename(module_file("forge_array.kernels.reduce")), module_file("json")
+    ('reduce.py', None)
+    """
+    return _module_file(name)
 
 
 def _module_name(path: str) -> str:

@@ -1,12 +1,14 @@
 """Kernels as the launch path sees them: the packed parameter layout a launch writes for
-the kernel's argument types (:mod:`.kernel_types`), a compiled specialisation
-(:class:`Kernel`), its launch on CuPy's current stream through ``cuLaunchKernel`` (or in
-the simulator), and the description of a launch for the stored launches.  Nothing here
-shapes kernel code: the compiler (:mod:`.compiler`) builds what these launch.
+the kernel's argument types, a compiled specialisation (:class:`Kernel`), its launch on
+CuPy's current stream through ``cuLaunchKernel`` (or in the simulator), and the description
+of a launch for the stored launches.  Nothing here shapes kernel code: the compiler
+(:mod:`.compiler`) builds what these launch.  Argument types are numba's
+(:mod:`.kernel_types`) or the plain ones of :mod:`.param_types`, read by what they print
+(``float32*``, ``int64``) and their ``types`` (a tuple's), so numba need not be loaded to
+launch a kernel.
 
->>> from numba import types as nt
->>> from forge_array.runtime.kernel_types import i64, ptr_t
->>> _param_struct((ptr_t("float32"), i64, nt.float32)).format
+>>> from forge_array.runtime.param_types import I64, F32, ptr
+>>> _param_struct((ptr("float32"), I64, F32)).format
 '<Qqf'
 """
 
@@ -16,22 +18,34 @@ import threading
 import time
 
 import numpy as np
-from numba import types as nt
 
 from . import backend, kernel_files, temp
 from .counters import STATS
 from .flags import FLAGS
 
-__all__ = ["Kernel", "launch", "stored_form", "SIM_LOCK"]
+__all__ = ["Kernel", "launch", "stored_form", "resident_blocks", "SIM_LOCK"]
 
 # --------------------------------------------------------------------------- packing
 
 
+def _is_tuple(t) -> bool:
+    """Whether argument type ``t`` is a tuple (numba's ``BaseTuple`` or a plain tuple type)."""
+    return isinstance(getattr(t, "types", None), tuple)
+
+
+def _is_ptr(t) -> bool:
+    return str(t).endswith("*")
+
+
+def _is_complex(t) -> bool:
+    return str(t) in ("complex64", "complex128")
+
+
 def _converter(t):
     """Host-side conversion of one kernel argument for CuPy's launcher (flattened)."""
-    if isinstance(t, nt.CPointer):
+    if _is_ptr(t):
         return lambda v: (np.uint64(v),)
-    if isinstance(t, nt.BaseTuple):
+    if _is_tuple(t):
         subs = [_converter(s) for s in t.types]
 
         def conv(v, subs=subs):
@@ -41,10 +55,7 @@ def _converter(t):
             return out
 
         return conv
-    if isinstance(t, (nt.Integer, nt.Float)):
-        np_t = np.dtype(str(t)).type
-        return lambda v: (np_t(v),)
-    if isinstance(t, nt.Complex):
+    if str(t) in _FMT:
         np_t = np.dtype(str(t)).type
         return lambda v: (np_t(v),)
     raise TypeError(f"unsupported kernel argument type {t} (use pointers, integers and floats)")
@@ -57,7 +68,7 @@ _FMT = {"int8": ("b", 1), "uint8": ("B", 1), "int16": ("h", 2), "uint16": ("H", 
 
 def _flat_types(argtypes):
     for t in argtypes:
-        if isinstance(t, nt.BaseTuple):
+        if _is_tuple(t):
             yield from _flat_types(t.types)
         else:
             yield t
@@ -70,7 +81,7 @@ def _param_struct(argtypes):
 
     fmt, off = "<", 0
     for t in _flat_types(argtypes):
-        if isinstance(t, nt.CPointer):
+        if _is_ptr(t):
             code, align = "Q", 8
         elif str(t) in _FMT:
             code, align = _FMT[str(t)]
@@ -84,7 +95,7 @@ def _param_struct(argtypes):
 
 def _scalar_converter(t):
     """Like :func:`_converter` for a non-tuple argument, returning the value itself."""
-    if isinstance(t, nt.CPointer):
+    if _is_ptr(t):
         return np.uint64
     return np.dtype(str(t)).type
 
@@ -108,10 +119,10 @@ class Kernel:
         self._ptrs = {}
         self._dyn = {}   # device -> dynamic shared memory the function was opened up to
         self._convs = tuple(_converter(t) for t in self.argtypes) if sim is None else ()
-        self._flat = not any(isinstance(t, nt.BaseTuple) for t in self.argtypes)
+        self._flat = not any(_is_tuple(t) for t in self.argtypes)
         self._scalar_convs = tuple(_scalar_converter(t) for t in self.argtypes) if self._flat and sim is None else ()
         self._struct = _param_struct(self.argtypes) if sim is None else None
-        self._packflat = not any(isinstance(t, (nt.BaseTuple, nt.Complex)) for t in self.argtypes)
+        self._packflat = not any(_is_tuple(t) or _is_complex(t) for t in self.argtypes)
         self._flatten = None if self._packflat or sim is not None else _make_flattener(self.argtypes)
         self._tls = threading.local()
 
@@ -247,10 +258,10 @@ def stored_form(kernel, grid, block, args, pointers, shared=0) -> dict | None:
     flat = args if kernel._packflat else kernel._flatten(args)
     is_ptr = []
     for t in _flat_types(kernel.argtypes):
-        if isinstance(t, nt.Complex):
+        if _is_complex(t):
             is_ptr += [False, False]
         else:
-            is_ptr.append(isinstance(t, nt.CPointer))
+            is_ptr.append(_is_ptr(t))
     if len(is_ptr) != len(flat):
         return None
     entries = []
@@ -269,12 +280,12 @@ def stored_form(kernel, grid, block, args, pointers, shared=0) -> dict | None:
 
 
 def _flat_exprs(t, expr):
-    if isinstance(t, nt.BaseTuple):
+    if _is_tuple(t):
         out = []
         for k, sub in enumerate(t.types):
             out.extend(_flat_exprs(sub, f"{expr}[{k}]"))
         return out
-    if isinstance(t, nt.Complex):
+    if _is_complex(t):
         return [f"{expr}.real", f"{expr}.imag"]
     return [expr]
 
@@ -284,8 +295,8 @@ def _make_flattener(argtypes):
     scalars) to the flat parameter tuple, generated once per kernel so that a launch does no
     per-argument type dispatch.
 
-    >>> from numba import types as nt
-    >>> f = _make_flattener((nt.Tuple((nt.int64, nt.int64)), nt.complex64, nt.int64))
+    >>> from forge_array.runtime.param_types import I64, scalar, unituple
+    >>> f = _make_flattener((unituple(I64, 2), scalar("complex64"), I64))
     >>> f(((1, 2), 3 + 4j, 5))
     (1, 2, 3.0, 4.0, 5)
     """
@@ -325,3 +336,42 @@ def _get_device() -> int:
     return _get_device()
 
 
+
+
+_RESIDENT_BLOCKS: dict = {}
+
+
+def resident_blocks(kernel, block, fallback):
+    """Blocks of ``block`` threads of ``kernel`` that fit on one SM (the driver's occupancy
+    calculator: registers, shared memory), or ``fallback`` where it cannot tell (simulator).
+
+    >>> from forge_array.runtime import config
+    >>> resident_blocks(None, 256, 4) if config.SIMULATE else 4
+    4
+    """
+    from . import config  # noqa: PLC0415
+
+    if config.SIMULATE:
+        return fallback
+    key = (kernel, block)
+    v = _RESIDENT_BLOCKS.get(key)
+    if v is None:
+        v = 0
+        try:
+            from cupy.cuda import driver  # noqa: PLC0415
+
+            v = int(driver.occupancyMaxActiveBlocksPerMultiprocessor(kernel.function().ptr, block, 0))
+        except Exception:  # pragma: no cover - depends on the CuPy build
+            try:   # by hand: registers (allocated per warp, 256 at a time), shared memory
+                fn = kernel.function()
+                warps = -(-block // 32)
+                per_warp = -(-int(fn.num_regs) * 32 // 256) * 256
+                by_regs = (65536 // max(per_warp, 1)) // warps
+                by_smem = (233472 // (int(fn.shared_size_bytes) + 1024))
+                v = min(by_regs, by_smem, 2048 // block, 32)
+            except Exception:
+                v = 0
+        if v <= 0:
+            v = fallback
+        _RESIDENT_BLOCKS[key] = v
+    return v

@@ -16,7 +16,11 @@ from __future__ import annotations
 import importlib
 import sys
 
-__all__ = ["module"]
+__all__ = ["module", "GUARDS"]
+
+#: called with a module's name before a stand-in imports it; a guard may raise to refuse the
+#: import (:func:`.factories.shipped_only`: no kernel module, no numba, while it holds)
+GUARDS: list = []
 
 
 class module:  # noqa: N801  (used like the ``module`` it stands for)
@@ -46,7 +50,11 @@ class module:  # noqa: N801  (used like the ``module`` it stands for)
 
     def load(self):
         """The real module (imported now if it was not)."""
-        mod = importlib.import_module(self._name)
+        mod = sys.modules.get(self._name)
+        if mod is None:
+            for guard in GUARDS:
+                guard(self._name)
+            mod = importlib.import_module(self._name)
         for owner_name, as_name in self._owners:
             owner = sys.modules.get(owner_name)
             if owner is not None and owner.__dict__.get(as_name) is self:

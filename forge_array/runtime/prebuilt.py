@@ -49,7 +49,7 @@ from . import zip_index
 from .counters import STATS
 
 __all__ = ["TARGETS", "BASE_CC", "CUBIN_TARGETS", "ARCHIVE", "MANIFEST", "lookup", "lookup_cubin", "runs_cubin",
-           "manifest", "status", "pack", "make_cubins", "use_archive"]
+           "open_index", "manifest", "status", "pack", "make_cubins", "use_archive"]
 
 #: the compute capabilities the shipped PTX is compiled for (the driver JITs it for later GPUs)
 TARGETS = ((8, 0), (9, 0))
@@ -104,6 +104,11 @@ def _index():
             if index is None:
                 index = _OPEN["index"] = zip_index.Reader(ARCHIVE)
     return index if index.usable else None
+
+
+def open_index() -> None:
+    """Open the archive's index now (a first look-up then reads one member)."""
+    _index()
 
 
 def _read(name: str):

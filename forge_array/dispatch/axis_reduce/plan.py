@@ -7,23 +7,35 @@ import math
 from typing import NamedTuple
 
 import numpy as np
-from numba import types as nt
 
 from ... import runtime
-from ...runtime import lazy, temp, tuning
+from ...runtime import factories, temp, tuning
 from ...runtime.caches import Cache
+from ...runtime.param_types import I64, ptr, tuple_of, unituple
 from .._common import first_component, hashable_key, zeros_of
 
-# the kernel modules (numba.cuda) load at first use: CPU arrays never need them
-_k = lazy.module("forge_array.kernels.rowcol", __name__, "_k")
+
+class _Factories:
+    """The row and column kernels' factories (:mod:`forge_array.kernels.rowcol`), named without
+    importing them: their modules (numba's CUDA target) load where a kernel is built."""
+
+    make_col_kernel = factories.factory("forge_array.kernels.rowcol.columns", "make_col_kernel")
+    make_colvec_kernel = factories.factory("forge_array.kernels.rowcol.columns", "make_colvec_kernel")
+    make_colflat_kernel = factories.factory("forge_array.kernels.rowcol.colflat", "make_colflat_kernel")
+    make_row_kernel = factories.factory("forge_array.kernels.rowcol.rows", "make_row_kernel")
+    make_rowmulti_kernel = factories.factory("forge_array.kernels.rowcol.rows", "make_rowmulti_kernel")
+    make_rowtile_kernel = factories.factory("forge_array.kernels.rowcol.rowtile", "make_rowtile_kernel")
+
+
+_k = _Factories
 
 # --------------------------------------------------------------------------- launch
 
 
 def _buf_t(dt):
     if isinstance(dt, tuple):
-        return nt.Tuple(tuple(_buf_t(d) for d in dt))
-    return runtime.ptr_t(dt)
+        return tuple_of(tuple(_buf_t(d) for d in dt))
+    return ptr(dt)
 
 
 def entry_dtype(entry):
@@ -577,10 +589,9 @@ def plan_launch(f, op, ins, kdims, rdims, kb, acc, ident, init_v, index, out_ok=
     c = _choose(pb, p, sm)
     factory, block = c.factory, c.block
     acc_full = (np.dtype(bool), acc) if pb.ident_missing else acc
-    ins_t = nt.Tuple(tuple(_buf_t(entry_dtype(e)) for e in ins))
+    ins_t = tuple_of(tuple(_buf_t(entry_dtype(e)) for e in ins))
     out_t = _buf_t(acc_full)
-    argtypes = (ins_t, out_t, out_t, runtime.ptr_t(np.uint32), runtime.i64, runtime.i64,
-                runtime.i64, runtime.i64) + (nt.UniTuple(runtime.i64, pb.K),) * 4 + (runtime.i64,) * 7
+    argtypes = (ins_t, out_t, out_t, ptr(np.uint32), I64, I64, I64, I64) + (unituple(I64, pb.K),) * 4 + (I64,) * 7
     lb = _launch_bounds(factory, p, block, not isinstance(acc, tuple) and not pb.ident_missing)
 
     def build(split, *deep):
@@ -602,7 +613,7 @@ def plan_launch(f, op, ins, kdims, rdims, kb, acc, ident, init_v, index, out_ok=
         nslots = pb.R * (split + ngroups)
         nticks = c.units * (1 + ngroups)
     rowtile = factory is _k.make_rowtile_kernel
-    return {"kernel": kernel, "kind": factory.__name__, "grid": grid,
+    return {"kernel": kernel, "kind": factory.name, "grid": grid,
             "vector_rows": rowtile and bool(c.fargs[-2]), "held_vectors": c.fargs[-1] if rowtile else 0,
             "block": block, "split": split,
             "nslots": nslots,
@@ -761,7 +772,7 @@ def _compile(factory, fargs, fkey, argtypes, op, launch_bounds=None):
     k = _KERNELS.get(key)
     if k is None:
         try:
-            k = runtime.compile_kernel(factory, fargs, argtypes, launch_bounds=launch_bounds)
+            k = factories.kernel(factory, fargs, argtypes, launch_bounds=launch_bounds)
         except TypeError as exc:
             msg = str(exc)
             if op.name not in msg:

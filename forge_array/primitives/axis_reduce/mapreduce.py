@@ -12,6 +12,7 @@ import numpy as np
 from ... import ops as _ops
 from ... import runtime
 from ...dispatch.axis_reduce import AxisReduction, launch, replayed
+from ...runtime import lazy
 from ...runtime.functions import compilable
 from .arguments import (
     DEFAULT_MAPS,
@@ -23,7 +24,8 @@ from .arguments import (
     normalize_axes,
     scalars_of,
 )
-from .cpu import run_cpu
+
+_cpu = lazy.module("forge_array.primitives.axis_reduce.cpu", __name__, "_cpu")  # numba: CPU operands only
 
 #: the row and column kernels' ``MAX_INPUTS`` (checked against it where they are built)
 _MAX_INPUTS = 3
@@ -98,7 +100,7 @@ def axis_mapreduce(f, op, arrays, axis, init, keepdims, out_dtype, *, index=Fals
             launch(AxisReduction(f, op, axes, acc, ident, init_v, index), arrays, outs, shape, keepdims,
                    (fkey, _replay) if init is None else ())
         else:
-            run_cpu(AxisReduction(f, op, axes, acc, ident, init_v, index), arrays,
+            _cpu.run_cpu(AxisReduction(f, op, axes, acc, ident, init_v, index), arrays,
                     outs if is_tuple else outs[0])
     if keepdims:
         ks = tuple(1 if d in axes else n for d, n in enumerate(shape))

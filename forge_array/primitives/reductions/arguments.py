@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import operator
 
-import numba
 import numpy as np
-from numba import types as nt
 
 from ... import ops as _ops
 from ... import runtime
-from ...runtime import result_type
+from ...runtime import lazy
 from ...runtime.caches import Cache
+
+# numba types the generic operators only: the named reductions never load it
+numba = lazy.module("numba", __name__, "numba")
+nt = lazy.module("numba.core.types", __name__, "nt")
 
 try:
     from numpy.exceptions import AxisError
@@ -132,12 +134,12 @@ def infer_accumulation(f, op, elem_types):
     if f is None:
         t0 = elem_types[0] if len(elem_types) == 1 else nt.Tuple(tuple(elem_types))
     else:
-        t0 = result_type(f, tuple(elem_types))
+        t0 = runtime.result_type(f, tuple(elem_types))
     _dtypes_of(t0, f"map function {_name(f)}") if f is not None else None
-    t1 = result_type(op.fn, (t0, t0))
+    t1 = runtime.result_type(op.fn, (t0, t0))
     _check_shape(op, t0, t1)
     if t1 != t0:
-        t2 = result_type(op.fn, (t1, t1))
+        t2 = runtime.result_type(op.fn, (t1, t1))
         _check_shape(op, t1, t2)
         if t2 != t1:
             raise TypeError(f"operator {op.name} is not type-stable: returns {t1} for {t0} "

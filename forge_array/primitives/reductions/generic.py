@@ -22,7 +22,8 @@ from .arguments import (
     normalize_axis,
     operand_types,
 )
-from .cpu import cpu_mapreduce
+
+_cpu = lazy.module("forge_array.primitives.reductions.cpu", __name__, "_cpu")  # numba: CPU operands only
 
 # the dispatch tier (and with it numba.cuda) loads at first use: CPU arrays never need it
 _kl = lazy.module("forge_array.dispatch.reduce", __name__, "_kl")
@@ -94,14 +95,14 @@ def mapreduce(f, op, *arrays, axis=None, init=None, keepdims=False):
         # of order): compute on the host
         xp = array_module(x0)
         host = [np.asarray(a.get() if hasattr(a, "get") else a) for a in flat]
-        r = cpu_mapreduce(f, op, host, struct, axes, acc, is_tuple, init_v, keepdims)
+        r = _cpu.cpu_mapreduce(f, op, host, struct, axes, acc, is_tuple, init_v, keepdims)
         return tuple(xp.asarray(o) for o in r) if is_tuple else xp.asarray(r)
     if not isinstance(x0, np.ndarray):  # CuPy array without kernels (disabled)
         host = [a.get() for a in flat]
-        r = cpu_mapreduce(f, op, host, struct, axes, acc, is_tuple, init_v, keepdims)
+        r = _cpu.cpu_mapreduce(f, op, host, struct, axes, acc, is_tuple, init_v, keepdims)
         xp = array_module(x0)
         return tuple(xp.asarray(o) for o in r) if is_tuple else xp.asarray(r)
-    return cpu_mapreduce(f, op, flat, struct, axes, acc, is_tuple, init_v, keepdims)
+    return _cpu.cpu_mapreduce(f, op, flat, struct, axes, acc, is_tuple, init_v, keepdims)
 
 
 

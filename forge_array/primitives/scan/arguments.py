@@ -3,12 +3,15 @@ axes and initial values.
 """
 from __future__ import annotations
 
-import numba
 import numpy as np
 
 from ... import ops as _ops
 from ... import runtime
+from ...runtime import lazy
 from ...runtime.caches import Cache
+
+# numba types the generic operators only: the cumulative sums and products never load it
+numba = lazy.module("numba", __name__, "numba")
 
 try:
     from numpy.exceptions import AxisError

@@ -16,10 +16,11 @@ import numpy as np
 from ... import runtime
 from ...dispatch.scan import ScanCall, launch, replayed
 from ...ops import Operator as _Operator
-from ...runtime import stored
+from ...runtime import lazy, stored
 from ...runtime.caches import Cache
 from .arguments import AxisError, array_module, check_op, inputs, normalize_axis, resolve_operator, scalars_of
-from .cpu import scan_cpu
+
+_cpu = lazy.module("forge_array.primitives.scan.cpu", __name__, "_cpu")  # numba: CPU operands only
 
 
 def accumulate(op, x, /, *, axis=None, init=None, include_initial=False, exclusive=False,
@@ -176,7 +177,7 @@ def scan_arrays(fn, tuple_op, xs, in_dtypes, acc_dtypes, ident, name, *, axis, i
     else:
         if mapfn is not None:
             raise ValueError(f"{name}: a mapped scan needs the kernels")
-        scan_cpu(call, xs, outs)
+        _cpu.scan_cpu(call, xs, outs)
     return tuple(outs) if tuple_op else outs[0]
 
 
