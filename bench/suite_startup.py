@@ -82,6 +82,7 @@ if LIB == "forge_array":   # after the script: did the first calls defer, do lat
     from forge_array.runtime import STATS, background
     res["deferred"] = STATS["deferred"]
     res["stored"] = STATS["stored_launches"]
+    res["numba_free"] = STATS["numba_free_kernels"]
     res["built_in_background_s"] = 0.0
     t = time.perf_counter(); background.wait(600); res["built_in_background_s"] = time.perf_counter() - t
     ours = 0
@@ -131,7 +132,7 @@ def _median_runs(runs):
            "totals_s": [r["total_s"] for r in runs],
            "total_s": statistics.median(r["total_s"] for r in runs),
            "first_s": {k: statistics.median(r["first_s"][k] for r in runs) for k in keys}}
-    for k in ("deferred", "stored", "later_calls_on_ours", "kernels_compiled", "compile_s", "built_in_background_s"):
+    for k in ("deferred", "stored", "numba_free", "later_calls_on_ours", "kernels_compiled", "compile_s", "built_in_background_s"):
         if k in runs[0]:
             res[k] = statistics.median(r[k] for r in runs)
     if "compiles" in runs[0]:
@@ -187,6 +188,7 @@ def _report(name, args, results):
               "|---" * 6 + "|"]
     for label, key, fmt in (("calls that ran on the fallback", "deferred", "{:.0f}"),
                             ("launches run from stored launches (before numba loaded)", "stored", "{:.0f}"),
+                            ("kernels found without numba (shipped archive, disk cache)", "numba_free", "{:.0f}"),
                             ("background builds still running at the end (s)", "built_in_background_s", "{:.2f}"),
                             (f"of the {len(f['empty_cache']['first_s'])} operations, later calls on our kernels "
                              "(fused: fusing)", "later_calls_on_ours", "{:.0f}"),
