@@ -222,9 +222,11 @@ def main(argv=None) -> int:
         env = _env(root, "default")
         side = int(float(args.n) ** 0.5)
         t = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "forge_array", "warmup", "--dtypes", "float32,float64",
-                        "--sizes", str(int(float(args.n))), "--shape", f"{side},{side}", "--jobs", str(args.jobs)],
-                       env=env, check=True, capture_output=True, timeout=900)
+        done = subprocess.run([sys.executable, "-m", "forge_array", "warmup", "--dtypes", "float32,float64",
+                               "--sizes", str(int(float(args.n))), "--shape", f"{side},{side}", "--jobs",
+                               str(args.jobs)], env=env, capture_output=True, text=True, timeout=900)
+        if done.returncode != 0:
+            raise RuntimeError("the warmup failed: " + done.stderr[-3000:])
         results["forge_array default"]["warmup_s"] = time.perf_counter() - t
         results["forge_array default"]["after_warmup"] = _median_runs(
             [_run(_SCRIPT, ["forge_array", args.n], env) for _ in range(args.runs)])
