@@ -965,17 +965,17 @@ def test_cpu_path_generic():
 PTX_SRC = r"""
 import os, subprocess, tempfile
 import numpy as np
-from numba import types as nt
 from forge_array import ops
-from forge_array.runtime import compile_ptx_offline, ptr_t, i64
+from forge_array.runtime import compile_ptx_offline
+from forge_array.runtime.param_types import I64, ptr, to_numba, tuple_of, unituple
 from forge_array.kernels import rowcol as k
 from forge_array.primitives.axis_reduce.arguments import _f_identity, _f_pair_index
 from forge_array.dispatch.axis_reduce.plan import _buf_t
 from forge_array.primitives.matvec import _mul as _f_mul
 
 def argt(ins, acc, K):
-    return ((nt.Tuple(tuple(_buf_t(d) for d in ins)), _buf_t(acc), _buf_t(acc), ptr_t(np.uint32))
-            + (i64,) * 4 + (nt.UniTuple(i64, K),) * 4 + (i64,) * 7)
+    return to_numba((tuple_of(tuple(_buf_t(d) for d in ins)), _buf_t(acc), _buf_t(acc), ptr(np.uint32))
+                    + (I64,) * 4 + (unituple(I64, K),) * 4 + (I64,) * 7)
 
 f32, i64d, f64 = np.dtype("float32"), np.dtype("int64"), np.dtype("float64")
 cases = [

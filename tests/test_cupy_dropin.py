@@ -649,8 +649,8 @@ def test_device_functions_compile_to_ptx(offline_ptx):
         from forge_array.kernels import reduce as K
         from forge_array.kernels import rowcol as k
         from forge_array.dispatch.axis_reduce.plan import _buf_t
-        from forge_array.runtime import compile_ptx_offline, ptr_t, i64
-        from numba import types as nt
+        from forge_array.runtime import compile_ptx_offline
+        from forge_array.runtime.param_types import I64, ptr, to_numba, tuple_of, unituple
         S = K.ReduceSpec
         f4, f8 = np.dtype("f4"), np.dtype("f8")
         cases = [
@@ -663,13 +663,13 @@ def test_device_functions_compile_to_ptx(offline_ptx):
         ]
         for spec, ind, mode, nd, items, vec in cases:
             ptx = compile_ptx_offline(K.make_reduce_kernel, (spec, ind, mode, nd, items, vec, 512),
-                                      K.kernel_argtypes(spec, ind, mode, nd))
+                                      to_numba(K.kernel_argtypes(spec, ind, mode, nd)))
             assert ".entry" in ptx
             print("ok", K.spec_name(spec), mode)
 
         def argt(ins, acc, n):
-            return ((nt.Tuple(tuple(_buf_t(d) for d in ins)), _buf_t(acc), _buf_t(acc),
-                     ptr_t(np.uint32)) + (i64,) * 4 + (nt.UniTuple(i64, n),) * 4 + (i64,) * 7)
+            return to_numba((tuple_of(tuple(_buf_t(d) for d in ins)), _buf_t(acc), _buf_t(acc),
+                             ptr(np.uint32)) + (I64,) * 4 + (unituple(I64, n),) * 4 + (I64,) * 7)
 
         ptx = compile_ptx_offline(k.make_col_kernel, (D._welford_map(f4), ops.welford.fn, 1, (f4,) * 3,
                                   (np.float32(0),) * 3, False, None, 256, 2, True, False, 4),

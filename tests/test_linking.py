@@ -60,6 +60,7 @@ import numpy as np
 from forge_array import ops
 from forge_array.kernels import reduce as KR
 from forge_array.runtime import STATS, compiler, compile_ptx_offline, kernel_files, linking
+from forge_array.runtime.param_types import to_numba
 
 def user(src):
     g = {"__name__": "user_module"}
@@ -84,7 +85,7 @@ def spec(f, acc="<f8"):
 
 def build(s, ind="<f4"):
     fa = (s, (ind,), "vec", 1, 4, 4, 128, ())
-    at = KR.kernel_argtypes(s, (ind,), "vec", 1)
+    at = to_numba(KR.kernel_argtypes(s, (ind,), "vec", 1))
     key = compiler.build_to_disk(KR.make_reduce_kernel, fa, tuple(at), None, (9, 0))
     return kernel_files.read_cached(kernel_files.cache_path(key))[1], fa, at
 

@@ -419,6 +419,7 @@ def test_ptx_compiles_for_specialisations(offline_ptx):
         from forge_array.kernels import reduce as K
         from forge_array.primitives.reductions.named import _welford_map, _var_post, _pair, _index_post
         from forge_array.runtime import compile_ptx_offline
+        from forge_array.runtime.param_types import to_numba
         S = K.ReduceSpec
         cases = [
             (S(op=ops.add.fn, acc_dtypes=("<f4",), identity=(0.0,)), ("<f4",), "vec", 1, 4, 4),
@@ -443,7 +444,7 @@ def test_ptx_compiles_for_specialisations(offline_ptx):
         ]
         for spec, ind, mode, nd, items, vec in cases:
             ptx = compile_ptx_offline(K.make_reduce_kernel, (spec, ind, mode, nd, items, vec, 512),
-                                      K.kernel_argtypes(spec, ind, mode, nd))
+                                      to_numba(K.kernel_argtypes(spec, ind, mode, nd)))
             assert ".entry" in ptx and "atom" in ptx
             if mode == "vec":
                 assert "ld.global.v4" in ptx or "ld.global.nc.v4" in ptx, K.spec_name(spec)

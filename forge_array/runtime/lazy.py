@@ -50,11 +50,12 @@ class module:  # noqa: N801  (used like the ``module`` it stands for)
 
     def load(self):
         """The real module (imported now if it was not)."""
-        mod = sys.modules.get(self._name)
-        if mod is None:
+        if self._name not in sys.modules:
             for guard in GUARDS:
                 guard(self._name)
-            mod = importlib.import_module(self._name)
+        # (a module another thread is importing is in sys.modules already: the import waits
+        # for it to finish)
+        mod = importlib.import_module(self._name)
         for owner_name, as_name in self._owners:
             owner = sys.modules.get(owner_name)
             if owner is not None and owner.__dict__.get(as_name) is self:
