@@ -475,14 +475,40 @@ def _layer_loading() -> bool:
     return not _LAYER[0] and not config.SIMULATE and not background.usable("kernel layer")
 
 
+def _cub_scannable(x, dtype) -> bool:
+    """Whether the backend's scan of ``x`` in ``dtype`` runs from CUB's scan built into CuPy,
+    with nothing to compile (:func:`_backend_scan`): a C-contiguous 1-D CuPy array scanned in
+    its own dtype."""
+    return (x.ndim == 1 and not isinstance(x, np.ndarray) and x.flags.c_contiguous
+            and np.dtype(dtype) == x.dtype and x.dtype.kind in "iuf")
+
+
+def _cub_scan(x, name):
+    """CuPy's CUB scan (``cupy.cuda.cub.cub_scan``) of a copy of the 1-D array ``x``, or None
+    where CuPy has none for it.  CuPy's own ``cumsum`` makes that copy with ``astype``, an
+    element-wise kernel it compiles at first use (about 0.2 s on an H200 with its kernel
+    cache empty); a device-to-device copy of the memory compiles nothing."""
+    try:
+        from cupy.cuda import cub  # noqa: PLC0415
+    except ImportError:
+        return None
+    op = cub.CUPY_CUB_CUMSUM if name == "cumsum" else cub.CUPY_CUB_CUMPROD
+    out = _xp(x).empty_like(x)
+    if x.nbytes:
+        out.data.copy_from_device_async(x.data, x.nbytes)
+    return cub.cub_scan(out, op)
+
+
 def _backend_scan(x, name, initial, axis, dtype, include_initial):
     """NumPy's / CuPy's ``cumsum`` / ``cumprod`` along ``axis``, with a leading
     ``initial`` when ``include_initial``."""
     xp = _xp(x)
-    # a 1-D scan with axis=None: CuPy then takes its prebuilt CUB scan; with an axis it
-    # compiles a batched scan kernel at first use (a first cumsum of 10^5 float32 with
-    # axis=0 took 343-472 ms on an H100, CuPy's own cumsum(x) 0.3 ms: bench.suite_compile)
-    res = getattr(xp, name)(x, axis=None if x.ndim == 1 else axis, dtype=dtype)
+    # a 1-D scan: CuPy's CUB scan; with an axis CuPy compiles a batched scan kernel at first
+    # use (a first cumsum of 10^5 float32 with axis=0 took 343-472 ms on an H100, CuPy's own
+    # cumsum(x) 0.3 ms: bench.suite_compile)
+    res = _cub_scan(x, name) if _cub_scannable(x, dtype) else None
+    if res is None:
+        res = getattr(xp, name)(x, axis=None if x.ndim == 1 else axis, dtype=dtype)
     if include_initial:
         shape = list(res.shape)
         shape[axis] = 1
@@ -502,7 +528,7 @@ def _routed_scan(name, backend_name, initial, x, axis, dtype, include_initial):
         if r is not None:
             layer_ready()   # the load queued now in any case
             return r
-        if not (layer_ready() or _await_layer(x.ndim == 1)):   # 1-D: CuPy's CUB scan
+        if not (layer_ready() or _await_layer(_cub_scannable(x, dtype))):
             _prepare_later(key, ours, x.nbytes)
     if _kernels(x):
         r = _attempt(ours)

@@ -304,6 +304,8 @@ def _layer_loading_without_stored_launches(monkeypatch, compiles):
     monkeypatch.setattr(_routing.background, "wait_for", wait_for)
     monkeypatch.setattr(_routing, "_prepare_later", lambda key, call, nbytes: prepared.append(key))
     monkeypatch.setattr(_routing, "_shipped", lambda call: _routing._PENDING)   # no kernel shipped either
+    # NumPy arrays stand in for CuPy's: a 1-D scan in its own dtype runs from CUB
+    monkeypatch.setattr(_routing, "_cub_scannable", lambda x, dtype: x.ndim == 1 and dtype == x.dtype)
     monkeypatch.setattr(_routing, "_red", types.SimpleNamespace(sum=lambda x, *a: "ours", mean=lambda x, *a: "ours"))
     monkeypatch.setattr(_routing, "_scan", types.SimpleNamespace(cumulative_sum=lambda x, **kw: "ours"))
     monkeypatch.setattr(_routing, "_mv", types.SimpleNamespace(route_matmul=lambda a, b: np.ones(2, np.float32)))
@@ -395,6 +397,27 @@ def test_a_call_that_would_load_a_kernel_module_stops_before_it(monkeypatch):
 
 
 _SHIPPED = _routing._shipped
+
+
+def test_the_scan_cupy_runs_from_cub_compiles_nothing():
+    """The backend's 1-D scan in the array's own dtype: CuPy's CUB scan of a copy of the
+    memory (CuPy's cumsum would first compile its astype kernel)."""
+    assert not _routing._cub_scannable(np.arange(4.0), np.dtype("float64"))   # NumPy's own cumsum
+    cp = pytest.importorskip("cupy")
+    try:
+        if cp.cuda.runtime.getDeviceCount() == 0:
+            pytest.skip("no GPU")
+    except Exception:  # noqa: BLE001
+        pytest.skip("no GPU")
+    for dt in ("float32", "int64", "float64"):
+        x = (cp.arange(1000) % 5 + 1).astype(dt)
+        assert _routing._cub_scannable(x, np.dtype(dt))
+        assert not _routing._cub_scannable(x, np.dtype("float64" if dt != "float64" else "float32"))
+        assert not _routing._cub_scannable(x[::2], np.dtype(dt))
+        for name in ("cumsum", "cumprod"):
+            r = _routing._backend_scan(x[:20], name, 0 if name == "cumsum" else 1, 0, np.dtype(dt), False)
+            np.testing.assert_allclose(cp.asnumpy(r), getattr(np, name)(cp.asnumpy(x[:20])), rtol=1e-6)
+        assert cp.asnumpy(x)[:3].tolist() == [1, 2, 3]   # the input untouched
 
 
 def test_the_fallback_compiles_where_cupys_kernel_cache_is_empty(monkeypatch, tmp_path):
