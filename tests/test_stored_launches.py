@@ -306,6 +306,7 @@ def _layer_loading_without_stored_launches(monkeypatch, compiles):
     monkeypatch.setattr(_routing, "_shipped", lambda call: _routing._PENDING)   # no kernel shipped either
     # NumPy arrays stand in for CuPy's: a 1-D scan in its own dtype runs from CUB
     monkeypatch.setattr(_routing, "_cub_scannable", lambda x, dtype: x.ndim == 1 and dtype == x.dtype)
+    monkeypatch.setattr(_routing, "_cub_scan", lambda x, name: None)   # then NumPy's own scan
     monkeypatch.setattr(_routing, "_red", types.SimpleNamespace(sum=lambda x, *a: "ours", mean=lambda x, *a: "ours"))
     monkeypatch.setattr(_routing, "_scan", types.SimpleNamespace(cumulative_sum=lambda x, **kw: "ours"))
     monkeypatch.setattr(_routing, "_mv", types.SimpleNamespace(route_matmul=lambda a, b: np.ones(2, np.float32)))
