@@ -57,6 +57,7 @@ _LAYER = [False]
 
 def _load_layer() -> None:
     if not config.SIMULATE:   # first what the first calls need to run without numba meanwhile
+        _stored_mod.prepare()
         _factories.prepare()
     for m in (_red, _scan, _mv, _copy, _compaction):
         if isinstance(m, _lazy):

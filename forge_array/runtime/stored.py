@@ -39,7 +39,7 @@ from .memory import data_address
 from .scan_state import TileState
 
 __all__ = ["full_key", "axis_key", "reduction_key", "AXIS_NAMES", "SCAN_NAMES", "scan_key", "pair_key", "lookup",
-           "save", "drop", "flush", "MAX_ENTRIES"]
+           "prepare", "save", "drop", "flush", "MAX_ENTRIES"]
 
 #: stored launches kept per environment (the newest when there are more)
 MAX_ENTRIES = 4096
@@ -195,6 +195,13 @@ def _index(device: int) -> dict:
 
 def _current_device() -> int:
     return backend.cupy().cuda.runtime.getDevice()
+
+
+def prepare(device=None) -> None:
+    """Read the index of ``device`` (default: the current one) now, so that a first look-up
+    finds it read (the routing's load of the kernel layer starts with this)."""
+    with _LOCK:
+        _index(_current_device() if device is None else device)
 
 
 def save(key: tuple, description, device=None) -> None:
