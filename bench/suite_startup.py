@@ -132,7 +132,8 @@ def _median_runs(runs):
            "totals_s": [r["total_s"] for r in runs],
            "total_s": statistics.median(r["total_s"] for r in runs),
            "first_s": {k: statistics.median(r["first_s"][k] for r in runs) for k in keys}}
-    for k in ("deferred", "stored", "numba_free", "later_calls_on_ours", "kernels_compiled", "compile_s", "built_in_background_s"):
+    for k in ("deferred", "stored", "numba_free", "later_calls_on_ours", "kernels_compiled", "compile_s",
+              "built_in_background_s"):
         if k in runs[0]:
             res[k] = statistics.median(r[k] for r in runs)
     if "compiles" in runs[0]:
