@@ -534,7 +534,8 @@ PREBUILD_WARMUP = ["--dtypes", "all", "--sizes", "1,1000,1000000",
 
 #: the dispatch modules that name their kernels' factories (:mod:`.runtime.factories`): the
 #: fingerprint table the prebuild ships covers theirs
-FACTORY_USERS = ("forge_array.dispatch.reduce", "forge_array.dispatch.axis_reduce.plan")
+FACTORY_USERS = ("forge_array.dispatch.reduce", "forge_array.dispatch.axis_reduce.plan",
+                 "forge_array.dispatch.scan.plan")
 
 
 def write_factory_table(out_dir: str | None = None) -> int:

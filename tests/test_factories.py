@@ -79,7 +79,7 @@ def table(monkeypatch, tmp_path):
 
 def _specialisations(monkeypatch):
     """(factory, constants, argument types, launch bounds) of the kernels the planners ask
-    for while sums, axis sums and products run."""
+    for while sums, axis sums, products and scans run."""
     import forge_array as xp
 
     seen = []
@@ -95,7 +95,9 @@ def _specialisations(monkeypatch):
     a = xp.asarray(rng.standard_normal((37, 33)).astype(np.float32), device=dev)
     v = xp.asarray(rng.standard_normal(33).astype(np.float32), device=dev)
     for r in (xp.sum(a), xp.std(a), xp.argmax(a), xp.sum(a, axis=0), xp.max(a, axis=1), a @ v,
-              xp.sum(a[::2, 1:], axis=0)):
+              xp.sum(a[::2, 1:], axis=0), xp.cumulative_sum(v), xp.cumulative_sum(a, axis=0),
+              xp.cumulative_sum(a[:4], axis=0), xp.cumulative_sum(a[:, ::-1], axis=1),
+              xp.cumulative_prod(xp.astype(a > 0, xp.int32), axis=1, include_initial=True)):
         r.to_device(xp.cpu)
     return seen
 
@@ -112,7 +114,7 @@ def test_a_key_without_numba_is_the_compilers(monkeypatch, table):
             assert ours is not None
             assert ours == compiler._key(f.fn(), fargs, param_types.to_numba(tuple(argtypes)), lb, cc)
         kinds.add(f.name)
-    assert "make_reduce_kernel" in kinds and len(kinds) >= 2
+    assert {"make_reduce_kernel", "make_tile_scan"} <= kinds and len(kinds) >= 4
 
 
 def test_a_fingerprint_holds_for_its_sources_python_and_numba(monkeypatch, table):
@@ -180,10 +182,12 @@ import numpy as np
 import forge_array as xp
 import forge_array.dispatch.reduce, forge_array.dispatch.axis_reduce
 import forge_array.primitives.reductions, forge_array.primitives.matvec, forge_array.primitives.scan
-from forge_array.kernels import reduce_spec
+import forge_array.dispatch.scan
+from forge_array.kernels import reduce_spec, scan_spec
 from forge_array.runtime import factories, param_types
 spec = reduce_spec.ReduceSpec(op=xp.ops.add.fn, acc_dtypes=("<f4",), identity=(0.0,))
 print(reduce_spec.kernel_argtypes(spec, ("<f4",), reduce_spec.MODE_VEC, 1))
+print(scan_spec.status_words(("<f8",)), scan_spec.pipeline_shape("<f4", 4, 7, 3))
 print(float(xp.sum(xp.asarray(np.arange(10.0)))), "numba" in sys.modules)
 """
 
@@ -192,8 +196,8 @@ def test_the_planning_modules_import_without_numba():
     env = {k: v for k, v in os.environ.items() if not k.startswith(("FORGE_ARRAY_", "NUMBA_"))}   # no simulator
     done = subprocess.run([sys.executable, "-c", _NO_NUMBA], env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.split("\n")[:2] == ["(float32*, int64, int64, float32*, uint8*, uint32*, float32*, float64)",
-                                           "45.0 False"]
+    assert done.stdout.split("\n")[:3] == ["(float32*, int64, int64, float32*, uint8*, uint32*, float32*, float64)",
+                                           "4 (320, 3584, 43008)", "45.0 False"]
 
 
 def test_inside_shipped_only_a_build_is_pending(monkeypatch):

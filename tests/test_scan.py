@@ -21,8 +21,7 @@ import forge_array.dispatch.scan.plan
 import forge_array.dispatch.scan.state
 from forge_array import ops, runtime
 from forge_array.dispatch import scan as dispatch_scan
-from forge_array.kernels import scan as kscan
-from forge_array.kernels.scan import pipeline as kpipe
+from forge_array.kernels import scan_spec
 from forge_array.primitives import accumulate, cumulative_prod, cumulative_sum
 from forge_array.primitives import scan as pscan
 from forge_array.runtime import tuning
@@ -1531,7 +1530,7 @@ def test_pipeline_trace_stamps(bk, sim, monkeypatch):
     stamps, in order, its ticket, its published state, its look-back and its store, and the
     block that ran it; the result is unchanged."""
     _override(monkeypatch, scan={"pipeline": True, "pipe_min": 0})
-    monkeypatch.setattr(kpipe, "TRACE", True)
+    monkeypatch.setattr(scan_spec, "TRACE", True)
     p = tuning.params("scan")
     T = p["pipe_warps"] * 32 * p["pipe_vectors"] * 4
     n = 6 * T + 5
@@ -1542,8 +1541,8 @@ def test_pipeline_trace_stamps(bk, sim, monkeypatch):
     ntiles, grid = plan.tail[0], plan.grid
     assert ntiles == 7
     c = _np(plan.state.counter)
-    assert c.size >= kpipe.trace_words(ntiles)
-    stamps = c[kscan.STAT_WORDS:kpipe.trace_words(ntiles)].reshape(ntiles, kpipe.TRACE_STAMPS)
+    assert c.size >= scan_spec.trace_words(ntiles)
+    stamps = c[scan_spec.STAT_WORDS:scan_spec.trace_words(ntiles)].reshape(ntiles, scan_spec.TRACE_STAMPS)
     assert (stamps[:, :4] > 0).all()
     assert (np.diff(stamps[:, :4].astype(np.int64), axis=1) >= 0).all()
     assert (stamps[:, 4] < grid).all()

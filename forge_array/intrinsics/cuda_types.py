@@ -3,10 +3,11 @@
 
 from __future__ import annotations
 
-import numpy as np
 from llvmlite import ir
 from numba import types
 from numba.np import numpy_support
+
+from ..runtime.packed_words import vector_elems
 
 WARP = 32
 
@@ -27,6 +28,6 @@ def VEC(dtype) -> int:
     """
     if isinstance(dtype, types.Type):
         dtype = numpy_support.as_dtype(dtype)
-    return 16 // np.dtype(dtype).itemsize
+    return vector_elems(dtype)
 
 

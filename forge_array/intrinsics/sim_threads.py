@@ -13,6 +13,7 @@ import time
 import numpy as np
 
 from ..runtime.flags import FLAGS
+from ..runtime.packed_words import vector_elems
 
 WARP = 32
 
@@ -34,11 +35,11 @@ def VEC(dtype) -> int:
     (2, 1)
     """
     try:
-        return 16 // np.dtype(dtype).itemsize
+        return vector_elems(dtype)
     except TypeError:
         from numba.np import numpy_support
 
-        return 16 // numpy_support.as_dtype(dtype).itemsize
+        return vector_elems(numpy_support.as_dtype(dtype))
 
 
 def _thread():

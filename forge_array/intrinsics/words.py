@@ -32,37 +32,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..runtime.packed_words import value_bytes, words_for
 from ._impl import SIMULATE
 
 __all__ = ["pack_words", "unpack_words", "store_relaxed_words", "load_relaxed_words",
            "value_bytes", "words_for"]
-
-
-def value_bytes(dtypes) -> int:
-    """Bytes of a value of scalar members ``dtypes`` packed without padding.
-
-    >>> value_bytes(("float32", "float32")), value_bytes(("float64",))
-    (8, 8)
-    """
-    return sum(np.dtype(d).itemsize for d in dtypes)
-
-
-def words_for(dtypes):
-    """32-bit pieces of the word holding a uint32 status and a value of ``dtypes``: 2 (8
-    bytes) for values of <= 4 bytes, 4 (16 bytes) for <= 12 bytes, else None (too large for
-    one 128-bit access).
-
-    >>> words_for(("float32",)), words_for(("float64",)), words_for(("float32",) * 3), words_for(("complex128",))
-    (2, 4, 4, None)
-    """
-    nb = value_bytes(dtypes)
-    if any(np.dtype(d).kind not in "biufc" for d in dtypes):
-        return None
-    if nb <= 4:
-        return 2
-    if nb <= 12:
-        return 4
-    return None
 
 
 if SIMULATE:

@@ -31,7 +31,7 @@ import time
 import numba
 import numpy as np
 
-from . import backend, background, config, cpu_cache, kernel_files, kernel_sources, lazy, linking, prebuilt
+from . import backend, background, config, cpu_cache, kernel_files, kernel_lookup, kernel_sources, lazy, linking
 from .caches import Cache
 from .counters import STATS
 from .fingerprint import Unfingerprintable, digest
@@ -51,7 +51,7 @@ except Exception:  # pragma: no cover
     _NUMBA_CUDA_VERSION = "unknown"
 
 _MEMORY: dict = {}
-_BY_KEY: dict = {}
+_BY_KEY = kernel_lookup.BY_KEY
 _LOCK = threading.RLock()
 
 
@@ -149,75 +149,19 @@ def _cached(factory, factory_args, argtypes, launch_bounds):
 
 def _built(factory, factory_args, argtypes, launch_bounds, key):
     """The kernel of cache key ``key`` from memory, the disk cache or the package's prebuilt
-    archive (:mod:`.prebuilt`), or None when it must be compiled."""
+    archive (:mod:`.kernel_lookup`), or None when it must be compiled."""
     name = getattr(factory, "__name__", "kernel")
     return _from_caches(key, name, argtypes) or _from_prebuilt(factory, factory_args, argtypes, launch_bounds,
                                                                name, key)
 
 
-def _from_caches(key, name, argtypes):
-    k = _BY_KEY.get(key)
-    if k is not None:
-        return k
-    cached = kernel_files.read_cached(kernel_files.cache_path(key))
-    if cached is None:
-        return None
-    entry, ptx = cached
-    fn = None
-    if not ptx:
-        fn = kernel_files.load_function(key, entry)
-        if fn is None:
-            # a kernel file of machine code alone whose cubin is gone or not loaded by this driver
-            kernel_files.remove(key)
-            return None
-    STATS["disk_hits"] += 1
-    k = _BY_KEY[key] = Kernel(name, argtypes, key=key, entry=entry, ptx=ptx)
-    if fn is not None:
-        _adopt(k, fn)
-    return k
-
-
-def _adopt(k, fn) -> None:
-    """Give kernel ``k`` its function ``fn``, loaded on the current device."""
-    k._fns[backend.cupy().cuda.runtime.getDevice()] = fn
+_from_caches = kernel_lookup.from_caches
 
 
 def _from_prebuilt(factory, factory_args, argtypes, launch_bounds, name, key):
-    """The shipped kernel of this specialisation (:mod:`.prebuilt`: the newest of its compute
-    capabilities this device runs; machine code where the archive has it for this device and
-    the driver loads it, else PTX), written into the disk cache under ``key``; None where
-    there is none or the ``prebuilt`` flag is off (``"exact"``: the kernel made for the
-    compile target itself only, never an older target's PTX: what a prebuild reuses)."""
-    mode = FLAGS["prebuilt"].cell[0]
-    if not mode:
-        return None
-    cc = backend.target_cc()
-    found = None
-    targets = [cc] if mode == "exact" else sorted((t for t in prebuilt.TARGETS if t <= cc), reverse=True)
-    for target in targets:
-        target_key = key if target == cc else _key(factory, factory_args, argtypes, launch_bounds, target)
-        if target_key is None:
-            continue
-        if target in prebuilt.CUBIN_TARGETS and prebuilt.runs_cubin(target, tuple(backend.device_info()["cc"])):
-            machine = prebuilt.lookup_cubin(target_key)
-            if machine is not None:
-                entry, cubin = machine
-                kernel_files.write_cubin(key, cubin)
-                fn = kernel_files.load_function(key, entry)
-                if fn is not None:   # the driver takes it
-                    kernel_files.write_cached(kernel_files.cache_path(key), entry, "")
-                    k = _BY_KEY[key] = Kernel(name, argtypes, key=key, entry=entry, ptx="")
-                    _adopt(k, fn)
-                    return k
-        found = prebuilt.lookup(target_key)
-        if found is not None:
-            break
-    if found is None:
-        return None
-    entry, ptx = found
-    kernel_files.write_cached(kernel_files.cache_path(key), entry, ptx)
-    k = _BY_KEY[key] = Kernel(name, argtypes, key=key, entry=entry, ptx=ptx)
-    return k
+    """The shipped kernel of this specialisation (:func:`.kernel_lookup.from_prebuilt`)."""
+    return kernel_lookup.from_prebuilt(
+        key, name, argtypes, lambda target: _key(factory, factory_args, argtypes, launch_bounds, target))
 
 
 #: The kernels built in this process: (name, operators, seconds), at most the last 1000.
@@ -352,42 +296,6 @@ def _entry_name(ptx: str) -> str:
     if not m:
         raise RuntimeError("no kernel entry point in the compiled PTX")
     return m.group(1)
-
-
-_RESIDENT_BLOCKS: dict = {}
-
-
-def resident_blocks(kernel, block, fallback):
-    """Blocks of ``block`` threads of ``kernel`` that fit on one SM (the driver's occupancy
-    calculator: registers, shared memory), or ``fallback`` where it cannot tell (simulator).
-
-    >>> resident_blocks(None, 256, 4) if config.SIMULATE else 4
-    4
-    """
-    if config.SIMULATE:
-        return fallback
-    key = (kernel, block)
-    v = _RESIDENT_BLOCKS.get(key)
-    if v is None:
-        v = 0
-        try:
-            from cupy.cuda import driver
-
-            v = int(driver.occupancyMaxActiveBlocksPerMultiprocessor(kernel.function().ptr, block, 0))
-        except Exception:  # pragma: no cover - depends on the CuPy build
-            try:   # by hand: registers (allocated per warp, 256 at a time), shared memory
-                fn = kernel.function()
-                warps = -(-block // 32)
-                per_warp = -(-int(fn.num_regs) * 32 // 256) * 256
-                by_regs = (65536 // max(per_warp, 1)) // warps
-                by_smem = (233472 // (int(fn.shared_size_bytes) + 1024))
-                v = min(by_regs, by_smem, 2048 // block, 32)
-            except Exception:
-                v = 0
-        if v <= 0:
-            v = fallback
-        _RESIDENT_BLOCKS[key] = v
-    return v
 
 
 # --------------------------------------------------------------------------- offline

@@ -35,11 +35,10 @@ import sys
 import threading
 import zlib
 
-from . import backend, background, config, kernel_files, kernel_sources, lazy, prebuilt
+from . import backend, background, config, kernel_files, kernel_lookup, kernel_sources, lazy, prebuilt
 from .caches import Cache
 from .counters import STATS
 from .fingerprint import Unfingerprintable, Verbatim, digest, fingerprint
-from .flags import FLAGS
 from .launching import Kernel
 
 __all__ = ["Factory", "factory", "known", "kernel", "key", "prepare", "shipped_only", "table_entries", "write_table",
@@ -55,7 +54,6 @@ _FACTORIES: dict = {}
 _TABLES: dict = {}      # "shipped" / "disk" -> {name: (module hash, text)}
 _WRITTEN: set = set()   # factories whose fingerprint this process wrote to the disk cache
 _MEMORY = Cache("runtime.factories.MEMORY")
-_BY_KEY: dict = {}
 _TLS = threading.local()
 
 
@@ -288,7 +286,7 @@ def shipped_only():
 #: modules whose import needs numba (the kernel modules' numba-free specifications aside)
 _NEEDS_NUMBA = ("numba", "forge_array.kernels.", "forge_array.runtime.compiler", "forge_array.runtime.kernel_types",
                 "forge_array.runtime.linking", "forge_array.runtime.cpu_cache")
-_NUMBA_FREE = ("forge_array.kernels.reduce_spec",)
+_NUMBA_FREE = ("forge_array.kernels.reduce_spec", "forge_array.kernels.scan_spec")
 
 
 def _guard(name: str) -> None:
@@ -302,60 +300,10 @@ lazy.GUARDS.append(_guard)
 
 def _found(f: Factory, fargs, argtypes, launch_bounds):
     """The kernel from the disk cache or the shipped archive, found without numba, or None."""
-    cc = backend.target_cc()
-    k = key(f, fargs, argtypes, launch_bounds, cc)
+    k = key(f, fargs, argtypes, launch_bounds, backend.target_cc())
     if k is None:
         return None
-    hit = _BY_KEY.get(k)
-    if hit is not None:
-        return hit
-    name = f.name
-    cached = kernel_files.read_cached(kernel_files.cache_path(k))
-    if cached is not None:
-        entry, ptx = cached
-        kern = Kernel(name, argtypes, key=k, entry=entry, ptx=ptx)
-        if not ptx and not _load(kern, k, entry):
-            kernel_files.remove(k)
-            return None
-        STATS["disk_hits"] += 1
-        _BY_KEY[k] = kern
-        return kern
-    mode = FLAGS["prebuilt"].cell[0]
-    if not mode:
-        return None
-    targets = [cc] if mode == "exact" else sorted((t for t in prebuilt.TARGETS if t <= cc), reverse=True)
-    device_cc = tuple(backend.device_info()["cc"])
-    for target in targets:
-        tk = k if target == cc else key(f, fargs, argtypes, launch_bounds, target)
-        if tk is None:
-            continue
-        if target in prebuilt.CUBIN_TARGETS and prebuilt.runs_cubin(target, device_cc):
-            machine = prebuilt.lookup_cubin(tk)
-            if machine is not None:
-                entry, cubin = machine
-                kernel_files.write_cubin(k, cubin)
-                kern = Kernel(name, argtypes, key=k, entry=entry, ptx="")
-                if _load(kern, k, entry):
-                    kernel_files.write_cached(kernel_files.cache_path(k), entry, "")
-                    _BY_KEY[k] = kern
-                    return kern
-        found = prebuilt.lookup(tk)
-        if found is not None:
-            entry, ptx = found
-            kernel_files.write_cached(kernel_files.cache_path(k), entry, ptx)
-            kern = _BY_KEY[k] = Kernel(name, argtypes, key=k, entry=entry, ptx=ptx)
-            return kern
-    return None
-
-
-def _load(kern: Kernel, k: str, entry: str) -> bool:
-    """Load the machine code of a kernel file without PTX on the current device; False where
-    the cubin is gone or the driver refuses it."""
-    fn = kernel_files.load_function(k, entry)
-    if fn is None:
-        return False
-    kern._fns[backend.cupy().cuda.runtime.getDevice()] = fn
-    return True
+    return kernel_lookup.find(k, f.name, argtypes, lambda target: key(f, fargs, argtypes, launch_bounds, target))
 
 
 def kernel(f: Factory, fargs: tuple, argtypes: tuple, launch_bounds=None) -> Kernel:

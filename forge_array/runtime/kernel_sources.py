@@ -30,9 +30,10 @@ __all__ = ["SHARED_SOURCES", "KERNEL_SOURCES", "SIMULATOR_SOURCES", "source_hash
 
 #: the sources every kernel reads: the intrinsics (with their subfolders), and of the runtime
 #: the compiler (compile options, PTX post-processing) and what kernel modules read from it
-#: (argument types, alignment, the simulator switch, the linking of stand-in operators)
+#: (argument types, alignment, the simulator switch, the linking of stand-in operators, the
+#: sizes of vector accesses and status words)
 SHARED_SOURCES = ("intrinsics/**/*.py", "runtime/compiler.py", "runtime/linking.py", "runtime/memory.py",
-                  "runtime/config.py", "runtime/kernel_types.py", "kernels/__init__.py")
+                  "runtime/config.py", "runtime/kernel_types.py", "runtime/packed_words.py", "kernels/__init__.py")
 #: every kernel source: the shared ones and the kernel modules (the factories)
 KERNEL_SOURCES = SHARED_SOURCES + ("kernels/**/*.py",)
 #: of those, the simulator's own intrinsics: they never become GPU code (the simulator runs

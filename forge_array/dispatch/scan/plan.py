@@ -8,7 +8,9 @@ from typing import NamedTuple
 import numpy as np
 
 from ... import runtime
-from ...runtime import lazy, tuning
+from ...kernels import scan_spec as _spec
+from ...runtime import factories, tuning
+from ...runtime.param_types import I64, ptr, tuple_ptr
 from .._common import collapse
 from .state import (
     after_launch,
@@ -20,10 +22,13 @@ from .state import (
     tile_state,
 )
 
-# the kernel modules (numba.cuda) load at first use: CPU arrays never need them
-knarrow = lazy.module("forge_array.kernels.scan.narrow", __name__, "knarrow")
-kscan = lazy.module("forge_array.kernels.scan", __name__, "kscan")
-kpipe = lazy.module("forge_array.kernels.scan.pipeline", __name__, "kpipe")
+# the kernel factories (their modules, and numba, load where a kernel must be built)
+_COLUMN = factories.factory("forge_array.kernels.scan.column", "make_column_scan")
+_DIRECT = factories.factory("forge_array.kernels.scan.column_direct", "make_column_direct")
+_NARROW = factories.factory("forge_array.kernels.scan.narrow", "make_narrow_scan")
+_PIPELINE = factories.factory("forge_array.kernels.scan.pipeline", "make_pipeline_scan")
+_ROW = factories.factory("forge_array.kernels.scan.row", "make_row_scan")
+_TILE = factories.factory("forge_array.kernels.scan.tile", "make_tile_scan")
 
 # ---- launch plans: everything but the operands' addresses, replayed by a dict lookup
 
@@ -72,8 +77,8 @@ class _Plan:
         src, dst = x.data.ptr + in_off, out.data.ptr + out_off
         pointers = {src: ("in", 0, in_off), dst: ("out", 0, out_off)}
         consts = []
-        for j, (b, ptr) in enumerate(zip(self.init, self.initb)):
-            pointers[ptr] = ("const", j)
+        for j, (b, address) in enumerate(zip(self.init, self.initb)):
+            pointers[address] = ("const", j)
             consts.append([b.dtype.str, b.get().tobytes().hex()])
         st = self.state
         state = None
@@ -193,7 +198,8 @@ def _row_lead(xv, isz, bx, nbatch, nb1):
 
 def _one_phase(xv):
     """Whether the leaves ``xv`` of a mapped scan start in one 16-byte phase (with one item
-    size, see ``kscan._vec_ok``, one 128-bit load per leaf reads the same elements of each)."""
+    size, see :func:`~forge_array.kernels.scan_spec.vec_ok`, one 128-bit load per leaf reads
+    the same elements of each)."""
     mis = runtime.misalignment(xv[0])
     return all(runtime.misalignment(a) == mis for a in xv[1:])
 
@@ -209,11 +215,8 @@ def _output_in_phase(ov, osz, V, shift, lead, bo, nbatch, nb1):
 
 def _tile_argtypes(in_dtypes, acc_dtypes, st):
     """Argument types of the tile and pipelined scans (buffers, 11 scalars, tile states)."""
-    I64 = runtime.i64
-    return (runtime.tuple_ptr_t(in_dtypes), runtime.tuple_ptr_t(acc_dtypes),
-            runtime.tuple_ptr_t(acc_dtypes)) + (I64,) * 11 + (
-        runtime.ptr_t(st.status.dtype), runtime.tuple_ptr_t(acc_dtypes),
-        runtime.ptr_t(np.uint64), I64, I64, I64)
+    return (tuple_ptr(in_dtypes), tuple_ptr(acc_dtypes), tuple_ptr(acc_dtypes)) + (I64,) * 11 + (
+        ptr(st.status.dtype), tuple_ptr(acc_dtypes), ptr(np.uint64), I64, I64, I64)
 
 
 class Scan(NamedTuple):
@@ -317,13 +320,12 @@ def _plan_columns(p, pc, s: Scan, columns: bool, sync: tuple):
             staged = 2 if (s.shift == 0 and s.s_out == s.s_in and s.bo[1] == bx[1]) else 1
     # few columns per block: a warp per column's look-back (32 chunks per round trip)
     wlb = nchunks > 1 and cb <= int(pc.get("warp_lookback_cols", 16))
-    I64 = runtime.i64
-    argtypes = (runtime.tuple_ptr_t(s.in_dtypes), runtime.tuple_ptr_t(s.acc_dtypes),
-                runtime.tuple_ptr_t(s.acc_dtypes)) + (I64,) * 13 + (
-        runtime.ptr_t(st.status.dtype), runtime.tuple_ptr_t(s.acc_dtypes),
-        runtime.ptr_t(np.uint64), I64, I64)
-    p.kernel = runtime.compile_kernel(
-        kscan.make_column_scan,
+    argtypes = (tuple_ptr(s.in_dtypes), tuple_ptr(s.acc_dtypes),
+                tuple_ptr(s.acc_dtypes)) + (I64,) * 13 + (
+        ptr(st.status.dtype), tuple_ptr(s.acc_dtypes),
+        ptr(np.uint64), I64, I64)
+    p.kernel = factories.kernel(
+        _COLUMN,
         (s.fn, s.tuple_op, s.in_dtypes, s.acc_dtypes, block, items, s.shift, s.has_init, bool(s.det))
         + sync + (staged, int(pc.get("lookback", 0)), wlb) + ((True,) if s.init_batch else ()),
         argtypes)
@@ -346,7 +348,7 @@ def _plan_tile(p, pt, s: Scan, sync: tuple):
     lead = 0
     aligned = False
     isz = in_dtypes[0].itemsize
-    # (a mapped scan: every leaf in one 16-byte phase; _vec_ok checks their item sizes)
+    # (a mapped scan: every leaf in one 16-byte phase; vec_ok checks their item sizes)
     mapped = s.mapfn is not None
     if (not s.tuple_op and s.s_in == 1 and isz < 16 and pt.get("vector", True)
             and (len(in_dtypes) == 1 or (mapped and _one_phase(s.xv)))):
@@ -357,11 +359,11 @@ def _plan_tile(p, pt, s: Scan, sync: tuple):
     items = items_for_size(pt, items_for(pt, acc_dtypes), n * nbatch, acc_dtypes)
     items = fit_items(pt, items, n, in_dtypes, acc_dtypes, s.tuple_op)
     tile = block * items
-    vec = aligned and kscan._vec_ok(in_dtypes, acc_dtypes, block, items, mapped)
+    vec = aligned and _spec.vec_ok(in_dtypes, acc_dtypes, block, items, mapped)
     if not vec:
         lead = 0
     ovec = False
-    if vec and s.s_out == 1 and kscan.ovec_ok(in_dtypes, acc_dtypes, items, mapped):
+    if vec and s.s_out == 1 and _spec.ovec_ok(in_dtypes, acc_dtypes, items, mapped):
         # output element start + k + shift must be 16-byte aligned whenever input element
         # start + k is (k a multiple of V): same phase, batch strides multiples of V
         ovec = _output_in_phase(s.ov, acc_dtypes[0].itemsize, 16 // isz, s.shift, lead, s.bo, nbatch, nb1)
@@ -377,14 +379,14 @@ def _plan_tile(p, pt, s: Scan, sync: tuple):
     # (not for a mapped scan: each leaf's loads are in flight at once)
     lb = (block, mb) if mb and vec and small and not mapped and block * mb <= 2048 else None
     det = bool(s.det)
-    p.kernel = runtime.compile_kernel(
-        kscan.make_tile_scan,
+    p.kernel = factories.kernel(
+        _TILE,
         (s.fn, s.tuple_op, in_dtypes, acc_dtypes, block, items, s.shift, s.has_init, det, vec,
          ovec, ticket) + sync + (bool(pt.get("keep_items", False)),
                                  int(pt.get("det_lookback" if det else "lookback", 4)),
                                  bool(pt.get("shared_vec", False)))
         + _optional_args(s.mapfn, _det_group(pt) if det else None),
-        argtypes, launch_bounds=lb)
+        argtypes, lb)
     p.scalars = (n, s.m, nb1, s.s_in, s.bx[0], s.bx[1], s.s_out, s.bo[0], s.bo[1], lead, tpr)
     p.tail = (ntiles,)
     grid = ntiles
@@ -441,14 +443,14 @@ def _plan_pipeline(p, pt, s: Scan, sync: tuple):
     warps, vectors, stages = int(pt["pipe_warps"]), int(pt["pipe_vectors"]), int(pt["pipe_stages"])
     lookers = int(pt.get("pipe_lookers", 1))
     group = max(1, int(pt.get("pipe_group", 1)))
-    block, tile, nbytes = kpipe.pipeline_shape(acc, warps, vectors, stages, lookers)
+    block, tile, nbytes = _spec.pipeline_shape(acc, warps, vectors, stages, lookers)
     if nbatch > 1 and n < float(pt.get("pipe_row_tiles", 16)) * tile:
         # short rows: mostly partial tiles; below about half a tile per row the tile scan is
         # faster (H200, float32 rows of 3000: 420 against 566 us; rows of 1.5 tiles: 257-261
         # against 316, since partial tiles move by bulk copies of their aligned middle)
         return None
     # tile buffers beyond the static limit: dynamic shared memory (not in the simulator)
-    extra = kpipe.pipeline_scratch_bytes(acc, warps, stages)
+    extra = _spec.pipeline_scratch_bytes(acc, warps, stages)
     dynamic = nbytes + extra + 256 > _STATIC_SHARED or bool(pt.get("pipe_dynamic", False))
     if dynamic and (runtime.SIMULATE or nbytes + extra > 227 * 1024):
         return None
@@ -457,14 +459,14 @@ def _plan_pipeline(p, pt, s: Scan, sync: tuple):
     ntiles = tpr * nbatch
     wide = sync[0]
     st = tile_state(xv[0], acc_dtypes, ntiles, wide)
-    if kpipe.TRACE:
-        st.counter_room(kpipe.trace_words(group * (-(-ntiles // group))))
+    if _spec.TRACE:
+        st.counter_room(_spec.trace_words(group * (-(-ntiles // group))))
     argtypes = _tile_argtypes(in_dtypes, acc_dtypes, st)
-    p.kernel = runtime.compile_kernel(
-        kpipe.make_pipeline_scan,
+    p.kernel = factories.kernel(
+        _PIPELINE,
         (s.fn, acc, warps, vectors, stages, s.shift, s.has_init, ovec) + sync
         + (int(pt.get("det_lookback" if det else "pipe_lookback", 1)), dynamic, lookers, group,
-           bool(kpipe.TRACE), det) + _optional_args(_det_group(pt) if det else None), argtypes)
+           bool(_spec.TRACE), det) + _optional_args(_det_group(pt) if det else None), argtypes)
     p.shared = nbytes if dynamic else 0
     p.scalars = (n, s.m, nb1, s.s_in, bx[0], bx[1], s.s_out, s.bo[0], s.bo[1], lead, tpr)
     p.tail = (ntiles,)
@@ -537,19 +539,17 @@ def _plan_rows(p, pc, s: Scan):
     tw = vecs * 32 * (16 // isz)
     tiles = -(-nbatch // (tw // n))
     wpb = block // 32
-    I64 = runtime.i64
-    argtypes = (runtime.tuple_ptr_t((ind,)), runtime.tuple_ptr_t((acc,)),
-                runtime.tuple_ptr_t((acc,)), I64, I64, I64, I64)
+    argtypes = (tuple_ptr((ind,)), tuple_ptr((acc,)),
+                tuple_ptr((acc,)), I64, I64, I64, I64)
     fargs = (s.fn, acc, block, vecs, s.has_init, ind if ind != acc else None, bool(s.shift), s.s_in < 0)
-    p.kernel = runtime.compile_kernel(kscan.make_row_scan, fargs, argtypes)
+    p.kernel = factories.kernel(_ROW, fargs, argtypes)
     # rows_staged_bound: where registers keep some of the grid's blocks per SM from being
     # resident together (shifted rows: 80 registers, 3 blocks of 256 per SM of the grid's 4;
     # the persistent grid's last blocks would then run after the others), the kernel with a
     # launch bound that fits them all, if it does
     if (pc.get("rows_staged_bound", True) and block * per_sm <= 2048
             and runtime.resident_blocks(p.kernel, block, per_sm) < per_sm):
-        kb = runtime.compile_kernel(kscan.make_row_scan, fargs, argtypes,
-                                    launch_bounds=(block, per_sm))
+        kb = factories.kernel(_ROW, fargs, argtypes, (block, per_sm))
         if runtime.resident_blocks(kb, block, per_sm) >= per_sm:
             p.kernel = kb
     aux = runtime.misalignment(s.xv[0]) // ind.itemsize + 16 * (runtime.misalignment(s.ov[0]) // isz)
@@ -568,7 +568,7 @@ def _narrow_fit(pc, s: Scan):
     one 4- or 8-byte dtype scanned in itself, both naturally aligned (inclusive, exclusive or
     with ``include_initial``; one ``init`` or one per column)."""
     in_dtypes, acc_dtypes, nbatch = s.in_dtypes, s.acc_dtypes, s.nbatch
-    widest = knarrow.MAX_PACKED_COLUMNS if int(pc.get("narrow_packed", 0)) else knarrow.MAX_COLUMNS
+    widest = _spec.MAX_PACKED_COLUMNS if int(pc.get("narrow_packed", 0)) else _spec.MAX_COLUMNS
     cols = min(int(pc.get("narrow_max", 0)), widest)
     if not 2 <= nbatch <= cols or len(in_dtypes) != 1 or in_dtypes[0] != acc_dtypes[0]:
         return False
@@ -587,16 +587,15 @@ def _plan_narrow(p, pc, s: Scan):
     acc_dtypes, n, nbatch = s.acc_dtypes, s.n, s.nbatch
     acc = acc_dtypes[0]
     block, items = narrow_shape(pc, nbatch, acc.itemsize)
-    _, _, T = knarrow.tile_rows(block, items, nbatch)
+    _, _, T = _spec.tile_rows(block, items, nbatch)
     ntiles = -(-n // T)
     packed = int(pc.get("narrow_packed", 0))  # > 0: packed word per (tile, column)
     st = tile_state(s.xv[0], acc_dtypes, ntiles * nbatch, flags=not packed)
-    I64 = runtime.i64
-    argtypes = (runtime.tuple_ptr_t((acc,)),) * 3 + (I64,) * 4 + (
-        runtime.ptr_t(st.status.dtype), runtime.tuple_ptr_t((acc,)), runtime.ptr_t(np.uint64),
+    argtypes = (tuple_ptr((acc,)),) * 3 + (I64,) * 4 + (
+        ptr(st.status.dtype), tuple_ptr((acc,)), ptr(np.uint64),
         I64, I64)
-    p.kernel = runtime.compile_kernel(
-        knarrow.make_narrow_scan,
+    p.kernel = factories.kernel(
+        _NARROW,
         (s.fn, acc, block, items, s.has_init, int(pc.get("narrow_prefix_every", 1)), packed,
          bool(pc.get("narrow_wide", False)), int(s.shift)) + ((True,) if s.init_batch else ()),
         argtypes)
@@ -661,11 +660,10 @@ def _plan_direct(p, pc, s: Scan):
             vout = (osz == isz and bo[1] == 1 and s_out % V == 0 and omis % osz == 0
                     and omis // osz == lead)
     VC = V if vin else 1
-    I64 = runtime.i64
-    argtypes = (runtime.tuple_ptr_t(in_dtypes), runtime.tuple_ptr_t(acc_dtypes),
-                runtime.tuple_ptr_t(acc_dtypes)) + (I64,) * 11
-    p.kernel = runtime.compile_kernel(
-        kscan.make_column_direct,
+    argtypes = (tuple_ptr(in_dtypes), tuple_ptr(acc_dtypes),
+                tuple_ptr(acc_dtypes)) + (I64,) * 11
+    p.kernel = factories.kernel(
+        _DIRECT,
         (s.fn, False, in_dtypes, acc_dtypes, block, rows, s.shift, s.has_init, vin, vout), argtypes)
     p.scalars = (n, s.m, nbatch, nb1, s_in, bx[0], bx[1], s_out, bo[0], bo[1], lead)
     groups = -(-(nbatch + lead) // VC)

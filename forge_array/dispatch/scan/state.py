@@ -8,12 +8,10 @@ import threading
 import numpy as np
 
 from ... import runtime
-from ...runtime import lazy, temp
+from ...kernels import scan_spec as _spec
+from ...runtime import temp
 from ...runtime.caches import Cache
 from ...runtime.scan_state import TileState, zeros16
-
-# the kernel modules (numba.cuda) load at first use: CPU arrays never need them
-kscan = lazy.module("forge_array.kernels.scan", __name__, "kscan")
 
 # --------------------------------------------------------------------------- kernel path
 
@@ -21,7 +19,7 @@ kscan = lazy.module("forge_array.kernels.scan", __name__, "kscan")
 def _new_state(like, packed, acc_dtypes, slots):
     """The :class:`forge_array.runtime.scan_state.TileState` of the kernel layer on ``like``'s
     device (a buffer per word array, the counter of the kernels' statistics words)."""
-    return TileState(runtime.array_module(like), packed, acc_dtypes, slots, kscan.STAT_WORDS, runtime.buffer_of)
+    return TileState(runtime.array_module(like), packed, acc_dtypes, slots, _spec.STAT_WORDS, runtime.buffer_of)
 
 
 _zeros16 = zeros16
@@ -43,7 +41,7 @@ def tile_state(like, acc_dtypes, slots, wide=True, flags=False):
     cache = getattr(THREAD_LOCAL, "states", None)
     if cache is None:
         cache = THREAD_LOCAL.states = {}
-    packed = 0 if flags else (kscan.status_words(acc_dtypes) if kscan.packable(acc_dtypes, wide) else 0)
+    packed = 0 if flags else (_spec.status_words(acc_dtypes) if _spec.packable(acc_dtypes, wide) else 0)
     key = state_key(like) + (packed, acc_dtypes)
     st = cache.get(key)
     if st is None:
@@ -77,8 +75,8 @@ def scan_statistics():
     spins = agg = 0
     for st in getattr(THREAD_LOCAL, "states", {}).values():
         c = st.counter.get() if runtime.is_cupy_array(st.counter) else st.counter
-        spins += int(c[kscan.STAT_SPINS])
-        agg += int(c[kscan.STAT_AGG_WINDOWS])
+        spins += int(c[_spec.STAT_SPINS])
+        agg += int(c[_spec.STAT_AGG_WINDOWS])
     return {"spins": spins, "agg_steps": agg}
 
 

@@ -68,25 +68,10 @@ Example (the public way in is :func:`forge_array.primitives.accumulate`):
 """
 
 
+from ..scan_spec import STAT_AGG_WINDOWS, STAT_SPINS, STAT_WORDS, ovec_ok, packable, status_words
 from .column import make_column_scan
 from .column_direct import make_column_direct
-from .lookback import (
-                       AGG,
-                       COUNT,
-                       EMPTY,
-                       PREFIX,
-                       STAT_AGG_WINDOWS,
-                       STAT_SPINS,
-                       STAT_WORDS,
-                       ovec_ok,
-                       packable,
-                       status_words,
-                       tagged_combine,
-                       value_op,
-)
-from .lookback import (
-                       _vec_ok as _vec_ok,
-)
+from .lookback import AGG, COUNT, EMPTY, PREFIX, tagged_combine, value_op
 from .row import make_row_scan
 from .tile import make_tile_scan
 

@@ -6,19 +6,17 @@ import numpy as np
 from numba import cuda
 
 from ... import intrinsics as fi
+from ..scan_spec import STAT_AGG_WINDOWS, packable, status_words
 from .lookback import (
     _ONE,
     _TWO,
     _ZERO,
     COUNT,
-    STAT_AGG_WINDOWS,
     _ld_tag,
     _make_converter,
     _make_status,
     _st_tag,
     make_warp_lookback,
-    packable,
-    status_words,
     tagged_combine,
     value_op,
 )

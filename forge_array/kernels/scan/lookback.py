@@ -9,15 +9,12 @@ from numba import cuda
 from ... import intrinsics as fi
 from ...intrinsics import words as fw
 from ...runtime.flags import FLAGS
+from ..scan_spec import STAT_AGG_WINDOWS, STAT_SPINS, packable, status_words
 
 EMPTY, AGG, PREFIX = 0, 1, 2
 #: ``publish`` kind (and ``want`` of a read) of a group's aggregate in the deterministic
 #: group look-back (:func:`make_group_lookback`); stored and folded as an aggregate
 GROUP = 3
-
-#: Counter buffer layout: [0] tile ticket, [1] spins on a not-yet-published predecessor,
-#: [2] look-back steps that combined an AGGREGATE (went further back).
-STAT_SPINS, STAT_AGG_WINDOWS, STAT_WORDS = 1, 2, 4
 
 _ZERO, _ONE, _TWO = np.int32(0), np.int32(1), np.int32(2)
 
@@ -26,29 +23,6 @@ _ZERO, _ONE, _TWO = np.int32(0), np.int32(1), np.int32(2)
 #: word and slow the scans down; the variable is part of the kernels' cache key).
 COUNT = bool(fi.SIMULATE) or FLAGS["scan_count"].cell[0]
 _U32, _U2, _U3 = np.uint64(32), np.uint64(2), np.uint64(3)
-
-
-def packable(acc_dtypes, wide: bool = True) -> bool:
-    """Whether status and value share one word: 8 bytes for one value of <= 4 bytes, 16
-    bytes (one 128-bit access, CUB's ``longlong2`` transaction word) for values of <= 12
-    bytes (float64, int64, complex64, (float32, float32) pairs, ...) when ``wide``.
-
-    >>> packable(("float32",)), packable(("float64",)), packable(("float32", "float32"))
-    (True, True, True)
-    >>> packable(("float64",), wide=False), packable(("float64", "float64"))
-    (False, False)
-    """
-    sw = status_words(acc_dtypes)
-    return sw is not None and (wide or sw == 2)
-
-
-def status_words(acc_dtypes):
-    """32-bit pieces of a packed status word (2 or 4), None when the value needs flag + slots.
-
-    >>> status_words(("int8",)), status_words(("int64",)), status_words(("float64", "float64"))
-    (2, 4, None)
-    """
-    return fw.words_for(tuple(np.dtype(d) for d in acc_dtypes))
 
 
 def _jit(device):
@@ -332,30 +306,6 @@ def _make_status(acc_dtypes, packed: bool, det: bool, comb, release: bool = Fals
         return window
 
     return publish, make_window
-
-
-def _vec_ok(in_dtypes, acc_dtypes, block, items, mapped=False):
-    """Whether the tile scan can load its inputs as 128-bit vectors: one input (or, for a
-    mapped scan, inputs of one item size) of < 16 bytes, items a multiple of the vector."""
-    sizes = {np.dtype(d).itemsize for d in in_dtypes}
-    return (len(in_dtypes) == 1 or mapped) and len(sizes) == 1 and sizes.pop() < 16 and (
-        items % fi.VEC(in_dtypes[0]) == 0)
-
-
-def ovec_ok(in_dtypes, acc_dtypes, items, mapped=False) -> bool:
-    """Whether 128-bit output stores are possible at all: one value whose size is the
-    input's (so that input and output tiles have the same 16-byte phase); a mapped scan's
-    inputs all of that size.
-
-    >>> ovec_ok(("float32",), ("float32",), 16), ovec_ok(("int8",), ("int64",), 8)
-    (True, False)
-    >>> ovec_ok(("float32", "int32"), ("float32",), 16, mapped=True)
-    True
-    """
-    osz = np.dtype(acc_dtypes[0]).itemsize
-    return (len(acc_dtypes) == 1 and (len(in_dtypes) == 1 or mapped)
-            and all(np.dtype(d).itemsize == osz for d in in_dtypes) and osz < 16
-            and items % fi.VEC(acc_dtypes[0]) == 0)
 
 
 def _make_gather(n):

@@ -54,35 +54,13 @@ import numpy as np
 from numba import cuda
 
 from ... import intrinsics as fi
+from ..scan_spec import MAX_COLUMNS
 from ..staging import make_tile_loader, make_tile_storer
 from . import lookback as kscan
 
-__all__ = ["make_narrow_scan", "MAX_COLUMNS", "tile_rows"]
-
-#: Widest matrix the flag-word layout takes: one look-back lane of warp 0 per column.
-MAX_COLUMNS = 32
-#: Widest matrix the packed layout takes (a thread per column, at most the block's threads).
-MAX_PACKED_COLUMNS = 1024
+__all__ = ["make_narrow_scan"]
 
 AGG, PREFIX = 1, 2
-
-
-def tile_rows(block: int, items: int, p: int) -> tuple[int, int, int]:
-    """``(G, R, T)`` of a tile for ``p`` columns: ``G`` groups of ``p`` threads (at most 32),
-    ``R`` rows per thread with ``R = 1 (mod 32 / gcd(p, 32))`` (conflict-free shared-memory
-    reads), ``T = G * R`` rows per tile (``T * p <= block * items``). The kernel computes
-    the same from its runtime ``p``.
-
-    >>> tile_rows(128, 64, 10)
-    (12, 65, 780)
-    >>> tile_rows(128, 64, 32)
-    (4, 64, 256)
-    """
-    G = min(block // p, 32)
-    lsb = min(p & -p, 32)
-    M = 32 // lsb
-    R = ((block * items) // (G * p) - 1) // M * M + 1
-    return G, R, G * R
 
 
 def make_narrow_scan(fn, acc_dtype, block, items, has_init, prefix_every=1, packed=0,

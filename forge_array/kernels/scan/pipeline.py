@@ -40,7 +40,7 @@ aggregates, PREFIXes and group aggregates in their own status slots.
 Example (the public way in is ``forge_array.cumulative_sum``; the host picks this kernel
 when ``tuning.params("scan")["pipeline"]`` is on):
 
->>> from forge_array.kernels.scan.pipeline import pipeline_shape
+>>> from forge_array.kernels.scan_spec import pipeline_shape
 >>> pipeline_shape("float32", warps=4, vectors=7, stages=3)
 (320, 3584, 43008)
 """
@@ -51,69 +51,22 @@ import numpy as np
 from numba import cuda
 
 from ... import intrinsics as fi
-from ...runtime.flags import FLAGS
+from ..scan_spec import STAT_WORDS, TRACE, TRACE_STAMPS, packable
 from .lookback import (
     _ONE,
     _TWO,
     _ZERO,
-    STAT_WORDS,
     _ld_tag,
     _make_shared_vec,
     _make_status,
     _st_tag,
     group_or_window_lookback,
-    packable,
     tagged_combine,
     tile_coords,
     value_op,
 )
 
-__all__ = ["make_pipeline_scan", "pipeline_shape", "pipeline_scratch_bytes", "TRACE",
-           "TRACE_STAMPS", "trace_words"]
-
-#: Time-stamp every tile (a diagnostic: ``FORGE_ARRAY_SCAN_TRACE=1``, part of the kernels'
-#: cache key): ``%globaltimer`` when the producer took its ticket, when the reduce squad
-#: published its state, when its look-back ended and when its store had left the buffer,
-#: and the block that ran it; ``TRACE_STAMPS`` words per tile in the counter buffer after
-#: its ``STAT_WORDS`` statistics words (:func:`trace_words` of them; the host makes room).
-TRACE = FLAGS["scan_trace"].cell[0]
-TRACE_STAMPS = 5
-
-
-def trace_words(ntiles: int) -> int:
-    """Words of the counter buffer a traced launch of ``ntiles`` tiles writes (statistics
-    words included).
-
-    >>> trace_words(10)
-    54
-    """
-    return STAT_WORDS + TRACE_STAMPS * int(ntiles)
-
-
-def pipeline_shape(dtype, warps: int, vectors: int, stages: int, lookers: int = 1):
-    """``(threads per block, tile elements, bytes of the tile buffers)`` of a pipeline of
-    ``warps`` warps per squad (reduce, scan-store) with ``vectors`` 16-byte vectors per
-    thread and ``stages`` buffers (plus the producer warp and ``lookers`` look-back warps).
-
-    >>> pipeline_shape("float64", warps=2, vectors=1, stages=2)
-    (192, 128, 2048)
-    >>> pipeline_shape("float32", warps=4, vectors=13, stages=4, lookers=2)[0]
-    352
-    """
-    dt = np.dtype(dtype)
-    tile = warps * 32 * vectors * fi.VEC(dt)
-    return (2 * warps + 1 + lookers) * 32, tile, stages * tile * dt.itemsize
-
-
-def pipeline_scratch_bytes(dtype, warps: int, stages: int) -> int:
-    """Static shared memory besides the tile buffers: the tagged slots (warp, tile and
-    thread totals, prefixes: an int64 kind and a value each), tile ids and mbarriers.
-
-    >>> pipeline_scratch_bytes("float32", warps=4, stages=3)
-    4944
-    """
-    nslot = stages * (warps + 2 + warps * 32)
-    return nslot * (8 + np.dtype(dtype).itemsize) + stages * 8 + 4 * stages * 8
+__all__ = ["make_pipeline_scan"]
 
 
 def make_pipeline_scan(fn, dtype, warps, vectors, stages, shift, has_init, ovec, wide=True,

@@ -7,6 +7,7 @@ import numpy as np
 from numba import cuda
 
 from ... import intrinsics as fi
+from ..scan_spec import ovec_ok, vec_ok
 from .lookback import (
     _ONE,
     _TWO,
@@ -17,9 +18,7 @@ from .lookback import (
     _make_shared_vec,
     _make_vec_loader,
     _st_tag,
-    _vec_ok,
     make_tile_prefix,
-    ovec_ok,
     tagged_combine,
     tile_coords,
     value_op,
@@ -105,7 +104,7 @@ def make_tile_scan(fn, tuple_op, in_dtypes, acc_dtypes, block, items, shift, has
     VO = fi.VEC(acc_dtypes[0]) if ovec else 1
     NVO = items // VO
     gather = _make_gather(VO)
-    assert K >= 1 and (not vec or _vec_ok(in_dtypes, acc_dtypes, block, items, MAPPED))
+    assert K >= 1 and (not vec or vec_ok(in_dtypes, acc_dtypes, block, items, MAPPED))
     vload_in = _make_vec_loader(in_dtypes, acc_dtypes, mapfn, VEC)
 
     if KEEP:
