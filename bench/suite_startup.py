@@ -74,8 +74,11 @@ else:
     fscan = lambda a, b: cp.cumsum(a * b)
 calls += [("fused sum(x*y+1)", lambda: fsum(x32, y32)), ("fused cumulative_sum(x*y)", lambda: fscan(x32, y32))]
 first = {}
+numba_loaded = None
 for name, call in calls:
     t = time.perf_counter(); call(); cp.cuda.runtime.deviceSynchronize(); first[name] = time.perf_counter() - t
+    if name == "argmax":   # the standard calls done: did any of them need numba?
+        numba_loaded = float("numba" in sys.modules)
 total = time.perf_counter() - t0
 res = {"import_s": t_import, "setup_s": t_setup, "first_s": first, "total_s": total}
 if LIB == "forge_array":   # after the script: did the first calls defer, do later calls run ours?
@@ -83,6 +86,7 @@ if LIB == "forge_array":   # after the script: did the first calls defer, do lat
     res["deferred"] = STATS["deferred"]
     res["stored"] = STATS["stored_launches"]
     res["numba_free"] = STATS["numba_free_kernels"]
+    res["numba_loaded"] = numba_loaded
     res["built_in_background_s"] = 0.0
     t = time.perf_counter(); background.wait(600); res["built_in_background_s"] = time.perf_counter() - t
     ours = 0
@@ -132,8 +136,8 @@ def _median_runs(runs):
            "totals_s": [r["total_s"] for r in runs],
            "total_s": statistics.median(r["total_s"] for r in runs),
            "first_s": {k: statistics.median(r["first_s"][k] for r in runs) for k in keys}}
-    for k in ("deferred", "stored", "numba_free", "later_calls_on_ours", "kernels_compiled", "compile_s",
-              "built_in_background_s"):
+    for k in ("deferred", "stored", "numba_free", "numba_loaded", "later_calls_on_ours", "kernels_compiled",
+              "compile_s", "built_in_background_s"):
         if k in runs[0]:
             res[k] = statistics.median(r[k] for r in runs)
     if "compiles" in runs[0]:
@@ -191,6 +195,8 @@ def _report(name, args, results):
     for label, key, fmt in (("calls that ran on the fallback", "deferred", "{:.0f}"),
                             ("launches run from stored launches (before numba loaded)", "stored", "{:.0f}"),
                             ("kernels found without numba (shipped archive, disk cache)", "numba_free", "{:.0f}"),
+                            ("numba imported when the nine standard calls end (1: yes)", "numba_loaded",
+                             "{:.0f}"),
                             ("background builds still running at the end (s)", "built_in_background_s", "{:.2f}"),
                             (f"of the {len(f['empty_cache']['first_s'])} operations, later calls on our kernels "
                              "(fused: fusing)", "later_calls_on_ours", "{:.0f}"),

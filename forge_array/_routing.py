@@ -53,15 +53,27 @@ LAYER_LOADS: list = []
 #: whether the kernel layer has loaded (``background.state("kernel layer") == "done"``,
 #: kept as one flag for the hot paths below)
 _LAYER = [False]
+#: whether its numba-free part has (:func:`_load_planning`): the replays of cached launch
+#: plans below take calls from then on
+_PLANNING = [False]
 
 
-def _load_layer() -> None:
-    if not config.SIMULATE:   # first what the first calls need to run without numba meanwhile
+def _load_planning() -> None:
+    """The kernel layer's numba-free part: the stored launches' index, the factories'
+    fingerprint table, the kernel sources' hashes, the shipped archive's index and the
+    primitives' modules, with which the standard reductions, products and scans plan and
+    find their shipped kernels with numba unloaded."""
+    if not config.SIMULATE:
         _stored_mod.prepare()
         _factories.prepare()
     for m in (_red, _scan, _mv, _copy, _compaction):
         if isinstance(m, _lazy):
             m.load()
+    _PLANNING[0] = True
+
+
+def _load_layer() -> None:
+    _load_planning()   # first what the calls need to run without numba meanwhile
     importlib.import_module("forge_array.primitives").load_kernels()
     if background.mode() == "background":
         # off the calling thread: what the layers above register (the fusion layer's
@@ -71,7 +83,7 @@ def _load_layer() -> None:
 
 
 def _layer_loaded() -> None:
-    _LAYER[0] = True
+    _LAYER[0] = _PLANNING[0] = True
 
 
 def layer_ready() -> bool:
@@ -92,10 +104,13 @@ def layer_ready() -> bool:
 
 def _prefetch_layer() -> None:
     """The first GPU of the process is named: in background compile mode, queue the kernel
-    layer's load now (numba, the kernel modules: a few hundred milliseconds off the calling
-    thread) so that the first standard call finds it loaded rather than running on CuPy."""
+    layer's numba-free part (:func:`_load_planning`, off the calling thread) so that the
+    first standard calls find the planning modules and the shipped kernels' indexes loaded.
+    numba itself loads at the first call that needs it (a kernel to build, an operation
+    whose planning is not numba-free): its import allocates enough for a full collection of
+    the garbage collector, which holds the interpreter 30-40 ms whatever thread runs it."""
     if not _LAYER[0] and config.KERNELS_ENABLED and background.mode() == "background":
-        layer_ready()
+        background.ready("kernel planning", _load_planning)
 
 
 _devices.ON_FIRST_GPU.append(_prefetch_layer)
@@ -157,7 +172,7 @@ def full_fast(name, x, dtype, keepdims, extra):
     """The replay of a full named reduction's cached launch, or None (see
     :func:`forge_array.primitives.reductions.full_fast`); the namespace calls it only with
     arguments it has checked before.  None until the kernel layer has loaded."""
-    if _LAYER[0]:
+    if _PLANNING[0]:
         return _red.full_fast(name, x, dtype, keepdims, extra)
     return None
 
@@ -167,7 +182,7 @@ def axis_fast(name, x, axis, dtype, keepdims):
     non-negative ints) when our kernels are on, or None (see
     :func:`forge_array.primitives.reductions.axis_fast`); the namespace calls it only with
     arguments it has checked before."""
-    if _LAYER[0] and config.KERNELS_ENABLED:
+    if _PLANNING[0] and config.KERNELS_ENABLED:
         return _red.axis_fast(name, x, axis, dtype, keepdims)
     return None
 
@@ -176,7 +191,7 @@ def matmul_fast(a, b):
     """The replay of ``a @ b``'s cached launch when our kernels are on, or None (see
     :func:`forge_array.primitives.matvec.matmul_fast`); the caller has checked that both
     operands are on the current device."""
-    if _LAYER[0] and config.KERNELS_ENABLED:
+    if _PLANNING[0] and config.KERNELS_ENABLED:
         return _mv.matmul_fast(a, b)
     return None
 
@@ -184,7 +199,7 @@ def matmul_fast(a, b):
 def vecdot_fast(a, b, axis):
     """The replay of ``vecdot``'s cached launch along the negative ``axis`` when our kernels
     are on, or None (see :func:`forge_array.primitives.matvec.vecdot_fast`)."""
-    if _LAYER[0] and config.KERNELS_ENABLED:
+    if _PLANNING[0] and config.KERNELS_ENABLED:
         return _mv.vecdot_fast(a, b, axis)
     return None
 
@@ -193,7 +208,7 @@ def tensordot_fast(a, b, axes):
     """The replay of ``tensordot``'s cached launch over ``axes`` (a pair of tuples of
     non-negative ints) when our kernels are on, or None (see
     :func:`forge_array.primitives.matvec.tensordot_fast`)."""
-    if _LAYER[0] and config.KERNELS_ENABLED:
+    if _PLANNING[0] and config.KERNELS_ENABLED:
         return _mv.tensordot_fast(a, b, axes)
     return None
 
@@ -201,26 +216,19 @@ def tensordot_fast(a, b, axes):
 def _ours(x, name, *args, moments=False):
     """The primitive ``name`` of ``primitives.reductions`` on ``(x, *args)``, or
     :data:`_PENDING` when our kernels do not take ``x`` now (not on its device, complex
-    moments, the layer or a kernel still being built).  While the layer loads, a
-    reduction whose launch an earlier process stored (:mod:`.runtime.stored`) runs it, else
-    one whose kernels the disk cache or the shipped archive holds runs them with numba
-    unloaded (:func:`_shipped`); a call without either waits for the load where its
-    fallback would compile (:func:`_await_layer`), else runs on the fallback and is prepared
-    for later."""
+    moments, the layer or a kernel still being built).  While numba is not loaded (background
+    mode), a reduction whose kernels the disk cache or the shipped archive holds runs them,
+    or one whose launch an earlier process stored runs that (:func:`_without_numba`); a
+    call without either queues the layer's load and waits for it where its fallback would
+    compile (:func:`_await_layer`), else runs on the fallback and is prepared for later."""
     if not kernels_available(x) or (moments and x.dtype.kind == "c"):
         return _PENDING
     if not _LAYER[0]:
         if _layer_loading():
-            # a stored launch, looked up before the load is queued (the first look-up reads
-            # the index without a loading thread competing for the interpreter)
             if x.size == 0:   # nothing stored, nothing to prepare: the fallback's result at once
-                layer_ready()
                 return _PENDING
-            r = _stored_full(x, name, args)
-            if r is None:
-                r = _shipped(lambda: getattr(_red, name)(x, *args))
-            if r is not None and r is not _PENDING:
-                layer_ready()   # the load queued now in any case
+            r = _without_numba(lambda: getattr(_red, name)(x, *args), lambda: _stored_full(x, name, args))
+            if r is not None:
                 return r
             if not (layer_ready() or _await_layer(_cub_reduction(name, x, args[0]))):
                 _prepare_later(_full_key(x, name, args), lambda: getattr(_red, name)(x, *args), x.nbytes)
@@ -235,15 +243,30 @@ def _ours(x, name, *args, moments=False):
 
 
 def _shipped(call):
-    """``call()`` with numba unloaded, or :data:`_PENDING`: while the kernel layer loads,
-    the reductions and products plan without numba and find their kernels in the disk cache
-    or the shipped archive (:func:`.runtime.factories.shipped_only`); a call that would
-    import a kernel module or build a kernel stops there and takes the steps below."""
+    """``call()`` with numba unloaded, or :data:`_PENDING`: the reductions, products and
+    scans plan without numba and find their kernels in the disk cache or the shipped archive
+    (:func:`.runtime.factories.shipped_only`); a call that would import a kernel module or
+    build a kernel stops there and takes the steps below."""
     with _factories.shipped_only():
         try:
             return call()
         except background.Pending:
             return _PENDING
+
+
+def _without_numba(call, stored):
+    """A call's result while numba is not loaded, or None: ``call()`` on the shipped kernels
+    (:func:`_shipped`) once the planning modules have loaded, else first the launch an
+    earlier process stored (``stored()``, None where there is none: it needs no planning
+    module).  Neither queues numba's load: a process whose calls all find their kernels
+    never loads it."""
+    if _PLANNING[0]:
+        r = _shipped(call)
+        return stored() if r is _PENDING else r
+    r = stored()
+    if r is None:
+        r = _shipped(call)
+    return None if r is _PENDING else r
 
 
 def _full_key(x, name, args):
@@ -465,7 +488,7 @@ def argmin(x, axis, keepdims):
 def cumulative_fast(name, x, axis, dtype, include_initial):
     """The replayed launch of ``name`` (cumulative_sum / cumulative_prod) when our kernels
     run on ``x`` and a plan for its layout exists; None otherwise."""
-    if _LAYER[0] and kernels_available(x):
+    if _PLANNING[0] and kernels_available(x):
         return _scan.cumulative_fast(name, x, axis, dtype, include_initial)
     return None
 
@@ -525,9 +548,8 @@ def _routed_scan(name, backend_name, initial, x, axis, dtype, include_initial):
 
     if kernels_available(x) and _layer_loading():
         key = _stored_mod.scan_key(name, x, axis, dtype, include_initial)
-        r = _stored(key, (x,))
+        r = _without_numba(ours, lambda: _stored(key, (x,)))
         if r is not None:
-            layer_ready()   # the load queued now in any case
             return r
         if not (layer_ready() or _await_layer(_cub_scannable(x, dtype))):
             _prepare_later(key, ours, x.nbytes)
@@ -556,16 +578,12 @@ def matmul(a, b):
     """Matrix product; ``a`` and ``b`` share one dtype, shapes already checked."""
     r = None
     if kernels_available(a):
-        if _layer_loading():   # a launch an earlier process stored (see _ours)
+        if _layer_loading():   # the shipped kernels or a stored launch (see _ours)
             key = _stored_mod.pair_key("matmul", a, b)
-            r = _stored(key, (a, b))
-            if r is None:
-                r = _shipped(lambda: _mv.route_matmul(a, b))
-                if r is _PENDING:
-                    r = None
-                if r is None:   # cuBLAS runs it meanwhile, with no compile: no wait
-                    _prepare_later(key, lambda: _mv.route_matmul(a, b), a.nbytes + b.nbytes)
-        if (_LAYER[0] or layer_ready()) and r is None:
+            r = _without_numba(lambda: _mv.route_matmul(a, b), lambda: _stored(key, (a, b)))
+            if r is None:   # cuBLAS runs it meanwhile, with no compile: no wait
+                _prepare_later(key, lambda: _mv.route_matmul(a, b), a.nbytes + b.nbytes)
+        if r is None and (_LAYER[0] or layer_ready()):
             r = _attempt(_mv.route_matmul, a, b)
             if r is _PENDING and not config.SIMULATE:   # a kernel is being built: the call again behind it
                 _prepare_later(_stored_mod.pair_key("matmul", a, b), lambda: _mv.route_matmul(a, b),

@@ -90,6 +90,9 @@ def _specialisations(monkeypatch):
         return real(f, fargs, argtypes, launch_bounds)
 
     monkeypatch.setattr(factories, "kernel", spy)
+    from forge_array.runtime import caches
+
+    caches.clear_all()   # every launch plans afresh
     rng = np.random.default_rng(3)
     dev = xp.__array_namespace_info__().default_device()
     a = xp.asarray(rng.standard_normal((37, 33)).astype(np.float32), device=dev)

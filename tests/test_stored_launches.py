@@ -153,6 +153,7 @@ def _while_the_layer_loads(monkeypatch, looked):
     """The routing seam as on a GPU while the kernel layer loads, its look-ups noted."""
     monkeypatch.setattr(config, "SIMULATE", False)
     monkeypatch.setattr(_routing, "_LAYER", [False])
+    monkeypatch.setattr(_routing, "_PLANNING", [False])
     monkeypatch.setattr(_routing, "layer_ready", lambda: False)
     monkeypatch.setattr(_routing.background, "usable", lambda key: False)
     monkeypatch.setattr(_routing, "_prepare_later", lambda key, call, nbytes: None)
@@ -353,21 +354,21 @@ def test_a_call_cupy_runs_from_its_built_in_kernels_does_not_wait(monkeypatch, n
     assert waited == [] and len(prepared) == 1 and not loaded
 
 
-_SHIPPED_CALLS = [   # the reductions and products that plan without numba
+_SHIPPED_CALLS = [   # the reductions, products and scans that plan without numba
     ("sum", lambda x: _routing._ours(x, "sum", (0,), None, False), "ours"),
     ("mean", lambda x: _routing._ours(x, "mean", (0,), False), "ours"),
     ("sum along axis 0", lambda x: _routing._ours(x.reshape(2, 4), "sum", (0,), None, False), "ours"),
     ("matmul", lambda x: _routing.matmul(x.reshape(2, 4), x[:4]), "ours"),
+    ("cumulative_sum", lambda x: _routing.cumulative_sum(x, 0, np.dtype("float32"), False), "ours"),
+    ("cumulative_sum along axis 0", lambda x: _routing.cumulative_sum(x.reshape(2, 4), 0, np.dtype("float32"),
+                                                                      False), "ours"),
 ]
 
 
-@pytest.mark.parametrize("name, call, ours", _SHIPPED_CALLS, ids=[c[0] for c in _SHIPPED_CALLS])
-def test_a_call_whose_kernels_ship_runs_them_while_the_layer_loads(monkeypatch, name, call, ours):
-    """No stored launch, the kernels in the shipped archive: the call runs ours with the
-    kernel modules unloaded (inside ``shipped_only``), neither waiting nor prepared later."""
+def _shipped_primitives(monkeypatch):
+    """The primitives as stand-ins that note whether they ran inside ``shipped_only``."""
     from forge_array.runtime import factories
 
-    waited, prepared, loaded = _layer_loading_without_stored_launches(monkeypatch, compiles=True)
     inside = []
 
     def primitive(*a, **kw):
@@ -377,9 +378,40 @@ def test_a_call_whose_kernels_ship_runs_them_while_the_layer_loads(monkeypatch, 
     monkeypatch.setattr(_routing, "_shipped", _SHIPPED)
     monkeypatch.setattr(_routing, "_red", types.SimpleNamespace(sum=primitive, mean=primitive))
     monkeypatch.setattr(_routing, "_mv", types.SimpleNamespace(route_matmul=primitive))
+    monkeypatch.setattr(_routing, "_scan", types.SimpleNamespace(cumulative_sum=primitive))
     monkeypatch.setattr(_routing, "_out", lambda x, r, dtype: r)
+    return inside
+
+
+@pytest.mark.parametrize("planning", [False, True], ids=["planning modules loading", "planning modules loaded"])
+@pytest.mark.parametrize("name, call, ours", _SHIPPED_CALLS, ids=[c[0] for c in _SHIPPED_CALLS])
+def test_a_call_whose_kernels_ship_runs_them_and_leaves_numba_unloaded(monkeypatch, name, call, ours, planning):
+    """No stored launch, the kernels in the shipped archive: the call runs ours with the
+    kernel modules unloaded (inside ``shipped_only``), neither waiting, nor prepared later,
+    nor queueing the layer's load (numba)."""
+    waited, prepared, loaded = _layer_loading_without_stored_launches(monkeypatch, compiles=True)
+    asked = []
+    monkeypatch.setattr(_routing, "layer_ready", lambda: asked.append(1) or False)
+    monkeypatch.setattr(_routing, "_PLANNING", [planning])
+    inside = _shipped_primitives(monkeypatch)
     assert call(np.arange(8, dtype=np.float32)) == ours
-    assert inside == [True] and waited == [] and prepared == [] and not loaded
+    assert inside == [True] and waited == [] and prepared == [] and asked == [] and not loaded
+
+
+def test_once_the_planning_modules_load_the_shipped_kernels_come_before_stored_launches(monkeypatch):
+    """With the planning modules loaded a call plans (and so replays its plan next time)
+    rather than running a stored launch; a stored launch still takes a call whose kernels
+    are not shipped."""
+    looked = []
+    _while_the_layer_loads(monkeypatch, looked)
+    monkeypatch.setattr(_routing, "_PLANNING", [True])
+    inside = _shipped_primitives(monkeypatch)
+    x = np.arange(8, dtype=np.float32)
+    assert _routing._ours(x, "sum", (0,), None, False) == "ours"
+    assert inside == [True] and looked == []
+    monkeypatch.setattr(_routing, "_shipped", lambda call: _routing._PENDING)
+    monkeypatch.setattr(_routing, "_stored_full", lambda x, name, args: "stored")
+    assert _routing._ours(x, "sum", (0,), None, False) == "stored"
 
 
 def test_a_call_that_would_load_a_kernel_module_stops_before_it(monkeypatch):
