@@ -13,7 +13,16 @@ import numpy as np
 import pytest
 
 from forge_array import runtime
-from forge_array.runtime import STATS, compiler, config, kernel_files, kernel_sources, prebuilt, zip_index
+from forge_array.runtime import (
+    STATS,
+    compiler,
+    config,
+    kernel_files,
+    kernel_lookup,
+    kernel_sources,
+    prebuilt,
+    zip_index,
+)
 from forge_array.runtime.flags import flags
 
 
@@ -486,7 +495,7 @@ def _loads(monkeypatch, ok=True):
         return None
 
     monkeypatch.setattr(kernel_files, "load_function", load)
-    monkeypatch.setattr(compiler, "_adopt", lambda k, fn: k._fns.__setitem__(0, fn))
+    monkeypatch.setattr(kernel_lookup, "_adopt", lambda k, fn: k._fns.__setitem__(0, fn))
     return loaded
 
 

@@ -27,8 +27,13 @@ def _load(kern: Kernel, key: str, entry: str) -> bool:
     fn = kernel_files.load_function(key, entry)
     if fn is None:
         return False
-    kern._fns[backend.cupy().cuda.runtime.getDevice()] = fn
+    _adopt(kern, fn)
     return True
+
+
+def _adopt(kern: Kernel, fn) -> None:
+    """Give kernel ``kern`` its function ``fn``, loaded on the current device."""
+    kern._fns[backend.cupy().cuda.runtime.getDevice()] = fn
 
 
 def from_caches(key: str, name: str, argtypes) -> Kernel | None:
