@@ -103,14 +103,21 @@ def layer_ready() -> bool:
 
 
 def _prefetch_layer() -> None:
-    """The first GPU of the process is named: in background compile mode, queue the kernel
-    layer's numba-free part (:func:`_load_planning`, off the calling thread) so that the
-    first standard calls find the planning modules and the shipped kernels' indexes loaded.
-    numba itself loads at the first call that needs it (a kernel to build, an operation
-    whose planning is not numba-free): its import allocates enough for a full collection of
-    the garbage collector, which holds the interpreter 30-40 ms whatever thread runs it."""
-    if not _LAYER[0] and config.KERNELS_ENABLED and background.mode() == "background":
-        background.ready("kernel planning", _load_planning)
+    """The first GPU of the process is named: in background compile mode, load the kernel
+    layer's numba-free part now, in this thread (:func:`_load_planning`, about 50 ms on an
+    H200 host), so that the first standard calls find the planning modules and the shipped
+    kernels' indexes loaded.  Not on the worker thread: while the calling thread creates its
+    first arrays, CuPy's context and copies hold the interpreter, and a first call then found
+    the worker's load unfinished and did it itself, 20-30 ms (``python -m bench.suite_startup``).
+    numba loads at the first call that needs it (a kernel to build, an operation whose
+    planning is not numba-free), on the worker: its import allocates enough for a full
+    collection of the garbage collector, which holds the interpreter 30-40 ms whatever
+    thread runs it."""
+    if not _PLANNING[0] and not _LAYER[0] and config.KERNELS_ENABLED and background.mode() == "background":
+        try:
+            _load_planning()
+        except Exception:  # noqa: BLE001  (the layer's load meets it again and reports it)
+            pass
 
 
 _devices.ON_FIRST_GPU.append(_prefetch_layer)

@@ -134,27 +134,27 @@ def test_the_first_gpu_named_calls_the_hooks_once(monkeypatch):
     assert calls == [1]
 
 
-def test_the_routing_seam_queues_the_planning_modules_at_the_first_gpu(monkeypatch):
+def test_the_routing_seam_loads_the_planning_modules_at_the_first_gpu(monkeypatch):
     from forge_array import _devices, _routing
     from forge_array.runtime import background, config
 
     assert _routing._prefetch_layer in _devices.ON_FIRST_GPU
-    queued, asked = [], []
+    loaded, asked = [], []
     monkeypatch.setattr(_routing, "layer_ready", lambda: asked.append(1) or False)
-    monkeypatch.setattr(background, "submit", lambda key, job: queued.append((key, job)))
+    monkeypatch.setattr(_routing, "_load_planning", lambda: loaded.append(1))
     monkeypatch.setattr(_routing, "_LAYER", [False])
+    monkeypatch.setattr(_routing, "_PLANNING", [False])
     monkeypatch.setattr(config, "KERNELS_ENABLED", True)
     old = background.set_mode("sync")
     try:
         _routing._prefetch_layer()
-        assert queued == []                 # sync mode loads the layer at the first call
+        assert loaded == []                 # sync mode loads the layer at the first call
         background.set_mode("background")
-        monkeypatch.setitem(background._STATE, "kernel planning", None)
         _routing._prefetch_layer()
-        # the numba-free part only: numba loads where a call needs it
-        assert queued == [("kernel planning", _routing._load_planning)] and asked == []
+        # the numba-free part only, in this thread: numba loads where a call needs it
+        assert loaded == [1] and asked == []
         monkeypatch.setattr(config, "KERNELS_ENABLED", False)
         _routing._prefetch_layer()
-        assert len(queued) == 1             # our kernels off: nothing to load
+        assert loaded == [1]                # our kernels off: nothing to load
     finally:
         background.set_mode(old)
