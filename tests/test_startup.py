@@ -317,8 +317,10 @@ _STORED = textwrap.dedent("""
     import forge_array as xp
     from forge_array import _routing
     from forge_array.runtime import STATS, background
-    if sys.argv[2] == "hold":   # the kernel layer never loads: calls run stored launches or fall back
+    if sys.argv[2] in ("hold", "plan"):   # the kernel layer never loads (numba stays unloaded)
         _routing.layer_ready = lambda: False
+    if sys.argv[2] == "hold":   # nor its planning modules: calls run stored launches or fall back
+        _routing._load_planning = lambda: None
     import cupy as cp
     dev = sys.argv[1]
     rng = np.random.default_rng(0)
@@ -347,10 +349,10 @@ _STORED = textwrap.dedent("""
              "cumulative_sum of a large array": lambda: xp.cumulative_sum(ones)}
     out = {}
     for name, call in calls.items():
-        n0, s0 = STATS["launches"], STATS["stored_launches"]
+        n0, s0, f0 = STATS["launches"], STATS["stored_launches"], STATS["numba_free_kernels"]
         r = call()
         out[name] = [STATS["launches"] - n0, STATS["stored_launches"] - s0,
-                     np.asarray(xp.asarray(r, device="cpu")).tolist()]
+                     np.asarray(xp.asarray(r, device="cpu")).tolist(), STATS["numba_free_kernels"] - f0]
     out["numba"] = "numba" in sys.modules
     background.wait(300)   # the calls prepared while the layer loaded (background mode)
     print(json.dumps(out))
@@ -372,10 +374,28 @@ def test_a_later_process_runs_the_stored_launches_without_numba(sim, tmp_path, f
     later = json.loads(_run(_STORED, "cuda:0", "hold", FORGE_ARRAY_COMPILE="background", **env))
     assert later.pop("numba") is False
     first.pop("numba")
-    for name, (launches, from_store, value) in later.items():
+    for name, (launches, from_store, value, _) in later.items():
         assert (launches, from_store) == (1, 1), name
         if first_mode == "sync":   # the first process ran our kernels too
             assert first[name][0] >= 1 and value == first[name][2], name
         else:
             np.testing.assert_allclose(np.asarray(value, dtype=float), np.asarray(first[name][2], dtype=float),
                                        rtol=1e-5, err_msg=name)
+
+
+def test_a_process_with_the_planning_modules_loaded_runs_the_cached_kernels_without_numba(sim, tmp_path):
+    """A process fills the kernel cache (and the factories' fingerprints); a later one whose
+    numba-free planning modules loaded at its first GPU but whose kernel layer (numba) is held
+    from loading plans every call and finds its kernels without numba: the cached kernels,
+    or for the few the disk holds no fingerprint of, the stored launch; one launch each,
+    the first process's results bit for bit."""
+    if sim:
+        pytest.skip("needs a GPU")
+    env = {"FORGE_ARRAY_SIMULATE": "0", "FORGE_ARRAY_CACHE_DIR": str(tmp_path)}
+    first = json.loads(_run(_STORED, "cuda:0", "load", FORGE_ARRAY_COMPILE="sync", **env))
+    later = json.loads(_run(_STORED, "cuda:0", "plan", FORGE_ARRAY_COMPILE="background", **env))
+    assert later.pop("numba") is False
+    first.pop("numba")
+    for name, (launches, from_store, value, found) in later.items():
+        assert launches >= 1 and value == first[name][2], name
+    assert sum(v[3] for v in later.values()) > 0
