@@ -177,10 +177,10 @@ def _report(name, args, results):
             ("sync, warm cache", s["warm_cache"]), ("CuPy, empty cache", c["empty_cache"]),
             ("CuPy, warm cache", c["warm_cache"])]
     lines = [f"# Startup: a fresh process's first calls ({name}, n = {args.n}, medians of {args.runs} processes)", "",
-             "`python -m bench.suite_startup`; seconds. forge_array as a user gets it (the kernel layer loads and "
-             "kernels build in the background; meanwhile a first call runs a stored launch, or the shipped kernels "
-             "of the reductions and products with numba unloaded, or on CuPy where CuPy runs it without compiling, "
-             "or waits for the layer's load where CuPy would compile) and with "
+             "`python -m bench.suite_startup`; seconds. forge_array as a user gets it (the reductions, products "
+             "and scans run their shipped kernels with numba unloaded; numba loads and kernels build in the "
+             "background where a call needs a build, and meanwhile such a call runs a stored launch, or on CuPy "
+             "where CuPy runs it without compiling, or waits for the layer's load where CuPy would compile) and with "
              "`FORGE_ARRAY_COMPILE=sync` (every first call waits for its kernels); the import includes "
              "`import cupy`.", "",
              "| | " + " | ".join(label for label, _ in cols) + " |",
