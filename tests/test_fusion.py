@@ -581,3 +581,26 @@ def test_map_kernel_covers_every_element_for_any_unroll(monkeypatch, bk, items):
         (out,) = elementwise.map_arrays(lambda u, v: (u * v + 1.0,), [bk.asarray(a), bk.asarray(b)],
                                         ("float32",))
         np.testing.assert_array_equal(out if bk is np else out.get(), a * 2 + 1)
+
+
+def test_a_fused_call_before_the_kernel_layer_runs_as_plain_code_and_again_behind_the_load(monkeypatch):
+    """Background mode, the kernel layer (numba) not loaded: the call runs as plain code and
+    is queued to run once more behind the layer's load (where it is traced and its kernels
+    queued); that run gives the same value."""
+    from forge_array import _routing
+    from forge_array.fusion import trace
+
+    prepared = []
+    monkeypatch.setattr(trace, "_LAYER", [False])
+    monkeypatch.setattr(trace, "_layer_ready", lambda: False)
+    monkeypatch.setattr(trace, "kernels_available", lambda a: True)
+    monkeypatch.setattr(_routing, "_prepare_later", lambda key, call, nbytes: prepared.append((key, call, nbytes)))
+    f = xp.fuse(lambda a, b: xp.sum(a * b + 1))
+    x = xp.asarray(np.arange(8.0), device="cpu")
+    y = xp.asarray(np.full(8, 2.0), device="cpu")
+    assert float(f(x, y)) == float(np.sum(np.arange(8.0) * 2 + 1))
+    assert len(prepared) == 1
+    key, call, nbytes = prepared[0]
+    assert key[0] == "fused" and nbytes == 2 * 8 * 8   # two float64 operands of 8
+    monkeypatch.setattr(trace, "_LAYER", [True])   # the layer loaded: the queued call traces
+    assert float(call()) == float(f(x, y))

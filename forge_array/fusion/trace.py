@@ -215,7 +215,12 @@ class Fused:
         key, arrays = signature(args, kwargs)
         if arrays and not _LAYER[0] and kernels_available(arrays[0]) and not _layer_ready():
             # background compile mode: while numba and the kernels load off the thread, the
-            # function runs as plain code (arrays without kernels never load them)
+            # function runs as plain code (arrays without kernels never load them), and once
+            # more behind the load on that thread (its result dropped), where it is traced and
+            # its kernels are queued, so that a later call finds them built
+            if key is not None:
+                _routing._prepare_later(("fused", id(self), key), lambda: self(*args, **kwargs),
+                                        sum(int(a.nbytes) for a in arrays))
             return self.fn(*args, **kwargs)
         if key is None:
             return self._run(args, kwargs, None)
