@@ -276,6 +276,14 @@ def _without_numba(call, stored):
     return None if r is _PENDING else r
 
 
+def _before_numba(x, call):
+    """``call()`` on the shipped kernels while numba is not loaded (background mode, see
+    :func:`_without_numba`), or None: then the caller queues the layer's load and falls back."""
+    if kernels_available(x) and _layer_loading():
+        return _without_numba(call, lambda: None)
+    return None
+
+
 def _full_key(x, name, args):
     """The stored-launch key of the reduction ``name`` on ``(x, *args)`` (the arguments of
     the routed function), or None where such launches are not stored."""
@@ -610,7 +618,9 @@ def backend_matmul(a, b):
 def vecdot(a, b, axis):
     """sum(conj(a) * b) along ``axis`` (a NEGATIVE int, counted from the end of the
     broadcast shape, so operands of different ndim need no broadcasting copy)."""
-    r = _attempt(_mv.route_vecdot, a, b, axis) if _kernels(a) else None
+    r = _before_numba(a, lambda: _mv.route_vecdot(a, b, axis))
+    if r is None and _kernels(a):
+        r = _attempt(_mv.route_vecdot, a, b, axis)
     if r is not None and r is not _PENDING:
         return _out(a, r, a.dtype)
     return _out(a, _ns(a).vecdot(a, b, axis=axis), a.dtype)
@@ -619,7 +629,9 @@ def vecdot(a, b, axis):
 def tensordot(a, b, axes):
     """Tensor contraction over ``axes = (axes_of_a, axes_of_b)`` (tuples of
     non-negative ints of equal length and matching sizes)."""
-    r = _attempt(_mv.route_tensordot, a, b, axes) if _kernels(a) else None
+    r = _before_numba(a, lambda: _mv.route_tensordot(a, b, axes))
+    if r is None and _kernels(a):
+        r = _attempt(_mv.route_tensordot, a, b, axes)
     if r is not None and r is not _PENDING:
         return _out(a, r, a.dtype)
     return _out(a, _ns(a).tensordot(a, b, axes=axes), a.dtype)

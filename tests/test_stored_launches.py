@@ -362,6 +362,8 @@ _SHIPPED_CALLS = [   # the reductions, products and scans that plan without numb
     ("cumulative_sum", lambda x: _routing.cumulative_sum(x, 0, np.dtype("float32"), False), "ours"),
     ("cumulative_sum along axis 0", lambda x: _routing.cumulative_sum(x.reshape(2, 4), 0, np.dtype("float32"),
                                                                       False), "ours"),
+    ("vecdot", lambda x: _routing.vecdot(x.reshape(2, 4), x[:4], -1), "ours"),
+    ("tensordot", lambda x: _routing.tensordot(x.reshape(2, 4), x[:4], ((1,), (0,))), "ours"),
 ]
 
 
@@ -377,7 +379,8 @@ def _shipped_primitives(monkeypatch):
 
     monkeypatch.setattr(_routing, "_shipped", _SHIPPED)
     monkeypatch.setattr(_routing, "_red", types.SimpleNamespace(sum=primitive, mean=primitive))
-    monkeypatch.setattr(_routing, "_mv", types.SimpleNamespace(route_matmul=primitive))
+    monkeypatch.setattr(_routing, "_mv", types.SimpleNamespace(route_matmul=primitive, route_vecdot=primitive,
+                                                               route_tensordot=primitive))
     monkeypatch.setattr(_routing, "_scan", types.SimpleNamespace(cumulative_sum=primitive))
     monkeypatch.setattr(_routing, "_out", lambda x, r, dtype: r)
     return inside
