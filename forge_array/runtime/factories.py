@@ -134,10 +134,8 @@ def versions():
     """(Python major.minor, numba's version, numba-cuda's version) of this install; a version
     that cannot be told is None (then no fingerprint is valid)."""
     if not _VERSIONS:
-        if "numba" in sys.modules:
-            numba_v = sys.modules["numba"].__version__
-        else:
-            numba_v = _dist_version("numba", "numba")
+        # (numba's own version where it is imported; another thread may be importing it)
+        numba_v = getattr(sys.modules.get("numba"), "__version__", None) or _dist_version("numba", "numba")
         _VERSIONS.append(("%d.%d" % sys.version_info[:2], numba_v, _dist_version("numba_cuda", "numba-cuda")))
     return _VERSIONS[0]
 
