@@ -178,7 +178,7 @@ def _cupy_inf_fix(x, res, axis, keepdims, target):
 def full_fast(name, x, dtype, keepdims, extra):
     """The replay of a full named reduction's cached launch, or None (see
     :func:`forge_array.primitives.reductions.full_fast`); the namespace calls it only with
-    arguments it has checked before.  None until the kernel layer has loaded."""
+    arguments it has checked before.  None until the planning modules have loaded."""
     if _PLANNING[0]:
         return _red.full_fast(name, x, dtype, keepdims, extra)
     return None
