@@ -387,8 +387,9 @@ def test_a_process_with_the_planning_modules_loaded_runs_the_cached_kernels_with
     """A process fills the kernel cache (and the factories' fingerprints); a later one whose
     numba-free planning modules loaded at its first GPU but whose kernel layer (numba) is held
     from loading plans every call and finds its kernels without numba: the cached kernels,
-    or for the few the disk holds no fingerprint of, the stored launch; one launch each,
-    the first process's results bit for bit."""
+    or for the few the disk holds no fingerprint of, the stored launch; at least one launch
+    each, the first process's results (a float scan's look-back may fold its tiles in another
+    order)."""
     if sim:
         pytest.skip("needs a GPU")
     env = {"FORGE_ARRAY_SIMULATE": "0", "FORGE_ARRAY_CACHE_DIR": str(tmp_path)}
@@ -397,5 +398,7 @@ def test_a_process_with_the_planning_modules_loaded_runs_the_cached_kernels_with
     assert later.pop("numba") is False
     first.pop("numba")
     for name, (launches, from_store, value, found) in later.items():
-        assert launches >= 1 and value == first[name][2], name
+        assert launches >= 1, name
+        np.testing.assert_allclose(np.asarray(value, dtype=float), np.asarray(first[name][2], dtype=float),
+                                   rtol=1e-6, err_msg=name)
     assert sum(v[3] for v in later.values()) > 0
