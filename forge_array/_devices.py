@@ -148,7 +148,7 @@ def _names_here() -> str:
 
 
 #: called once, the first time this process names an available GPU or wraps a CuPy array
-#: (the routing seam starts loading the kernel layer then, off the calling thread)
+#: (the routing seam loads the kernel layer's numba-free planning modules then)
 ON_FIRST_GPU: list = []
 _GPU_SEEN = [False]
 
